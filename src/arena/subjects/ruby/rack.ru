@@ -1,0 +1,7 @@
+# The subject workload as a raw Rack app. Contract: ../spec.md.
+require_relative "workload"
+
+run(lambda do |env|
+  status, headers, body = ArenaWorkload.call_rack(env, "rack")
+  [status, headers, [body]]
+end)

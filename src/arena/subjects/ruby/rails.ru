@@ -1,0 +1,34 @@
+# The subject workload as a single-file Rails 6.1 app (Debian's ruby-rails; no Gemfile needed):
+# one route per endpoint into one controller. Contract: ../spec.md.
+require "tmpdir"
+require "logger"
+require "action_controller/railtie"
+require_relative "workload"
+
+class ArenaRails < Rails::Application
+  config.root = File.join(ENV.fetch("TMPDIR", Dir.tmpdir), "arena-rails")
+  config.eager_load = true
+  config.secret_key_base = "arena-subject-app-has-no-secrets"
+  config.logger = Logger.new($stdout, level: Logger::WARN)
+  config.log_level = :warn
+  config.hosts.clear
+  config.api_only = true
+end
+
+class WorkloadController < ActionController::API
+  def serve
+    status, hdrs, body = ArenaWorkload.handle(request.path, request.query_string,
+                                              request.headers["X-Request-Start"], "rails")
+    hdrs.each { |k, v| response.headers[k] = v unless k == "Content-Type" }
+    render body: body, status: status, content_type: hdrs["Content-Type"]
+  end
+end
+
+ArenaRails.initialize!
+# Drawn after initialize!, whose routes reloader would otherwise clear them.
+ArenaRails.routes.draw do
+  (ArenaWorkload::ENDPOINTS + ["mix"]).each { |name| match "/#{name}", to: "workload#serve", via: :all }
+  match "*path", to: "workload#serve", via: :all
+  root to: "workload#serve", via: :all
+end
+run ArenaRails

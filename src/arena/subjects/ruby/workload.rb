@@ -1,0 +1,317 @@
+# The subject workload shared by the Rack, Sinatra and Rails apps. Contract: ../spec.md.
+# It mirrors ../python/workload.py: same parameters, bounds, messages, bodies and timings.
+
+require "json"
+require "uri"
+
+module ArenaWorkload
+  ENDPOINTS = %w[work fib pi sort json sleep server health].freeze
+  DISTRIBUTIONS = %w[fixed exp lognormal].freeze
+  INTEGER = /\A-?[0-9]+\z/
+  NUMBER = /\A-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\z/
+
+  class BadRequest < StandardError
+    def status = 400
+  end
+
+  class NotFound < BadRequest
+    def status = 404
+  end
+
+  # One query parameter: kind ("number", "integer" or "word"), default, bounds or words.
+  Param = Struct.new(:kind, :default, :lo, :hi, :words) do
+    def allowed
+      return words.map { |w| "'#{w}'" }.join(" or ") if kind == "word"
+      "a#{kind == 'integer' ? 'n' : ''} #{kind} from #{ArenaWorkload.fmt(lo)} to #{ArenaWorkload.fmt(hi)}"
+    end
+
+    def parse(name, raw)
+      problem = "#{name}: must be #{allowed}, got '#{raw}'"
+      if kind == "word"
+        raise BadRequest, problem unless words.include?(raw)
+        return raw
+      end
+      raise BadRequest, problem unless (kind == "integer" ? INTEGER : NUMBER).match?(raw)
+      value = kind == "integer" ? Integer(raw, 10) : Float(raw)
+      raise BadRequest, problem unless value >= lo && value <= hi
+      value
+    end
+  end
+
+  def self.num(default, lo, hi) = Param.new("number", default, lo, hi, nil)
+  def self.int(default, lo, hi) = Param.new("integer", default, lo, hi, nil)
+  def self.word(default, words) = Param.new("word", default, nil, nil, words)
+
+  PARAMS = {
+    "work" => {
+      "cpu_ms" => num(0, 0, 10_000), "io_ms" => num(0, 0, 60_000),
+      "bytes" => int(0, 0, 10 * 1024 * 1024), "io" => word("sleep", %w[sleep block]),
+      "cpu_dist" => word("fixed", DISTRIBUTIONS), "io_dist" => word("fixed", DISTRIBUTIONS),
+      "sigma" => num(1.0, 0, 4)
+    },
+    "fib" => { "n" => int(1000, 0, 100_000) },
+    "pi" => { "digits" => int(100, 1, 10_000) },
+    "sort" => { "n" => int(1000, 0, 1_000_000) },
+    "json" => { "min" => int(10, 0, 100_000), "max" => int(100, 0, 100_000) },
+    "sleep" => { "ms" => num(0, 0, 60_000) },
+    "server" => {},
+    "health" => {}
+  }.freeze
+  WEIGHT = num(0, 0, 1_000_000)
+  SEED = int(nil, 0, 2**63 - 1)
+
+  def self.fmt(x) = (x.to_f == x.to_i ? x.to_i.to_s : x.to_s)
+
+  # ---------------------------------------------------------------- parameters
+
+  def self.parse_query(query)
+    out = {}
+    (query || "").split("&").each do |pair|
+      next if pair.empty?
+      k, v = pair.split("=", 2)
+      out[unescape(k)] = unescape(v || "")
+    end
+    out
+  end
+
+  def self.unescape(s)
+    URI.decode_www_form_component(s)
+  rescue ArgumentError
+    s
+  end
+
+  def self.endpoint_args(endpoint, query, prefixed: false)
+    spec = PARAMS[endpoint]
+    raw = {}
+    labels = {}
+    query.each do |name, value|
+      if spec.key?(name)
+        raw[name] = value unless raw.key?(name)
+        labels[name] = name
+      elsif !prefixed
+        raise BadRequest, "#{name}: unknown parameter for /#{endpoint} (allowed: #{names(spec)})"
+      end
+    end
+    if prefixed
+      spec.each_key do |name|
+        key = "#{endpoint}.#{name}"
+        next unless query.key?(key)
+        raw[name] = query[key]
+        labels[name] = key
+      end
+    end
+    args = spec.transform_values(&:default)
+    raw.each { |name, value| args[name] = spec[name].parse(labels[name], value) }
+    if endpoint == "json" && args["min"] > args["max"]
+      raise BadRequest, "min: must be <= max (#{args['max']}), got '#{args['min']}'"
+    end
+    args
+  end
+
+  def self.names(spec) = spec.empty? ? "none" : spec.keys.join(", ")
+
+  def self.mix_args(query)
+    weights = {}
+    seed = nil
+    query.each do |name, value|
+      if name.start_with?("w_")
+        unless ENDPOINTS.include?(name[2..])
+          raise BadRequest, "#{name}: unknown endpoint weight (allowed: w_#{ENDPOINTS.join(', w_')})"
+        end
+        weights[name[2..]] = WEIGHT.parse(name, value)
+      elsif name == "seed"
+        seed = SEED.parse(name, value)
+      else
+        endpoint, dot, param = name.partition(".")
+        known = dot.empty? ? PARAMS.values.any? { |p| p.key?(name) } : PARAMS.fetch(endpoint, {}).key?(param)
+        unless known
+          raise BadRequest, "#{name}: unknown parameter for /mix (allowed: w_<endpoint>, seed, " \
+                            "and the endpoints' parameters, plain or as <endpoint>.<name>)"
+        end
+      end
+    end
+    raise BadRequest, "w_*: at least one endpoint weight must be above 0, got none" unless weights.values.any?(&:positive?)
+    [weights, seed]
+  end
+
+  # ---------------------------------------------------------------- random streams
+
+  UNSEEDED = Random.new
+  SEEDED = {}
+  SEEDED_LOCK = Mutex.new
+
+  def self.rng_for(seed)
+    return UNSEEDED if seed.nil?
+    SEEDED_LOCK.synchronize { SEEDED[seed] ||= Random.new(seed) }
+  end
+
+  def self.choose(weights, rng)
+    names = ENDPOINTS.select { |e| weights.fetch(e, 0).positive? }
+    x = rng.rand * names.sum { |e| weights[e] }
+    names.each do |e|
+      x -= weights[e]
+      return e if x < 0
+    end
+    names.last
+  end
+
+  def self.sample(mean, dist, sigma, hi, rng)
+    value =
+      if mean <= 0 || dist == "fixed" then mean
+      elsif dist == "exp" then -mean * Math.log(1.0 - rng.rand)
+      else # lognormal with E[X] = mean: mu = ln(mean) - sigma^2 / 2 (Box-Muller normal)
+        normal = Math.sqrt(-2.0 * Math.log(1.0 - rng.rand)) * Math.cos(2 * Math::PI * rng.rand)
+        Math.exp(Math.log(mean) - sigma * sigma / 2 + sigma * normal)
+      end
+    [value, hi].min
+  end
+
+  # ---------------------------------------------------------------- the work
+
+  def self.thread_cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+  def self.mono = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+  def self.burn_cpu(seconds)
+    stop = thread_cpu + seconds
+    x = 0
+    while thread_cpu < stop
+      100.times { |i| x += i * i } # a few µs between clock reads keeps the overshoot small
+    end
+    x
+  end
+
+  def self.fib(n)
+    a, b = 0, 1
+    n.times { a, b = b, a + b }
+    a
+  end
+
+  def self.arctan_inv(x, unity)
+    total = term = unity / x
+    x2, k, sign = x * x, 3, -1
+    until term.zero?
+      term /= x2
+      total += sign * (term / k)
+      sign, k = -sign, k + 2
+    end
+    total
+  end
+
+  def self.pi_digits(digits)
+    guard = 10
+    unity = 10**(digits + guard)
+    text = ((4 * (4 * arctan_inv(5, unity) - arctan_inv(239, unity))) / 10**guard).to_s
+    "#{text[0]}.#{text[1..]}"
+  end
+
+  def self.json_doc(size, rng)
+    (0...size).to_h { |i| ["item#{i}", { "id" => i, "name" => "item-#{i}", "score" => rng.rand, "tags" => %w[a b c] }] }
+  end
+
+  def self.thread_id = Thread.current.respond_to?(:native_thread_id) ? Thread.current.native_thread_id : Thread.current.object_id
+
+  def self.server_info(app_kind)
+    { "server" => ENV.fetch("ARENA_SERVER", "unknown"), "pid" => Process.pid, "thread" => thread_id,
+      "app" => app_kind, "language" => "ruby", "interpreter" => "#{RUBY_ENGINE} #{RUBY_VERSION}" }
+  end
+
+  # Runs the CPU phase; returns [body, content type, I/O seconds to wait, cpu, cpuwall].
+  def self.compute(endpoint, args, rng, app_kind)
+    wall0 = mono
+    cpu0 = thread_cpu
+    io_s = 0.0
+    type = "application/json"
+    body =
+      case endpoint
+      when "work"
+        cpu_ms = sample(args["cpu_ms"], args["cpu_dist"], args["sigma"], 10_000, rng)
+        io_s = sample(args["io_ms"], args["io_dist"], args["sigma"], 60_000, rng) / 1000.0
+        burn_cpu(cpu_ms / 1000.0)
+        type = "text/plain"
+        "x" * args["bytes"]
+      when "fib"
+        f = fib(args["n"])
+        JSON.generate({ "n" => args["n"], "bits" => f.bit_length, "mod1e9" => f % 10**9 })
+      when "pi"
+        type = "text/plain"
+        pi_digits(args["digits"])
+      when "sort"
+        values = Array.new(args["n"]) { rng.rand(2**31) }.sort
+        JSON.generate({ "n" => args["n"], "min" => values.first, "max" => values.last })
+      when "json" then JSON.generate(json_doc(rng.rand(args["min"]..args["max"]), rng))
+      when "sleep"
+        io_s = args["ms"] / 1000.0
+        type = "text/plain"
+        ""
+      when "server" then JSON.generate(server_info(app_kind))
+      else
+        type = "text/plain"
+        "ok"
+      end
+    [body, type, io_s, thread_cpu - cpu0, mono - wall0]
+  end
+
+  def self.parse_request_start(value)
+    text = value.strip.delete_prefix("t=")
+    return Float(text) if /\A[0-9]+\.[0-9]+\z/.match?(text)
+    if /\A[0-9]+\z/.match?(text)
+      n = Integer(text, 10)
+      return n >= 10**15 ? n / 1e6 : n >= 10**12 ? n / 1e3 : n.to_f
+    end
+    raise BadRequest, "X-Request-Start: must be t=<microseconds since the epoch>, got '#{value}'"
+  end
+
+  def self.ms(seconds) = format("%.3f", seconds * 1000)
+
+  # Serves one request: returns [status, headers, body]. The waits are Ruby's sleep, which releases
+  # the GVL; no Ruby server here runs the app in an event loop, so io=block is the same wait.
+  def self.handle(path, query, request_start, app_kind)
+    start_wall = Time.now.to_f
+    start = mono
+    cpu = cpuwall = io = 0.0
+    endpoint = path.delete_prefix("/").delete_suffix("/")
+    endpoint = "/" if endpoint.empty?
+    queue = nil
+    begin
+      queue = start_wall - parse_request_start(request_start) unless request_start.nil?
+      unless PARAMS.key?(endpoint) || endpoint == "mix"
+        raise NotFound, "unknown path #{path} (endpoints: /#{ENDPOINTS.join(', /')}, /mix)"
+      end
+      params = parse_query(query)
+      rng = UNSEEDED
+      if endpoint == "mix"
+        weights, seed = mix_args(params)
+        rng = rng_for(seed)
+        endpoint = choose(weights, rng)
+        args = endpoint_args(endpoint, params, prefixed: true)
+      else
+        args = endpoint_args(endpoint, params)
+      end
+      body, type, io_s, cpu, cpuwall = compute(endpoint, args, rng, app_kind)
+      if io_s.positive?
+        t0 = mono
+        sleep(io_s)
+        io = mono - t0
+      end
+      status = 200
+    rescue BadRequest => e
+      status = e.status
+      body = "#{e.message}\n"
+      type = "text/plain"
+    end
+    timing = []
+    timing << "queue;dur=#{ms([queue, 0.0].max)}" unless queue.nil?
+    timing << "app;dur=#{ms(mono - start)}" << "cpu;dur=#{ms(cpu)}" << "cpuwall;dur=#{ms(cpuwall)}" << "io;dur=#{ms(io)}"
+    headers = {
+      "Content-Type" => type, "Content-Length" => body.bytesize.to_s, "Server-Timing" => timing.join(", "),
+      "X-Arena-Pid" => Process.pid.to_s, "X-Arena-Thread" => thread_id.to_s,
+      "X-Arena-Endpoint" => status == 200 ? endpoint : "none"
+    }
+    [status, headers, body]
+  end
+
+  # The Rack entry point shared by the front ends that see a Rack env.
+  def self.call_rack(env, app_kind)
+    handle(env["PATH_INFO"] || "/", env["QUERY_STRING"], env["HTTP_X_REQUEST_START"], app_kind)
+  end
+end
