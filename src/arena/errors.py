@@ -1,0 +1,5 @@
+"""The one error type the engine raises for anything a user can fix; the CLI prints it as one line."""
+
+
+class ArenaError(Exception):
+    """A user-facing failure: the message names the file, key or flag, the value, what is allowed."""

@@ -1,0 +1,71 @@
+"""A minimal HTTP/1.1 client for control traffic (readiness, conformance): never for load."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from dataclasses import dataclass
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+    def timing(self) -> dict[str, float]:
+        """Server-Timing -> {metric: milliseconds}."""
+        out = {}
+        for part in self.headers.get("server-timing", "").split(","):
+            name, _, rest = part.strip().partition(";")
+            if rest.startswith("dur="):
+                out[name] = float(rest[4:])
+        return out
+
+
+class Client:
+    """One keep-alive connection to host:port, reopened when the server closes it."""
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0):
+        self.conn = http.client.HTTPConnection(host, port, timeout=timeout)
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
+        for attempt in (1, 2):
+            try:
+                self.conn.request("GET", path, headers=headers or {})
+                resp = self.conn.getresponse()
+                body = resp.read()
+                return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.conn.close()  # the server closed an idle keep-alive connection: retry once
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def port_free(host: str, port: int) -> bool:
+    """True when nothing listens on host:port (TIME_WAIT leftovers do not count)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

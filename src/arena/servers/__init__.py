@@ -1,0 +1,1 @@
+"""Real servers: the catalog of entries, their lifecycle, and the cgroups that confine them."""

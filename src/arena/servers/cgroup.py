@@ -1,0 +1,481 @@
+"""Confinement of one server's whole process set: cgroup v1, cgroup v2, or process tracking.
+
+Each server Arena starts gets a fresh group named ``arena-<owner pid>-<seq>-<server>``. The group
+is joined between fork and exec, so every process the server ever spawns is in it, daemonized ones
+(Passenger's watchdog re-parents to PID 1) included. The group gives exact CPU accounting, a memory
+peak, freezing (a clean stall) and a kill of everything. Where no cgroup hierarchy is writable,
+``ProcessTree`` tracks processes by an inherited environment tag and pins CPUs with affinity.
+
+Choose with ``ARENA_CGROUP=auto|v1|v2|none`` (default auto: v1 when its controllers are mounted and
+writable, else v2, else none).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import re
+import signal
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Callable, Iterable
+
+from arena.errors import ArenaError
+
+PREFIX = "arena-"
+BACKENDS = ("auto", "v1", "v2", "none")
+V1_CONTROLLERS = ("cpuset", "cpuacct", "memory", "pids", "freezer")
+_seq = itertools.count(1)
+
+
+# ---------------------------------------------------------------------- CPU lists
+
+
+def parse_cpu_list(text: str, flag: str = "--cpus") -> list[int]:
+    """``"0-2,5"`` -> [0, 1, 2, 5]; every CPU must be one this process may run on."""
+    cpus: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise ArenaError(f"{flag}: must be a CPU list such as 0 or 0-1,3, got '{text}'")
+        cpus.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    allowed = os.sched_getaffinity(0)
+    missing = sorted(cpus - allowed)
+    if missing:
+        raise ArenaError(f"{flag}: CPU {missing[0]} is not available, got '{text}' "
+                         f"(available: {format_cpu_list(allowed)})")
+    return sorted(cpus)
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """[0, 1, 2, 5] -> ``"0-2,5"``."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c != run[-1] + 1:
+            out.append(_span(run))
+            run = []
+        run.append(c)
+    if run:
+        out.append(_span(run))
+    return ",".join(out)
+
+
+def _span(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+# ---------------------------------------------------------------------- the interface
+
+
+class ProcessSet(ABC):
+    """All processes of one server: how a child joins, what they are, what they used, how to end them."""
+
+    backend = ""
+
+    def __init__(self, name: str, cpus: list[int] | None):
+        self.name = name
+        self.cpus = cpus
+
+    def preexec(self) -> Callable[[], None]:
+        """Run in the child between fork and exec: join the set (and pin CPUs)."""
+        cpus = self.cpus
+        join = self._join
+
+        def child() -> None:
+            join(os.getpid())
+            if cpus:
+                os.sched_setaffinity(0, cpus)
+
+        return child
+
+    def env(self) -> dict[str, str]:
+        """Environment additions for the server (the fallback tracks by an inherited tag)."""
+        return {}
+
+    @abstractmethod
+    def _join(self, pid: int) -> None: ...
+
+    @abstractmethod
+    def pids(self) -> list[int]:
+        """Every live process in the set."""
+
+    @abstractmethod
+    def cpu_times(self) -> tuple[float, float] | None:
+        """Cumulative (user, system) CPU seconds of the set since it was created."""
+
+    def memory_peak(self) -> int | None:
+        """Peak memory charged to the set (bytes), where the backend accounts it."""
+        return None
+
+    @abstractmethod
+    def freeze(self) -> None: ...
+
+    @abstractmethod
+    def thaw(self) -> None: ...
+
+    def kill_all(self, timeout: float = 10.0) -> None:
+        """SIGKILL every process until none is left (frozen first where possible: no fork races)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = self.pids()
+            if not pids:
+                return
+            if time.monotonic() > deadline:
+                raise ArenaError(f"{self.name}: processes {pids} survived SIGKILL for {timeout:.0f} s")
+            self._kill_round(pids)
+            time.sleep(0.02)
+
+    def _kill_round(self, pids: list[int]) -> None:
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+
+    def signal_all(self, sig: int) -> None:
+        for pid in self.pids():
+            _signal(pid, sig)
+
+    @abstractmethod
+    def remove(self) -> None:
+        """Delete the (empty) group."""
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _rmdir(path: Path) -> None:
+    for _ in range(100):  # a group whose last task just exited can be busy for a moment
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            time.sleep(0.01)
+    path.rmdir()
+
+
+def _procs(path: Path) -> list[int]:
+    try:
+        return [int(line) for line in _read(path / "cgroup.procs").split()]
+    except FileNotFoundError:
+        return []
+
+
+# ---------------------------------------------------------------------- mounts
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, fs type, options) of every cgroup mount."""
+    out = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _dev, point, fstype, opts, *_ = line.split()
+        if fstype in ("cgroup", "cgroup2"):
+            out.append((point, fstype, set(opts.split(","))))
+    return out
+
+
+def v1_roots() -> dict[str, Path]:
+    """Controller -> mount point, for the v1 controllers Arena uses."""
+    roots = {}
+    for point, fstype, opts in _mounts():
+        if fstype == "cgroup":
+            for c in V1_CONTROLLERS:
+                if c in opts:
+                    roots[c] = Path(point)
+    return roots
+
+
+def v2_root() -> Path | None:
+    for point, fstype, _opts in _mounts():
+        if fstype == "cgroup2":
+            return Path(point)
+    return None
+
+
+# ---------------------------------------------------------------------- cgroup v1
+
+
+class CgroupV1(ProcessSet):
+    backend = "cgroup-v1"
+
+    def __init__(self, name: str, cpus: list[int] | None, roots: dict[str, Path]):
+        super().__init__(name, cpus)
+        self.dirs = {c: roots[c] / name for c in roots}
+        try:
+            for c, d in self.dirs.items():
+                d.mkdir()
+                if c == "cpuset":  # a cpuset must have cpus and mems before a task can join
+                    parent = roots[c]
+                    _write(d / "cpuset.cpus", format_cpu_list(cpus) if cpus else _read(parent / "cpuset.cpus").strip())
+                    _write(d / "cpuset.mems", _read(parent / "cpuset.mems").strip())
+        except BaseException:
+            self.remove()
+            raise
+
+    def _join(self, pid: int) -> None:
+        for d in self.dirs.values():
+            _write(d / "cgroup.procs", str(pid))
+
+    def pids(self) -> list[int]:
+        d = self.dirs.get("freezer") or self.dirs.get("pids") or next(iter(self.dirs.values()))
+        return _procs(d)
+
+    def cpu_times(self) -> tuple[float, float] | None:
+        d = self.dirs.get("cpuacct")
+        if d is None:
+            return None
+        if (d / "cpuacct.usage_user").exists():  # nanoseconds
+            return int(_read(d / "cpuacct.usage_user")) / 1e9, int(_read(d / "cpuacct.usage_sys")) / 1e9
+        ticks = dict(line.split() for line in _read(d / "cpuacct.stat").splitlines())
+        hz = os.sysconf("SC_CLK_TCK")
+        return int(ticks["user"]) / hz, int(ticks["system"]) / hz
+
+    def memory_peak(self) -> int | None:
+        d = self.dirs.get("memory")
+        return int(_read(d / "memory.max_usage_in_bytes")) if d else None
+
+    def _set_frozen(self, state: str) -> bool:
+        d = self.dirs.get("freezer")
+        if d is None:
+            return False
+        _write(d / "freezer.state", state)
+        for _ in range(500):
+            if _read(d / "freezer.state").strip() == state:
+                break
+            time.sleep(0.002)
+        return True
+
+    def freeze(self) -> None:
+        if not self._set_frozen("FROZEN"):
+            self.signal_all(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        if not self._set_frozen("THAWED"):
+            self.signal_all(signal.SIGCONT)
+
+    def _kill_round(self, pids: list[int]) -> None:
+        frozen = self._set_frozen("FROZEN")
+        super()._kill_round(self.pids() if frozen else pids)
+        if frozen:
+            self._set_frozen("THAWED")
+
+    def remove(self) -> None:
+        for d in self.dirs.values():
+            _rmdir(d)
+
+
+# ---------------------------------------------------------------------- cgroup v2
+
+
+class CgroupV2(ProcessSet):
+    backend = "cgroup-v2"
+
+    def __init__(self, name: str, cpus: list[int] | None, root: Path):
+        super().__init__(name, cpus)
+        available = set(_read(root / "cgroup.controllers").split())
+        for c in ("cpuset", "cpu", "memory", "pids") if root == v2_root() else ():
+            if c in available:
+                try:
+                    _write(root / "cgroup.subtree_control", f"+{c}")
+                except OSError:
+                    pass  # a controller that cannot be delegated: that accounting is simply absent
+        self.dir = root / name
+        self.dir.mkdir()
+        try:
+            if cpus and (self.dir / "cpuset.cpus").exists():
+                _write(self.dir / "cpuset.cpus", format_cpu_list(cpus))
+        except BaseException:
+            self.remove()
+            raise
+
+    def _join(self, pid: int) -> None:
+        _write(self.dir / "cgroup.procs", str(pid))
+
+    def pids(self) -> list[int]:
+        return _procs(self.dir)
+
+    def cpu_times(self) -> tuple[float, float] | None:
+        stat = dict(line.split() for line in _read(self.dir / "cpu.stat").splitlines())
+        return int(stat["user_usec"]) / 1e6, int(stat["system_usec"]) / 1e6
+
+    def memory_peak(self) -> int | None:
+        p = self.dir / "memory.peak"
+        return int(_read(p)) if p.exists() else None
+
+    def _set_frozen(self, frozen: bool) -> None:
+        _write(self.dir / "cgroup.freeze", "1" if frozen else "0")
+        want = f"frozen {int(frozen)}"
+        for _ in range(500):
+            if want in _read(self.dir / "cgroup.events"):
+                return
+            time.sleep(0.002)
+
+    def freeze(self) -> None:
+        self._set_frozen(True)
+
+    def thaw(self) -> None:
+        self._set_frozen(False)
+
+    def _kill_round(self, pids: list[int]) -> None:
+        if (self.dir / "cgroup.kill").exists():  # Linux >= 5.14: the kernel kills the whole group
+            _write(self.dir / "cgroup.kill", "1")
+        else:
+            self._set_frozen(True)
+            super()._kill_round(self.pids())
+            self._set_frozen(False)
+
+    def remove(self) -> None:
+        _rmdir(self.dir)
+
+
+# ---------------------------------------------------------------------- fallback
+
+
+class ProcessTree(ProcessSet):
+    """No cgroups: track every process that inherited our environment tag.
+
+    CPU time is summed over live processes (plus the children they reaped), so time of processes
+    that exited unreaped is missing; there is no memory peak; freezing is SIGSTOP.
+    """
+
+    backend = "process-tree"
+    TAG = "ARENA_PROCSET"
+
+    def __init__(self, name: str, cpus: list[int] | None):
+        super().__init__(name, cpus)
+        self._marker = f"{self.TAG}={name}".encode() + b"\0"
+
+    def env(self) -> dict[str, str]:
+        return {self.TAG: self.name}
+
+    def _join(self, pid: int) -> None:
+        pass  # the tag travels in the environment
+
+    def pids(self) -> list[int]:
+        return tagged_pids(self._marker)
+
+    def cpu_times(self) -> tuple[float, float] | None:
+        import psutil
+
+        user = system = 0.0
+        for pid in self.pids():
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            user += t.user + t.children_user
+            system += t.system + t.children_system
+        return user, system
+
+    def freeze(self) -> None:
+        self.signal_all(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.signal_all(signal.SIGCONT)
+
+    def remove(self) -> None:
+        pass
+
+
+def tagged_pids(marker: bytes) -> list[int]:
+    """Pids with an environment entry that starts with ``marker`` (``NAME=value\\0`` for an exact one)."""
+    out = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                env = b"\0" + f.read()
+        except OSError:
+            continue
+        if b"\0" + marker in env:
+            out.append(int(entry.name))
+    return out
+
+
+# ---------------------------------------------------------------------- choosing, creating, reaping
+
+
+def choose_backend(requested: str | None = None) -> str:
+    backend = requested or os.environ.get("ARENA_CGROUP", "auto")
+    if backend not in BACKENDS:
+        raise ArenaError(f"ARENA_CGROUP: must be one of {', '.join(BACKENDS)}, got '{backend}'")
+    if backend != "auto":
+        return backend
+    roots = v1_roots()
+    if {"cpuset", "cpuacct", "freezer"} <= roots.keys() and all(os.access(p, os.W_OK) for p in roots.values()):
+        return "v1"
+    root = v2_root()
+    if root is not None and os.access(root, os.W_OK):
+        return "v2"
+    return "none"
+
+
+def create(server: str, cpus: list[int] | None, backend: str | None = None) -> ProcessSet:
+    """A new, empty process set for one start of ``server``."""
+    name = f"{PREFIX}{os.getpid()}-{next(_seq)}-{server}"
+    chosen = choose_backend(backend)
+    try:
+        if chosen == "v1":
+            return CgroupV1(name, cpus, v1_roots())
+        if chosen == "v2":
+            root = v2_root()
+            if root is None:
+                raise ArenaError("ARENA_CGROUP: v2 asked for, but no cgroup2 hierarchy is mounted")
+            return CgroupV2(name, cpus, root)
+    except PermissionError as e:
+        raise ArenaError(f"cgroup: cannot create {name} ({e}); run as root or set ARENA_CGROUP=none") from None
+    return ProcessTree(name, cpus)
+
+
+def _owner_alive(name: str) -> bool:
+    m = re.match(rf"{PREFIX}(\d+)-", name)
+    return bool(m) and Path(f"/proc/{m.group(1)}").exists()
+
+
+def reap_stale() -> list[str]:
+    """Kill and remove the groups of Arena processes that died without cleaning up (e.g. SIGKILL)."""
+    reaped = []
+    for root in set(v1_roots().values()) | ({v2_root()} - {None}):
+        for d in root.glob(f"{PREFIX}*"):
+            if not d.is_dir() or _owner_alive(d.name):
+                continue
+            for knob, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+                if (d / knob).exists():  # a frozen task takes no SIGKILL until thawed
+                    _write(d / knob, thawed)
+            for pid in _procs(d):
+                _signal(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while _procs(d) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            try:
+                _rmdir(d)
+                reaped.append(str(d))
+            except OSError:
+                pass
+    for pid in tagged_pids(f"{ProcessTree.TAG}={PREFIX}".encode()):
+        try:
+            tag = Path(f"/proc/{pid}/environ").read_bytes().split(f"{ProcessTree.TAG}=".encode())[1].split(b"\0")[0]
+        except (OSError, IndexError):
+            continue
+        if not _owner_alive(tag.decode()):
+            _signal(pid, signal.SIGKILL)
+            reaped.append(f"pid {pid} ({tag.decode()})")
+    return reaped

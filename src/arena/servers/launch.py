@@ -1,0 +1,242 @@
+"""The lifecycle of one real server: start it confined, wait until it is ready, stop it completely.
+
+``start()`` returns a :class:`RunningServer` (a context manager). Stopping sends the entry's
+graceful signal, waits up to its grace period for the whole process set to exit, then kills
+whatever is left in the set and removes the group. Servers still running when Arena exits (an
+exception, SIGINT, SIGTERM) are stopped by the same path: see :func:`stop_all`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import http.client
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arena.errors import ArenaError
+from arena.http_client import Client, free_port, port_free
+from arena.servers import catalog
+from arena.servers.cgroup import ProcessSet, create, reap_stale
+from arena.subjects import get_app
+
+# The conventions the catalog reads for defaults; not passed on, so a server never sees two answers.
+CONVENTION_VARS = ("WEB_CONCURRENCY", "RAILS_MAX_THREADS")
+
+
+@dataclass
+class ServerSpec:
+    """What to start: a server, an app, knob values (None = the entry's default), placement."""
+
+    server: str
+    app: str | None = None
+    processes: int | None = None
+    threads: int | None = None
+    connections: int | None = None
+    cpus: list[int] | None = None
+    port: int | None = None
+    host: str = "127.0.0.1"
+    strict_knobs: bool = True
+
+    def requested_knobs(self) -> dict[str, int | None]:
+        return {"processes": self.processes, "threads": self.threads, "connections": self.connections}
+
+
+@dataclass
+class RunningServer:
+    spec: ServerSpec
+    server: catalog.Server
+    app: str
+    knobs: dict[str, int | None]
+    host: str
+    port: int
+    argv: list[str]
+    proc: subprocess.Popen
+    procset: ProcessSet
+    workdir: Path
+    log_path: Path
+    version: str | None
+    started_at: float
+    startup_s: float = 0.0
+    stopped: bool = False
+    killed: list[int] = field(default_factory=list)  # pids that needed SIGKILL at stop
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self, keep_workdir: bool = False) -> None:
+        """Graceful signal, wait the grace period, kill what is left, remove the group. Idempotent."""
+        if self.stopped:
+            return
+        with _signals_held():
+            try:
+                if self.proc.poll() is None:
+                    self.proc.send_signal(self.server.stop_signal)
+                deadline = time.monotonic() + self.server.grace_s
+                while time.monotonic() < deadline:
+                    self.proc.poll()  # reap our direct child so it leaves the set
+                    if not self.procset.pids():
+                        break
+                    time.sleep(0.02)
+                self.killed = self.procset.pids()
+                self.procset.kill_all()
+                self.proc.wait(timeout=10)
+                self.procset.remove()
+            finally:
+                self.stopped = True
+                _live.discard(self)
+                _wait_port_free(self.host, self.port, timeout=5)
+                if not keep_workdir:
+                    shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "RunningServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    __hash__ = object.__hash__
+
+
+_live: set[RunningServer] = set()
+_reaped = False
+
+
+def stop_all() -> None:
+    """Stop every server this process started and has not stopped (atexit, signal handlers)."""
+    for server in list(_live):
+        server.stop()
+
+
+atexit.register(stop_all)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT/SIGTERM while cleaning up; they are delivered (and raise) right after."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _wait_port_free(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not port_free(host, port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def server_env(server: catalog.Server, procset: ProcessSet, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CONVENTION_VARS}
+    env.update(HOME=str(workdir / "home"), TMPDIR=str(workdir / "tmp"), ARENA_SERVER=server.name,
+               PYTHONUNBUFFERED="1")
+    env.update(extra)
+    env.update(procset.env())
+    return env
+
+
+def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str | None = None) -> RunningServer:
+    """Start ``spec`` confined in its own process set and return it once it answers /health."""
+    global _reaped
+    server = catalog.get_server(spec.server)
+    app = get_app(spec.app or server.apps[0])
+    catalog.check_app(server, app)
+    knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), os.environ, strict=spec.strict_knobs)
+    exe = catalog.resolve_executable(server)
+    if exe is None:
+        raise ArenaError(f"server: {server.name} is not installed ({server.install_hint})")
+    if spec.port is not None and not port_free(spec.host, spec.port):
+        raise ArenaError(f"--port: {spec.host}:{spec.port} is in use, choose another or leave it out")
+    port = spec.port or free_port(spec.host)
+    if not _reaped:
+        reap_stale()
+        _reaped = True
+
+    workdir = Path(tempfile.mkdtemp(prefix=f"arena-{server.name}-"))
+    (workdir / "home").mkdir()
+    (workdir / "tmp").mkdir()
+    cmd = catalog.build_command(server, app, knobs, host=spec.host, port=port, workdir=workdir)
+    for name, text in cmd.files.items():
+        (workdir / name).write_text(text)
+    log_path = workdir / "server.log"
+    procset = create(server.name, spec.cpus, backend)
+    env = server_env(server, procset, workdir, cmd.env)
+    try:
+        with open(log_path, "ab") as log:
+            started_at = time.monotonic()
+            proc = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=workdir, env=env, preexec_fn=procset.preexec(), start_new_session=True)
+    except BaseException:
+        procset.kill_all()
+        procset.remove()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    running = RunningServer(spec, server, app.name, knobs, spec.host, port, cmd.argv, proc, procset,
+                            workdir, log_path, catalog.version(server.name), started_at)
+    _live.add(running)
+    try:
+        _wait_ready(running, ready_timeout or server.ready_timeout_s)
+    except BaseException as e:
+        tail = running.log_tail()
+        running.stop(keep_workdir=True)
+        if isinstance(e, ArenaError):
+            raise ArenaError(f"{e}; log {log_path}, last lines:\n{tail}") from None
+        raise
+    running.startup_s = time.monotonic() - started_at
+    return running
+
+
+def _wait_ready(running: RunningServer, timeout: float) -> None:
+    """Poll GET /health until 200, then check that the answer came from our own process set."""
+    name = f"{running.server.name} ({running.app})"
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while True:
+        code = running.proc.poll()
+        if code is not None and not running.procset.pids():
+            raise ArenaError(f"{name} exited with code {code} before it was ready")
+        try:
+            with Client(running.host, running.port, timeout=2) as client:
+                reply = client.get("/health")
+                if reply.status == 200:
+                    pid = int(client.get("/server").headers.get("x-arena-pid", "0"))
+                    if pid not in running.procset.pids():
+                        raise ArenaError(f"{name}: port {running.port} is answered by pid {pid}, "
+                                         "which is not one of this server's processes")
+                    return
+                last = f"GET /health answered {reply.status}"
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            last = f"GET /health: {e.__class__.__name__}: {e}"
+        if time.monotonic() > deadline:
+            raise ArenaError(f"{name} was not ready after {timeout:.0f} s ({last})")
+        time.sleep(0.05)
