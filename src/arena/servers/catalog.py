@@ -144,7 +144,8 @@ CATALOG: dict[str, Server] = {
              # Passenger otherwise calls home: Arena sends nothing off this machine.
              "--disable-security-update-check", "--disable-anonymous-telemetry",
              "--pid-file", "{workdir}/passenger.pid", "--instance-registry-dir", "{workdir}",
-             "--log-file", "{workdir}/server.log"),
+             # Passenger echoes its log file to stdout (tail -f): it must not be our server.log.
+             "--log-file", "{workdir}/passenger.log"),
             knobs={"processes": Knob(6, why="Passenger's max_pool_size default (fixed: min = max)")},
             env=RUBY_ENV, ready_timeout_s=60,
             version=("cmd", r"Passenger\(R\) ([\d.]+)", "passenger", "--version"),

@@ -410,6 +410,31 @@ def tagged_pids(marker: bytes) -> list[int]:
     return out
 
 
+def survivors(name: str) -> list[int]:
+    """Every live process that belongs to the set ``name`` by any backend's mark, found by scanning
+    /proc (its cgroup paths and its environment): an independent check that a stop left nothing,
+    also after the group itself was removed."""
+    found = set(tagged_pids(f"{ProcessTree.TAG}={name}".encode() + b"\0"))
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cgroup") as f:
+                    if any(line.rstrip().endswith("/" + name) for line in f):
+                        found.add(int(entry.name))
+            except OSError:
+                continue
+    return sorted(pid for pid in found if not _zombie(pid))
+
+
+def _zombie(pid: int) -> bool:
+    """A zombie has exited (nothing runs); v2 still names its group until the parent reaps it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 # ---------------------------------------------------------------------- choosing, creating, reaping
 
 

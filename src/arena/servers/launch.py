@@ -216,8 +216,14 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     return running
 
 
+SETTLE_S = 0.5  # the process set must stay unchanged this long to count as started
+
+
 def _wait_ready(running: RunningServer, timeout: float) -> None:
-    """Poll GET /health until 200, then check that the answer came from our own process set."""
+    """Poll GET /health until 200, check the answer came from our own process set, then wait until
+    the set has settled: servers that fork or spawn workers after answering (Passenger spawns up to
+    its minimum after the first request, puma's cluster boots workers one by one) are not ready
+    until every worker is up."""
     name = f"{running.server.name} ({running.app})"
     deadline = time.monotonic() + timeout
     last = "no answer"
@@ -233,6 +239,7 @@ def _wait_ready(running: RunningServer, timeout: float) -> None:
                     if pid not in running.procset.pids():
                         raise ArenaError(f"{name}: port {running.port} is answered by pid {pid}, "
                                          "which is not one of this server's processes")
+                    _wait_settled(running, deadline, name)
                     return
                 last = f"GET /health answered {reply.status}"
         except (OSError, ValueError, http.client.HTTPException) as e:
@@ -240,3 +247,14 @@ def _wait_ready(running: RunningServer, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise ArenaError(f"{name} was not ready after {timeout:.0f} s ({last})")
         time.sleep(0.05)
+
+
+def _wait_settled(running: RunningServer, deadline: float, name: str) -> None:
+    seen, since = sorted(running.procset.pids()), time.monotonic()
+    while time.monotonic() - since < SETTLE_S:
+        if time.monotonic() > deadline:
+            raise ArenaError(f"{name}: its processes kept changing until the ready timeout ({seen})")
+        time.sleep(0.05)
+        now = sorted(running.procset.pids())
+        if now != seen:
+            seen, since = now, time.monotonic()

@@ -1,0 +1,48 @@
+# Arena: `make demo` and `make test` each install everything they need on a fresh Debian/Ubuntu
+# machine as root, then run. Installs are idempotent: a second run only checks.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+# Ruby servers come from Debian's packages (no RubyGems needed); python3-dev and build-essential
+# build uWSGI; apache2-utils (ab), wrk and siege are the peer load generators.
+APT_PACKAGES := ruby ruby-rack ruby-webrick puma unicorn thin passenger ruby-sinatra ruby-rails \
+	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege
+UV_VERSION := 0.13.8
+PYTHON ?= python3
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+export UV_PYTHON_DOWNLOADS := never
+export DEBIAN_FRONTEND := noninteractive
+
+.PHONY: install install-system install-python demo test clean
+
+install: install-system install-python
+
+install-system:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "make: need root to install: $$missing" >&2; exit 1; fi; \
+		echo "installing Debian packages: $$missing"; \
+		apt-get update -qq; \
+		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+install-python: $(VENV)/.synced
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install -q "uv==$(UV_VERSION)"
+
+$(VENV)/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --locked --python $(PYTHON)
+	touch $@
+
+demo: install
+	$(VENV)/bin/arena check
+
+test: install
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) $(TOOLS) target

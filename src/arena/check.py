@@ -1,0 +1,86 @@
+"""``arena check``: start each server with each app it serves, run the conformance requests, stop.
+
+A combination passes when the server started, every conformance check held, and after the stop
+no process of it was left and its port was free again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from arena.errors import ArenaError
+from arena.http_client import port_free
+from arena.probe import sample_once
+from arena.servers import catalog
+from arena.servers.cgroup import survivors
+from arena.servers.launch import ServerSpec, start
+from arena.subjects import conformance, get_app
+
+
+@dataclass
+class CheckResult:
+    server: str
+    app: str
+    status: str  # "pass" | "fail" | "skip"
+    version: str | None = None
+    knobs: dict[str, int | None] = field(default_factory=dict)
+    startup_s: float | None = None
+    pss_bytes: int | None = None
+    processes: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+def plan(servers: Iterable[str] | None, apps: Iterable[str] | None) -> list[tuple[str, str]]:
+    """(server, app) pairs to check; unknown names are errors, pairs that cannot exist are left out."""
+    names = list(servers) if servers else list(catalog.CATALOG)
+    for name in names:
+        catalog.get_server(name)
+    wanted = list(apps) if apps else None
+    for a in wanted or ():
+        get_app(a)
+    pairs = [(s, a) for s in names for a in catalog.CATALOG[s].apps if wanted is None or a in wanted]
+    if not pairs:
+        raise ArenaError(f"--app: none of {', '.join(names)} serves {', '.join(wanted or [])}")
+    return pairs
+
+
+def check_one(server: str, app: str, processes: int | None = None, threads: int | None = None,
+              cpus: list[int] | None = None) -> CheckResult:
+    entry = catalog.get_server(server)
+    if not catalog.available(entry):
+        return CheckResult(server, app, "skip", problems=[f"not installed: {entry.install_hint}"])
+    spec = ServerSpec(server, app, processes=processes, threads=threads, cpus=cpus, strict_knobs=False)
+    try:
+        running = start(spec)
+    except ArenaError as e:
+        return CheckResult(server, app, "fail", version=catalog.version(server), problems=[str(e)])
+    result = CheckResult(server, app, "pass", running.version, running.knobs, running.startup_s)
+    with running:
+        failures = conformance.run(running.host, running.port, app, server=server, pids=running.procset.pids)
+        result.problems += [str(f) for f in failures]
+        sample = sample_once(running.procset)
+        result.pss_bytes, result.processes = sample.pss, sample.processes
+    left = survivors(running.procset.name)
+    if left:
+        result.problems.append(f"stop: processes {left} were left running")
+    if not port_free(running.host, running.port):
+        result.problems.append(f"stop: port {running.port} is still taken")
+    if result.problems:
+        result.status = "fail"
+    return result
+
+
+def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = None, *,
+          processes: int | None = None, threads: int | None = None, cpus: list[int] | None = None,
+          on_result: Callable[[CheckResult], None] = lambda r: None) -> list[CheckResult]:
+    results = []
+    for server, app in plan(servers, apps):
+        result = check_one(server, app, processes, threads, cpus)
+        on_result(result)
+        results.append(result)
+    return results

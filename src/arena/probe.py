@@ -1,0 +1,196 @@
+"""Resource sampling of a running server's whole process set over a window -> ResourceResult.
+
+CPU comes from the group's accounting (start and end of the window). Memory is sampled every
+``interval`` seconds from /proc/PID/smaps_rollup of every process in the set: PSS (shared pages
+divided among the processes sharing them: the honest total for forked workers), USS (private
+pages: what one more worker would cost) and RSS (counts shared pages once per process, so summed
+RSS overstates forked servers; kept for comparison with tools that report it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Protocol
+
+
+class Source(Protocol):
+    backend: str
+
+    def pids(self) -> list[int]: ...
+
+    def cpu_times(self) -> tuple[float, float] | None: ...
+
+    def memory_peak(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    pss: int  # bytes
+    uss: int
+    rss: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The whole set at one instant: sums over its processes."""
+
+    pss: int
+    uss: int
+    rss: int
+    processes: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class ResourceResult:
+    window_s: float
+    samples: int
+    cpu_user_s: float | None  # None where the backend cannot account CPU
+    cpu_system_s: float | None
+    pss_bytes: int  # max over the window's samples
+    pss_mean_bytes: int
+    uss_bytes: int  # max
+    rss_bytes: int  # max
+    memory_peak_bytes: int | None  # the group's high-water mark since it was created
+    processes: int  # max
+    threads: int  # max
+    backend: str
+
+    @property
+    def cpu_s(self) -> float | None:
+        return None if self.cpu_user_s is None else self.cpu_user_s + self.cpu_system_s
+
+    @property
+    def cpu_cores(self) -> float | None:
+        """Mean number of cores busy over the window."""
+        return None if self.cpu_s is None or self.window_s <= 0 else self.cpu_s / self.window_s
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------- pure parts
+
+_KB = 1024
+
+
+def parse_smaps_rollup(text: str) -> tuple[int, int, int]:
+    """(PSS, USS, RSS) in bytes from /proc/PID/smaps_rollup; USS = Private_Clean + Private_Dirty
+    + Private_Hugetlb (as psutil's memory_full_info)."""
+    fields: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            fields[name] = int(parts[0]) * _KB
+    uss = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0) + fields.get("Private_Hugetlb", 0)
+    return fields.get("Pss", 0), uss, fields.get("Rss", 0)
+
+
+def parse_threads(status_text: str) -> int:
+    for line in status_text.splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
+def combine(memories: list[ProcessMemory]) -> Sample:
+    return Sample(sum(m.pss for m in memories), sum(m.uss for m in memories), sum(m.rss for m in memories),
+                  len(memories), sum(m.threads for m in memories))
+
+
+def summarize(samples: list[Sample], cpu_start: tuple[float, float] | None, cpu_end: tuple[float, float] | None,
+              window_s: float, memory_peak: int | None, backend: str) -> ResourceResult:
+    """Pure: the window's samples and CPU counters -> ResourceResult."""
+    has_cpu = cpu_start is not None and cpu_end is not None
+    return ResourceResult(
+        window_s=window_s,
+        samples=len(samples),
+        cpu_user_s=cpu_end[0] - cpu_start[0] if has_cpu else None,
+        cpu_system_s=cpu_end[1] - cpu_start[1] if has_cpu else None,
+        pss_bytes=max((s.pss for s in samples), default=0),
+        pss_mean_bytes=round(sum(s.pss for s in samples) / len(samples)) if samples else 0,
+        uss_bytes=max((s.uss for s in samples), default=0),
+        rss_bytes=max((s.rss for s in samples), default=0),
+        memory_peak_bytes=memory_peak,
+        processes=max((s.processes for s in samples), default=0),
+        threads=max((s.threads for s in samples), default=0),
+        backend=backend,
+    )
+
+
+# ---------------------------------------------------------------------- reading /proc
+
+
+def read_process(pid: int) -> ProcessMemory | None:
+    """One process's memory, or None when it exited meanwhile (or is a zombie with no memory)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            pss, uss, rss = parse_smaps_rollup(f.read())
+        with open(f"/proc/{pid}/status") as f:
+            threads = parse_threads(f.read())
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return ProcessMemory(pss, uss, rss, threads)
+
+
+def sample_once(source: Source, reader: Callable[[int], ProcessMemory | None] = read_process) -> Sample:
+    return combine([m for m in map(reader, source.pids()) if m is not None])
+
+
+# ---------------------------------------------------------------------- the probe
+
+
+class Probe:
+    """Samples ``source`` every ``interval`` seconds on a background thread from start() to stop().
+
+    Always takes a sample at start and at stop, so even a short window has two.
+    """
+
+    def __init__(self, source: Source, interval: float = 0.5,
+                 reader: Callable[[int], ProcessMemory | None] = read_process,
+                 clock: Callable[[], float] = time.monotonic):
+        self.source, self.interval, self.reader, self.clock = source, interval, reader, clock
+        self._samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self._cpu0: tuple[float, float] | None = None
+
+    def start(self) -> "Probe":
+        self._t0 = self.clock()
+        self._cpu0 = self.source.cpu_times()
+        self._samples.append(sample_once(self.source, self.reader))
+        self._thread = threading.Thread(target=self._run, name="arena-probe", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._samples.append(sample_once(self.source, self.reader))
+
+    def stop(self) -> ResourceResult:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._samples.append(sample_once(self.source, self.reader))
+        window = self.clock() - self._t0
+        return summarize(self._samples, self._cpu0, self.source.cpu_times(), window,
+                         self.source.memory_peak(), self.source.backend)
+
+    def __enter__(self) -> "Probe":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if not self._stop.is_set():
+            self.stop()
+
+
+def probe(source: Source, window_s: float, interval: float = 0.5) -> ResourceResult:
+    """Sample ``source`` for ``window_s`` seconds (blocking)."""
+    p = Probe(source, interval).start()
+    time.sleep(window_s)
+    return p.stop()

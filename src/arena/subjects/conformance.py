@@ -1,0 +1,190 @@
+"""The conformance requests of the subject contract (spec.md), run against a live server.
+
+``run(host, port, app)`` sends every request on one keep-alive connection and returns the
+failures (empty when the implementation conforms). Timing checks allow the slack a busy 2-core
+machine needs: the CPU clock is exact, sleeps may overshoot.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from arena.http_client import Client, Reply
+
+PI_50 = "3.14159265358979323846264338327950288419716939937510"
+FIB_90 = {"n": 90, "bits": 62, "mod1e9": 2880067194370816120 % 10**9}
+TIMING_METRICS = ("app", "cpu", "cpuwall", "io")
+
+
+@dataclass(frozen=True)
+class Failure:
+    check: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.detail}"
+
+
+class _Checker:
+    def __init__(self, client: Client):
+        self.client = client
+        self.failures: list[Failure] = []
+
+    def get(self, check: str, path: str, headers: dict[str, str] | None = None, status: int = 200) -> Reply | None:
+        try:
+            reply = self.client.get(path, headers)
+        except OSError as e:
+            self.fail(check, f"GET {path}: {e.__class__.__name__}: {e}")
+            return None
+        self.common(check, path, reply)
+        if reply.status != status:
+            self.fail(check, f"GET {path}: status {reply.status}, expected {status} "
+                             f"({reply.body[:120].decode('utf-8', 'replace').strip()!r})")
+            return None
+        return reply
+
+    def common(self, check: str, path: str, reply: Reply) -> None:
+        """Headers every response must carry (spec: Headers on every response)."""
+        missing = [h for h in ("x-arena-pid", "x-arena-thread", "x-arena-endpoint", "server-timing")
+                   if h not in reply.headers]
+        if missing:
+            self.fail(check, f"GET {path}: missing headers {missing}")
+        timing = reply.timing()
+        if not all(m in timing for m in TIMING_METRICS):
+            self.fail(check, f"GET {path}: Server-Timing {reply.headers.get('server-timing')!r} lacks "
+                             f"one of {TIMING_METRICS}")
+        length = reply.headers.get("content-length")
+        if length is None or int(length) != len(reply.body):
+            self.fail(check, f"GET {path}: Content-Length {length!r} but the body has {len(reply.body)} bytes")
+
+    def expect(self, check: str, ok: bool, detail: str) -> None:
+        if not ok:
+            self.fail(check, detail)
+
+    def fail(self, check: str, detail: str) -> None:
+        self.failures.append(Failure(check, detail))
+
+    def bad_request(self, check: str, path: str, must_name: tuple[str, ...],
+                    headers: dict[str, str] | None = None, status: int = 400) -> None:
+        reply = self.get(check, path, headers, status=status)
+        if reply is None:
+            return
+        text = reply.body.decode("utf-8", "replace")
+        self.expect(check, text.endswith("\n") and text.count("\n") == 1, f"GET {path}: body is not one line: {text!r}")
+        for word in must_name:
+            self.expect(check, word in text, f"GET {path}: reason {text.strip()!r} does not name {word!r}")
+
+
+def _json(checker: _Checker, check: str, reply: Reply) -> object:
+    try:
+        return json.loads(reply.body)
+    except ValueError:
+        checker.fail(check, f"body is not JSON: {reply.body[:80]!r}")
+        return None
+
+
+def run(host: str, port: int, app: str, server: str | None = None,
+        pids: Callable[[], list[int]] | None = None) -> list[Failure]:
+    """Run every conformance check against host:port serving ``app``; return the failures."""
+    with Client(host, port, timeout=30) as client:
+        c = _Checker(client)
+        _check_endpoints(c, app, server, pids)
+        return c.failures
+
+
+def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[], list[int]] | None) -> None:
+    r = c.get("health", "/health")
+    if r:
+        c.expect("health", r.body == b"ok", f"body {r.body[:40]!r}, expected b'ok'")
+
+    r = c.get("work", "/work?cpu_ms=20&io_ms=30&bytes=1000")
+    if r:
+        t = r.timing()
+        c.expect("work", len(r.body) == 1000 and set(r.body) == {ord("x")}, f"body of {len(r.body)} bytes, expected 1000 x")
+        c.expect("work", 20 <= t.get("cpu", 0) <= 26, f"cpu {t.get('cpu')} ms, expected 20 (to 26)")
+        c.expect("work", 30 <= t.get("io", 0) <= 250, f"io {t.get('io')} ms, expected 30 (to 250)")
+        c.expect("work", t.get("cpuwall", 0) >= t.get("cpu", 0) - 0.5, f"cpuwall {t.get('cpuwall')} < cpu {t.get('cpu')}")
+        c.expect("work", t.get("app", 0) >= t.get("cpuwall", 0) + t.get("io", 0) - 0.5,
+                 f"app {t.get('app')} < cpuwall + io ({t.get('cpuwall')} + {t.get('io')})")
+        c.expect("work", "queue" not in t, "queue reported without X-Request-Start")
+        c.expect("work", r.headers.get("x-arena-endpoint") == "work", f"X-Arena-Endpoint {r.headers.get('x-arena-endpoint')!r}")
+        c.expect("work", r.headers.get("x-arena-thread", "").isdigit(), f"X-Arena-Thread {r.headers.get('x-arena-thread')!r}")
+        pid = int(r.headers.get("x-arena-pid", "0") or 0)
+        if pids is not None:
+            c.expect("work", pid in pids(), f"X-Arena-Pid {pid} is not one of the server's processes")
+
+    for label, stamp in (("µs", f"t={int((time.time() - 0.05) * 1e6)}"),
+                         ("seconds.fraction", f"t={time.time() - 0.05:.3f}")):
+        r = c.get("queue", "/health", {"X-Request-Start": stamp})
+        if r:
+            q = r.timing().get("queue")
+            c.expect("queue", q is not None and 49 <= q <= 5000, f"X-Request-Start {label} 50 ms ago: queue {q}")
+
+    c.bad_request("bounds", "/work?cpu_ms=abc", ("cpu_ms",))
+    c.bad_request("bounds", "/work?cpu_ms=999999", ("cpu_ms", "10000"))
+    c.bad_request("bounds", "/work?io_ms=60001", ("io_ms", "60000"))
+    c.bad_request("bounds", "/work?bytes=10485761", ("bytes", "10485760"))
+    c.bad_request("bounds", "/work?io=fast", ("io", "sleep", "block"))
+    c.bad_request("bounds", "/work?cpu_dist=normal", ("cpu_dist", "lognormal"))
+    c.bad_request("bounds", "/work?sigma=-1", ("sigma",))
+    c.bad_request("bounds", "/work?cpu_mss=1", ("cpu_mss",))
+    c.bad_request("bounds", "/fib?n=100001", ("n", "100000"))
+    c.bad_request("bounds", "/pi?digits=0", ("digits",))
+    c.bad_request("bounds", "/sort?n=1.5", ("n",))
+    c.bad_request("bounds", "/json?min=5&max=2", ("min", "max"))
+    c.bad_request("bounds", "/sleep?ms=x", ("ms",))
+    c.bad_request("bounds", "/health", ("X-Request-Start",), {"X-Request-Start": "t=soon"})
+    c.bad_request("bounds", "/nope", ("/nope",), status=404)
+
+    r = c.get("io=block", "/work?io=block&io_ms=10")
+    if r:
+        c.expect("io=block", r.timing().get("io", 0) >= 10, f"io {r.timing().get('io')} ms, expected >= 10")
+    c.get("distributions", "/work?cpu_ms=2&cpu_dist=exp&io_ms=2&io_dist=lognormal&sigma=0.5")
+
+    r = c.get("fib", "/fib?n=90")
+    if r:
+        c.expect("fib", _json(c, "fib", r) == FIB_90, f"body {r.body[:80]!r}, expected {FIB_90}")
+        c.expect("fib", r.headers.get("content-type", "").startswith("application/json"), "Content-Type is not JSON")
+    r = c.get("pi", "/pi?digits=50")
+    if r:
+        c.expect("pi", r.body.decode() == PI_50, f"body {r.body[:60]!r}")
+    r = c.get("sort", "/sort?n=1000")
+    if r:
+        doc = _json(c, "sort", r) or {}
+        c.expect("sort", doc.get("n") == 1000 and 0 <= doc.get("min", -1) <= doc.get("max", -1) < 2**31, f"body {doc}")
+    r = c.get("sort", "/sort?n=0")
+    if r:
+        c.expect("sort", _json(c, "sort", r) == {"n": 0, "min": None, "max": None}, f"body {r.body!r}")
+    r = c.get("json", "/json?min=7&max=7")
+    if r:
+        doc = _json(c, "json", r) or {}
+        c.expect("json", sorted(doc) == sorted(f"item{i}" for i in range(7)), f"keys {sorted(doc)[:8]}")
+        c.expect("json", doc.get("item3", {}).get("name") == "item-3", f"item3 {doc.get('item3')}")
+    r = c.get("sleep", "/sleep?ms=20")
+    if r:
+        c.expect("sleep", r.timing().get("io", 0) >= 20 and r.body == b"", f"io {r.timing().get('io')} ms, body {r.body[:20]!r}")
+
+    r = c.get("server", "/server")
+    if r:
+        doc = _json(c, "server", r) or {}
+        c.expect("server", {"server", "pid", "thread", "app", "language", "interpreter"} <= set(doc), f"keys {sorted(doc)}")
+        c.expect("server", doc.get("app") == app, f"app {doc.get('app')!r}, expected {app!r}")
+        c.expect("server", str(doc.get("pid")) == r.headers.get("x-arena-pid"), "pid differs from X-Arena-Pid")
+        if server is not None:
+            c.expect("server", doc.get("server") == server, f"server {doc.get('server')!r}, expected {server!r}")
+
+    seen: set[str] = set()
+    for _ in range(30):
+        r = c.get("mix", "/mix?w_fib=1&w_pi=1&seed=42&fib.n=10&digits=5")
+        if r is None:
+            break
+        endpoint = r.headers.get("x-arena-endpoint", "")
+        seen.add(endpoint)
+        expected = {"fib": b'{"n":10,"bits":6,"mod1e9":55}', "pi": b"3.14159"}.get(endpoint)
+        c.expect("mix", r.body == expected, f"endpoint {endpoint!r} answered {r.body[:40]!r}")
+    c.expect("mix", seen == {"fib", "pi"}, f"30 draws of fib:pi 1:1 gave endpoints {sorted(seen)}")
+    c.bad_request("mix", "/mix?w_nope=1", ("w_nope",))
+    c.bad_request("mix", "/mix?seed=1", ("w_",))

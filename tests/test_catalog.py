@@ -1,0 +1,116 @@
+"""The server catalog: knob resolution and command building are pure; checked against known argv."""
+
+from pathlib import Path
+
+import pytest
+
+from arena.errors import ArenaError
+from arena.servers import catalog
+from arena.servers.catalog import CATALOG, build_command, resolve_knobs
+from arena.subjects import APPS
+
+WORKDIR = Path("/w")
+BIN = Path("/venv/bin")
+
+
+def argv(server: str, app: str, **knobs) -> list[str]:
+    s, a = CATALOG[server], APPS[app]
+    resolved = resolve_knobs(s, a, knobs, {})
+    return build_command(s, a, resolved, host="127.0.0.1", port=8000, workdir=WORKDIR, bin_dir=BIN).argv
+
+
+def test_the_catalog_has_every_server_the_studies_use():
+    assert set(CATALOG) == {
+        "webrick", "thin", "thin-threaded", "unicorn", "puma", "puma-cluster", "passenger",
+        "wsgiref", "gunicorn-sync", "gunicorn-gthread", "gunicorn-gevent", "uvicorn", "hypercorn", "granian",
+        "waitress", "uwsgi"}
+
+
+@pytest.mark.parametrize("name", list(CATALOG))
+def test_every_entry_is_complete_and_builds_for_every_app(name):
+    s = CATALOG[name]
+    assert s.model in catalog.MODELS and set(s.knobs) <= set(catalog.KNOBS)
+    assert s.apps and s.install_hint and s.version and s.grace_s > 0 and s.ready_timeout_s > 0
+    for app in s.apps:
+        cmd = build_command(s, APPS[app], resolve_knobs(s, APPS[app], {}, {}), host="127.0.0.1", port=8000,
+                            workdir=WORKDIR, bin_dir=BIN)
+        assert not any("{" in part for part in cmd.argv), cmd.argv  # every template field was filled
+        assert "8000" in " ".join(cmd.argv) + "".join(cmd.files.values())
+        assert APPS[app].target in cmd.argv
+
+
+def test_puma_maps_threads_and_workers():
+    assert argv("puma", "rack", threads=8) == [
+        "puma", "-e", "production", "-b", "tcp://127.0.0.1:8000", "-t", "8:8", APPS["rack"].target]
+    cluster = argv("puma-cluster", "rails", processes=2, threads=8)
+    assert cluster[cluster.index("-w") + 1] == "2" and cluster[cluster.index("-t") + 1] == "8:8"
+
+
+def test_unicorn_processes_go_into_its_config_file():
+    s, a = CATALOG["unicorn"], APPS["sinatra"]
+    cmd = build_command(s, a, resolve_knobs(s, a, {"processes": 3}, {}), host="127.0.0.1", port=8000,
+                        workdir=WORKDIR, bin_dir=BIN)
+    assert cmd.argv == ["unicorn", "-c", "/w/unicorn.conf.rb", "-E", "production", a.target]
+    assert "worker_processes 3\n" in cmd.files["unicorn.conf.rb"]
+    assert "listen '127.0.0.1:8000'" in cmd.files["unicorn.conf.rb"]
+    assert cmd.env["RACK_ENV"] == "production"
+
+
+def test_passenger_is_fixed_size_and_never_calls_home():
+    cmd = argv("passenger", "rack", processes=4)
+    assert cmd[cmd.index("--min-instances") + 1] == "4" == cmd[cmd.index("--max-pool-size") + 1]
+    assert "--disable-security-update-check" in cmd and "--disable-anonymous-telemetry" in cmd
+    assert cmd[cmd.index("--engine") + 1] == "builtin"
+
+
+def test_gunicorn_workers_and_threads():
+    cmd = argv("gunicorn-gthread", "flask", processes=2, threads=4)
+    assert cmd[:3] == ["/venv/bin/gunicorn", "-k", "gthread"]
+    assert cmd[cmd.index("-w") + 1] == "2" and cmd[cmd.index("--threads") + 1] == "4"
+    assert "--no-control-socket" in cmd and cmd[-1] == "arena.subjects.python.flask_app:app"
+
+
+def test_optional_knob_flags_are_added_only_when_set():
+    assert "--limit-concurrency" not in argv("uvicorn", "asgi")
+    cmd = argv("uvicorn", "asgi", connections=64)
+    assert cmd[cmd.index("--limit-concurrency") + 1] == "64" and cmd[-1] == APPS["asgi"].target
+
+
+def test_granian_threads_apply_to_wsgi_only():
+    cmd = argv("granian", "wsgi", processes=2, threads=8)
+    assert cmd[cmd.index("--interface") + 1] == "wsgi" and cmd[cmd.index("--blocking-threads") + 1] == "8"
+    assert "--blocking-threads" not in argv("granian", "asgi", processes=2)
+    with pytest.raises(ArenaError, match="^--threads: granian serving asgi has no threads knob"):
+        argv("granian", "asgi", threads=8)
+
+
+def test_uwsgi_keeps_alive_and_dies_on_term():
+    cmd = argv("uwsgi", "wsgi", processes=2, threads=3)
+    assert cmd[cmd.index("--http11-socket") + 1] == "127.0.0.1:8000" and "--die-on-term" in cmd
+    assert cmd[cmd.index("--home") + 1] == "/venv"
+
+
+def test_convention_variables_set_defaults_and_flags_win():
+    s, a = CATALOG["puma-cluster"], APPS["rack"]
+    assert resolve_knobs(s, a, {}, {}) == {"processes": 2, "threads": 5}
+    env = {"WEB_CONCURRENCY": "3", "RAILS_MAX_THREADS": "16"}
+    assert resolve_knobs(s, a, {}, env) == {"processes": 3, "threads": 16}
+    assert resolve_knobs(s, a, {"processes": 1}, env) == {"processes": 1, "threads": 16}
+    with pytest.raises(ArenaError, match="^WEB_CONCURRENCY: must be a whole number from 1 to 4096, got 'lots'"):
+        resolve_knobs(s, a, {}, {"WEB_CONCURRENCY": "lots"})
+
+
+def test_knob_errors_name_the_flag_and_what_is_allowed():
+    s, a = CATALOG["unicorn"], APPS["rack"]
+    with pytest.raises(ArenaError, match=r"^--threads: unicorn serving rack has no threads knob \(its knobs: processes\)"):
+        resolve_knobs(s, a, {"threads": 4}, {})
+    assert resolve_knobs(s, a, {"threads": 4}, {}, strict=False) == {"processes": 1}
+    with pytest.raises(ArenaError, match="^--processes: must be a whole number from 1 to 4096, got '0'"):
+        resolve_knobs(s, a, {"processes": 0}, {})
+
+
+def test_an_app_the_server_cannot_serve_is_refused():
+    with pytest.raises(ArenaError, match="^--app: puma cannot serve 'flask'"):
+        argv("puma", "flask")
+    with pytest.raises(ArenaError, match="^server: unknown server 'nginx'"):
+        catalog.get_server("nginx")

@@ -1,0 +1,151 @@
+"""Process sets: every backend must track a daemonized process, account CPU, freeze and kill all."""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from arena.errors import ArenaError
+from arena.servers import cgroup
+
+# Daemonizes a grandchild out of its tree (setsid + double fork, as Passenger's watchdog does),
+# burns 0.2 s of CPU, prints the daemon's pid, then a heartbeat line every 10 ms.
+TREE = r"""
+import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, b"%d\n" % os.getpid())
+        while True:
+            time.sleep(1)
+    os._exit(0)
+os.wait()
+daemon = os.read(r, 100).strip()
+end = time.thread_time() + 0.2
+while time.thread_time() < end:
+    pass
+os.write(1, daemon + b"\n")
+while True:
+    os.write(1, b"beat\n")
+    time.sleep(0.01)
+"""
+
+
+def usable(backend: str) -> bool:
+    if backend == "v1":
+        roots = cgroup.v1_roots()
+        return {"cpuset", "cpuacct", "freezer"} <= roots.keys() and all(os.access(p, os.W_OK) for p in roots.values())
+    if backend == "v2":
+        root = cgroup.v2_root()
+        return root is not None and os.access(root, os.W_OK)
+    return True
+
+
+@pytest.fixture(params=["v1", "v2", "none"])
+def procset(request):
+    if not usable(request.param):
+        pytest.skip(f"cgroup {request.param} is not available here")
+    ps = cgroup.create("test", cpus=[0], backend=request.param)
+    yield ps
+    ps.kill_all()
+    ps.remove()
+
+
+def read_available(fd: int, wait: float) -> bytes:
+    """Whatever arrives on ``fd`` within ``wait`` seconds of silence."""
+    data = b""
+    while select.select([fd], [], [], wait)[0]:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+        wait = 0.0
+    return data
+
+
+def test_a_set_tracks_accounts_freezes_and_kills_a_daemonized_tree(procset):
+    proc = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, preexec_fn=procset.preexec(),
+                            env={**os.environ, **procset.env()}, start_new_session=True)
+    try:
+        fd = proc.stdout.fileno()
+        daemon = int(os.read(fd, 64).split(b"\n")[0])
+        # the daemon left the launcher's process tree, but not the set
+        assert daemon not in [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert {proc.pid, daemon} <= set(procset.pids())
+        assert os.sched_getaffinity(daemon) == {0}
+
+        user, system = procset.cpu_times()
+        assert user + system >= 0.19
+
+        procset.freeze()
+        read_available(fd, 0.0)  # lines written before the freeze took hold
+        assert read_available(fd, 0.3) == b"", "a frozen process wrote output"
+        procset.thaw()
+        assert b"beat" in read_available(fd, 5.0)
+
+        procset.kill_all()
+        assert procset.pids() == [] and cgroup.survivors(procset.name) == []
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+        assert not psutil.pid_exists(daemon) or psutil.Process(daemon).status() == psutil.STATUS_ZOMBIE
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_remove_deletes_the_group(procset):
+    procset.remove()
+    if isinstance(procset, cgroup.CgroupV1):
+        assert not any(d.exists() for d in procset.dirs.values())
+    elif isinstance(procset, cgroup.CgroupV2):
+        assert not procset.dir.exists()
+
+
+@pytest.mark.skipif(not usable("v1"), reason="needs writable cgroup v1")
+def test_stale_groups_of_a_dead_owner_are_reaped():
+    # A group named after an owner pid that does not exist, holding a live process.
+    dead_owner = 2**22 + 777  # beyond pid_max: never a live pid
+    ps = cgroup.CgroupV1(f"{cgroup.PREFIX}{dead_owner}-1-test", None, cgroup.v1_roots())
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=ps.preexec())
+    try:
+        assert ps.pids() == [proc.pid]
+        reaped = cgroup.reap_stale()
+        assert any(ps.name in r for r in reaped)
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+        assert not any(d.exists() for d in ps.dirs.values())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("text, cpus", [("0", [0]), ("0-1", [0, 1]), ("1,0", [0, 1]), (" 0 ", [0])])
+def test_parse_cpu_list(text, cpus):
+    if not set(cpus) <= os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0-1")
+    assert cgroup.parse_cpu_list(text) == cpus
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a", "--cpus: must be a CPU list such as 0 or 0-1,3, got 'a'"),
+    ("3-1", "--cpus: must be a CPU list such as 0 or 0-1,3, got '3-1'"),
+    ("4096", "--cpus: CPU 4096 is not available, got '4096' (available: "),
+])
+def test_parse_cpu_list_errors(text, message):
+    with pytest.raises(ArenaError) as e:
+        cgroup.parse_cpu_list(text)
+    assert str(e.value).startswith(message)
+
+
+def test_format_cpu_list():
+    assert cgroup.format_cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert cgroup.format_cpu_list([3]) == "3"
+
+
+def test_backend_choice_is_validated():
+    with pytest.raises(ArenaError, match="^ARENA_CGROUP: must be one of auto, v1, v2, none, got 'v3'"):
+        cgroup.choose_backend("v3")

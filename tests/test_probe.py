@@ -1,0 +1,93 @@
+"""The probe: parsing and summarizing are pure; the sampling loop runs against a fake source."""
+
+import os
+
+import pytest
+
+from arena import probe
+from arena.probe import ProcessMemory, Sample
+
+SMAPS_ROLLUP = """\
+55d0c0a00000-7ffd1c5f1000 ---p 00000000 00:00 0                          [rollup]
+Rss:               20480 kB
+Pss:               12000 kB
+Pss_Dirty:          8000 kB
+Pss_Anon:           7000 kB
+Shared_Clean:       9000 kB
+Shared_Dirty:       1000 kB
+Private_Clean:       500 kB
+Private_Dirty:      9980 kB
+Referenced:        20000 kB
+Anonymous:          9000 kB
+Private_Hugetlb:      20 kB
+Swap:                  0 kB
+"""
+
+
+def test_parse_smaps_rollup():
+    pss, uss, rss = probe.parse_smaps_rollup(SMAPS_ROLLUP)
+    assert pss == 12000 * 1024 and rss == 20480 * 1024
+    assert uss == (500 + 9980 + 20) * 1024
+
+
+def test_parse_threads():
+    assert probe.parse_threads("Name:\tpuma\nPid:\t1\nThreads:\t7\n") == 7
+
+
+def test_summarize():
+    samples = [Sample(100, 60, 150, 2, 10), Sample(300, 70, 400, 3, 14), Sample(200, 50, 250, 3, 12)]
+    r = probe.summarize(samples, (1.0, 0.5), (3.0, 1.0), 2.0, 999, "cgroup-v1")
+    assert (r.cpu_user_s, r.cpu_system_s, r.cpu_s, r.cpu_cores) == (2.0, 0.5, 2.5, 1.25)
+    assert (r.pss_bytes, r.pss_mean_bytes, r.uss_bytes, r.rss_bytes) == (300, 200, 70, 400)
+    assert (r.processes, r.threads, r.samples, r.memory_peak_bytes) == (3, 14, 3, 999)
+    none = probe.summarize([], None, None, 1.0, None, "process-tree")
+    assert none.cpu_s is None and none.cpu_cores is None and none.pss_bytes == 0
+
+
+class FakeSource:
+    """Two processes whose memory grows by one step per sample; CPU advances 0.1 s per read."""
+
+    backend = "fake"
+
+    def __init__(self):
+        self.cpu = 0.0
+        self.step = 0
+
+    def pids(self):
+        return [10, 11]
+
+    def cpu_times(self):
+        self.cpu += 0.1
+        return self.cpu, self.cpu / 2
+
+    def memory_peak(self):
+        return 12345
+
+
+def test_probe_samples_the_whole_set_and_sums_it():
+    source = FakeSource()
+    reads = []
+
+    def reader(pid):
+        reads.append(pid)
+        return ProcessMemory(pss=1000 * len(reads), uss=10, rss=5000, threads=2)
+
+    ticks = iter([100.0, 102.0])
+    p = probe.Probe(source, interval=3600, reader=reader, clock=lambda: next(ticks)).start()
+    r = p.stop()  # one sample at start, one at stop (the interval never elapsed)
+    assert r.samples == 2 and r.window_s == 2.0
+    assert r.pss_bytes == 3000 + 4000 and r.pss_mean_bytes == round(((1000 + 2000) + (3000 + 4000)) / 2)
+    assert r.processes == 2 and r.threads == 4 and r.uss_bytes == 20 and r.rss_bytes == 10000
+    assert r.cpu_user_s == pytest.approx(0.1) and r.cpu_system_s == pytest.approx(0.05)
+    assert r.memory_peak_bytes == 12345 and r.backend == "fake"
+
+
+def test_a_process_that_exits_between_listing_and_reading_is_skipped():
+    sample = probe.sample_once(FakeSource(), reader=lambda pid: None if pid == 11 else ProcessMemory(1, 1, 1, 1))
+    assert sample == Sample(1, 1, 1, 1, 1)
+
+
+def test_read_process_reads_this_process():
+    me = probe.read_process(os.getpid())
+    assert me is not None and 0 < me.uss <= me.pss <= me.rss and me.threads >= 1
+    assert probe.read_process(2**22 + 12345) is None  # beyond pid_max: never exists

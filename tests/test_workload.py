@@ -1,0 +1,157 @@
+"""The Python workload's pure logic against known values (the contract is spec.md)."""
+
+import random
+import statistics
+import time
+
+import pytest
+
+from arena.subjects.python import workload as w
+
+
+def serve(url: str, request_start: str | None = None) -> w.Response:
+    path, _, query = url.partition("?")
+    return w.run_sync(path, query, request_start, "wsgi")
+
+
+def endpoint_of(resp: w.Response) -> str:
+    return dict(resp.headers)["X-Arena-Endpoint"]
+
+
+@pytest.mark.parametrize("name, raw, value", [
+    ("cpu_ms", "20", 20.0), ("cpu_ms", "0.5", 0.5), ("cpu_ms", "1e3", 1000.0), ("cpu_ms", "10000", 10000.0),
+    ("io_ms", "60000", 60000.0), ("bytes", "10485760", 10485760), ("bytes", "0", 0), ("io", "block", "block"),
+    ("cpu_dist", "lognormal", "lognormal"), ("sigma", "4", 4.0),
+])
+def test_work_parameters_within_bounds(name, raw, value):
+    assert w.endpoint_args("work", {name: raw})[name] == value
+
+
+@pytest.mark.parametrize("name, raw, message", [
+    ("cpu_ms", "abc", "cpu_ms: must be a number from 0 to 10000, got 'abc'"),
+    ("cpu_ms", "999999", "cpu_ms: must be a number from 0 to 10000, got '999999'"),
+    ("cpu_ms", "-1", "cpu_ms: must be a number from 0 to 10000, got '-1'"),
+    ("cpu_ms", "nan", "cpu_ms: must be a number from 0 to 10000, got 'nan'"),
+    ("cpu_ms", "", "cpu_ms: must be a number from 0 to 10000, got ''"),
+    ("io_ms", "60000.5", "io_ms: must be a number from 0 to 60000, got '60000.5'"),
+    ("bytes", "1.5", "bytes: must be an integer from 0 to 10485760, got '1.5'"),
+    ("bytes", "10485761", "bytes: must be an integer from 0 to 10485760, got '10485761'"),
+    ("io", "fast", "io: must be 'sleep' or 'block', got 'fast'"),
+    ("io_dist", "normal", "io_dist: must be 'fixed' or 'exp' or 'lognormal', got 'normal'"),
+])
+def test_work_parameters_out_of_bounds_name_the_parameter_and_bound(name, raw, message):
+    with pytest.raises(w.BadRequest) as e:
+        w.endpoint_args("work", {name: raw})
+    assert str(e.value) == message
+
+
+def test_defaults_and_unknown_parameters():
+    assert w.endpoint_args("work", {}) == {"cpu_ms": 0, "io_ms": 0, "bytes": 0, "io": "sleep",
+                                           "cpu_dist": "fixed", "io_dist": "fixed", "sigma": 1.0}
+    with pytest.raises(w.BadRequest, match="^cpu: unknown parameter for /work"):
+        w.endpoint_args("work", {"cpu": "1"})
+    with pytest.raises(w.BadRequest, match=r"^min: must be <= max \(2\), got '5'"):
+        w.endpoint_args("json", {"min": "5", "max": "2"})
+
+
+def test_mix_prefixed_parameter_wins_and_unprefixed_applies_to_all():
+    query = {"w_sort": "1", "w_fib": "1", "n": "7", "sort.n": "50"}
+    assert w.mix_args(query) == ({"sort": 1.0, "fib": 1.0}, None)
+    assert w.endpoint_args("sort", query, prefixed=True) == {"n": 50}
+    assert w.endpoint_args("fib", query, prefixed=True) == {"n": 7}
+    with pytest.raises(w.BadRequest, match="^sort.n: must be an integer"):
+        w.endpoint_args("sort", {"sort.n": "x"}, prefixed=True)
+
+
+@pytest.mark.parametrize("query, message", [
+    ({}, "w_*: at least one endpoint weight must be above 0"),
+    ({"w_fib": "0"}, "w_*: at least one endpoint weight must be above 0"),
+    ({"w_nope": "1"}, "w_nope: unknown endpoint weight"),
+    ({"w_fib": "1", "seed": "-3"}, "seed: must be an integer from 0 to"),
+    ({"w_fib": "1", "fib.digits": "3"}, "fib.digits: unknown parameter for /mix"),
+])
+def test_mix_errors(query, message):
+    with pytest.raises(w.BadRequest) as e:
+        w.mix_args(query)
+    assert str(e.value).startswith(message)
+
+
+def test_mix_draws_follow_the_weights_and_a_seed_repeats_per_stream():
+    w._seeded.clear()
+    endpoints = [endpoint_of(serve("/mix?w_health=3&w_server=1&seed=11")) for _ in range(4000)]
+    share = endpoints.count("health") / len(endpoints)
+    assert 0.72 <= share <= 0.78  # 0.75 expected; the binomial sd is 0.007
+    w._seeded.clear()  # a new stream with the same seed repeats the sequence
+    again = [endpoint_of(serve("/mix?w_health=3&w_server=1&seed=11")) for _ in range(4000)]
+    assert again == endpoints
+
+
+def test_fib_and_pi_known_values():
+    assert [w.fib(n) for n in range(10)] == [0, 1, 1, 2, 3, 5, 8, 13, 21, 34]
+    assert w.fib(90) == 2880067194370816120
+    assert w.fib(1000).bit_length() == 694
+    assert w.pi_digits(1) == "3.1"
+    assert w.pi_digits(50) == "3.14159265358979323846264338327950288419716939937510"
+    # decimals 989-1000 of pi, from mpmath: mp.dps = 1010; nstr(mp.pi, 1005)[:1002][-12:]
+    assert w.pi_digits(1000).endswith("092164201989")
+    assert len(w.pi_digits(10000)) == 10002
+
+
+@pytest.mark.parametrize("dist", ["exp", "lognormal"])
+def test_distributions_keep_the_mean(dist):
+    rng = random.Random(1)
+    draws = [w.sample(10.0, dist, 0.8, 1e9, rng) for _ in range(40000)]
+    assert statistics.fmean(draws) == pytest.approx(10.0, rel=0.03)
+    assert statistics.pstdev(draws) > 3  # really random, not the mean every time
+
+
+def test_distribution_draws_are_clipped_to_the_bound():
+    rng = random.Random(2)
+    assert max(w.sample(50.0, "exp", 1.0, 60.0, rng) for _ in range(2000)) == 60.0
+    assert w.sample(7.0, "fixed", 1.0, 60.0, rng) == 7.0
+
+
+def test_burn_cpu_burns_thread_cpu_time():
+    t0 = time.thread_time()
+    w.burn_cpu(0.03)
+    used = time.thread_time() - t0
+    assert 0.03 <= used < 0.035
+
+
+@pytest.mark.parametrize("header, seconds", [
+    ("t=1700000000123456", 1700000000.123456), ("t=1700000000123", 1700000000.123),
+    ("t=1700000000", 1700000000.0), ("t=1700000000.250", 1700000000.25), ("1700000000123456", 1700000000.123456),
+])
+def test_request_start_formats(header, seconds):
+    assert w.parse_request_start(header) == pytest.approx(seconds, abs=1e-6)
+
+
+def test_request_start_bad_value_is_a_400_naming_the_header():
+    assert serve("/health", "t=soon").status == 400
+    assert serve("/health", "t=soon").body == b"X-Request-Start: must be t=<microseconds since the epoch>, got 't=soon'\n"
+
+
+def test_work_response_timing_and_headers():
+    stamp = f"t={int((time.time() - 0.02) * 1e6)}"
+    resp = serve("/work?cpu_ms=10&io_ms=15&bytes=123", stamp)
+    assert resp.status == 200 and resp.body == b"x" * 123
+    header = dict(resp.headers)["Server-Timing"]
+    timing = {p.split(";")[0]: float(p.split("dur=")[1]) for p in header.split(", ")}
+    assert list(timing) == ["queue", "app", "cpu", "cpuwall", "io"]
+    assert 19.5 <= timing["queue"] < 1000
+    assert 10 <= timing["cpu"] < 12 and timing["cpuwall"] >= timing["cpu"] - 0.1
+    assert timing["io"] >= 15 and timing["app"] >= timing["cpuwall"] + timing["io"] - 0.1
+    assert ("Content-Length", "123") in w.wire_headers(resp)
+
+
+def test_blocking_io_is_yielded_as_a_blocking_wait():
+    gen = w.handle("/work", "io_ms=5&io=block", None, "asgi")
+    wait = next(gen)
+    assert (wait.seconds, wait.blocking) == (0.005, True)
+    gen = w.handle("/sleep", "ms=5", None, "asgi")
+    assert next(gen).blocking is False
+
+
+def test_unknown_path_is_404():
+    resp = serve("/nope")
+    assert resp.status == 404 and resp.body.startswith(b"unknown path /nope (endpoints: /work")
