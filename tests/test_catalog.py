@@ -21,7 +21,7 @@ def argv(server: str, app: str, **knobs) -> list[str]:
 
 def test_the_catalog_has_every_server_the_studies_use():
     assert set(CATALOG) == {
-        "webrick", "thin", "thin-threaded", "unicorn", "puma", "puma-cluster", "passenger",
+        "webrick", "thin", "thin-threaded", "unicorn", "puma", "passenger",
         "wsgiref", "gunicorn-sync", "gunicorn-gthread", "gunicorn-gevent", "uvicorn", "hypercorn", "granian",
         "waitress", "uwsgi"}
 
@@ -39,11 +39,11 @@ def test_every_entry_is_complete_and_builds_for_every_app(name):
         assert APPS[app].target in cmd.argv
 
 
-def test_puma_maps_threads_and_workers():
-    assert argv("puma", "rack", threads=8) == [
-        "puma", "-e", "production", "-b", "tcp://127.0.0.1:8000", "-t", "8:8", APPS["rack"].target]
-    cluster = argv("puma-cluster", "rails", processes=2, threads=8)
-    assert cluster[cluster.index("-w") + 1] == "2" and cluster[cluster.index("-t") + 1] == "8:8"
+def test_puma_is_single_mode_at_one_process_and_clustered_above():
+    single = ["puma", "-e", "production", "-b", "tcp://127.0.0.1:8000", "-t", "8:8", APPS["rack"].target]
+    assert argv("puma", "rack", threads=8) == single
+    assert argv("puma", "rack", processes=1, threads=8) == single
+    assert argv("puma", "rails", processes=2, threads=8) == single[:-1] + ["-w", "2", APPS["rails"].target]
 
 
 def test_unicorn_processes_go_into_its_config_file():
@@ -91,8 +91,8 @@ def test_uwsgi_keeps_alive_and_dies_on_term():
 
 
 def test_convention_variables_set_defaults_and_flags_win():
-    s, a = CATALOG["puma-cluster"], APPS["rack"]
-    assert resolve_knobs(s, a, {}, {}) == {"processes": 2, "threads": 5}
+    s, a = CATALOG["puma"], APPS["rack"]
+    assert resolve_knobs(s, a, {}, {}) == {"processes": 1, "threads": 5}
     env = {"WEB_CONCURRENCY": "3", "RAILS_MAX_THREADS": "16"}
     assert resolve_knobs(s, a, {}, env) == {"processes": 3, "threads": 16}
     assert resolve_knobs(s, a, {"processes": 1}, env) == {"processes": 1, "threads": 16}

@@ -65,6 +65,9 @@ def check_one(server: str, app: str, processes: int | None = None, threads: int 
         result.problems += [str(f) for f in failures]
         sample = sample_once(running.procset)
         result.pss_bytes, result.processes = sample.pss, sample.processes
+    if running.killed:
+        result.problems.append(f"stop: {len(running.killed)} processes ignored {running.server.stop_signal.name} "
+                               f"for {running.server.grace_s:.0f} s and were killed")
     left = survivors(running.procset.name)
     if left:
         result.problems.append(f"stop: processes {left} were left running")

@@ -84,17 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     out = Console() if sys.stdout.isatty() else Console(width=200)
-    err = Console(stderr=True)
     try:
         return COMMANDS[args.command](args, out)
     except ArenaError as e:
-        err.print(f"arena: error: {e}", markup=False, highlight=False)
+        print(f"arena: error: {e}", file=sys.stderr)  # plain: never wrapped or styled
         return EXIT_ERROR
     except KeyboardInterrupt:
-        err.print("arena: interrupted", markup=False)
+        print("arena: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Terminated:
-        err.print("arena: terminated", markup=False)
+        print("arena: terminated", file=sys.stderr)
         return EXIT_TERMINATED
 
 

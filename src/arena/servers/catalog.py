@@ -41,6 +41,7 @@ class Knob:
     env: str | None = None  # the convention variable whose value overrides ``default``
     hi: int = 4096
     interfaces: tuple[str, ...] = ()  # only for these app interfaces; () = all it serves
+    args_unless: int | None = None  # at this value the flags are left out (the server's own mode)
     why: str = ""  # where the default comes from
 
 
@@ -119,22 +120,16 @@ CATALOG: dict[str, Server] = {
             description="pre-forked single-threaded workers on one shared listen socket",
         ),
         Server(
-            "puma", "ruby", "thread", ("rack",),
+            # Puma's own rule: no workers = single mode (one process, a thread pool); -w N = clustered
+            # (a master forking N workers, each with the pool).
+            "puma", "ruby", "hybrid", ("rack",),
             ("puma", "-e", "production", "-b", "tcp://{host}:{port}", "-t", "{threads}:{threads}", "{target}"),
-            knobs={"threads": Knob(5, env=RAILS_MAX_THREADS, why="Rails' puma.rb: RAILS_MAX_THREADS or 5")},
-            env=RUBY_ENV,
-            version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), install_hint=f"{APT} puma",
-            description="puma single mode: one process, a fixed thread pool",
-        ),
-        Server(
-            "puma-cluster", "ruby", "hybrid", ("rack",),
-            ("puma", "-e", "production", "-b", "tcp://{host}:{port}", "-w", "{processes}",
-             "-t", "{threads}:{threads}", "{target}"),
-            knobs={"processes": Knob(2, env=WEB_CONCURRENCY, why="Rails' puma.rb: WEB_CONCURRENCY or 2"),
+            knobs={"processes": Knob(1, args=("-w", "{processes}"), args_unless=1, env=WEB_CONCURRENCY,
+                                     why="single mode unless WEB_CONCURRENCY (Rails' puma.rb)"),
                    "threads": Knob(5, env=RAILS_MAX_THREADS, why="Rails' puma.rb: RAILS_MAX_THREADS or 5")},
             env=RUBY_ENV,
             version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), install_hint=f"{APT} puma",
-            description="puma clustered mode: forked workers, each with a thread pool",
+            description="single mode at 1 process (a thread pool); clustered above (forked workers x threads)",
         ),
         Server(
             "passenger", "ruby", "process", ("rack",),
@@ -314,7 +309,7 @@ def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, 
     }
     argv = [part.format_map(fields) for part in server.command]
     for name, value in knobs.items():
-        if value is not None:
+        if value is not None and value != server.knobs[name].args_unless:
             argv[-1:-1] = [a.format_map(fields) for a in server.knobs[name].args]  # before the target
     files = {server.config[0]: server.config[1].format_map(fields)} if server.config else {}
     return Command(argv, files, dict(server.env))

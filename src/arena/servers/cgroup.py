@@ -470,7 +470,8 @@ def create(server: str, cpus: list[int] | None, backend: str | None = None) -> P
     return ProcessTree(name, cpus)
 
 
-def _owner_alive(name: str) -> bool:
+def owner_alive(name: str) -> bool:
+    """Whether the Arena process that created ``arena-<pid>-...`` still runs."""
     m = re.match(rf"{PREFIX}(\d+)-", name)
     return bool(m) and Path(f"/proc/{m.group(1)}").exists()
 
@@ -480,7 +481,7 @@ def reap_stale() -> list[str]:
     reaped = []
     for root in set(v1_roots().values()) | ({v2_root()} - {None}):
         for d in root.glob(f"{PREFIX}*"):
-            if not d.is_dir() or _owner_alive(d.name):
+            if not d.is_dir() or owner_alive(d.name):
                 continue
             for knob, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
                 if (d / knob).exists():  # a frozen task takes no SIGKILL until thawed
@@ -500,7 +501,7 @@ def reap_stale() -> list[str]:
             tag = Path(f"/proc/{pid}/environ").read_bytes().split(f"{ProcessTree.TAG}=".encode())[1].split(b"\0")[0]
         except (OSError, IndexError):
             continue
-        if not _owner_alive(tag.decode()):
+        if not owner_alive(tag.decode()):
             _signal(pid, signal.SIGKILL)
             reaped.append(f"pid {pid} ({tag.decode()})")
     return reaped

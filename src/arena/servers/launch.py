@@ -12,6 +12,7 @@ import atexit
 import http.client
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from pathlib import Path
 from arena.errors import ArenaError
 from arena.http_client import Client, free_port, port_free
 from arena.servers import catalog
-from arena.servers.cgroup import ProcessSet, create, reap_stale
+from arena.servers.cgroup import PREFIX, ProcessSet, create, owner_alive, reap_stale
 from arena.subjects import get_app
 
 # The conventions the catalog reads for defaults; not passed on, so a server never sees two answers.
@@ -84,9 +85,11 @@ class RunningServer:
             return
         with _signals_held():
             try:
-                if self.proc.poll() is None:
+                # With the main process already dead nobody can conduct a graceful shutdown: kill now.
+                graceful = self.proc.poll() is None
+                if graceful:
                     self.proc.send_signal(self.server.stop_signal)
-                deadline = time.monotonic() + self.server.grace_s
+                deadline = time.monotonic() + (self.server.grace_s if graceful else 0)
                 while time.monotonic() < deadline:
                     self.proc.poll()  # reap our direct child so it leaves the set
                     if not self.procset.pids():
@@ -113,7 +116,6 @@ class RunningServer:
 
 
 _live: set[RunningServer] = set()
-_reaped = False
 
 
 def stop_all() -> None:
@@ -145,15 +147,27 @@ def _wait_port_free(host: str, port: int, timeout: float) -> bool:
     return True
 
 
+# Lines that carry a failure's message, best first: Python's "FooError: message", Ruby's
+# "message (FooError)", then generic markers.
+ERROR_LINES = (re.compile(r"^\s*[\w.]*(Error|Exception): "), re.compile(r"\((\w+::)*\w*(Error|Exception)\)"),
+               re.compile(r"FATAL|error:|unable to|failed", re.IGNORECASE))
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` of a server log, preceded by the first line that carries an error message
+    when that is earlier (a crash-looping server's tail is often only a backtrace)."""
     try:
         with open(path, "rb") as f:
+            head = f.read(65536).decode("utf-8", "replace").splitlines()
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 8192))
-            text = f.read().decode("utf-8", "replace")
+            tail = f.read().decode("utf-8", "replace").splitlines()[-lines:]
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    first = next((line for pattern in ERROR_LINES for line in head if pattern.search(line)), None)
+    if first is not None and first not in tail:
+        tail = [first, "..."] + tail
+    return "\n".join(tail)
 
 
 def server_env(server: catalog.Server, procset: ProcessSet, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -165,55 +179,77 @@ def server_env(server: catalog.Server, procset: ProcessSet, workdir: Path, extra
     return env
 
 
+KEEP_MARK = "KEPT-FOR-ITS-LOG"  # in a failed start's workdir: stale reaping leaves it alone
+
+
 def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str | None = None) -> RunningServer:
-    """Start ``spec`` confined in its own process set and return it once it answers /health."""
-    global _reaped
+    """Start ``spec`` confined in its own process set and return it once it is ready."""
     server = catalog.get_server(spec.server)
     app = get_app(spec.app or server.apps[0])
     catalog.check_app(server, app)
     knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), os.environ, strict=spec.strict_knobs)
-    exe = catalog.resolve_executable(server)
-    if exe is None:
+    if catalog.resolve_executable(server) is None:
         raise ArenaError(f"server: {server.name} is not installed ({server.install_hint})")
     if spec.port is not None and not port_free(spec.host, spec.port):
         raise ArenaError(f"--port: {spec.host}:{spec.port} is in use, choose another or leave it out")
     port = spec.port or free_port(spec.host)
-    if not _reaped:
-        reap_stale()
-        _reaped = True
+    _reap_once()
 
-    workdir = Path(tempfile.mkdtemp(prefix=f"arena-{server.name}-"))
-    (workdir / "home").mkdir()
-    (workdir / "tmp").mkdir()
-    cmd = catalog.build_command(server, app, knobs, host=spec.host, port=port, workdir=workdir)
-    for name, text in cmd.files.items():
-        (workdir / name).write_text(text)
-    log_path = workdir / "server.log"
     procset = create(server.name, spec.cpus, backend)
-    env = server_env(server, procset, workdir, cmd.env)
+    workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: see reap_stale_workdirs
     try:
-        with open(log_path, "ab") as log:
+        (workdir / "home").mkdir()
+        (workdir / "tmp").mkdir()
+        cmd = catalog.build_command(server, app, knobs, host=spec.host, port=port, workdir=workdir)
+        for name, text in cmd.files.items():
+            (workdir / name).write_text(text)
+        with open(workdir / "server.log", "ab") as log:
             started_at = time.monotonic()
             proc = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=workdir, env=env, preexec_fn=procset.preexec(), start_new_session=True)
+                                    cwd=workdir, env=server_env(server, procset, workdir, cmd.env),
+                                    preexec_fn=procset.preexec(), start_new_session=True)
     except BaseException:
         procset.kill_all()
         procset.remove()
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     running = RunningServer(spec, server, app.name, knobs, spec.host, port, cmd.argv, proc, procset,
-                            workdir, log_path, catalog.version(server.name), started_at)
+                            workdir, workdir / "server.log", catalog.version(server.name), started_at)
     _live.add(running)
     try:
         _wait_ready(running, ready_timeout or server.ready_timeout_s)
-    except BaseException as e:
+    except ArenaError as e:
         tail = running.log_tail()
         running.stop(keep_workdir=True)
-        if isinstance(e, ArenaError):
-            raise ArenaError(f"{e}; log {log_path}, last lines:\n{tail}") from None
+        (workdir / KEEP_MARK).touch()
+        raise ArenaError(f"{e}; log {running.log_path}, last lines:\n{tail}") from None
+    except BaseException:
+        running.stop()
         raise
     running.startup_s = time.monotonic() - started_at
     return running
+
+
+_reaped = False
+
+
+def _reap_once() -> None:
+    """Before this process's first start: clean up after Arena processes that died uncleanly."""
+    global _reaped
+    if not _reaped:
+        reap_stale()
+        reap_stale_workdirs()
+        _reaped = True
+
+
+def reap_stale_workdirs(tmp: Path | None = None) -> list[Path]:
+    """Remove the workdirs of dead Arena processes, except failed starts' (kept for their log)."""
+    removed = []
+    for d in Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        if d.is_dir() and not owner_alive(d.name) and not (d / KEEP_MARK).exists():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
 
 
 SETTLE_S = 0.5  # the process set must stay unchanged this long to count as started

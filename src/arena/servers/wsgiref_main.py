@@ -6,7 +6,6 @@
 import argparse
 import importlib
 import signal
-import sys
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 
@@ -24,9 +23,14 @@ def main() -> None:
     module, _, attr = args.target.partition(":")
     app = getattr(importlib.import_module(module), attr or "app")
     server = make_server(args.host, args.port, app, handler_class=QuietHandler)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Graceful stop: finish the request in hand, then leave. The handler only sets a flag: an
+    # exception raised from it would land anywhere, even in wsgiref's bare `except:` (and be lost).
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    server.timeout = 0.1  # handle_request() returns this often when idle, to see the flag
     try:
-        server.serve_forever()
+        while not stopping:
+            server.handle_request()
     finally:
         server.server_close()
 

@@ -1,0 +1,132 @@
+"""The CLI: one-line errors for bad input, and `arena serve` stopped by SIGINT, SIGTERM or SIGKILL."""
+
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.cli import main
+from arena.http_client import Client, port_free
+from arena.servers import catalog, cgroup
+from arena.servers.launch import reap_stale_workdirs
+from tests.conftest import require_server
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["serve", "nope"], "arena: error: server: unknown server 'nope' (servers: webrick, "),
+    (["serve", "unicorn", "--threads", "4"],
+     "arena: error: --threads: unicorn serving rack has no threads knob (its knobs: processes)"),
+    (["serve", "puma", "--app", "flask"], "arena: error: --app: puma cannot serve 'flask' (wsgi); it serves: rack,"),
+    (["serve", "puma", "--app", "django"], "arena: error: --app: unknown app 'django' (apps: wsgi, asgi, flask,"),
+    (["serve", "puma", "--cpus", "99"], "arena serve: error: argument --cpus: CPU 99 is not available, got '99'"),
+    (["serve", "puma", "--processes", "0"],
+     "arena serve: error: argument --processes: must be a whole number from 1 to 4096, got '0'"),
+    (["serve", "puma", "--port", "http"], "arena serve: error: argument --port: must be a whole number from 1 to 65535"),
+    (["check", "--app", "django"], "arena: error: --app: unknown app 'django'"),
+    (["check", "thin", "--app", "flask"], "arena: error: --app: none of thin serves flask"),
+])
+def test_bad_input_is_one_line_naming_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit) if argv[-1] in ("99", "0", "http") else _no_exit() as e:
+        code = main(argv)
+    code = e.value.code if e else code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(message) and err.count("\n") == 1 and "Traceback" not in err
+
+
+class _no_exit:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_port_in_use_is_refused(capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["serve", "puma", "--port", str(port)]) == 2
+    assert capsys.readouterr().err == f"arena: error: --port: 127.0.0.1:{port} is in use, choose another or leave it out\n"
+
+
+def test_servers_lists_the_catalog(capsys):
+    assert main(["servers"]) == 0
+    out = capsys.readouterr().out
+    for name in catalog.CATALOG:
+        assert name in out
+
+
+# ---------------------------------------------------------------------- arena serve, stopped by signals
+
+
+def serve(*args: str) -> tuple[subprocess.Popen, str, str]:
+    """Start `arena serve` in its own session; return it, its URL and its set's name."""
+    proc = subprocess.Popen([sys.executable, "-m", "arena", "serve", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    out, deadline = b"", time.monotonic() + 90
+    while b"Ctrl-C" not in out:
+        assert time.monotonic() < deadline and proc.poll() is None, out.decode()
+        if select.select([proc.stdout], [], [], 1)[0]:
+            out += os.read(proc.stdout.fileno(), 65536)
+    text = out.decode()
+    return proc, re.search(r"http://127\.0\.0\.1:\d+", text).group(0), re.search(r"arena-\d+-\d+-[\w-]+", text).group(0)
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out.decode()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("server, sig, code", [("puma", signal.SIGINT, 0), ("passenger", signal.SIGTERM, 143),
+                                               ("gunicorn-gthread", signal.SIGINT, 0)])
+def test_serve_stops_everything_on_a_signal(server, sig, code):
+    require_server(server)
+    proc, url, group = serve(server, "--processes", "2", "--cpus", "0")
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        assert cgroup.survivors(group), "the server runs in the set named in the banner"
+        with Client("127.0.0.1", port) as client:
+            stamp = f"t={int(time.time() * 1e6)}"
+            reply = client.get("/work?cpu_ms=20&io_ms=30&bytes=1000", {"X-Request-Start": stamp})
+        assert reply.status == 200 and len(reply.body) == 1000
+        timing = reply.timing()
+        assert 20 <= timing["cpu"] < 26 and 30 <= timing["io"] < 250 and "queue" in timing
+        proc.send_signal(sig)
+        returncode, out = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert returncode == code, out
+    assert cgroup.survivors(group) == []
+    assert port_free("127.0.0.1", port)
+
+
+@pytest.mark.integration
+def test_a_killed_arena_leaves_a_group_that_the_next_start_reaps():
+    """SIGKILL gives Arena no chance to clean up: the next Arena reaps the orphaned set."""
+    require_server("passenger")
+    proc, url, group = serve("passenger", "--processes", "2")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    assert cgroup.survivors(group), "passenger's daemons outlive a killed Arena"
+    if cgroup.choose_backend() == "none":
+        pytest.skip("stale groups are a cgroup matter")
+    workdirs = list(Path(tempfile.gettempdir()).glob(f"{group}-*"))
+    assert len(workdirs) == 1
+    reaped = cgroup.reap_stale()
+    assert any(group in r for r in reaped)
+    assert cgroup.survivors(group) == []
+    assert reap_stale_workdirs() == workdirs and not workdirs[0].exists()
+    assert port_free("127.0.0.1", int(url.rsplit(":", 1)[1]))
