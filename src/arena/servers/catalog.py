@@ -58,6 +58,7 @@ class Server:
     stop_signal: signal.Signals = signal.SIGTERM
     grace_s: float = 10.0
     ready_timeout_s: float = 30.0
+    ready_floor_s: float = 0.0  # not ready before this long after launch (start-up work it does late)
     version: tuple[str, ...] = ()  # ("dist", name) or ("cmd", regex, *argv)
     install_hint: str = ""
     description: str = ""
@@ -142,7 +143,9 @@ CATALOG: dict[str, Server] = {
              # Passenger echoes its log file to stdout (tail -f): it must not be our server.log.
              "--log-file", "{workdir}/passenger.log"),
             knobs={"processes": Knob(6, why="Passenger's max_pool_size default (fixed: min = max)")},
-            env=RUBY_ENV, ready_timeout_s=60,
+            # Its core runs a `prespawn` helper (HEAD /) 2 s after it is online; a stop before that
+            # helper is answered makes the watchdog wait for its 10 s timeout.
+            env=RUBY_ENV, ready_timeout_s=60, ready_floor_s=2.5,
             version=("cmd", r"Passenger\(R\) ([\d.]+)", "passenger", "--version"),
             install_hint=f"{APT} passenger",
             description="Passenger standalone, builtin engine: processes fed by its request queue",

@@ -287,7 +287,8 @@ def _wait_ready(running: RunningServer, timeout: float) -> None:
 
 def _wait_settled(running: RunningServer, deadline: float, name: str) -> None:
     seen, since = sorted(running.procset.pids()), time.monotonic()
-    while time.monotonic() - since < SETTLE_S:
+    floor = running.started_at + running.server.ready_floor_s
+    while time.monotonic() - since < SETTLE_S or time.monotonic() < floor:
         if time.monotonic() > deadline:
             raise ArenaError(f"{name}: its processes kept changing until the ready timeout ({seen})")
         time.sleep(0.05)
