@@ -149,10 +149,11 @@ def ours_groups() -> list[str]:
     return sorted(str(d) for r in roots for d in r.glob(f"{cgroup.PREFIX}{os.getpid()}-*"))
 
 
-@pytest.mark.parametrize("server, victim", [("puma", "master"), ("unicorn", "master"),
-                                            ("passenger", "launcher")])
-def test_a_server_whose_main_process_dies_mid_run_leaves_nothing(server, victim):
-    """SIGKILL the main process: its workers (or Passenger's daemons) remain, stop() must end them."""
+@pytest.mark.parametrize("server, outlives", [("puma", False), ("unicorn", False), ("passenger", True)])
+def test_a_server_whose_main_process_dies_mid_run_leaves_nothing(server, outlives):
+    """SIGKILL the main process mid-run. Puma's and unicorn's workers notice and exit by themselves
+    (sooner or later); Passenger's daemonized watchdog and core certainly outlive it: stop() must
+    end whatever is left, in every case."""
     require_server(server)
     running = start(ServerSpec(server, "rack", processes=2))
     with running:
@@ -160,5 +161,6 @@ def test_a_server_whose_main_process_dies_mid_run_leaves_nothing(server, victim)
             assert client.get("/work?cpu_ms=1").status == 200
         os.kill(running.proc.pid, signal.SIGKILL)
         running.proc.wait(timeout=5)
-        assert running.procset.pids(), "the workers should outlive the main process"
+        if outlives:
+            assert running.procset.pids(), "Passenger's daemons should outlive the launcher"
     assert_nothing_left(running)

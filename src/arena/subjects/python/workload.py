@@ -382,13 +382,21 @@ def _blocking_sleep() -> Callable[[float], None]:
     return time.sleep
 
 
+# Event-loop timers (uvloop/libuv, gevent's hub) run on a cached, millisecond-grained loop clock and
+# may fire up to ~1 ms early; the contract promises the whole wait, so every driver sleeps again
+# for whatever is left until the wall clock says the wait is over.
+
+
 def run_sync(path: str, query: str, request_start: str | None, app_kind: str) -> Response:
     """Drive :func:`handle` in a thread (WSGI servers, Flask)."""
     gen = handle(path, query, request_start, app_kind)
     try:
         wait = next(gen)
         while True:
-            (_blocking_sleep() if wait.blocking else time.sleep)(wait.seconds)
+            sleep = _blocking_sleep() if wait.blocking else time.sleep
+            end = time.perf_counter() + wait.seconds
+            while (left := end - time.perf_counter()) > 0:
+                sleep(left)
             wait = gen.send(None)
     except StopIteration as done:
         return done.value
@@ -400,10 +408,12 @@ async def run_async(path: str, query: str, request_start: str | None, app_kind: 
     try:
         wait = next(gen)
         while True:
-            if wait.blocking:
-                time.sleep(wait.seconds)
-            else:
-                await asyncio.sleep(wait.seconds)
+            end = time.perf_counter() + wait.seconds
+            while (left := end - time.perf_counter()) > 0:
+                if wait.blocking:
+                    time.sleep(left)
+                else:
+                    await asyncio.sleep(left)
             wait = gen.send(None)
     except StopIteration as done:
         return done.value
