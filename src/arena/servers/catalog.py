@@ -78,6 +78,18 @@ PIP = "make install (the Python servers are dependencies of arena in pyproject.t
 WEB_CONCURRENCY = "WEB_CONCURRENCY"
 RAILS_MAX_THREADS = "RAILS_MAX_THREADS"
 
+def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, Knob], description: str) -> Server:
+    """The gunicorn entries differ only in the worker class and its one knob."""
+    return Server(
+        f"gunicorn-{worker}", "python", model, ("wsgi",),
+        ("{bin}/gunicorn", "-k", worker, "-b", "{host}:{port}", "-w", "{processes}", *args,
+         "--no-control-socket", "{target}"),  # no control socket: parallel instances would share one
+        knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default ($WEB_CONCURRENCY or 1)"),
+               **knobs},
+        version=("dist", "gunicorn"), install_hint=PIP, description=description,
+    )
+
+
 CATALOG: dict[str, Server] = {
     s.name: s
     for s in (
@@ -157,32 +169,13 @@ CATALOG: dict[str, Server] = {
             version=("python",), install_hint="part of Python's standard library",
             description="the standard library's WSGI server: one request at a time (a baseline)",
         ),
-        Server(
-            "gunicorn-sync", "python", "process", ("wsgi",),
-            ("{bin}/gunicorn", "-k", "sync", "-b", "{host}:{port}", "-w", "{processes}",
-             "--no-control-socket", "{target}"),
-            knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default ($WEB_CONCURRENCY or 1)")},
-            version=("dist", "gunicorn"), install_hint=PIP,
-            description="pre-forked single-threaded workers (no keep-alive)",
-        ),
-        Server(
-            "gunicorn-gthread", "python", "hybrid", ("wsgi",),
-            ("{bin}/gunicorn", "-k", "gthread", "-b", "{host}:{port}", "-w", "{processes}",
-             "--threads", "{threads}", "--no-control-socket", "{target}"),
-            knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default"),
-                   "threads": Knob(1, why="gunicorn --threads default")},
-            version=("dist", "gunicorn"), install_hint=PIP,
-            description="pre-forked workers, each with a thread pool",
-        ),
-        Server(
-            "gunicorn-gevent", "python", "async", ("wsgi",),
-            ("{bin}/gunicorn", "-k", "gevent", "-b", "{host}:{port}", "-w", "{processes}",
-             "--worker-connections", "{connections}", "--no-control-socket", "{target}"),
-            knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default"),
-                   "connections": Knob(1000, why="gunicorn --worker-connections default")},
-            version=("dist", "gunicorn"), install_hint=PIP,
-            description="pre-forked workers running greenlets (gevent monkey-patching)",
-        ),
+        _gunicorn("sync", "process", (), {}, "pre-forked single-threaded workers (no keep-alive)"),
+        _gunicorn("gthread", "hybrid", ("--threads", "{threads}"),
+                  {"threads": Knob(1, why="gunicorn --threads default")},
+                  "pre-forked workers, each with a thread pool"),
+        _gunicorn("gevent", "async", ("--worker-connections", "{connections}"),
+                  {"connections": Knob(1000, why="gunicorn --worker-connections default")},
+                  "pre-forked workers running greenlets (gevent monkey-patching)"),
         Server(
             "uvicorn", "python", "async", ("asgi",),
             ("{bin}/uvicorn", "--host", "{host}", "--port", "{port}", "--workers", "{processes}",
