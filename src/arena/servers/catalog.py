@@ -78,6 +78,7 @@ PIP = "make install (the Python servers are dependencies of arena in pyproject.t
 WEB_CONCURRENCY = "WEB_CONCURRENCY"
 RAILS_MAX_THREADS = "RAILS_MAX_THREADS"
 
+
 def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, Knob], description: str) -> Server:
     """The gunicorn entries differ only in the worker class and its one knob."""
     return Server(
