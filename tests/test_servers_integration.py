@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from arena.check import check_one
+from arena.probe import Probe
 from arena.errors import ArenaError
 from arena.http_client import Client, free_port, port_free
 from arena.servers import catalog, cgroup
@@ -164,3 +165,20 @@ def test_a_server_whose_main_process_dies_mid_run_leaves_nothing(server, outlive
         if outlives:
             assert running.procset.pids(), "Passenger's daemons should outlive the launcher"
     assert_nothing_left(running)
+
+
+def test_the_probe_accounts_a_real_servers_cpu_and_memory():
+    """40 requests of 10 ms thread CPU each: the group's CPU must show at least 0.4 s."""
+    require_server("puma")
+    with start(ServerSpec("puma", "rack", processes=2, threads=2, cpus=[0])) as running:
+        assert all(os.sched_getaffinity(pid) == {0} for pid in running.procset.pids())
+        p = Probe(running.procset, interval=0.05).start()
+        with Client(running.host, running.port) as client:
+            for _ in range(40):
+                assert client.get("/work?cpu_ms=10").status == 200
+        r = p.stop()
+    assert r.cpu_user_s + r.cpu_system_s >= 0.4
+    assert r.cpu_s <= r.window_s * 1.05  # one CPU allowed: the set cannot use more than one core
+    assert r.processes == 3 and r.threads >= 3 and r.samples >= 3
+    assert 0 < r.uss_bytes < r.pss_bytes < r.rss_bytes  # forked workers share pages
+    assert r.memory_peak_bytes is None or r.memory_peak_bytes >= r.uss_bytes
