@@ -1,0 +1,315 @@
+//! Command-line arguments -> a validated engine Config. Every refusal is one line naming the
+//! flag, the value and what is allowed.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::engine::{Arrival, Config, Model};
+use crate::http::Template;
+use crate::pacer::Stop;
+
+#[derive(Parser, Debug)]
+#[command(name = "arena-load", version, about = "HTTP/1.1 load generator: open (arrival rate) or closed \
+(N connections) model, HDR histograms, JSON result on stdout or --output")]
+pub struct Args {
+    /// Target, http://host[:port]/path?query (loopback only unless --allow-remote)
+    pub url: String,
+    /// Closed model: connections (default 10). Open model: the most connections opened (default 1000)
+    #[arg(short = 'c', long)]
+    pub connections: Option<usize>,
+    /// Open model: arrivals per second (without it the model is closed)
+    #[arg(short = 'r', long)]
+    pub rate: Option<f64>,
+    /// Open model arrivals: constant spacing or poisson
+    #[arg(long, default_value = "constant")]
+    pub arrival: String,
+    /// Measured duration, e.g. 10s, 500ms, 2m (after the warm-up)
+    #[arg(short = 'd', long)]
+    pub duration: Option<String>,
+    /// Measured requests to issue
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Warm-up before the measured period; its results are kept apart
+    #[arg(long, default_value = "0s")]
+    pub warmup: String,
+    /// Closed model: pause between an answer and the connection's next request
+    #[arg(long, default_value = "0s")]
+    pub think: String,
+    /// Worker threads, each with its own event loop
+    #[arg(short = 't', long, default_value_t = 1)]
+    pub threads: usize,
+    /// Request method
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+    /// Extra request header "Name: value" (repeatable)
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request body
+    #[arg(long)]
+    pub body: Option<String>,
+    /// JSON file with a weighted request mix: [{"weight": 2, "method": "GET", "path": "/a", "headers": {}, "body": ""}]
+    #[arg(long)]
+    pub mix: Option<PathBuf>,
+    /// A new connection for every request (Connection: close)
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// Stamp each request with X-Request-Start: t=<µs since epoch> at its real send time
+    #[arg(long)]
+    pub request_start: bool,
+    #[arg(long, default_value = "5s")]
+    pub connect_timeout: String,
+    /// Response timeout, from the send
+    #[arg(long, default_value = "30s")]
+    pub timeout: String,
+    /// Length of the per-interval series' intervals
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// Seed of the Poisson schedule and of the mix draws
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the JSON result here instead of stdout
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// Allow a target that is not a loopback address
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
+/// `10s`, `250ms`, `2m`, `1.5s`, `100us`, or a plain number of seconds.
+pub fn parse_duration(flag: &str, text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, scale) = [("us", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9)]
+        .iter()
+        .find_map(|(suffix, scale)| t.strip_suffix(suffix).filter(|n| !n.ends_with(['m', 'u'])).map(|n| (n, *scale)))
+        .unwrap_or((t, 1e9));
+    match num.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() && v * scale < 1e18 => Ok((v * scale) as u64),
+        _ => Err(format!("{flag}: must be a duration such as 10s, 500ms or 2m, got '{text}'")),
+    }
+}
+
+#[derive(Debug)]
+pub struct Target {
+    pub addr: SocketAddr,
+    pub host_header: String,
+    pub path: String,
+}
+
+pub fn parse_url(url: &str, allow_remote: bool) -> Result<Target, String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        if url.starts_with("https://") {
+            format!("URL: https is not supported (plain HTTP/1.1), got '{url}'")
+        } else {
+            format!("URL: must start with http://, got '{url}'")
+        }
+    })?;
+    let split = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(split);
+    let path = if path.is_empty() { "/".to_string() } else if path.starts_with('?') { format!("/{path}") } else { path.to_string() };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (h, p.parse::<u16>().map_err(|_| format!("URL: bad port '{p}' in '{url}'"))?),
+        _ => (authority, 80),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("URL: no host in '{url}'"));
+    }
+    let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(|e| format!("URL: cannot resolve '{host}': {e}"))?.collect();
+    let addr = *addrs.first().ok_or_else(|| format!("URL: '{host}' has no address"))?;
+    if !allow_remote && !addrs.iter().all(|a| a.ip().is_loopback()) {
+        return Err(format!("URL: {} is not a loopback address (127.0.0.0/8, ::1); pass --allow-remote to load another host", addr.ip()));
+    }
+    Ok(Target { addr, host_header: authority.to_string(), path })
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MixEntry {
+    #[serde(default = "one")]
+    weight: u32,
+    #[serde(default = "get")]
+    method: String,
+    path: String,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    body: String,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn get() -> String {
+    "GET".into()
+}
+
+fn header(flag: &str, text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((n, v)) if !n.trim().is_empty() && n.trim().bytes().all(|b| b.is_ascii_graphic()) => {
+            Ok((n.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err(format!("{flag}: must be 'Name: value', got '{text}'")),
+    }
+}
+
+fn method(flag: &str, m: &str) -> Result<(), String> {
+    if !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase()) {
+        Ok(())
+    } else {
+        Err(format!("{flag}: must be an HTTP method such as GET or POST, got '{m}'"))
+    }
+}
+
+pub fn config(a: &Args) -> Result<Config, String> {
+    let target = parse_url(&a.url, a.allow_remote)?;
+    let keep_alive = !a.no_keepalive;
+    let mut headers = Vec::new();
+    for h in &a.headers {
+        headers.push(header("--header", h)?);
+    }
+    method("--method", &a.method)?;
+    let templates = match &a.mix {
+        None => vec![Template::new(1, &a.method, &target.host_header, &target.path, &headers,
+                                   a.body.as_deref().unwrap_or("").as_bytes(), keep_alive)],
+        Some(file) => {
+            let name = file.display();
+            let text = std::fs::read_to_string(file).map_err(|e| format!("--mix {name}: cannot read: {e}"))?;
+            let entries: Vec<MixEntry> = serde_json::from_str(&text).map_err(|e| format!("--mix {name}: {e}"))?;
+            if entries.is_empty() || entries.iter().all(|e| e.weight == 0) {
+                return Err(format!("--mix {name}: must hold at least one entry with a weight above 0"));
+            }
+            let mut out = Vec::new();
+            for (i, e) in entries.iter().enumerate() {
+                method(&format!("--mix {name}: entry {i}: method"), &e.method)?;
+                if !e.path.starts_with('/') {
+                    return Err(format!("--mix {name}: entry {i}: path must start with /, got '{}'", e.path));
+                }
+                let mut hs = headers.clone();
+                hs.extend(e.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+                if e.weight > 0 {
+                    out.push(Template::new(e.weight, &e.method, &target.host_header, &e.path, &hs, e.body.as_bytes(), keep_alive));
+                }
+            }
+            out
+        }
+    };
+    if !(1..=256).contains(&a.threads) {
+        return Err(format!("--threads: must be from 1 to 256, got '{}'", a.threads));
+    }
+    let model = match a.rate {
+        Some(rate) if !(rate > 0.0 && rate <= 10_000_000.0) => {
+            return Err(format!("--rate: must be a number of requests per second above 0 (at most 1e7), got '{rate}'"));
+        }
+        Some(rate) => Model::Open {
+            rate,
+            arrival: match a.arrival.as_str() {
+                "constant" => Arrival::Constant,
+                "poisson" => Arrival::Poisson,
+                other => return Err(format!("--arrival: must be 'constant' or 'poisson', got '{other}'")),
+            },
+            max_connections: a.connections.unwrap_or(1000),
+        },
+        None => Model::Closed { connections: a.connections.unwrap_or(10), think_ns: parse_duration("--think", &a.think)? },
+    };
+    let conns = match model {
+        Model::Open { max_connections, .. } => max_connections,
+        Model::Closed { connections, .. } => connections,
+    };
+    if conns < a.threads || conns > 1_000_000 {
+        return Err(format!("--connections: must be from --threads ({}) to 1000000, got '{conns}'", a.threads));
+    }
+    let warmup_ns = parse_duration("--warmup", &a.warmup)?;
+    let duration = a.duration.as_deref().map(|d| parse_duration("--duration", d)).transpose()?;
+    if duration.is_none() && a.requests.is_none() {
+        return Err("--duration or --requests: one of them is required (a load must stop by itself)".into());
+    }
+    if duration == Some(0) || a.requests == Some(0) {
+        return Err("--duration/--requests: must be above 0".into());
+    }
+    let interval_ns = parse_duration("--interval", &a.interval)?;
+    if interval_ns < 1_000_000 {
+        return Err(format!("--interval: must be at least 1ms, got '{}'", a.interval));
+    }
+    let connect_timeout_ns = parse_duration("--connect-timeout", &a.connect_timeout)?;
+    let response_timeout_ns = parse_duration("--timeout", &a.timeout)?;
+    if connect_timeout_ns == 0 || response_timeout_ns == 0 {
+        return Err("--connect-timeout/--timeout: must be above 0".into());
+    }
+    Ok(Config {
+        addr: target.addr,
+        templates,
+        model,
+        warmup_ns,
+        stop: Stop { end_ns: duration.map(|d| warmup_ns + d), requests: a.requests },
+        keep_alive,
+        request_start: a.request_start,
+        connect_timeout_ns,
+        response_timeout_ns,
+        interval_ns,
+        threads: a.threads,
+        seed: a.seed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Result<Config, String> {
+        let mut argv = vec!["arena-load"];
+        argv.extend_from_slice(extra);
+        config(&Args::try_parse_from(argv).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("-d", "10s"), Ok(10_000_000_000));
+        assert_eq!(parse_duration("-d", "250ms"), Ok(250_000_000));
+        assert_eq!(parse_duration("-d", "1.5"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("-d", "2m"), Ok(120_000_000_000));
+        assert_eq!(parse_duration("-d", "100us"), Ok(100_000));
+        assert_eq!(parse_duration("-d", "soon"), Err("-d: must be a duration such as 10s, 500ms or 2m, got 'soon'".into()));
+        assert!(parse_duration("-d", "-1s").is_err());
+    }
+
+    #[test]
+    fn targets_must_be_loopback_unless_allowed() {
+        let t = parse_url("http://127.0.0.1:8080/work?cpu_ms=1", false).unwrap();
+        assert_eq!((t.addr.port(), t.host_header.as_str(), t.path.as_str()), (8080, "127.0.0.1:8080", "/work?cpu_ms=1"));
+        assert_eq!(parse_url("http://[::1]:81", false).unwrap().path, "/");
+        assert_eq!(parse_url("http://localhost:9?x=1", false).unwrap().path, "/?x=1");
+        assert_eq!(parse_url("http://10.1.2.3/", false).err().unwrap(),
+                   "URL: 10.1.2.3 is not a loopback address (127.0.0.0/8, ::1); pass --allow-remote to load another host");
+        assert!(parse_url("http://10.1.2.3/", true).is_ok());
+        assert!(parse_url("https://127.0.0.1/", false).unwrap_err().starts_with("URL: https is not supported"));
+        assert!(parse_url("127.0.0.1:80", false).unwrap_err().starts_with("URL: must start with http://"));
+    }
+
+    #[test]
+    fn flags_make_the_model() {
+        let c = args(&["http://127.0.0.1:1/", "-d", "2s", "--warmup", "1s"]).unwrap();
+        assert_eq!(c.model, Model::Closed { connections: 10, think_ns: 0 });
+        assert_eq!(c.stop, Stop { end_ns: Some(3_000_000_000), requests: None });
+        let o = args(&["http://127.0.0.1:1/", "-r", "500", "--arrival", "poisson", "-n", "100", "-c", "50"]).unwrap();
+        assert_eq!(o.model, Model::Open { rate: 500.0, arrival: Arrival::Poisson, max_connections: 50 });
+    }
+
+    #[test]
+    fn bad_flags_are_one_line_naming_the_flag() {
+        for (argv, want) in [
+            (vec!["http://127.0.0.1:1/"], "--duration or --requests: one of them is required"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "-r", "0"], "--rate: must be a number of requests per second above 0"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "-r", "10", "--arrival", "burst"], "--arrival: must be 'constant' or 'poisson', got 'burst'"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "-c", "2", "-t", "4"], "--connections: must be from --threads (4) to 1000000, got '2'"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "-H", "nocolon"], "--header: must be 'Name: value', got 'nocolon'"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "-m", "get"], "--method: must be an HTTP method"),
+            (vec!["http://127.0.0.1:1/", "-d", "x"], "--duration: must be a duration"),
+        ] {
+            let err = args(&argv).unwrap_err();
+            assert!(err.starts_with(want) && !err.contains('\n'), "{argv:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,634 @@
+//! The event loop: each worker thread drives its connections on one mio poll.
+//!
+//! Requests come from one of two sources, and everything after that is shared:
+//! - open model: the pacer's schedule; a due request waits in `pending` until a connection is
+//!   free (an idle keep-alive one, or a new one while under the cap);
+//! - closed model: each of N "users" issues its next request when its previous one ended (plus
+//!   the think time), so `pending` holds at most one request per user.
+//! A request's latency counts from its intended time in both: in the closed model that is the
+//! moment its user was ready.
+//!
+//! Wake-ups come from socket readiness and from one timerfd set to the next due time, so send
+//! times are kept to the microsecond, not to epoll's millisecond timeout.
+
+use std::collections::{BinaryHeap, VecDeque};
+use std::cmp::Reverse;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::http::{Malformed, Parser, Step, Template};
+use crate::pacer::{Pacer, SplitMix64, Stop};
+use crate::record::{histogram, us, ErrorKind, IntervalPart, Phase};
+
+/// Set by SIGINT/SIGTERM: workers stop issuing, stop waiting, and report what they have.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    Constant,
+    Poisson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Model {
+    /// `connections` users, each sending its next request `think_ns` after the previous answer.
+    Closed { connections: usize, think_ns: u64 },
+    /// Arrivals at `rate` per second; at most `max_connections` connections are opened.
+    Open { rate: f64, arrival: Arrival, max_connections: usize },
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub templates: Vec<Template>,
+    pub model: Model,
+    pub warmup_ns: u64,
+    /// Ends of the run, warm-up included (`end_ns`), and measured requests to issue.
+    pub stop: Stop,
+    pub keep_alive: bool,
+    pub request_start: bool,
+    pub connect_timeout_ns: u64,
+    pub response_timeout_ns: u64,
+    pub interval_ns: u64,
+    pub threads: usize,
+    pub seed: u64,
+}
+
+/// What one worker hands back.
+pub struct WorkerResult {
+    pub warmup: Phase,
+    pub measured: Phase,
+    /// Open model: how late the loop took each request from the schedule (its own lateness).
+    pub schedule_lag: Histogram<u64>,
+    /// Due but never sent when the run ended.
+    pub unsent: u64,
+    /// Sent but unanswered when the run ended (interrupted, or no time left to wait).
+    pub in_flight: u64,
+    /// When this worker stopped issuing, and when it finished (ns since start).
+    pub issue_end_ns: u64,
+    pub end_ns: u64,
+    /// Time of the last measured completion (ns since start).
+    pub last_done_ns: u64,
+}
+
+/// Monotonic nanoseconds (the clock the timerfd runs on).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn epoch_us() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+const TIMER: Token = Token(usize::MAX);
+/// Timeouts are checked and idle intervals closed this often.
+const HOUSEKEEPING_NS: u64 = 10_000_000;
+const READ_BUF: usize = 8 * 1024;
+
+/// A one-shot timer on CLOCK_MONOTONIC at absolute times.
+struct TimerFd(OwnedFd);
+
+impl TimerFd {
+    fn new() -> io::Result<TimerFd> {
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(TimerFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn set_abs(&self, mono_ns: u64) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: (mono_ns / 1_000_000_000) as i64, tv_nsec: (mono_ns % 1_000_000_000) as i64 },
+        };
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    }
+
+    fn clear(&self) {
+        let mut buf = [0u8; 8];
+        unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+    }
+
+    fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    intended: u64,
+    template: usize,
+    warm: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    req: Request,
+    sent: u64,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum State {
+    Connecting,
+    Idle,
+    Writing,
+    Reading,
+}
+
+struct Conn {
+    stream: TcpStream,
+    state: State,
+    connect_start: u64,
+    /// Connect or response deadline (0: none).
+    deadline: u64,
+    /// The request to send once connected, or the one on the wire.
+    req: Option<Request>,
+    flight: Option<InFlight>,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    rbuf: Vec<u8>,
+    rlen: usize,
+    parser: Parser,
+    /// Bytes received for the request on the wire.
+    rbytes: u64,
+    /// Whether WRITABLE is registered (only while connecting or after a short write).
+    writable_interest: bool,
+}
+
+pub struct Worker<'a> {
+    cfg: &'a Config,
+    start: u64,
+    poll: Poll,
+    timer: TimerFd,
+    conns: Vec<Option<Conn>>,
+    free_slots: Vec<usize>,
+    idle: Vec<usize>,
+    open_conns: usize,
+    max_conns: usize,
+    pending: VecDeque<Request>,
+    delayed: BinaryHeap<Reverse<(u64, usize)>>,
+    pacer: Option<Pacer>,
+    rng: SplitMix64,
+    cumulative: Vec<u64>,
+    issued_measured: &'a AtomicU64,
+    issuing: bool,
+    warmup: Phase,
+    measured: Phase,
+    schedule_lag: Histogram<u64>,
+    interval: IntervalPart,
+    intervals: Sender<IntervalPart>,
+    unsent: u64,
+    issue_end: u64,
+    last_done: u64,
+}
+
+impl<'a> Worker<'a> {
+    pub fn new(cfg: &'a Config, id: usize, start: u64, issued_measured: &'a AtomicU64,
+               intervals: Sender<IntervalPart>) -> io::Result<Worker<'a>> {
+        let threads = cfg.threads as f64;
+        let (pacer, max_conns, users) = match cfg.model {
+            Model::Open { rate, arrival, max_connections } => {
+                let share = rate / threads;
+                let pacer = match arrival {
+                    // threads interleave: thread k is offset by k / rate
+                    Arrival::Constant => Pacer::constant(share, id as f64 * 1e9 / rate),
+                    Arrival::Poisson => Pacer::poisson(share, cfg.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                };
+                (Some(pacer), split(max_connections, cfg.threads, id).max(1), 0)
+            }
+            Model::Closed { connections, .. } => {
+                let n = split(connections, cfg.threads, id);
+                (None, n, n)
+            }
+        };
+        let poll = Poll::new()?;
+        let timer = TimerFd::new()?;
+        poll.registry().register(&mut SourceFd(&timer.raw()), TIMER, Interest::READABLE)?;
+        let mut total = 0;
+        let cumulative = cfg.templates.iter().map(|t| { total += u64::from(t.weight); total }).collect();
+        let mut w = Worker {
+            cfg, start, poll, timer, conns: Vec::new(), free_slots: Vec::new(), idle: Vec::new(),
+            open_conns: 0, max_conns, pending: VecDeque::new(), delayed: BinaryHeap::new(), pacer,
+            rng: SplitMix64::new(cfg.seed.wrapping_add(1 + id as u64)), cumulative, issued_measured,
+            issuing: true, warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
+            interval: IntervalPart::new(0), intervals, unsent: 0, issue_end: 0, last_done: 0,
+        };
+        for _ in 0..users {
+            if let Some(req) = w.issue(0) {
+                w.pending.push_back(req);
+            }
+        }
+        Ok(w)
+    }
+
+    fn now(&self) -> u64 {
+        mono_ns() - self.start
+    }
+
+    /// Claim a new request intended at `at`, if the run still issues (stop condition, interrupt).
+    fn issue(&mut self, at: u64) -> Option<Request> {
+        if !self.issuing {
+            return None;
+        }
+        let warm = at < self.cfg.warmup_ns;
+        let stopped = INTERRUPTED.load(Ordering::Relaxed)
+            || self.cfg.stop.end_ns.is_some_and(|end| at >= end)
+            || (!warm && self.cfg.stop.requests.is_some_and(|n| self.issued_measured.fetch_add(1, Ordering::Relaxed) >= n));
+        if stopped {
+            self.issuing = false;
+            self.issue_end = self.now();
+            return None;
+        }
+        let phase = if warm { &mut self.warmup } else { &mut self.measured };
+        phase.issued += 1;
+        let template = if self.cumulative.len() == 1 {
+            0
+        } else {
+            let x = self.rng.next_u64() % self.cumulative.last().copied().unwrap_or(1);
+            self.cumulative.partition_point(|c| *c <= x)
+        };
+        Some(Request { intended: at, template, warm })
+    }
+
+    pub fn run(mut self) -> io::Result<WorkerResult> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_housekeeping = 0;
+        loop {
+            let now = self.now();
+            let past_end = self.cfg.stop.end_ns.is_some_and(|end| now >= end);
+            if self.issuing && (past_end || INTERRUPTED.load(Ordering::Relaxed)) {
+                self.issuing = false;
+                self.issue_end = now;
+            }
+            self.release_due(now);
+            self.dispatch(now);
+            if now >= next_housekeeping {
+                self.housekeeping(now);
+                next_housekeeping = now + HOUSEKEEPING_NS;
+            }
+            if !self.issuing {
+                self.unsent += self.pending.len() as u64;
+                self.pending.clear();
+                self.delayed.clear();
+                if INTERRUPTED.load(Ordering::Relaxed) || !self.conns.iter().flatten().any(|c| c.flight.is_some() || c.req.is_some()) {
+                    break;
+                }
+            }
+            let wake = [self.pacer.as_ref().filter(|_| self.issuing).map(Pacer::peek),
+                        self.delayed.peek().map(|Reverse((t, _))| *t), Some(next_housekeeping),
+                        self.cfg.stop.end_ns.filter(|_| self.issuing)]
+                .into_iter().flatten().min().expect("housekeeping is always set");
+            self.timer.set_abs(self.start + wake.max(now + 1));
+            match self.poll.poll(&mut events, None) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for event in events.iter() {
+                if event.token() == TIMER {
+                    self.timer.clear();
+                    continue;
+                }
+                self.on_event(event.token().0, event.is_writable(), event.is_readable() || event.is_read_closed() || event.is_error());
+            }
+        }
+        let end = self.now();
+        let in_flight = self.conns.iter().flatten().filter(|c| c.flight.is_some()).count() as u64;
+        let index = self.interval_index(end.max(self.cfg.warmup_ns));
+        self.close_intervals_before(index + 1);
+        Ok(WorkerResult {
+            warmup: self.warmup, measured: self.measured, schedule_lag: self.schedule_lag, unsent: self.unsent,
+            in_flight, issue_end_ns: if self.issue_end == 0 { end } else { self.issue_end }, end_ns: end,
+            last_done_ns: self.last_done,
+        })
+    }
+
+    /// Move requests whose time has come into `pending`.
+    fn release_due(&mut self, now: u64) {
+        while let Some(Reverse((t, _))) = self.delayed.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.delayed.pop();
+            if let Some(req) = self.issue(t) {
+                self.pending.push_back(req);
+            }
+        }
+        while self.issuing {
+            let Some(t) = self.pacer.as_mut().and_then(|p| p.take_due(now)) else { break };
+            self.schedule_lag.saturating_record(us(now - t));
+            if let Some(req) = self.issue(t) {
+                self.pending.push_back(req);
+            }
+        }
+    }
+
+    /// Give pending requests to idle connections, opening new ones while under the cap.
+    fn dispatch(&mut self, now: u64) {
+        // Only what was pending on entry: a request queued by a failure during this call (a closed
+        // user retrying after an immediate refusal) waits for the next turn of the loop, with a
+        // fresh clock, instead of spinning here.
+        for _ in 0..self.pending.len() {
+            let Some(req) = self.pending.front().copied() else { break };
+            if let Some(slot) = self.idle.pop() {
+                self.pending.pop_front();
+                self.send(slot, req, now);
+            } else if self.open_conns < self.max_conns {
+                self.pending.pop_front();
+                self.connect(req, now);
+            } else {
+                break; // the request waits in the generator: its wait counts (it is in send_lag)
+            }
+        }
+    }
+
+    fn connect(&mut self, req: Request, now: u64) {
+        let stream = match TcpStream::connect(self.cfg.addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let kind = if e.kind() == io::ErrorKind::ConnectionRefused { ErrorKind::Refused } else { ErrorKind::Reset };
+                self.fail(req, kind, now);
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        let mut conn = Conn {
+            stream, state: State::Connecting, connect_start: now, deadline: now + self.cfg.connect_timeout_ns,
+            req: Some(req), flight: None, wbuf: Vec::with_capacity(512), wpos: 0, rbuf: vec![0; READ_BUF], rlen: 0,
+            parser: Parser::default(), rbytes: 0, writable_interest: true,
+        };
+        if let Err(_e) = self.poll.registry().register(&mut conn.stream, Token(slot), Interest::READABLE | Interest::WRITABLE) {
+            self.fail(req, ErrorKind::Reset, now);
+            self.free_slots.push(slot);
+            return;
+        }
+        self.conns[slot] = Some(conn);
+        self.open_conns += 1;
+    }
+
+    fn on_event(&mut self, slot: usize, writable: bool, readable: bool) {
+        let now = self.now();
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        match conn.state {
+            State::Connecting => {
+                if !(writable || readable) {
+                    return;
+                }
+                match conn.stream.take_error() {
+                    Ok(None) if conn.stream.peer_addr().is_ok() => {
+                        let began = conn.connect_start;
+                        let warm = conn.req.is_some_and(|r| r.warm);
+                        self.phase(warm).connect.saturating_record(us(now - began));
+                        let req = self.conns[slot].as_mut().and_then(|c| c.req.take()).expect("a connection opens for a request");
+                        self.set_interest(slot, false);
+                        self.send(slot, req, now);
+                    }
+                    Ok(None) => {} // not connected yet
+                    Ok(Some(e)) | Err(e) => {
+                        let kind = if e.kind() == io::ErrorKind::ConnectionRefused { ErrorKind::Refused } else { ErrorKind::Reset };
+                        self.drop_conn(slot, Some(kind), now);
+                    }
+                }
+            }
+            State::Writing if writable => self.write(slot, now),
+            State::Reading if readable => self.read(slot, now),
+            State::Idle if readable => {
+                // the server closed an idle keep-alive connection (or sent bytes unasked)
+                let mut probe = [0u8; 1];
+                match conn.stream.read(&mut probe) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    _ => self.drop_conn(slot, None, now),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn set_interest(&mut self, slot: usize, writable: bool) {
+        let conn = self.conns[slot].as_mut().expect("live");
+        if conn.writable_interest != writable {
+            let interest = if writable { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+            let _ = self.poll.registry().reregister(&mut conn.stream, Token(slot), interest);
+            conn.writable_interest = writable;
+        }
+    }
+
+    fn send(&mut self, slot: usize, req: Request, now: u64) {
+        let stamp = self.cfg.request_start.then(epoch_us);
+        let template = &self.cfg.templates[req.template];
+        let conn = self.conns[slot].as_mut().expect("live");
+        conn.wbuf.clear();
+        conn.wpos = 0;
+        template.render(stamp, &mut conn.wbuf);
+        conn.flight = Some(InFlight { req, sent: now });
+        conn.rbytes = 0;
+        conn.state = State::Writing;
+        conn.deadline = now + self.cfg.response_timeout_ns;
+        let bytes = conn.wbuf.len() as u64;
+        let phase = self.phase(req.warm);
+        phase.sent += 1;
+        phase.bytes_sent += bytes;
+        phase.send_lag.saturating_record(us(now.saturating_sub(req.intended)));
+        if !req.warm {
+            self.interval_at(now).sent += 1;
+        }
+        self.write(slot, now);
+    }
+
+    fn write(&mut self, slot: usize, now: u64) {
+        let conn = self.conns[slot].as_mut().expect("live");
+        while conn.wpos < conn.wbuf.len() {
+            match conn.stream.write(&conn.wbuf[conn.wpos..]) {
+                Ok(0) => return self.drop_conn(slot, Some(ErrorKind::Reset), now),
+                Ok(n) => conn.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return self.set_interest(slot, true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.drop_conn(slot, Some(ErrorKind::Reset), now),
+            }
+        }
+        conn.state = State::Reading;
+        self.set_interest(slot, false);
+    }
+
+    fn read(&mut self, slot: usize, now: u64) {
+        loop {
+            let conn = self.conns[slot].as_mut().expect("live");
+            if conn.rlen == conn.rbuf.len() {
+                conn.rbuf.resize(conn.rbuf.len() * 2, 0); // only an unfinished head needs room
+            }
+            let room = conn.rbuf.len() - conn.rlen;
+            let n = match conn.stream.read(&mut conn.rbuf[conn.rlen..]) {
+                Ok(0) => return self.on_eof(slot, now),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.drop_conn(slot, Some(ErrorKind::Reset), now),
+            };
+            conn.rlen += n;
+            conn.rbytes += n as u64;
+            let head_request = conn.flight.is_some_and(|f| self.cfg.templates[f.req.template].is_head);
+            match conn.parser.feed(&conn.rbuf[..conn.rlen], head_request) {
+                Err(_) => return self.drop_conn(slot, Some(ErrorKind::Malformed), now),
+                Ok(Step::More(used)) => {
+                    conn.rbuf.copy_within(used..conn.rlen, 0);
+                    conn.rlen -= used;
+                    if conn.rbuf.len() > crate::http::MAX_HEAD * 2 {
+                        return self.drop_conn(slot, Some(ErrorKind::Malformed), now);
+                    }
+                    // a short read means the socket is drained: wait for the next edge
+                    if n < room {
+                        return;
+                    }
+                }
+                Ok(Step::Done(head, used)) => {
+                    let leftover = conn.rlen - used;
+                    conn.rlen = 0;
+                    if leftover > 0 {
+                        // bytes after a complete response that we did not ask for
+                        return self.drop_conn(slot, Some(ErrorKind::Malformed), now);
+                    }
+                    let flight = conn.flight.take().expect("a response answers a request");
+                    let (close, bytes) = (head.close || !self.cfg.keep_alive, conn.rbytes);
+                    self.complete(flight, now, &head, bytes);
+                    if close {
+                        self.drop_conn(slot, None, now);
+                    } else {
+                        let conn = self.conns[slot].as_mut().expect("live");
+                        conn.state = State::Idle;
+                        conn.deadline = 0;
+                        if conn.rbuf.len() > READ_BUF {
+                            conn.rbuf.truncate(READ_BUF);
+                            conn.rbuf.shrink_to_fit();
+                        }
+                        self.idle.push(slot);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_eof(&mut self, slot: usize, now: u64) {
+        let conn = self.conns[slot].as_mut().expect("live");
+        match conn.parser.eof() {
+            Ok(Some(head)) => {
+                let flight = conn.flight.take().expect("in a response");
+                let bytes = conn.rbytes;
+                self.complete(flight, now, &head, bytes);
+                self.drop_conn(slot, None, now);
+            }
+            Ok(None) | Err(Malformed::Truncated) => self.drop_conn(slot, Some(ErrorKind::Reset), now),
+            Err(_) => self.drop_conn(slot, Some(ErrorKind::Malformed), now),
+        }
+    }
+
+    fn complete(&mut self, flight: InFlight, now: u64, head: &crate::http::Head, bytes: u64) {
+        self.phase(flight.req.warm).record_response(flight.req.intended, flight.sent, now, head, bytes);
+        if !flight.req.warm {
+            self.last_done = now;
+            let part = self.interval_at(now);
+            part.completed += 1;
+            part.response.saturating_record(us(now.saturating_sub(flight.req.intended)));
+        }
+        self.next_for_user(now);
+    }
+
+    /// Closed model: the user whose request just ended issues its next one (after think time).
+    fn next_for_user(&mut self, now: u64) {
+        if let Model::Closed { think_ns, .. } = self.cfg.model {
+            if think_ns == 0 {
+                if let Some(req) = self.issue(now) {
+                    self.pending.push_back(req);
+                }
+            } else if self.issuing {
+                self.delayed.push(Reverse((now + think_ns, self.delayed.len())));
+            }
+        }
+    }
+
+    /// A request failed before it could be sent or answered.
+    fn fail(&mut self, req: Request, kind: ErrorKind, now: u64) {
+        self.phase(req.warm).errors.add(kind);
+        if !req.warm {
+            self.interval_at(now).errors += 1;
+        }
+        self.next_for_user(now);
+    }
+
+    /// Close a connection; with `error`, the request on it (if any) failed with that error.
+    fn drop_conn(&mut self, slot: usize, error: Option<ErrorKind>, now: u64) {
+        let Some(mut conn) = self.conns[slot].take() else { return };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        self.open_conns -= 1;
+        self.free_slots.push(slot);
+        self.idle.retain(|s| *s != slot);
+        let lost = conn.flight.map(|f| f.req).or(conn.req);
+        match (lost, error) {
+            (Some(req), Some(kind)) => self.fail(req, kind, now),
+            // closed with a request but no error to blame (an idle close raced our send): retry it
+            (Some(req), None) => self.pending.push_front(req),
+            _ => {}
+        }
+    }
+
+    fn housekeeping(&mut self, now: u64) {
+        for slot in 0..self.conns.len() {
+            let Some(conn) = self.conns[slot].as_ref() else { continue };
+            if conn.deadline != 0 && now >= conn.deadline {
+                let kind = if conn.state == State::Connecting { ErrorKind::ConnectTimeout } else { ErrorKind::ResponseTimeout };
+                self.drop_conn(slot, Some(kind), now);
+            }
+        }
+        if now >= self.cfg.warmup_ns {
+            let index = self.interval_index(now);
+            self.close_intervals_before(index);
+        }
+    }
+
+    fn interval_index(&self, at: u64) -> u64 {
+        at.saturating_sub(self.cfg.warmup_ns) / self.cfg.interval_ns
+    }
+
+    /// The current interval's part, after sending any finished ones (empty ones included).
+    fn interval_at(&mut self, at: u64) -> &mut IntervalPart {
+        let index = self.interval_index(at);
+        self.close_intervals_before(index);
+        &mut self.interval
+    }
+
+    fn close_intervals_before(&mut self, index: u64) {
+        while self.interval.index < index {
+            let next = IntervalPart::new(self.interval.index + 1);
+            let done = std::mem::replace(&mut self.interval, next);
+            let _ = self.intervals.send(done);
+        }
+    }
+
+    fn phase(&mut self, warm: bool) -> &mut Phase {
+        if warm { &mut self.warmup } else { &mut self.measured }
+    }
+}
+
+/// Thread `id`'s share of `total` split over `threads` (the first ones take the remainder).
+pub fn split(total: usize, threads: usize, id: usize) -> usize {
+    total / threads + usize::from(id < total % threads)
+}

@@ -1,0 +1,454 @@
+//! HTTP/1.1 on the wire: requests rendered once into bytes, responses parsed incrementally.
+//!
+//! The parser never stores a body: it counts body bytes (Content-Length, chunked, or until the
+//! connection closes) and keeps only what the recorder needs from the head: the status,
+//! `Server-Timing` durations, `X-Arena-Pid` and whether the server will close the connection.
+
+use std::fmt::Write as _;
+
+/// One request of the mix, rendered once: `head` ends just before the blank line, so a per-send
+/// `X-Request-Start` header can be appended without re-rendering.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub weight: u32,
+    pub method: String,
+    pub target: String,
+    pub head: Vec<u8>,
+    pub body: Vec<u8>,
+    /// HEAD responses have no body whatever their Content-Length says.
+    pub is_head: bool,
+}
+
+impl Template {
+    pub fn new(weight: u32, method: &str, host: &str, target: &str, headers: &[(String, String)], body: &[u8],
+               keep_alive: bool) -> Template {
+        let mut head = String::new();
+        let _ = write!(head, "{method} {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: arena-load\r\n");
+        for (name, value) in headers {
+            let _ = write!(head, "{name}: {value}\r\n");
+        }
+        if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+            let _ = write!(head, "Content-Length: {}\r\n", body.len());
+        }
+        if !keep_alive {
+            head.push_str("Connection: close\r\n");
+        }
+        Template { weight, method: method.to_string(), target: target.to_string(), head: head.into_bytes(), body: body.to_vec(),
+                   is_head: method.eq_ignore_ascii_case("HEAD") }
+    }
+
+    /// Append the request to `out`; with `stamp_us`, an `X-Request-Start: t=<µs since epoch>` header.
+    pub fn render(&self, stamp_us: Option<u64>, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.head);
+        if let Some(us) = stamp_us {
+            out.extend_from_slice(b"X-Request-Start: t=");
+            push_decimal(out, us);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.body);
+    }
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// Server-Timing metrics kept (others are ignored): names in the order they are recorded.
+pub const TIMING_METRICS: [&str; 5] = ["queue", "app", "cpu", "cpuwall", "io"];
+
+/// What the recorder needs from one response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Head {
+    pub status: u16,
+    /// Durations in µs, indexed like TIMING_METRICS (None when absent).
+    pub timing: [Option<u64>; TIMING_METRICS.len()],
+    pub pid: Option<u32>,
+    /// The server will close the connection after this response.
+    pub close: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    Head,
+    HeadTooLarge,
+    ContentLength,
+    Chunk,
+    /// The connection closed in the middle of a response.
+    Truncated,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Bytes still to come.
+    Length(u64),
+    /// Chunked transfer coding: where in the chunk grammar we are.
+    Chunk(Chunk),
+    /// No length: the body ends when the server closes the connection.
+    UntilClose,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Reading the hex size (then optional `;extensions`) up to CRLF.
+    Size { value: u64, digits: u8, in_ext: bool },
+    SizeLf { value: u64 },
+    Data(u64),
+    DataCr,
+    DataLf,
+    /// After the last (zero) chunk: trailer lines until an empty one.
+    Trailer { line_len: u32 },
+    Done,
+}
+
+/// Incremental parser for one connection's responses.
+#[derive(Debug, Default)]
+pub struct Parser {
+    head: Option<Head>,
+    body: Option<Body>,
+    /// Body bytes of the response being read.
+    pub body_bytes: u64,
+}
+
+/// Largest response head accepted (status line and headers).
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// One step of parsing.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// More bytes are needed; the first `usize` bytes of `buf` were used (the rest, part of an
+    /// unfinished head, must be fed again with more bytes appended).
+    More(usize),
+    /// A whole response ended after `usize` bytes of `buf`; what follows belongs to the next one.
+    Done(Head, usize),
+}
+
+impl Parser {
+    /// Feed bytes; `head_request` tells that the request was HEAD (no body follows).
+    pub fn feed(&mut self, buf: &[u8], head_request: bool) -> Result<Step, Malformed> {
+        let mut used = 0;
+        if self.head.is_none() {
+            loop {
+                let Some((head, body, n)) = parse_head(&buf[used..], head_request)? else {
+                    if buf.len() - used > MAX_HEAD {
+                        return Err(Malformed::HeadTooLarge);
+                    }
+                    return Ok(Step::More(used));
+                };
+                used += n;
+                if head.status >= 200 {
+                    self.head = Some(head);
+                    self.body = Some(body);
+                    self.body_bytes = 0;
+                    break;
+                } // else a 1xx interim response (100 Continue): the real one follows
+            }
+        }
+        used += self.body_step(&buf[used..])?;
+        if matches!(self.body, Some(Body::Length(0) | Body::Chunk(Chunk::Done))) {
+            self.body = None;
+            return Ok(Step::Done(self.head.take().expect("head parsed"), used));
+        }
+        Ok(Step::More(used))
+    }
+
+    /// The connection closed: a response delimited by the close ends here; a partly received one
+    /// is truncated. Returns the finished head, if any.
+    pub fn eof(&mut self) -> Result<Option<Head>, Malformed> {
+        match (self.head.take(), self.body.take()) {
+            (None, _) => Ok(None),
+            (Some(head), Some(Body::UntilClose)) => Ok(Some(head)),
+            _ => Err(Malformed::Truncated),
+        }
+    }
+
+    /// Whether a response is partly received.
+    pub fn in_response(&self) -> bool {
+        self.head.is_some()
+    }
+
+    fn body_step(&mut self, buf: &[u8]) -> Result<usize, Malformed> {
+        match self.body.as_mut().expect("in a body") {
+            Body::Length(left) => {
+                let take = (*left).min(buf.len() as u64);
+                *left -= take;
+                self.body_bytes += take;
+                Ok(take as usize)
+            }
+            Body::UntilClose => {
+                self.body_bytes += buf.len() as u64;
+                Ok(buf.len())
+            }
+            Body::Chunk(state) => {
+                let mut i = 0;
+                while i < buf.len() && *state != Chunk::Done {
+                    let b = buf[i];
+                    *state = match *state {
+                        Chunk::Data(left) => {
+                            let take = left.min((buf.len() - i) as u64);
+                            self.body_bytes += take;
+                            i += take as usize;
+                            if left == take { Chunk::DataCr } else { Chunk::Data(left - take) }
+                        }
+                        s => {
+                            i += 1;
+                            chunk_byte(s, b)?
+                        }
+                    };
+                }
+                Ok(i)
+            }
+        }
+    }
+}
+
+/// The chunked grammar (RFC 9112 section 7.1) one byte at a time, outside chunk data.
+fn chunk_byte(state: Chunk, b: u8) -> Result<Chunk, Malformed> {
+    Ok(match state {
+        Chunk::Size { value, digits, in_ext: false } if b.is_ascii_hexdigit() => {
+            if digits >= 15 {
+                return Err(Malformed::Chunk);
+            }
+            let d = (b as char).to_digit(16).expect("hex digit") as u64;
+            Chunk::Size { value: value * 16 + d, digits: digits + 1, in_ext: false }
+        }
+        Chunk::Size { value, digits, .. } if b == b'\r' && digits > 0 => Chunk::SizeLf { value },
+        Chunk::Size { value, digits, .. } if (b == b';' || b == b' ' || b == b'\t') && digits > 0 => {
+            Chunk::Size { value, digits, in_ext: true }
+        }
+        Chunk::Size { in_ext: true, .. } if b != b'\n' => state,
+        Chunk::SizeLf { value: 0 } if b == b'\n' => Chunk::Trailer { line_len: 0 },
+        Chunk::SizeLf { value } if b == b'\n' => Chunk::Data(value),
+        Chunk::DataCr if b == b'\r' => Chunk::DataLf,
+        Chunk::DataLf if b == b'\n' => Chunk::Size { value: 0, digits: 0, in_ext: false },
+        Chunk::Trailer { line_len } => match b {
+            b'\n' if line_len == 0 => Chunk::Done,
+            b'\n' => Chunk::Trailer { line_len: 0 },
+            b'\r' => Chunk::Trailer { line_len },
+            _ if line_len as usize > MAX_HEAD => return Err(Malformed::Chunk),
+            _ => Chunk::Trailer { line_len: line_len + 1 },
+        },
+        _ => return Err(Malformed::Chunk),
+    })
+}
+
+fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(Head, Body, usize)>, Malformed> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    let n = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(Malformed::Head),
+    };
+    let status = resp.code.ok_or(Malformed::Head)?;
+    let mut head = Head { status, close: resp.version == Some(0), ..Head::default() };
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    for h in resp.headers.iter() {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let v = parse_u64(trim(h.value)).ok_or(Malformed::ContentLength)?;
+            if length.is_some_and(|l| l != v) {
+                return Err(Malformed::ContentLength);
+            }
+            length = Some(v);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            chunked = last_token(h.value).eq_ignore_ascii_case(b"chunked");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in h.value.split(|b| *b == b',') {
+                let t = trim(token);
+                if t.eq_ignore_ascii_case(b"close") {
+                    head.close = true;
+                } else if t.eq_ignore_ascii_case(b"keep-alive") && resp.version == Some(0) {
+                    head.close = false;
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"server-timing") {
+            parse_server_timing(h.value, &mut head.timing);
+        } else if name.eq_ignore_ascii_case(b"x-arena-pid") {
+            head.pid = parse_u64(trim(h.value)).and_then(|p| u32::try_from(p).ok());
+        }
+    }
+    let no_body = head_request || status < 200 || status == 204 || status == 304;
+    let body = if no_body {
+        Body::Length(0)
+    } else if chunked {
+        Body::Chunk(Chunk::Size { value: 0, digits: 0, in_ext: false })
+    } else if let Some(len) = length {
+        Body::Length(len)
+    } else {
+        head.close = true;
+        Body::UntilClose
+    };
+    Ok(Some((head, body, n)))
+}
+
+/// `queue;dur=1.5, app;dur=12.25;desc="x"` -> µs per known metric.
+pub fn parse_server_timing(value: &[u8], out: &mut [Option<u64>; TIMING_METRICS.len()]) {
+    for entry in value.split(|b| *b == b',') {
+        let mut parts = entry.split(|b| *b == b';');
+        let name = trim(parts.next().unwrap_or_default());
+        let Some(slot) = TIMING_METRICS.iter().position(|m| m.as_bytes().eq_ignore_ascii_case(name)) else {
+            continue;
+        };
+        for param in parts {
+            let param = trim(param);
+            if param.len() > 4 && param[..4].eq_ignore_ascii_case(b"dur=") {
+                if let Some(ms) = std::str::from_utf8(&param[4..]).ok().and_then(|s| s.trim_matches('"').parse::<f64>().ok()) {
+                    if ms.is_finite() && ms >= 0.0 {
+                        out[slot] = Some((ms * 1000.0).round() as u64);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    &b[start..end]
+}
+
+fn last_token(value: &[u8]) -> &[u8] {
+    trim(value.rsplit(|b| *b == b',').next().unwrap_or_default())
+}
+
+fn parse_u64(b: &[u8]) -> Option<u64> {
+    if b.is_empty() || b.len() > 19 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(b.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feed `wire` in pieces of `piece` bytes the way a connection does (unconsumed bytes stay
+    /// in the buffer and get more appended); return every finished response and its body length.
+    fn parse_all(wire: &[u8], piece: usize, head_request: bool) -> Result<Vec<(Head, u64)>, Malformed> {
+        let mut parser = Parser::default();
+        let (mut buf, mut out) = (Vec::new(), Vec::new());
+        for chunk in wire.chunks(piece.max(1)) {
+            buf.extend_from_slice(chunk);
+            loop {
+                match parser.feed(&buf, head_request)? {
+                    Step::More(n) => {
+                        buf.drain(..n);
+                        break;
+                    }
+                    Step::Done(head, n) => {
+                        out.push((head, parser.body_bytes));
+                        buf.drain(..n);
+                        if buf.is_empty() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(head) = parser.eof()? {
+            out.push((head, parser.body_bytes));
+        }
+        Ok(out)
+    }
+
+    const PLAIN: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nServer-Timing: app;dur=1.5, cpu;dur=0.25\r\nX-Arena-Pid: 42\r\n\r\nhello";
+    const CHUNKED: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: x\r\n\r\n";
+
+    #[test]
+    fn content_length_in_every_split() {
+        for piece in 1..=PLAIN.len() {
+            let got = parse_all(PLAIN, piece, false).unwrap();
+            assert_eq!(got.len(), 1, "piece {piece}");
+            let (head, body) = &got[0];
+            assert_eq!((head.status, *body, head.pid, head.close), (200, 5, Some(42), false));
+            assert_eq!(head.timing, [None, Some(1500), Some(250), None, None]);
+        }
+    }
+
+    #[test]
+    fn chunked_with_extensions_and_trailers_in_every_split() {
+        for piece in 1..=CHUNKED.len() {
+            let got = parse_all(CHUNKED, piece, false).unwrap();
+            assert_eq!(got.len(), 1, "piece {piece}");
+            assert_eq!(got[0].1, 5 + 26);
+        }
+    }
+
+    #[test]
+    fn pipelined_responses_are_told_apart() {
+        let wire = [PLAIN, CHUNKED, PLAIN].concat();
+        for piece in [1, 7, 64, wire.len()] {
+            let got = parse_all(&wire, piece, false).unwrap();
+            assert_eq!(got.iter().map(|(_, b)| *b).collect::<Vec<_>>(), vec![5, 31, 5], "piece {piece}");
+        }
+        // one feed with both: Done reports exactly where the first ends
+        let mut p = Parser::default();
+        assert_eq!(p.feed(&wire, false).unwrap(), Step::Done(parse_all(PLAIN, 999, false).unwrap()[0].0.clone(), PLAIN.len()));
+    }
+
+    #[test]
+    fn interim_1xx_head_and_bodiless_statuses() {
+        let wire = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n";
+        let got = parse_all(wire, 3, false).unwrap();
+        assert_eq!(got.iter().map(|(h, b)| (h.status, *b)).collect::<Vec<_>>(), vec![(204, 0), (304, 0)]);
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+        assert_eq!(parse_all(head, 5, true).unwrap()[0].1, 0);
+    }
+
+    #[test]
+    fn a_body_without_length_ends_at_close() {
+        let wire = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nsome bytes";
+        let got = parse_all(wire, 4, false).unwrap();
+        assert_eq!((got[0].0.status, got[0].1, got[0].0.close), (200, 10, true));
+        let kept = parse_all(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", 9, false).unwrap();
+        assert!(!kept[0].0.close);
+        let closing = parse_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 9, false).unwrap();
+        assert!(closing[0].0.close);
+    }
+
+    #[test]
+    fn malformed_responses_are_errors() {
+        assert_eq!(parse_all(b"HTTP/1.1 2x0 OK\r\n\r\n", 99, false), Err(Malformed::Head));
+        assert_eq!(parse_all(b"SMTP ready\r\n\r\n", 99, false), Err(Malformed::Head));
+        assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 99, false), Err(Malformed::ContentLength));
+        assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 99, false),
+                   Err(Malformed::ContentLength));
+        assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 99, false), Err(Malformed::Chunk));
+        assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", 99, false), Err(Malformed::Truncated));
+        let huge = [b"HTTP/1.1 200 OK\r\nX: ".as_slice(), &vec![b'a'; MAX_HEAD + 10]].concat();
+        assert_eq!(parse_all(&huge, 4096, false), Err(Malformed::HeadTooLarge));
+    }
+
+    #[test]
+    fn server_timing_values() {
+        let mut t = [None; 5];
+        parse_server_timing(b"queue;dur=0.5, app;desc=\"x\";dur=12.3456, CPU;dur=1e1, io, cpuwall;dur=-1, db;dur=9", &mut t);
+        assert_eq!(t, [Some(500), Some(12346), Some(10000), None, None]);
+    }
+
+    #[test]
+    fn templates_render_once_and_stamp_per_send() {
+        let t = Template::new(1, "POST", "127.0.0.1:8080", "/work?cpu_ms=1", &[("X-A".into(), "b".into())], b"{}", false);
+        let mut out = Vec::new();
+        t.render(Some(1_700_000_000_123_456), &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(),
+                   "POST /work?cpu_ms=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: arena-load\r\nX-A: b\r\n\
+                    Content-Length: 2\r\nConnection: close\r\nX-Request-Start: t=1700000000123456\r\n\r\n{}");
+        let mut out = Vec::new();
+        Template::new(1, "GET", "h", "/", &[], b"", true).render(None, &mut out);
+        assert_eq!(out, b"GET / HTTP/1.1\r\nHost: h\r\nUser-Agent: arena-load\r\n\r\n");
+    }
+}

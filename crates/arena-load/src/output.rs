@@ -1,0 +1,232 @@
+//! The result document (schemas/load-result.schema.json, `schema_version` 1).
+//!
+//! Histograms travel in HdrHistogram's standard compressed form (the V2 encoding, deflated, then
+//! base64: what `encodeIntoCompressedByteBuffer` + base64 gives in the Java and Python libraries),
+//! so any HdrHistogram library can load and merge them. Common percentiles are precomputed with
+//! HdrHistogram's own definition: the value at quantile q is the smallest recorded value (to the
+//! histogram's precision, reported as the highest equivalent value) such that a fraction q of all
+//! values are at or below it.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::engine::{Arrival, Config, Model};
+use crate::http::TIMING_METRICS;
+use crate::record::{ErrorCounts, Phase, SeriesPoint};
+use crate::run::Outcome;
+
+pub const SCHEMA_VERSION: u32 = 1;
+/// Generator CPU busier than this fraction of its threads' time: the generator limited the run.
+pub const SATURATED_UTILIZATION: f64 = 0.9;
+/// Open model: the loop took requests from the schedule this late (p99, µs): it could not keep up.
+pub const SATURATED_SCHEDULE_LAG_US: u64 = 1000;
+pub const PERCENTILES: [(&str, f64); 8] =
+    [("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999), ("99.99", 0.9999), ("100", 1.0)];
+
+#[derive(Serialize)]
+pub struct Document {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub started_at: f64,
+    pub config: ConfigOut,
+    pub interrupted: bool,
+    pub measured: PhaseOut,
+    pub warmup: Option<PhaseOut>,
+    pub series: Vec<SeriesPoint>,
+    pub generator: Generator,
+}
+
+#[derive(Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct ConfigOut {
+    pub url: String,
+    pub model: &'static str,
+    pub connections: usize,
+    pub rate: Option<f64>,
+    pub arrival: Option<&'static str>,
+    pub think_ms: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub requests: Option<u64>,
+    pub warmup_s: f64,
+    pub keep_alive: bool,
+    pub request_start: bool,
+    pub connect_timeout_s: f64,
+    pub timeout_s: f64,
+    pub interval_s: f64,
+    pub threads: usize,
+    pub seed: u64,
+    pub mix: Vec<MixOut>,
+}
+
+#[derive(Serialize)]
+pub struct MixOut {
+    pub weight: u32,
+    pub method: String,
+    pub target: String,
+}
+
+#[derive(Serialize)]
+pub struct PhaseOut {
+    pub duration_s: f64,
+    pub requests: Requests,
+    pub rate: Rates,
+    pub status: BTreeMap<String, u64>,
+    pub errors: ErrorCounts,
+    pub workers: BTreeMap<String, u64>,
+    pub workers_other: u64,
+    pub bytes: Bytes,
+    pub latency: Latency,
+    pub server_timing: BTreeMap<String, Hist>,
+}
+
+#[derive(Serialize)]
+pub struct Requests {
+    pub issued: u64,
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub unsent: u64,
+    pub in_flight: u64,
+}
+
+#[derive(Serialize)]
+pub struct Rates {
+    pub offered_rps: f64,
+    pub sent_rps: f64,
+    pub achieved_rps: f64,
+}
+
+#[derive(Serialize)]
+pub struct Bytes {
+    pub sent: u64,
+    pub received: u64,
+}
+
+#[derive(Serialize)]
+pub struct Latency {
+    pub response_time: Hist,
+    pub service_time: Hist,
+    pub connect_time: Hist,
+    pub send_lag: Hist,
+}
+
+#[derive(Serialize)]
+pub struct Hist {
+    pub unit: &'static str,
+    pub count: u64,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub mean: Option<f64>,
+    pub stdev: Option<f64>,
+    pub percentiles: BTreeMap<&'static str, u64>,
+    pub hdr: String,
+}
+
+#[derive(Serialize)]
+pub struct Generator {
+    pub threads: usize,
+    pub wall_s: f64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub cpu_per_request_us: Option<f64>,
+    pub utilization: f64,
+    pub schedule_lag: Option<Hist>,
+    pub saturated: bool,
+    pub saturation_reasons: Vec<String>,
+}
+
+pub fn hist(h: &Histogram<u64>) -> Hist {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serializing to memory");
+    let some = h.len() > 0;
+    Hist {
+        unit: "us",
+        count: h.len(),
+        min: some.then(|| h.min()),
+        max: some.then(|| h.max()),
+        mean: some.then(|| h.mean()),
+        stdev: some.then(|| h.stdev()),
+        percentiles: if some { PERCENTILES.iter().map(|(k, q)| (*k, h.value_at_quantile(*q))).collect() } else { BTreeMap::new() },
+        hdr: base64::engine::general_purpose::STANDARD.encode(bytes),
+    }
+}
+
+fn phase(p: &Phase, duration_s: f64, unsent: u64, in_flight: u64) -> PhaseOut {
+    let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
+    PhaseOut {
+        duration_s,
+        requests: Requests { issued: p.issued, sent: p.sent, completed: p.completed, errors: p.errors.total(), unsent, in_flight },
+        rate: Rates { offered_rps: per_s(p.issued), sent_rps: per_s(p.sent), achieved_rps: per_s(p.completed) },
+        status: p.status.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        errors: p.errors,
+        workers: p.workers.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        workers_other: p.workers_other,
+        bytes: Bytes { sent: p.bytes_sent, received: p.bytes_received },
+        latency: Latency { response_time: hist(&p.response), service_time: hist(&p.service),
+                           connect_time: hist(&p.connect), send_lag: hist(&p.send_lag) },
+        server_timing: TIMING_METRICS.iter().zip(&p.timing).filter(|(_, h)| h.len() > 0)
+            .map(|(name, h)| (name.to_string(), hist(h))).collect(),
+    }
+}
+
+pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
+    let measured_s = (out.window_ns.1 - out.window_ns.0) as f64 / 1e9;
+    let total_requests = out.warmup.sent + out.measured.sent;
+    let utilization = (out.cpu_user_s + out.cpu_system_s) / (out.wall_s * cfg.threads as f64).max(1e-9);
+    let open = matches!(cfg.model, Model::Open { .. });
+    let mut reasons = Vec::new();
+    if utilization > SATURATED_UTILIZATION {
+        reasons.push(format!("generator CPU {:.0}% busy (limit {:.0}%)", utilization * 100.0, SATURATED_UTILIZATION * 100.0));
+    }
+    if open && out.schedule_lag.len() > 0 && out.schedule_lag.value_at_quantile(0.99) > SATURATED_SCHEDULE_LAG_US {
+        reasons.push(format!("schedule lag p99 {} us (limit {} us)", out.schedule_lag.value_at_quantile(0.99), SATURATED_SCHEDULE_LAG_US));
+    }
+    let (connections, rate, arrival, think) = match cfg.model {
+        Model::Closed { connections, think_ns } => (connections, None, None, Some(think_ns as f64 / 1e6)),
+        Model::Open { rate, arrival, max_connections } => (max_connections, Some(rate), Some(match arrival {
+            Arrival::Constant => "constant",
+            Arrival::Poisson => "poisson",
+        }), None),
+    };
+    Document {
+        schema: "arena-load-result",
+        schema_version: SCHEMA_VERSION,
+        tool: Tool { name: "arena-load", version: env!("CARGO_PKG_VERSION") },
+        started_at: out.started_at,
+        config: ConfigOut {
+            url: url.to_string(), model: if open { "open" } else { "closed" }, connections, rate, arrival,
+            think_ms: think,
+            duration_s: cfg.stop.end_ns.map(|e| (e - cfg.warmup_ns) as f64 / 1e9), requests: cfg.stop.requests,
+            warmup_s: cfg.warmup_ns as f64 / 1e9, keep_alive: cfg.keep_alive, request_start: cfg.request_start,
+            connect_timeout_s: cfg.connect_timeout_ns as f64 / 1e9, timeout_s: cfg.response_timeout_ns as f64 / 1e9,
+            interval_s: cfg.interval_ns as f64 / 1e9, threads: cfg.threads, seed: cfg.seed,
+            mix: cfg.templates.iter().map(|t| MixOut { weight: t.weight, method: t.method.clone(), target: t.target.clone() }).collect(),
+        },
+        interrupted: out.interrupted,
+        measured: phase(&out.measured, measured_s, out.unsent, out.in_flight),
+        warmup: (cfg.warmup_ns > 0).then(|| phase(&out.warmup, cfg.warmup_ns as f64 / 1e9, 0, 0)),
+        series: out.series.clone(),
+        generator: Generator {
+            threads: cfg.threads,
+            wall_s: out.wall_s,
+            cpu_user_s: out.cpu_user_s,
+            cpu_system_s: out.cpu_system_s,
+            cpu_per_request_us: (total_requests > 0)
+                .then(|| (out.cpu_user_s + out.cpu_system_s) * 1e6 / total_requests as f64),
+            utilization,
+            schedule_lag: open.then(|| hist(&out.schedule_lag)),
+            saturated: !reasons.is_empty(),
+            saturation_reasons: reasons,
+        },
+    }
+}

@@ -1,0 +1,282 @@
+//! What a run records: HDR histograms (µs, 3 significant digits), counts per status and error
+//! class, requests per server process, and per-interval summaries. Nothing is stored per request:
+//! memory is the same for a minute or an hour.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+use crate::http::{Head, TIMING_METRICS};
+
+/// Histograms cover 1 µs to 1 hour at 3 significant digits (values are clamped into that range).
+pub const SIGFIG: u8 = 3;
+pub const MAX_US: u64 = 3_600_000_000;
+/// At most this many distinct X-Arena-Pid values are counted one by one (the rest are summed).
+pub const MAX_WORKERS: usize = 4096;
+
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("valid histogram bounds")
+}
+
+/// Nanoseconds -> whole microseconds, at least 1 (the histogram's lowest value).
+pub fn us(ns: u64) -> u64 {
+    (ns / 1000).max(1)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Refused,
+    ConnectTimeout,
+    Reset,
+    ResponseTimeout,
+    Malformed,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ErrorCounts {
+    pub refused: u64,
+    pub connect_timeout: u64,
+    pub reset: u64,
+    pub response_timeout: u64,
+    pub malformed: u64,
+}
+
+impl ErrorCounts {
+    pub fn add(&mut self, kind: ErrorKind) {
+        *match kind {
+            ErrorKind::Refused => &mut self.refused,
+            ErrorKind::ConnectTimeout => &mut self.connect_timeout,
+            ErrorKind::Reset => &mut self.reset,
+            ErrorKind::ResponseTimeout => &mut self.response_timeout,
+            ErrorKind::Malformed => &mut self.malformed,
+        } += 1;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.refused + self.connect_timeout + self.reset + self.response_timeout + self.malformed
+    }
+
+    fn merge(&mut self, o: &ErrorCounts) {
+        self.refused += o.refused;
+        self.connect_timeout += o.connect_timeout;
+        self.reset += o.reset;
+        self.response_timeout += o.response_timeout;
+        self.malformed += o.malformed;
+    }
+}
+
+/// One phase of a run (warm-up or measured).
+#[derive(Debug, Clone)]
+pub struct Phase {
+    /// From the intended send time (open model: the schedule; closed: when the connection was
+    /// free to send) to the last byte of the response.
+    pub response: Histogram<u64>,
+    /// From the first byte written to the last byte of the response.
+    pub service: Histogram<u64>,
+    pub connect: Histogram<u64>,
+    /// Actual send minus intended send: waiting for the generator or for a free connection.
+    pub send_lag: Histogram<u64>,
+    pub timing: Vec<Histogram<u64>>,
+    pub status: BTreeMap<u16, u64>,
+    pub errors: ErrorCounts,
+    pub workers: BTreeMap<u32, u64>,
+    pub workers_other: u64,
+    /// Requests the schedule issued (their intended time fell in this phase).
+    pub issued: u64,
+    pub sent: u64,
+    /// Responses received, any status.
+    pub completed: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+impl Default for Phase {
+    fn default() -> Phase {
+        Phase {
+            response: histogram(),
+            service: histogram(),
+            connect: histogram(),
+            send_lag: histogram(),
+            timing: TIMING_METRICS.iter().map(|_| histogram()).collect(),
+            status: BTreeMap::new(),
+            errors: ErrorCounts::default(),
+            workers: BTreeMap::new(),
+            workers_other: 0,
+            issued: 0,
+            sent: 0,
+            completed: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+        }
+    }
+}
+
+impl Phase {
+    pub fn record_response(&mut self, intended_ns: u64, sent_ns: u64, done_ns: u64, head: &Head, bytes: u64) {
+        self.completed += 1;
+        self.bytes_received += bytes;
+        self.response.saturating_record(us(done_ns.saturating_sub(intended_ns)));
+        self.service.saturating_record(us(done_ns.saturating_sub(sent_ns)));
+        *self.status.entry(head.status).or_default() += 1;
+        for (h, v) in self.timing.iter_mut().zip(head.timing) {
+            if let Some(v) = v {
+                h.saturating_record(v.max(1));
+            }
+        }
+        if let Some(pid) = head.pid {
+            if self.workers.len() < MAX_WORKERS || self.workers.contains_key(&pid) {
+                *self.workers.entry(pid).or_default() += 1;
+            } else {
+                self.workers_other += 1;
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: &Phase) {
+        for (a, b) in [(&mut self.response, &o.response), (&mut self.service, &o.service),
+                       (&mut self.connect, &o.connect), (&mut self.send_lag, &o.send_lag)] {
+            a.add(b).expect("same bounds");
+        }
+        for (a, b) in self.timing.iter_mut().zip(&o.timing) {
+            a.add(b).expect("same bounds");
+        }
+        for (k, v) in &o.status {
+            *self.status.entry(*k).or_default() += v;
+        }
+        self.errors.merge(&o.errors);
+        for (k, v) in &o.workers {
+            *self.workers.entry(*k).or_default() += v;
+        }
+        self.workers_other += o.workers_other;
+        self.issued += o.issued;
+        self.sent += o.sent;
+        self.completed += o.completed;
+        self.bytes_sent += o.bytes_sent;
+        self.bytes_received += o.bytes_received;
+    }
+}
+
+/// One worker's share of one interval of the measured phase, sent to the merging thread.
+#[derive(Debug)]
+pub struct IntervalPart {
+    pub index: u64,
+    pub response: Histogram<u64>,
+    pub completed: u64,
+    pub errors: u64,
+    pub sent: u64,
+}
+
+impl IntervalPart {
+    pub fn new(index: u64) -> IntervalPart {
+        IntervalPart { index, response: histogram(), completed: 0, errors: 0, sent: 0 }
+    }
+}
+
+/// One point of the per-interval series.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SeriesPoint {
+    /// Start of the interval, seconds since the end of the warm-up.
+    pub t: f64,
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub p50_us: Option<u64>,
+    pub p90_us: Option<u64>,
+    pub p99_us: Option<u64>,
+    pub max_us: Option<u64>,
+}
+
+/// Merges the parts of each interval from every worker; an interval is summarized (and its
+/// histogram dropped) as soon as all workers have sent their part.
+pub struct SeriesMerger {
+    workers: usize,
+    interval_s: f64,
+    open: BTreeMap<u64, (usize, IntervalPart)>,
+    pub points: Vec<SeriesPoint>,
+}
+
+impl SeriesMerger {
+    pub fn new(workers: usize, interval_s: f64) -> SeriesMerger {
+        SeriesMerger { workers, interval_s, open: BTreeMap::new(), points: Vec::new() }
+    }
+
+    pub fn add(&mut self, part: IntervalPart) {
+        let index = part.index;
+        let entry = self.open.entry(index).or_insert_with(|| (0, IntervalPart::new(index)));
+        entry.0 += 1;
+        entry.1.response.add(&part.response).expect("same bounds");
+        entry.1.completed += part.completed;
+        entry.1.errors += part.errors;
+        entry.1.sent += part.sent;
+        if entry.0 == self.workers {
+            let (_, done) = self.open.remove(&index).expect("present");
+            self.points.push(self.summarize(done));
+        }
+    }
+
+    /// Summarize what is left (a worker ended early, e.g. interrupted) and return the series.
+    pub fn finish(mut self) -> Vec<SeriesPoint> {
+        let rest: Vec<_> = std::mem::take(&mut self.open).into_values().collect();
+        for (_, part) in rest {
+            let p = self.summarize(part);
+            self.points.push(p);
+        }
+        self.points.sort_by(|a, b| a.t.total_cmp(&b.t));
+        self.points
+    }
+
+    fn summarize(&self, part: IntervalPart) -> SeriesPoint {
+        let h = &part.response;
+        let q = |x: f64| (h.len() > 0).then(|| h.value_at_quantile(x));
+        SeriesPoint {
+            t: part.index as f64 * self.interval_s,
+            sent: part.sent,
+            completed: part.completed,
+            errors: part.errors,
+            p50_us: q(0.5),
+            p90_us: q(0.9),
+            p99_us: q(0.99),
+            max_us: (h.len() > 0).then(|| h.max()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_is_recorded_from_its_intended_time() {
+        let mut p = Phase::default();
+        let head = Head { status: 200, timing: [Some(100), Some(900), None, None, None], pid: Some(7), close: false };
+        // intended at 0, sent 2 ms late, answered 5 ms after the send
+        p.record_response(0, 2_000_000, 7_000_000, &head, 10);
+        assert_eq!(p.response.max(), p.response.highest_equivalent(7000));
+        assert_eq!(p.service.max(), p.service.highest_equivalent(5000));
+        assert_eq!((p.completed, p.status[&200], p.workers[&7], p.bytes_received), (1, 1, 1, 10));
+        assert_eq!(p.timing[0].len() + p.timing[1].len() + p.timing[2].len(), 2);
+    }
+
+    #[test]
+    fn series_merges_every_workers_part_before_summarizing() {
+        let mut m = SeriesMerger::new(2, 1.0);
+        let mut a = IntervalPart::new(0);
+        a.response.record(1000).unwrap();
+        a.completed = 1;
+        let mut b = IntervalPart::new(0);
+        for v in [2000, 3000, 100_000] {
+            b.response.record(v).unwrap();
+        }
+        b.completed = 3;
+        m.add(a);
+        assert!(m.points.is_empty(), "one part of two is not a summary");
+        m.add(b);
+        let p = &m.points[0];
+        // below 2048 a 3-digit histogram is exact; 100000 is kept to within 0.1%
+        assert_eq!((p.completed, p.p50_us, p.max_us.map(|v| v / 100)), (4, Some(2000), Some(1000)));
+        m.add(IntervalPart::new(1)); // an interval where nothing completed (a stall) is kept
+        let series = m.finish();
+        assert_eq!(series.len(), 2);
+        assert_eq!((series[1].completed, series[1].p99_us), (0, None));
+    }
+}

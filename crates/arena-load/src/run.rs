@@ -1,0 +1,83 @@
+//! One run: start the worker threads, merge their interval series as they go, account the
+//! generator's own CPU, and combine the workers' results.
+
+use std::io;
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc;
+
+use hdrhistogram::Histogram;
+
+use crate::engine::{mono_ns, Config, Worker};
+use crate::record::{histogram, Phase, SeriesMerger, SeriesPoint};
+
+pub struct Outcome {
+    pub started_at: f64,
+    pub warmup: Phase,
+    pub measured: Phase,
+    pub series: Vec<SeriesPoint>,
+    pub schedule_lag: Histogram<u64>,
+    pub unsent: u64,
+    pub in_flight: u64,
+    /// The measured window, ns since start: from the end of the warm-up to its end.
+    pub window_ns: (u64, u64),
+    pub wall_s: f64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub interrupted: bool,
+}
+
+fn rusage() -> (f64, f64) {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(u.ru_utime), secs(u.ru_stime))
+}
+
+pub fn run(cfg: &Config) -> io::Result<Outcome> {
+    let started_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let (user0, sys0) = rusage();
+    let start = mono_ns();
+    let issued = AtomicU64::new(0);
+    let (tx, rx) = mpsc::channel();
+    let (results, series) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|id| {
+                let (tx, issued) = (tx.clone(), &issued);
+                s.spawn(move || Worker::new(cfg, id, start, issued, tx)?.run())
+            })
+            .collect();
+        drop(tx);
+        let mut merger = SeriesMerger::new(cfg.threads, cfg.interval_ns as f64 / 1e9);
+        for part in rx {
+            merger.add(part); // until every worker has finished and dropped its sender
+        }
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("worker thread panicked")).collect();
+        (results, merger.finish())
+    });
+    let wall_s = (mono_ns() - start) as f64 / 1e9;
+    let (user1, sys1) = rusage();
+    let mut out = Outcome {
+        started_at, warmup: Phase::default(), measured: Phase::default(), series, schedule_lag: histogram(),
+        unsent: 0, in_flight: 0, window_ns: (cfg.warmup_ns, cfg.warmup_ns), wall_s, cpu_user_s: user1 - user0,
+        cpu_system_s: sys1 - sys0, interrupted: crate::engine::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    let (mut issue_end, mut last_done) = (0, 0);
+    for r in results {
+        let r = r?;
+        out.warmup.merge(&r.warmup);
+        out.measured.merge(&r.measured);
+        out.schedule_lag.add(&r.schedule_lag).expect("same bounds");
+        out.unsent += r.unsent;
+        out.in_flight += r.in_flight;
+        issue_end = issue_end.max(r.issue_end_ns);
+        last_done = last_done.max(r.last_done_ns);
+    }
+    // A run bounded by time measures its schedule's window; one bounded by count (or cut short)
+    // measures until its last answer.
+    let end = match cfg.stop.end_ns {
+        Some(end) if issue_end >= end && !out.interrupted => end,
+        _ => issue_end.max(last_done),
+    };
+    out.window_ns = (cfg.warmup_ns, end.max(cfg.warmup_ns));
+    Ok(out)
+}
