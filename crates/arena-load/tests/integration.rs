@@ -1,0 +1,224 @@
+//! arena-load against a small in-process server whose behaviour is known exactly.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use arena_load::cli::{config, Args};
+use arena_load::output::document;
+use arena_load::run::run;
+use clap::Parser;
+use serde_json::Value;
+
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Answer after `delay`, with Content-Length or chunked.
+    Answer { delay: Duration, chunked: bool },
+    /// Read the request and never answer.
+    Silent,
+    /// Answer with bytes that are not HTTP.
+    Garbage,
+    /// Read the request and close the connection.
+    Hangup,
+}
+
+/// Serve on a free loopback port, one thread per connection; returns the base URL.
+fn server(mode: Mode) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || serve(stream, mode));
+        }
+    });
+    url
+}
+
+fn serve(mut s: TcpStream, mode: Mode) {
+    let _ = s.set_nodelay(true);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // one request head (the generator sends no bodies here)
+        let end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let close = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase().contains("connection: close");
+        buf.drain(..end);
+        match mode {
+            Mode::Silent => std::thread::sleep(Duration::from_secs(3600)),
+            Mode::Hangup => return,
+            Mode::Garbage => {
+                let _ = s.write_all(b"this is not http\r\n\r\n");
+                return;
+            }
+            Mode::Answer { delay, chunked } => {
+                std::thread::sleep(delay);
+                let timing = format!("Server-Timing: app;dur={:.3}, cpu;dur=0.5\r\nX-Arena-Pid: 4242\r\n", delay.as_secs_f64() * 1e3);
+                let resp = if chunked {
+                    format!("HTTP/1.1 200 OK\r\n{timing}Transfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n3\r\nefg\r\n0\r\n\r\n")
+                } else {
+                    format!("HTTP/1.1 200 OK\r\n{timing}Content-Length: 7\r\n\r\nabcdefg")
+                };
+                if s.write_all(resp.as_bytes()).is_err() || close {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn load(url: &str, flags: &[&str]) -> Value {
+    let mut argv = vec!["arena-load", url];
+    argv.extend_from_slice(flags);
+    let args = Args::try_parse_from(&argv).unwrap();
+    let cfg = config(&args).unwrap();
+    let outcome = run(&cfg).unwrap();
+    serde_json::to_value(document(&cfg, url, &outcome)).unwrap()
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn closed_model_measures_a_known_delay() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(20), chunked: false });
+    let r = load(&url, &["-c", "4", "-d", "1500ms", "--warmup", "200ms"]);
+    let m = &r["measured"];
+    let p50 = n(&m["latency"]["response_time"]["percentiles"]["50"]);
+    assert!((20_000..=20_500).contains(&p50), "p50 {p50} us for a 20 ms server");
+    let done = n(&m["requests"]["completed"]);
+    assert!((270..=305).contains(&done), "{done} answers: 4 connections x 1.5 s / 20 ms = 300");
+    assert_eq!(n(&m["status"]["200"]), done);
+    assert_eq!(n(&m["workers"]["4242"]), done);
+    assert_eq!(n(&m["requests"]["errors"]), 0);
+    assert_eq!(n(&m["latency"]["connect_time"]["count"]), 0, "connections opened in the warm-up are reused");
+    assert_eq!(n(&r["warmup"]["latency"]["connect_time"]["count"]), 4);
+    assert_eq!(n(&m["server_timing"]["cpu"]["percentiles"]["50"]), 500);
+    let series = r["series"].as_array().unwrap();
+    assert!(series.len() >= 2 && n(&series[0]["completed"]) >= 180, "{series:?}");
+}
+
+#[test]
+fn chunked_bodies_and_a_connection_per_request() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(1), chunked: true });
+    let r = load(&url, &["-c", "2", "-n", "200", "--no-keepalive"]);
+    let m = &r["measured"];
+    assert_eq!(n(&m["requests"]["completed"]), 200);
+    assert_eq!(n(&m["requests"]["errors"]), 0);
+    assert_eq!(n(&m["latency"]["connect_time"]["count"]), 200, "one connection per request");
+}
+
+#[test]
+fn open_model_sends_on_schedule() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(2), chunked: false });
+    let r = load(&url, &["-r", "500", "-d", "1s"]);
+    let m = &r["measured"];
+    assert_eq!(n(&m["requests"]["issued"]), 500);
+    assert_eq!(n(&m["requests"]["completed"]), 500);
+    assert!((m["rate"]["achieved_rps"].as_f64().unwrap() - 500.0).abs() < 5.0);
+    let lag = n(&r["generator"]["schedule_lag"]["percentiles"]["99"]);
+    assert!(lag < 1000, "schedule lag p99 {lag} us");
+    assert_eq!(r["generator"]["saturated"], false);
+}
+
+#[test]
+fn requests_waiting_for_a_connection_count_from_their_intended_time() {
+    // one connection, a 50 ms server, 100 arrivals/s: a queue builds in the generator
+    let url = server(Mode::Answer { delay: Duration::from_millis(50), chunked: false });
+    let r = load(&url, &["-r", "100", "-c", "1", "-d", "1s", "--timeout", "2s"]);
+    let m = &r["measured"];
+    let sent = n(&m["requests"]["sent"]);
+    assert!((19..=22).contains(&sent), "{sent}: one connection serves 20 a second");
+    assert_eq!(n(&m["requests"]["issued"]), 100);
+    assert!(n(&m["requests"]["unsent"]) >= 70, "the rest never left the generator and are reported");
+    let p99 = n(&m["latency"]["response_time"]["percentiles"]["99"]);
+    let service = n(&m["latency"]["service_time"]["percentiles"]["99"]);
+    assert!(p99 > 600_000 && service < 60_000, "response p99 {p99} us includes the wait, service p99 {service} does not");
+}
+
+#[test]
+fn errors_are_classified() {
+    let refused = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        drop(l);
+        url
+    };
+    let cases = [
+        (refused, vec!["-c", "1", "-n", "3"], "refused"),
+        (server(Mode::Silent), vec!["-c", "1", "-n", "2", "--timeout", "100ms"], "response_timeout"),
+        (server(Mode::Garbage), vec!["-c", "1", "-n", "3"], "malformed"),
+        (server(Mode::Hangup), vec!["-c", "1", "-n", "3"], "reset"),
+    ];
+    for (url, flags, kind) in cases {
+        let r = load(&url, &flags);
+        let e = &r["measured"]["errors"];
+        assert!(n(&e[kind]) >= 1, "{kind}: {e}");
+        assert_eq!(n(&r["measured"]["requests"]["errors"]), n(&e[kind]), "only {kind}: {e}");
+        assert_eq!(n(&r["measured"]["requests"]["completed"]), 0);
+    }
+}
+
+fn schema() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas/load-result.schema.json")).unwrap();
+    jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
+}
+
+fn binary(url: &str, flags: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_arena-load"))
+        .arg(url)
+        .args(flags)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn the_binarys_json_matches_the_schema() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(1), chunked: false });
+    let v = schema();
+    for flags in [vec!["-c", "2", "-d", "500ms", "--warmup", "200ms"], vec!["-r", "200", "--arrival", "poisson", "-n", "50", "--request-start"]] {
+        let out = binary(&url, &flags).wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let errors: Vec<String> = v.iter_errors(&doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        assert!(errors.is_empty(), "{flags:?}: {errors:?}");
+    }
+}
+
+#[test]
+fn sigint_ends_the_run_and_keeps_the_result() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(5), chunked: false });
+    let child = binary(&url, &["-c", "2", "-d", "60s"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let t = Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "took {:?} to stop", t.elapsed());
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    assert!(n(&doc["measured"]["requests"]["completed"]) > 50);
+    assert!(schema().is_valid(&doc));
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_arena-load")).args(["http://10.0.0.1/", "-d", "1s"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a loopback address"));
+    let out = Command::new(env!("CARGO_BIN_EXE_arena-load")).args(["http://127.0.0.1:1/", "--rate"]).output().unwrap();
+    assert_eq!((out.status.code(), String::from_utf8(out.stderr).unwrap().lines().count()), (Some(2), 1));
+}
