@@ -1,0 +1,82 @@
+"""arena-load vs wrk and ab (and oha when installed) on the same static nginx, in one run.
+
+nginx (one worker) on one CPU, each generator in turn on the other CPU, 50 keep-alive
+connections; rounds alternate the generators so drift on a noisy machine hits them alike.
+CPU time per request is the figure that compares generators: at these rates the one nginx worker
+is the limit, so req/s is about equal. arena-load runs with every recording feature on
+(X-Request-Start stamping; nginx returns Server-Timing and X-Arena-Pid, which it parses).
+
+    python benches/loadgen_vs_peers.py [--duration 10] [--rounds 3]
+"""
+
+import argparse
+import json
+import re
+import shutil
+
+from harness import ARENA_LOAD, median, need_arena_load, nginx, run_pinned
+
+SERVER_CPU, LOAD_CPU = 1, 0
+
+
+def arena_load(url: str, seconds: int):
+    u = run_pinned([str(ARENA_LOAD), url, "-c", "50", "-d", f"{seconds}s", "--request-start"], LOAD_CPU)
+    m = json.loads(u.out)["measured"]
+    done = m["requests"]["completed"]
+    # the comparison only counts if every answer was a 200 and every recording path ran
+    if m["status"] != {"200": done} or m["server_timing"]["cpu"]["count"] != done or m["workers"] != {"4242": done}:
+        raise SystemExit(f"benchmark: not every answer was a recorded 200: {m['status']} {m['errors']}")
+    return done, m["rate"]["achieved_rps"], u.cpu_s
+
+
+def wrk(url: str, seconds: int):
+    u = run_pinned(["wrk", "-t1", "-c50", f"-d{seconds}s", url], LOAD_CPU)
+    done = int(re.search(r"(\d+) requests in", u.out).group(1))
+    if "Non-2xx" in u.out:
+        raise SystemExit(f"benchmark: wrk saw non-2xx answers:\n{u.out}")
+    return done, float(re.search(r"Requests/sec:\s+([\d.]+)", u.out).group(1)), u.cpu_s
+
+
+def ab(url: str, seconds: int):
+    u = run_pinned(["ab", "-q", "-k", "-c", "50", "-t", str(seconds), "-n", "100000000", url], LOAD_CPU)
+    done = int(re.search(r"Complete requests:\s+(\d+)", u.out).group(1))
+    if "Non-2xx responses" in u.out:
+        raise SystemExit(f"benchmark: ab saw non-2xx answers:\n{u.out}")
+    return done, float(re.search(r"Requests per second:\s+([\d.]+)", u.out).group(1)), u.cpu_s
+
+
+def oha(url: str, seconds: int):
+    u = run_pinned(["oha", "-c", "50", "-z", f"{seconds}s", "--no-tui", "--output-format", "json", url], LOAD_CPU)
+    doc = json.loads(u.out)
+    rps = doc["summary"]["requestsPerSec"]
+    return round(rps * doc["summary"]["total"]), rps, u.cpu_s
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--duration", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    need_arena_load()
+    tools = {"arena-load": arena_load, "wrk": wrk, "ab": ab}
+    if shutil.which("oha"):
+        tools["oha"] = oha
+    figures = {name: [] for name in tools}
+    with nginx(SERVER_CPU) as url:
+        for r in range(args.rounds):
+            for name, fn in tools.items():
+                done, rps, cpu = fn(url, args.duration)
+                figures[name].append((rps, cpu / done * 100_000))
+                print(f"round {r + 1} {name:10} {rps:9.0f} req/s  {cpu / done * 100_000:6.3f} CPU-s per 100k requests",
+                      flush=True)
+    print(f"\nmedians of {args.rounds} rounds, {args.duration} s each, c=50 keep-alive, nginx on CPU {SERVER_CPU}, "
+          f"generator on CPU {LOAD_CPU}")
+    print(f"{'tool':10} {'req/s':>9} {'CPU-s/100k':>11} {'vs wrk':>7}")
+    wrk_cpu = median([c for _, c in figures["wrk"]])
+    for name, rows in figures.items():
+        cpu = median([c for _, c in rows])
+        print(f"{name:10} {median([r for r, _ in rows]):9.0f} {cpu:11.3f} {cpu / wrk_cpu:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
