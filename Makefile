@@ -15,9 +15,9 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: install install-system install-python demo test clean
+.PHONY: install install-system install-python build demo test clean
 
-install: install-system install-python
+install: install-system install-python build
 
 install-system:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -38,10 +38,16 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 	$(UV) sync --locked --python $(PYTHON)
 	touch $@
 
+# The load generator. Rust comes from the machine's toolchain (edition 2024: Rust >= 1.85).
+build:
+	@command -v cargo >/dev/null || { echo "make: cargo (Rust >= 1.85) is needed to build arena-load" >&2; exit 1; }
+	cargo build --release --locked -p arena-load
+
 demo: install
 	$(VENV)/bin/arena check
 
 test: install
+	cargo test --release --locked -p arena-load
 	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 clean:

@@ -39,6 +39,41 @@ def _count(flag: str, lo: int = 1, hi: int = 4096):
     return parse
 
 
+def _positive(flag: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a number above 0, got '{text}'")
+        return value
+
+    parse.__name__ = flag
+    return parse
+
+
+DURATION_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(flag: str):
+    """``10s``, ``500ms``, ``2m`` or a plain number of seconds -> seconds."""
+
+    def parse(text: str) -> float:
+        t = text.strip()
+        unit = next((u for u in ("us", "ms", "s", "m", "h") if t.endswith(u)), "")
+        try:
+            value = float(t[: len(t) - len(unit)]) * DURATION_UNITS.get(unit, 1.0)
+        except ValueError:
+            value = -1.0
+        if not 0 <= value < 10**9:
+            raise argparse.ArgumentTypeError(f"must be a duration such as 10s, 500ms or 2m, got '{text}'")
+        return value
+
+    parse.__name__ = flag
+    return parse
+
+
 def _cpus(text: str) -> list[int]:
     try:
         return parse_cpu_list(text)
@@ -64,6 +99,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--app", help="subject app (default: the first the server serves)")
     s.add_argument("--port", type=_count("--port", 1, 65535), help="port (default: a free one)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+
+    lo = sub.add_parser("load", help="drive load at a URL with arena-load and print an ab/wrk-style summary")
+    lo.add_argument("url", help="http://host:port/path (loopback unless --allow-remote)")
+    lo.add_argument("-c", "--connections", type=_count("--connections", 1, 1_000_000),
+                    help="closed model: connections (default 10); open model: the most opened (default 1000)")
+    lo.add_argument("-r", "--rate", type=_positive("--rate"), help="open model: arrivals per second")
+    lo.add_argument("--arrival", choices=("constant", "poisson"), default="constant", help="open model arrivals")
+    lo.add_argument("-d", "--duration", type=_duration("--duration"), help="measured time, e.g. 10s (default 10s)")
+    lo.add_argument("-n", "--requests", type=_count("--requests", 1, 10**12), help="measured requests")
+    lo.add_argument("--warmup", type=_duration("--warmup"), default=0.0, help="warm-up, kept apart (e.g. 2s)")
+    lo.add_argument("--think", type=_duration("--think"), default=0.0, help="closed model: pause between requests")
+    lo.add_argument("-t", "--threads", type=_count("--threads", 1, 256), default=1, help="generator threads")
+    lo.add_argument("-m", "--method", default="GET")
+    lo.add_argument("-H", "--header", action="append", default=[], dest="headers", help="'Name: value' (repeatable)")
+    lo.add_argument("--body")
+    lo.add_argument("--mix", help="JSON file of weighted requests")
+    lo.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
+    lo.add_argument("--request-start", action="store_true", help="stamp X-Request-Start at the real send time")
+    lo.add_argument("--timeout", type=_duration("--timeout"), default=30.0, help="response timeout (default 30s)")
+    lo.add_argument("--connect-timeout", type=_duration("--connect-timeout"), default=5.0)
+    lo.add_argument("--seed", type=_count("--seed", 0, 2**63), default=1)
+    lo.add_argument("--cpus", type=_cpus, help="CPU list for the generator (keep it apart from the server's)")
+    lo.add_argument("--json", help="also write arena-load's JSON result to this file")
+    lo.add_argument("--allow-remote", action="store_true", help="allow a target that is not loopback")
 
     c = sub.add_parser("check", help="start each server with each app, run the conformance requests, stop")
     c.add_argument("servers", nargs="*", metavar="SERVER", help="servers to check (default: all)")
@@ -171,7 +230,27 @@ def cmd_check(args, out: Console) -> int:
     return EXIT_FAILED if failed else 0
 
 
-COMMANDS = {"servers": cmd_servers, "serve": cmd_serve, "check": cmd_check}
+def cmd_load(args, out: Console) -> int:
+    import json
+
+    from arena.drivers import native
+    from arena.report.summary import load_summary
+
+    spec = native.LoadSpec(
+        url=args.url, connections=args.connections, rate=args.rate, arrival=args.arrival, duration_s=args.duration,
+        requests=args.requests, warmup_s=args.warmup, think_ms=args.think * 1000, threads=args.threads,
+        method=args.method, headers=args.headers, body=args.body, mix_file=args.mix,
+        keep_alive=not args.no_keepalive, request_start=args.request_start, connect_timeout_s=args.connect_timeout,
+        timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote)
+    result = native.run(spec, cpus=args.cpus)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.raw, f, indent=1)
+    print(load_summary(result))
+    return EXIT_INTERRUPTED if result.interrupted else 0
+
+
+COMMANDS = {"servers": cmd_servers, "serve": cmd_serve, "check": cmd_check, "load": cmd_load}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,96 @@
+"""LoadResult: what any load driver returns. Fields a tool cannot give are None, never invented.
+
+Times are microseconds. Histograms keep HdrHistogram's compressed encoding (``hdr``) so they can
+be decoded and merged later (:meth:`Histogram.decode`); percentiles are precomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ERROR_CLASSES = ("refused", "connect_timeout", "reset", "response_timeout", "malformed")
+
+
+@dataclass(frozen=True)
+class Histogram:
+    count: int
+    min: int | None
+    max: int | None
+    mean: float | None
+    stdev: float | None
+    percentiles: dict[str, int]
+    hdr: str | None = None
+
+    def p(self, q: str) -> int | None:
+        """Percentile by name: "50", "99", "99.9", "100"."""
+        return self.percentiles.get(q)
+
+    def decode(self):
+        """The full histogram (hdrh.histogram.HdrHistogram), or None without an encoding."""
+        if not self.hdr:
+            return None
+        from hdrh.histogram import HdrHistogram
+
+        return HdrHistogram.decode(self.hdr)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Histogram":
+        return cls(d["count"], d["min"], d["max"], d["mean"], d["stdev"], dict(d["percentiles"]), d.get("hdr"))
+
+
+@dataclass(frozen=True)
+class Phase:
+    duration_s: float
+    issued: int | None
+    sent: int | None
+    completed: int
+    errors: int
+    unsent: int | None
+    in_flight: int | None
+    offered_rps: float | None
+    achieved_rps: float
+    status: dict[int, int]
+    error_counts: dict[str, int]
+    workers: dict[int, int]
+    bytes_sent: int | None
+    bytes_received: int | None
+    response_time: Histogram | None
+    service_time: Histogram | None
+    connect_time: Histogram | None
+    send_lag: Histogram | None
+    server_timing: dict[str, Histogram] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    t: float
+    sent: int | None
+    completed: int
+    errors: int
+    p50_us: int | None
+    p90_us: int | None
+    p99_us: int | None
+    max_us: int | None
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    tool: str
+    tool_version: str | None
+    model: str  # "open" | "closed"
+    url: str
+    connections: int | None
+    rate: float | None
+    interrupted: bool
+    measured: Phase
+    warmup: Phase | None
+    series: list[SeriesPoint]
+    generator_cpu_s: float | None
+    generator_utilization: float | None
+    cpu_per_request_us: float | None
+    schedule_lag: Histogram | None
+    saturated: bool | None
+    saturation_reasons: list[str]
+    config: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] | None = field(default=None, repr=False)  # the tool's own document, if any

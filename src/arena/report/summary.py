@@ -1,0 +1,65 @@
+"""An ab/wrk-style text summary of one LoadResult. Pure: a result in, lines out."""
+
+from __future__ import annotations
+
+from arena.drivers.result import ERROR_CLASSES, Histogram, LoadResult
+
+PERCENTILES = ("50", "75", "90", "99", "99.9", "99.99", "100")
+
+
+def ms(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return f"{us / 1000:.2f}ms" if us < 10_000_000 else f"{us / 1e6:.2f}s"
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.2f}{unit}"
+        n /= 1024
+    return ""
+
+
+def _percentile_line(label: str, h: Histogram | None) -> str:
+    if h is None or h.count == 0:
+        return f"  {label:16} -"
+    cells = "  ".join(f"{'max' if q == '100' else q + '%'} {ms(h.p(q))}" for q in PERCENTILES)
+    return f"  {label:16} {cells}"
+
+
+def load_summary(r: LoadResult) -> str:
+    m = r.measured
+    model = (f"open model, {r.rate:g} req/s {r.config.get('arrival', '')} arrivals, up to {r.connections} connections"
+             if r.model == "open" else f"closed model, {r.connections} connections")
+    keep = "keep-alive" if r.config.get("keep_alive", True) else "a connection per request"
+    lines = [f"{r.tool} {r.tool_version or ''}: {m.duration_s:.2f}s @ {r.url} ({model}, {keep})"
+             + ("  [INTERRUPTED: partial result]" if r.interrupted else "")]
+    errors = ", ".join(f"{k.replace('_', ' ')} {m.error_counts.get(k, 0)}" for k in ERROR_CLASSES)
+    lines.append(f"Requests:     {m.completed} completed, {m.errors} errors ({errors})")
+    if m.unsent is not None:
+        lines.append(f"              {m.issued} issued, {m.sent} sent, {m.unsent} never sent, {m.in_flight} unanswered at the end")
+    offered = f" (offered {m.offered_rps:.1f})" if m.offered_rps is not None else ""
+    lines.append(f"Throughput:   {m.achieved_rps:.1f} req/s{offered}")
+    lines.append(f"Transfer:     {size(m.bytes_received)} received, {size(m.bytes_sent)} sent")
+    lines.append("Status:       " + (", ".join(f"{k}: {v}" for k, v in sorted(m.status.items())) or "none"))
+    latency = "from the intended send time" if r.model == "open" else "at concurrency " + str(r.connections)
+    lines.append(f"Latency ({latency}):")
+    lines.append(_percentile_line("response time", m.response_time))
+    lines.append(_percentile_line("service time", m.service_time))
+    if m.connect_time and m.connect_time.count:
+        lines.append(_percentile_line("connect", m.connect_time))
+    if m.server_timing:
+        parts = ", ".join(f"{k} {ms(h.p('50'))}" for k, h in m.server_timing.items())
+        lines.append(f"Server-Timing p50: {parts}")
+    if m.workers:
+        total = sum(m.workers.values())
+        lines.append("Workers:      " + ", ".join(f"pid {pid}: {n} ({100 * n / total:.1f}%)"
+                                                  for pid, n in sorted(m.workers.items())))
+    if r.generator_cpu_s is not None:
+        verdict = ("SATURATED: " + "; ".join(r.saturation_reasons)) if r.saturated else "not saturated"
+        per = f"{r.cpu_per_request_us:.1f}us/request, " if r.cpu_per_request_us else ""
+        lines.append(f"Generator:    CPU {r.generator_cpu_s:.2f}s ({per}{100 * (r.generator_utilization or 0):.0f}% busy), {verdict}")
+    return "\n".join(lines)
