@@ -2,10 +2,11 @@
 //!
 //! Histograms travel in HdrHistogram's standard compressed form (the V2 encoding, deflated, then
 //! base64: what `encodeIntoCompressedByteBuffer` + base64 gives in the Java and Python libraries),
-//! so any HdrHistogram library can load and merge them. Common percentiles are precomputed with
-//! HdrHistogram's own definition: the value at quantile q is the smallest recorded value (to the
-//! histogram's precision, reported as the highest equivalent value) such that a fraction q of all
-//! values are at or below it.
+//! so any HdrHistogram library can load and merge them. Common percentiles are precomputed by
+//! nearest rank (the hdrhistogram crate's `value_at_quantile`): the value at quantile q of N values
+//! is the smallest v with at least ceil(q * N) values (and at least one) at or below it, reported as
+//! the highest value equivalent to v at the histogram's precision. Arena's Python side uses the
+//! same rule (src/arena/stats.py).
 
 use std::collections::BTreeMap;
 

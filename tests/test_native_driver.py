@@ -1,0 +1,108 @@
+"""The native driver: argv building (pure), and arena-load's real output validated against the
+schema and parsed, against real subject servers."""
+
+import copy
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arena import stats
+from arena.drivers import native
+from arena.errors import ArenaError
+from arena.servers.launch import ServerSpec, start
+from tests.conftest import require_server
+
+
+def test_build_argv_maps_every_option():
+    spec = native.LoadSpec("http://127.0.0.1:9/x", connections=20, rate=500, arrival="poisson", requests=1000,
+                           warmup_s=2, threads=2, headers=["A: b"], body="{}", method="POST", keep_alive=False,
+                           request_start=True, timeout_s=3, seed=7)
+    argv = native.build_argv(spec, Path("/bin/arena-load"), Path("/tmp/out.json"))
+    assert argv[:4] == ["/bin/arena-load", "http://127.0.0.1:9/x", "-o", "/tmp/out.json"]
+    pairs = dict(zip(argv[4::1], argv[5::1]))
+    assert pairs["-c"] == "20" and pairs["-r"] == "500" and pairs["--arrival"] == "poisson"
+    assert pairs["-n"] == "1000" and pairs["--warmup"] == "2s" and pairs["-t"] == "2" and pairs["--seed"] == "7"
+    assert pairs["-H"] == "A: b" and pairs["--body"] == "{}" and pairs["-m"] == "POST" and pairs["--timeout"] == "3s"
+    assert "-d" not in argv  # a count alone bounds the run
+    assert "--no-keepalive" in argv and "--request-start" in argv and "--allow-remote" not in argv
+    # neither bound given: ten seconds, like wrk
+    default = native.build_argv(native.LoadSpec("http://h/"), Path("x"), Path("y"))
+    assert default[default.index("-d") + 1] == "10.0s"
+
+
+@pytest.fixture(scope="module")
+def puma():
+    require_server("puma")
+    with start(ServerSpec("puma", "rack", processes=2, threads=2, cpus=[1])) as running:
+        yield running
+
+
+def test_a_closed_run_against_a_real_server(puma):
+    r = native.run(native.LoadSpec(f"{puma.url}/work?cpu_ms=3&io_ms=2", connections=4, duration_s=1.5,
+                                   warmup_s=0.3, request_start=True), cpus=[0])
+    m = r.measured
+    assert r.model == "closed" and not r.interrupted and m.errors == 0 and m.completed > 50
+    assert m.status == {200: m.completed}
+    assert set(m.workers) <= set(puma.procset.pids()) and sum(m.workers.values()) == m.completed
+    assert 3000 <= m.server_timing["cpu"].p("50") <= 3300  # the app's CPU, measured by the app
+    assert "queue" in m.server_timing
+    assert r.warmup is not None and r.warmup.completed > 0
+    # the encoded histogram decodes to the same percentiles
+    h = m.response_time.decode()
+    assert h.get_total_count() == m.response_time.count
+    for name, q in (("50", 0.5), ("99", 0.99), ("99.9", 0.999), ("100", 1.0)):
+        assert stats.hdr_value_at_quantile(h, q) == m.response_time.p(name)
+
+
+def test_an_open_run_reports_offered_and_achieved(puma):
+    r = native.run(native.LoadSpec(f"{puma.url}/work?cpu_ms=1", rate=200, duration_s=1.0), cpus=[0])
+    m = r.measured
+    assert r.model == "open" and m.issued == 200 and m.completed + m.errors + m.unsent + m.in_flight == 200
+    assert m.achieved_rps == pytest.approx(200, rel=0.02)
+    assert r.schedule_lag is not None and r.saturated is False
+
+
+def test_a_result_that_breaks_the_schema_is_refused(puma):
+    r = native.run(native.LoadSpec(f"{puma.url}/health", connections=1, requests=5))
+    doc = copy.deepcopy(r.raw)
+    native.validate(doc)
+    del doc["measured"]["latency"]["service_time"]
+    with pytest.raises(ArenaError, match=r"^arena-load result: measured/latency: 'service_time' is a required property"):
+        native.validate(doc)
+    doc = copy.deepcopy(r.raw)
+    doc["measured"]["status"]["abc"] = 1
+    with pytest.raises(ArenaError, match="^arena-load result: measured/status"):
+        native.validate(doc)
+
+
+def test_arena_load_errors_become_one_line_arena_errors():
+    with pytest.raises(ArenaError, match=r"^URL: 10\.9\.9\.9 is not a loopback address"):
+        native.run(native.LoadSpec("http://10.9.9.9/", duration_s=1))
+
+
+def test_ctrl_c_to_arena_load_keeps_the_partial_result(puma):
+    """SIGINT to the process group, as a terminal's Ctrl-C: both Arena and arena-load get it."""
+    proc = subprocess.Popen([sys.executable, "-m", "arena", "load", f"{puma.url}/work?cpu_ms=1", "-c", "2", "-d", "60s",
+                             "--json", "/dev/stdout"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    time.sleep(1.5)
+    t0 = time.monotonic()
+    import os
+
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 130, err.decode()
+    text = out.decode()
+    assert "[INTERRUPTED: partial result]" in text
+    completed = int(re.search(r"Requests:\s+(\d+) completed", text).group(1))
+    assert completed > 50
+    doc = json.loads(text[: text.index("arena-load 0")])  # the --json copy comes first
+    native.validate(doc)
+    assert doc["interrupted"] is True and doc["measured"]["requests"]["completed"] == completed
