@@ -181,6 +181,9 @@ pub struct Worker<'a> {
     pending: VecDeque<Request>,
     delayed: BinaryHeap<Reverse<(u64, usize)>>,
     pacer: Option<Pacer>,
+    /// The deadline the timerfd is armed for (0: none): re-arming costs a syscall and, in a VM,
+    /// an exit to the hypervisor, so it is done only when the deadline changes.
+    armed: u64,
     rng: SplitMix64,
     cumulative: Vec<u64>,
     issued_measured: &'a AtomicU64,
@@ -221,7 +224,7 @@ impl<'a> Worker<'a> {
         let cumulative = cfg.templates.iter().map(|t| { total += u64::from(t.weight); total }).collect();
         let mut w = Worker {
             cfg, start, poll, timer, conns: Vec::new(), free_slots: Vec::new(), idle: Vec::new(),
-            open_conns: 0, max_conns, pending: VecDeque::new(), delayed: BinaryHeap::new(), pacer,
+            open_conns: 0, max_conns, pending: VecDeque::new(), delayed: BinaryHeap::new(), pacer, armed: 0,
             rng: SplitMix64::new(cfg.seed.wrapping_add(1 + id as u64)), cumulative, issued_measured,
             issuing: true, warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
             interval: IntervalPart::new(0), intervals, unsent: 0, issue_end: 0, last_done: 0,
@@ -291,7 +294,11 @@ impl<'a> Worker<'a> {
                         self.delayed.peek().map(|Reverse((t, _))| *t), Some(next_housekeeping),
                         self.cfg.stop.end_ns.filter(|_| self.issuing)]
                 .into_iter().flatten().min().expect("housekeeping is always set");
-            self.timer.set_abs(self.start + wake.max(now + 1));
+            let deadline = self.start + wake.max(now + 1);
+            if deadline != self.armed {
+                self.timer.set_abs(deadline);
+                self.armed = deadline;
+            }
             match self.poll.poll(&mut events, None) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -300,6 +307,7 @@ impl<'a> Worker<'a> {
             for event in events.iter() {
                 if event.token() == TIMER {
                     self.timer.clear();
+                    self.armed = 0; // fired: a one-shot timer is disarmed
                     continue;
                 }
                 self.on_event(event.token().0, event.is_writable(), event.is_readable() || event.is_read_closed() || event.is_error());
