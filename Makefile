@@ -15,7 +15,7 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: install install-system install-python build demo test clean
+.PHONY: install install-system install-python install-bench build demo test bench clean
 
 install: install-system install-python build
 
@@ -38,6 +38,16 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 	$(UV) sync --locked --python $(PYTHON)
 	touch $@
 
+# The benchmarks' static server. Debian's package would also start a system nginx on port 80:
+# a policy-rc.d that refuses service starts is in place for the install (unless one exists).
+install-bench:
+	@if ! command -v nginx >/dev/null; then \
+		guard=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
+			chmod +x /usr/sbin/policy-rc.d; guard=1; fi; \
+		apt-get install -y -qq --no-install-recommends nginx-light >/dev/null || apt-get install -y -qq nginx >/dev/null; \
+		[ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d; \
+	fi
+
 # The load generator. Rust comes from the machine's toolchain (edition 2024: Rust >= 1.85).
 build:
 	@command -v cargo >/dev/null || { echo "make: cargo (Rust >= 1.85) is needed to build arena-load" >&2; exit 1; }
@@ -49,6 +59,13 @@ demo: install
 test: install
 	cargo test --release --locked -p arena-load
 	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+# Figures, not tests: about 15 minutes (the memory benchmark alone runs 6 minutes).
+bench: install install-bench
+	$(VENV)/bin/python benches/loadgen_vs_peers.py
+	$(VENV)/bin/python benches/stall_truth.py
+	$(VENV)/bin/python benches/rate_accuracy.py
+	$(VENV)/bin/python benches/memory.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) target

@@ -283,10 +283,15 @@ impl<'a> Worker<'a> {
                 next_housekeeping = now + HOUSEKEEPING_NS;
             }
             if !self.issuing {
-                self.unsent += self.pending.len() as u64;
-                self.pending.clear();
-                self.delayed.clear();
-                if INTERRUPTED.load(Ordering::Relaxed) || !self.conns.iter().flatten().any(|c| c.flight.is_some() || c.req.is_some()) {
+                let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+                self.delayed.clear(); // think times not yet over: those requests were never issued
+                if past_end || interrupted {
+                    // the time is up: what is due but not sent is reported, not sent late
+                    self.unsent += self.pending.len() as u64;
+                    self.pending.clear();
+                } // else the count is reached: what was issued is still sent
+                let busy = self.conns.iter().flatten().any(|c| c.flight.is_some() || c.req.is_some());
+                if interrupted || (self.pending.is_empty() && !busy) {
                     break;
                 }
             }

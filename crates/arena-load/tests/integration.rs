@@ -21,6 +21,8 @@ enum Mode {
     Garbage,
     /// Read the request and close the connection.
     Hangup,
+    /// Answer at once with status 200 for /a and 201 for anything else.
+    ByPath,
 }
 
 /// Serve on a free loopback port, one thread per connection; returns the base URL.
@@ -50,11 +52,19 @@ fn serve(mut s: TcpStream, mode: Mode) {
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         };
-        let close = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase().contains("connection: close");
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let close = head.contains("connection: close");
+        let status = if head.starts_with("get /a ") { 200 } else { 201 };
         buf.drain(..end);
         match mode {
             Mode::Silent => std::thread::sleep(Duration::from_secs(3600)),
             Mode::Hangup => return,
+            Mode::ByPath => {
+                let resp = format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n");
+                if s.write_all(resp.as_bytes()).is_err() || close {
+                    return;
+                }
+            }
             Mode::Garbage => {
                 let _ = s.write_all(b"this is not http\r\n\r\n");
                 return;
@@ -221,4 +231,54 @@ fn bad_flags_exit_2_with_one_line() {
     assert!(err.contains("not a loopback address"));
     let out = Command::new(env!("CARGO_BIN_EXE_arena-load")).args(["http://127.0.0.1:1/", "--rate"]).output().unwrap();
     assert_eq!((out.status.code(), String::from_utf8(out.stderr).unwrap().lines().count()), (Some(2), 1));
+}
+
+#[test]
+fn a_weighted_mix_is_drawn_by_weight() {
+    let url = server(Mode::ByPath);
+    let dir = std::env::temp_dir().join(format!("arena-load-mix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mix = dir.join("mix.json");
+    std::fs::write(&mix, r#"[{"weight": 3, "path": "/a"}, {"weight": 1, "method": "GET", "path": "/b", "headers": {"X-T": "1"}}]"#).unwrap();
+    let r = load(&url, &["-c", "2", "-n", "4000", "--mix", mix.to_str().unwrap()]);
+    let status = &r["measured"]["status"];
+    let (a, b) = (n(&status["200"]), n(&status["201"]));
+    assert_eq!(a + b, 4000);
+    let share = a as f64 / 4000.0;
+    assert!((share - 0.75).abs() < 0.03, "share of /a {share}: weights 3:1"); // sd 0.007
+    assert_eq!(r["config"]["mix"].as_array().unwrap().len(), 2);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn think_time_paces_each_closed_user() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(0), chunked: false });
+    let r = load(&url, &["-c", "2", "-d", "1s", "--think", "50ms"]);
+    let done = n(&r["measured"]["requests"]["completed"]);
+    assert!((36..=42).contains(&done), "{done}: 2 users x 1 s / 50 ms think = 40");
+    assert_eq!(r["config"]["think_ms"], 50.0);
+}
+
+#[test]
+fn several_threads_share_the_load_and_one_series() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(2), chunked: false });
+    let closed = load(&url, &["-c", "4", "-t", "2", "-d", "1s"]);
+    assert_eq!(n(&closed["measured"]["latency"]["connect_time"]["count"]), 4, "2 connections per thread");
+    let open = load(&url, &["-r", "600", "-t", "3", "-d", "1s"]);
+    let m = &open["measured"];
+    assert_eq!(n(&m["requests"]["issued"]), 600, "each thread's share of the schedule adds up");
+    assert_eq!(n(&m["requests"]["completed"]), 600);
+    let series = open["series"].as_array().unwrap();
+    let in_series: u64 = series.iter().map(|p| n(&p["completed"])).sum();
+    assert_eq!(in_series, 600, "every thread's part of every interval is merged: {series:?}");
+}
+
+#[test]
+fn a_count_bounded_open_run_sends_every_request_it_issued() {
+    // one connection, a 20 ms server, 100 arrivals/s: requests queue for the connection, and the
+    // ones still queued when the 30th is issued must still be sent
+    let url = server(Mode::Answer { delay: Duration::from_millis(20), chunked: false });
+    let r = load(&url, &["-r", "100", "-c", "1", "-n", "30"]);
+    let m = &r["measured"]["requests"];
+    assert_eq!((n(&m["issued"]), n(&m["sent"]), n(&m["completed"]), n(&m["unsent"])), (30, 30, 30, 0));
 }
