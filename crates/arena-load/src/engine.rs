@@ -533,6 +533,9 @@ impl<'a> Worker<'a> {
                             conn.rbuf.shrink_to_fit();
                         }
                         self.idle.push(slot);
+                        // send the next request now, not after the rest of this batch of events:
+                        // the server should not sit idle while we read other connections
+                        self.dispatch(now);
                     }
                     return;
                 }
