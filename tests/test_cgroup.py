@@ -149,3 +149,26 @@ def test_format_cpu_list():
 def test_backend_choice_is_validated():
     with pytest.raises(ArenaError, match="^ARENA_CGROUP: must be one of auto, v1, v2, none, got 'v3'"):
         cgroup.choose_backend("v3")
+
+
+def test_only_arenas_own_names_of_dead_owners_are_stale():
+    dead = 2**22 + 5  # beyond pid_max
+    assert cgroup.stale(f"arena-{dead}-3-puma")
+    assert not cgroup.stale(f"arena-{os.getpid()}-3-puma")  # owner alive
+    for other in ("arena-load-abc123", "arena-bench-nginx-x", "arena-rails", f"arena-{dead}", "puma-1-2-x"):
+        assert not cgroup.stale(other), other
+
+
+def test_stale_workdir_reaping_touches_only_dead_owners_dirs(tmp_path):
+    from arena.servers.launch import KEEP_MARK, reap_stale_workdirs
+
+    dead = 2**22 + 5
+    gone = tmp_path / f"arena-{dead}-1-puma-abc"
+    kept_log = tmp_path / f"arena-{dead}-2-puma-def"
+    mine = tmp_path / f"arena-{os.getpid()}-1-puma-ghi"
+    other = tmp_path / "arena-load-jkl"  # another tool's temp dir, e.g. a running arena-load's result
+    for d in (gone, kept_log, mine, other):
+        d.mkdir()
+    (kept_log / KEEP_MARK).touch()
+    assert reap_stale_workdirs(tmp_path) == [gone]
+    assert not gone.exists() and kept_log.exists() and mine.exists() and other.exists()

@@ -33,3 +33,17 @@ def test_hdr_quantile_is_nearest_rank_at_the_histograms_precision():
     big.record_value(1_000_000)
     assert stats.hdr_value_at_quantile(big, 0.5) == big.get_highest_equivalent_value(1_000_000) != 1_000_000
     assert stats.hdr_value_at_quantile(HdrHistogram(1, 100, 3), 0.5) == 0
+
+
+def test_median():
+    assert stats.median([3, 1, 2]) == 2 and stats.median([4, 1, 3, 2]) == 2.5
+
+
+def test_ci95_against_r():
+    # R: x <- c(10, 12, 11, 13, 9); t.test(x)$conf.int -> 9.036757 12.963243
+    lo, hi = stats.ci95([10, 12, 11, 13, 9])
+    assert (round(lo, 6), round(hi, 6)) == (9.036757, 12.963243)
+    # R: t.test(c(100, 104))$conf.int -> 76.58759 127.41241
+    lo, hi = stats.ci95([100, 104])
+    assert (round(lo, 5), round(hi, 5)) == (76.58759, 127.41241)
+    assert stats.ci95([5]) is None

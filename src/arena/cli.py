@@ -124,6 +124,24 @@ def build_parser() -> argparse.ArgumentParser:
     lo.add_argument("--json", help="also write arena-load's JSON result to this file")
     lo.add_argument("--allow-remote", action="store_true", help="allow a target that is not loopback")
 
+    ru = sub.add_parser("run", help="run an experiment file (resumes: finished runs are not repeated)")
+    ru.add_argument("experiment", help="experiment file (TOML), e.g. scenarios/quick.toml")
+    ru.add_argument("--store", default="arena.db", help="results store (default arena.db)")
+
+    sh = sub.add_parser("show", help="print an experiment's runs and its comparison table")
+    sh.add_argument("experiment", nargs="?", help="experiment name (default: every experiment in the store)")
+    sh.add_argument("--store", default="arena.db")
+    sh.add_argument("--runs", action="store_true", help="also print every run's ab-style summary")
+
+    ls = sub.add_parser("ls", help="list the experiments in the store")
+    ls.add_argument("--store", default="arena.db")
+
+    ex = sub.add_parser("export", help="write an experiment's runs as JSON or CSV (one row per run)")
+    ex.add_argument("experiment")
+    ex.add_argument("--store", default="arena.db")
+    ex.add_argument("--format", choices=("json", "csv"), default="csv")
+    ex.add_argument("-o", "--output", help="file (default: standard output)")
+
     c = sub.add_parser("check", help="start each server with each app, run the conformance requests, stop")
     c.add_argument("servers", nargs="*", metavar="SERVER", help="servers to check (default: all)")
     c.add_argument("--app", action="append", dest="apps", help="only this app (repeatable)")
@@ -250,7 +268,120 @@ def cmd_load(args, out: Console) -> int:
     return EXIT_INTERRUPTED if result.interrupted else 0
 
 
-COMMANDS = {"servers": cmd_servers, "serve": cmd_serve, "check": cmd_check, "load": cmd_load}
+def _existing_store(path: str):
+    import os
+
+    from arena.store import Store
+
+    if not os.path.exists(path):
+        raise ArenaError(f"--store {path}: no such store (run an experiment first: arena run scenarios/quick.toml)")
+    return Store(path)
+
+
+def cmd_run(args, out: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from arena.experiment import load_experiment
+    from arena.runner import run_experiment
+    from arena.store import Store
+
+    exp = load_experiment(args.experiment)
+    out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {len(exp.levels)} levels x "
+              f"{exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, load CPUs {list(exp.load_cpus)}; "
+              f"store {args.store}", highlight=False)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
+    with Store(args.store) as store, Progress(*columns, console=out, transient=False) as progress:
+        task = progress.add_task("runs", total=None, last="")
+
+        def on_event(e) -> None:
+            progress.update(task, total=e.total, completed=e.index)
+            if e.kind == "run":
+                m = e.result.measured
+                p99 = m.response_time.p("99") if m.response_time else None
+                mark = "" if not e.flags else "  INVALID: " + "; ".join(e.flags)
+                progress.update(task, last=f"{e.run.key}: {m.achieved_rps:.0f} req/s, p99 {(p99 or 0) / 1000:.1f} ms")
+                progress.console.print(f"  {e.run.key}: {m.achieved_rps:8.1f} req/s  p99 {(p99 or 0) / 1000:8.2f} ms{mark}",
+                                       highlight=False, markup=False)
+            elif e.kind == "failed":
+                progress.console.print(f"  {e.run.key}: FAILED to start: {e.message}", highlight=False, markup=False)
+
+        counts = run_experiment(exp, store, on_event)
+    out.print(f"{counts['run']} runs done, {counts['skipped']} already in the store, {counts['failed']} failed to start; "
+              f"results in {args.store} (arena show {exp.name} --store {args.store})", highlight=False)
+    return EXIT_FAILED if counts["failed"] else 0
+
+
+def cmd_show(args, out: Console) -> int:
+    from arena.report.summary import load_summary
+    from arena.report.tables import comparison
+
+    with _existing_store(args.store) as store:
+        names = [args.experiment] if args.experiment else [e["name"] for e in store.experiments()]
+        for name in names:
+            runs = store.runs(name)
+            if args.runs:
+                from arena.drivers.native import parse
+
+                for r in runs:
+                    out.print(f"\n[bold]{r.run_key}[/]" + ("" if r.valid else f"  INVALID: {'; '.join(r.json('flags'))}"))
+                    out.print(load_summary(parse(r.json("load"))), highlight=False, markup=False)
+            table = Table(title=f"{name}: medians of valid repetitions, 95% CI in brackets")
+            for col in ("configuration", "load", "valid/runs", "req/s", "p50 ms", "p99 ms", "PSS MiB", "problems"):
+                table.add_column(col, overflow="fold")
+            for row in comparison(runs):
+                ci = lambda v, c, k=1.0: "-" if v is None else f"{v / k:.1f}" + (f" [{c[0] / k:.1f}, {c[1] / k:.1f}]" if c else "")  # noqa: E731
+                table.add_row(row.label, row.level, f"{row.valid}/{row.runs}", ci(row.throughput, row.throughput_ci),
+                              "-" if row.p50_us is None else f"{row.p50_us / 1000:.2f}", ci(row.p99_us, row.p99_ci, 1000),
+                              "-" if row.pss_bytes is None else f"{row.pss_bytes / 2**20:.0f}", "; ".join(row.problems))
+            out.print(table)
+    return 0
+
+
+def cmd_ls(args, out: Console) -> int:
+    import datetime
+
+    with _existing_store(args.store) as store:
+        table = Table(title=f"experiments in {args.store}")
+        for col in ("name", "file", "runs", "valid", "last run"):
+            table.add_column(col)
+        for e in store.experiments():
+            last = datetime.datetime.fromtimestamp(e["last_run"]).isoformat(timespec="seconds") if e["last_run"] else "-"
+            table.add_row(e["name"], e["file"], str(e["runs"]), str(e["valid"]), last)
+        out.print(table)
+    return 0
+
+
+def cmd_export(args, out: Console) -> int:
+    import csv
+    import io
+    import json
+
+    from arena.store import RUN_COLUMNS
+
+    with _existing_store(args.store) as store:
+        runs = store.runs(args.experiment)
+    if args.format == "json":
+        text = json.dumps([{**r.row, **{k: r.json(k) for k in ("flags", "load", "resources", "environment")}} for r in runs],
+                          indent=1)
+    else:  # one flat row per run: the nested documents stay in the JSON export
+        flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment")]
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["experiment", *flat])
+        for r in runs:
+            w.writerow([args.experiment, *(r.row[c] for c in flat)])
+        text = buf.getvalue()
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+COMMANDS = {"servers": cmd_servers, "serve": cmd_serve, "check": cmd_check, "load": cmd_load, "run": cmd_run,
+            "show": cmd_show, "ls": cmd_ls, "export": cmd_export}
 
 if __name__ == "__main__":
     sys.exit(main())

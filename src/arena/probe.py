@@ -160,6 +160,10 @@ class Probe:
         self._t0 = 0.0
         self._cpu0: tuple[float, float] | None = None
 
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
     def start(self) -> "Probe":
         self._t0 = self.clock()
         self._cpu0 = self.source.cpu_times()

@@ -41,3 +41,30 @@ def hdr_value_at_quantile(h, q: float) -> int:
             value = h.get_value_from_index(index)
             return h.get_lowest_equivalent_value(value) if q == 0 else h.get_highest_equivalent_value(value)
     return 0
+
+
+def median(values: list[float]) -> float:
+    """The middle value (the mean of the two middle ones for an even count)."""
+    if not values:
+        raise ValueError("median of no values")
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+# Student's t, 97.5th percentile, for 1..30 degrees of freedom: R's qt(0.975, df).
+T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
+        2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
+        2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
+
+
+def ci95(values: list[float]) -> tuple[float, float] | None:
+    """95% confidence interval of the mean (Student's t; repetitions are few). None for fewer than 2."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    t = T975[n - 2] if n - 1 <= len(T975) else 1.959964
+    half = t * sd / math.sqrt(n)
+    return mean - half, mean + half

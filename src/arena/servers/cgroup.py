@@ -470,10 +470,14 @@ def create(server: str, cpus: list[int] | None, backend: str | None = None) -> P
     return ProcessTree(name, cpus)
 
 
-def owner_alive(name: str) -> bool:
-    """Whether the Arena process that created ``arena-<pid>-...`` still runs."""
-    m = re.match(rf"{PREFIX}(\d+)-", name)
-    return bool(m) and Path(f"/proc/{m.group(1)}").exists()
+OWNED = re.compile(rf"{PREFIX}(\d+)-\d+-")
+
+
+def stale(name: str) -> bool:
+    """Whether ``name`` is one of Arena's (``arena-<owner pid>-<seq>-...``) and its owner is gone.
+    Names of any other form are not Arena's to touch."""
+    m = OWNED.match(name)
+    return bool(m) and not Path(f"/proc/{m.group(1)}").exists()
 
 
 def reap_stale() -> list[str]:
@@ -481,7 +485,7 @@ def reap_stale() -> list[str]:
     reaped = []
     for root in set(v1_roots().values()) | ({v2_root()} - {None}):
         for d in root.glob(f"{PREFIX}*"):
-            if not d.is_dir() or owner_alive(d.name):
+            if not d.is_dir() or not stale(d.name):
                 continue
             for knob, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
                 if (d / knob).exists():  # a frozen task takes no SIGKILL until thawed
@@ -501,7 +505,7 @@ def reap_stale() -> list[str]:
             tag = Path(f"/proc/{pid}/environ").read_bytes().split(f"{ProcessTree.TAG}=".encode())[1].split(b"\0")[0]
         except (OSError, IndexError):
             continue
-        if not owner_alive(tag.decode()):
+        if stale(tag.decode()):
             _signal(pid, signal.SIGKILL)
             reaped.append(f"pid {pid} ({tag.decode()})")
     return reaped

@@ -24,7 +24,7 @@ from pathlib import Path
 from arena.errors import ArenaError
 from arena.http_client import Client, free_port, port_free
 from arena.servers import catalog
-from arena.servers.cgroup import PREFIX, ProcessSet, create, owner_alive, reap_stale
+from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale
 from arena.subjects import get_app
 
 # The conventions the catalog reads for defaults; not passed on, so a server never sees two answers.
@@ -246,7 +246,7 @@ def reap_stale_workdirs(tmp: Path | None = None) -> list[Path]:
     """Remove the workdirs of dead Arena processes, except failed starts' (kept for their log)."""
     removed = []
     for d in Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*"):
-        if d.is_dir() and not owner_alive(d.name) and not (d / KEEP_MARK).exists():
+        if d.is_dir() and stale(d.name) and not (d / KEEP_MARK).exists():
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed

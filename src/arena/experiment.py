@@ -1,0 +1,360 @@
+"""Experiment files (TOML) -> a validated, typed Experiment -> the plan of runs.
+
+Every refusal is one line naming the file, the key, the value and what is allowed. The format is
+described in schemas/experiment.schema.json and shown in scenarios/quick.toml.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arena.errors import ArenaError
+from arena.servers import catalog
+from arena.servers.cgroup import format_cpu_list, parse_cpu_list
+from arena.subjects import APPS
+
+DRIVERS = ("arena-load",)  # the studies' own tools (ab, wrk, siege, JMeter) are next
+MODELS = ("closed", "open")
+TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed",
+            "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
+            "layout", "workload", "load", "servers"}
+SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections"}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One point of a server's knob grid."""
+
+    server: str
+    app: str
+    processes: int | None = None
+    threads: int | None = None
+    connections: int | None = None
+    label: str | None = None
+
+    @property
+    def key(self) -> str:
+        knobs = " ".join(f"{k[0]}={v}" for k, v in (("processes", self.processes), ("threads", self.threads),
+                                                      ("connections", self.connections)) if v is not None)
+        return f"{self.server}[{self.app}]{(' ' + knobs) if knobs else ''}"
+
+    @property
+    def name(self) -> str:
+        return self.label or self.key
+
+
+@dataclass(frozen=True)
+class Level:
+    model: str  # "closed": value = concurrency; "open": value = arrivals per second
+    value: float
+
+    @property
+    def key(self) -> str:
+        return f"c={int(self.value)}" if self.model == "closed" else f"r={self.value:g}"
+
+
+@dataclass(frozen=True)
+class Workload:
+    path: str  # the request target, query included
+    method: str = "GET"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    file: str
+    description: str
+    driver: str
+    servers: tuple[ServerConfig, ...]
+    levels: tuple[Level, ...]
+    workload: Workload
+    duration_s: float | None
+    requests: int | None
+    warmup_s: float
+    repetitions: int
+    seed: int
+    reuse_server: bool
+    keep_alive: bool
+    request_start: bool
+    timeout_s: float
+    error_threshold: float
+    drift_threshold: float
+    server_cpus: tuple[int, ...]
+    load_cpus: tuple[int, ...]
+    source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One measured run: a server configuration at one load level, one repetition."""
+
+    config: ServerConfig
+    level: Level
+    repetition: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.config.key} {self.level.key} #{self.repetition}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs that share one server start: one configuration, one repetition, its load levels."""
+
+    config: ServerConfig
+    repetition: int
+    runs: tuple[RunSpec, ...]
+
+
+# ---------------------------------------------------------------------- reading and checking
+
+
+class _Reader:
+    """Typed access to one TOML table with errors that name the file and the key."""
+
+    def __init__(self, file: str, table: dict[str, Any], prefix: str = ""):
+        self.file, self.table, self.prefix = file, table, prefix
+
+    def fail(self, key: str, value: Any, allowed: str) -> ArenaError:
+        return ArenaError(f"{self.file}: {self.prefix}{key} = {_show(value)}: {allowed}")
+
+    def unknown(self, allowed: set[str]) -> None:
+        for key in self.table:
+            if key not in allowed:
+                raise self.fail(key, self.table[key], f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.table.get(key, default)
+
+    def string(self, key: str, default: str | None = None, choices: tuple[str, ...] | None = None) -> str | None:
+        v = self.table.get(key, default)
+        if v is None:
+            return None
+        if not isinstance(v, str) or (choices and v not in choices):
+            raise self.fail(key, v, f"must be {' or '.join(map(repr, choices))}" if choices else "must be a string")
+        return v
+
+    def boolean(self, key: str, default: bool) -> bool:
+        v = self.table.get(key, default)
+        if not isinstance(v, bool):
+            raise self.fail(key, v, "must be true or false")
+        return v
+
+    def integer(self, key: str, default: int | None, lo: int, hi: int) -> int | None:
+        v = self.table.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise self.fail(key, v, f"must be a whole number from {lo} to {hi}")
+        return v
+
+    def number(self, key: str, default: float, lo: float, hi: float) -> float:
+        v = self.table.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise self.fail(key, v, f"must be a number from {lo:g} to {hi:g}")
+        return float(v)
+
+    def duration(self, key: str, default: str | None) -> float | None:
+        v = self.table.get(key, default)
+        if v is None:
+            return None
+        seconds = parse_duration(v)
+        if seconds is None:
+            raise self.fail(key, v, "must be a duration such as \"10s\", \"500ms\", \"2m\" or a number of seconds")
+        return seconds
+
+    def counts(self, key: str, lo: int, hi: int) -> list[int | None]:
+        """A whole number or a list of them (a grid axis); absent: [None] (the server's default)."""
+        v = self.table.get(key)
+        if v is None:
+            return [None]
+        values = v if isinstance(v, list) else [v]
+        if not values or not all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in values):
+            raise self.fail(key, v, f"must be a whole number from {lo} to {hi}, or a list of them")
+        return list(dict.fromkeys(values))
+
+
+def _show(v: Any) -> str:
+    return f'"{v}"' if isinstance(v, str) else repr(v).replace("True", "true").replace("False", "false")
+
+
+def parse_duration(v: Any) -> float | None:
+    """"10s", "500ms", "2m", "1h" or a number of seconds -> seconds (None when it is none of those)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if v >= 0 else None
+    if not isinstance(v, str):
+        return None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*", v)
+    if not m:
+        return None
+    return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
+
+
+def default_layout(available: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Server CPUs and load CPUs that never overlap: the load gets the first CPU (a quarter of them
+    on larger machines), the server the rest. One CPU alone cannot be split."""
+    if len(available) < 2:
+        raise ArenaError("layout: this machine has one CPU; the server and the load need their own "
+                         "(set [layout] server_cpus and load_cpus to share it knowingly)")
+    n_load = max(1, len(available) // 4)
+    return tuple(available[n_load:]), tuple(available[:n_load])
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    file = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ArenaError(f"{file}: no such experiment file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ArenaError(f"{file}: not valid TOML: {e}") from None
+    return parse_experiment(data, file)
+
+
+def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
+    top = _Reader(file, data)
+    top.unknown(TOP_KEYS)
+    name = top.string("name") or Path(file).stem
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+        raise top.fail("name", name, "must be 1-64 letters, digits, '.', '_' or '-'")
+    default_app = top.string("app")
+    driver = top.string("driver", "arena-load", DRIVERS)
+
+    wl = _Reader(file, _table(top, "workload"), "workload.")
+    wl.unknown({"path", "method"})
+    path = wl.string("path", "/work?cpu_ms=5&io_ms=10")
+    if not path.startswith("/"):
+        raise wl.fail("path", path, "must start with /")
+    workload = Workload(path, wl.string("method", "GET", ("GET", "POST", "HEAD")))
+
+    ld = _Reader(file, _table(top, "load"), "load.")
+    ld.unknown({"model", "concurrency", "rates"})
+    model = ld.string("model", "closed", MODELS)
+    if model == "closed":
+        if "rates" in ld.table:
+            raise ld.fail("rates", ld.get("rates"), "applies to model = \"open\" (closed uses concurrency)")
+        levels = [Level("closed", c) for c in ld.counts("concurrency", 1, 100_000) if c is not None] or [Level("closed", 10)]
+    else:
+        if "concurrency" in ld.table:
+            raise ld.fail("concurrency", ld.get("concurrency"), "applies to model = \"closed\" (open uses rates)")
+        rates = ld.get("rates")
+        values = rates if isinstance(rates, list) else [rates]
+        if rates is None or not values or not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r <= 1e7
+                                                   for r in values):
+            raise ld.fail("rates", rates, "must be a number of requests per second above 0, or a list of them")
+        levels = [Level("open", float(r)) for r in dict.fromkeys(values)]
+
+    servers_raw = data.get("servers")
+    if not isinstance(servers_raw, list) or not servers_raw or not all(isinstance(s, dict) for s in servers_raw):
+        raise top.fail("servers", servers_raw, "must be one or more [[servers]] tables")
+    servers: list[ServerConfig] = []
+    for i, raw in enumerate(servers_raw):
+        servers += _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app)
+    servers = list(dict.fromkeys(servers))
+
+    duration = top.duration("duration", None if "requests" in data else "10s")
+    requests = top.integer("requests", None, 1, 10**12)
+    if duration == 0:
+        raise top.fail("duration", data.get("duration"), "must be above 0")
+
+    lay = _Reader(file, _table(top, "layout"), "layout.")
+    lay.unknown({"server_cpus", "load_cpus"})
+    server_cpus, load_cpus = _layout(lay)
+
+    return Experiment(
+        name=name, file=file, description=top.string("description", ""), driver=driver, servers=tuple(servers),
+        levels=tuple(levels), workload=workload, duration_s=duration, requests=requests,
+        warmup_s=top.duration("warmup", "2s"), repetitions=top.integer("repetitions", 3, 1, 100),
+        seed=top.integer("seed", 1, 0, 2**63 - 1), reuse_server=top.boolean("reuse_server", True),
+        keep_alive=top.boolean("keep_alive", True), request_start=top.boolean("request_start", True),
+        timeout_s=top.duration("timeout", "30s"), error_threshold=top.number("error_threshold", 0.01, 0, 1),
+        drift_threshold=top.number("drift_threshold", 0.25, 0, 10), server_cpus=server_cpus, load_cpus=load_cpus,
+        source=data,
+    )
+
+
+def _table(r: _Reader, key: str) -> dict[str, Any]:
+    v = r.table.get(key, {})
+    if not isinstance(v, dict):
+        raise r.fail(key, v, f"must be a [{key}] table")
+    return v
+
+
+def _server_grid(r: _Reader, default_app: str | None) -> list[ServerConfig]:
+    r.unknown(SERVER_KEYS)
+    name = r.string("server")
+    if name not in catalog.CATALOG:
+        raise r.fail("server", name, f"unknown server (servers: {', '.join(catalog.CATALOG)})")
+    entry = catalog.CATALOG[name]
+    app = r.string("app", default_app or entry.apps[0])
+    if app not in APPS:
+        raise r.fail("app", app, f"unknown app (apps: {', '.join(APPS)})")
+    if app not in entry.apps:
+        raise r.fail("app", app, f"{name} cannot serve it (it serves: {', '.join(entry.apps)})")
+    knobs = catalog.knobs_for(entry, APPS[app])
+    axes = {}
+    for knob in ("processes", "threads", "connections"):
+        values = r.counts(knob, 1, 4096)
+        if values != [None] and knob not in knobs:
+            raise r.fail(knob, r.get(knob), f"{name} serving {app} has no {knob} knob (its knobs: {', '.join(knobs) or 'none'})")
+        axes[knob] = values
+    label = r.string("label")
+    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"])
+    configs = [ServerConfig(name, app, p, t, c) for p, t, c in grid]
+    if label is not None:
+        configs = [ServerConfig(c.server, c.app, c.processes, c.threads, c.connections,
+                                label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}") for c in configs]
+    return configs
+
+
+def _layout(r: _Reader) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    available = sorted(os.sched_getaffinity(0))
+    picked = {}
+    for key in ("server_cpus", "load_cpus"):
+        v = r.get(key)
+        if v is not None:
+            try:
+                picked[key] = tuple(parse_cpu_list(str(v), flag=f"{r.file}: layout.{key}"))
+            except ArenaError as e:
+                raise ArenaError(str(e).replace(f"layout.{key}: ", f"layout.{key} = {_show(v)}: ", 1)) from None
+    if len(picked) == 1:
+        raise r.fail(next(iter(picked)), r.get(next(iter(picked))), "set both server_cpus and load_cpus, or neither")
+    if not picked:
+        return default_layout(available)
+    server, load = picked["server_cpus"], picked["load_cpus"]
+    overlap = set(server) & set(load)
+    if overlap:
+        raise r.fail("load_cpus", r.get("load_cpus"), f"must not overlap server_cpus (both have {format_cpu_list(overlap)})")
+    return server, load
+
+
+# ---------------------------------------------------------------------- planning
+
+
+def plan(exp: Experiment) -> list[Group]:
+    """Every run of ``exp``, grouped by server start, in a randomized (seeded) order.
+
+    Groups (configuration x repetition) are shuffled so that drift on the machine does not line
+    up with one configuration; within a group the load levels run in ascending order (one server
+    start serves them, each level with its own warm-up). Without ``reuse_server`` every run is its
+    own group.
+    """
+    groups = []
+    for rep in range(1, exp.repetitions + 1):
+        for config in exp.servers:
+            runs = tuple(RunSpec(config, level, rep) for level in sorted(exp.levels, key=lambda lv: lv.value))
+            if exp.reuse_server:
+                groups.append(Group(config, rep, runs))
+            else:
+                groups += [Group(config, rep, (run,)) for run in runs]
+    random.Random(exp.seed).shuffle(groups)
+    return groups

@@ -1,0 +1,201 @@
+"""Running an experiment: each group of runs shares one server start; every run is warm-up ->
+measure while probing -> validity check -> saved at once. Finished runs are skipped (resume).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from arena import __version__ as arena_version
+from arena.drivers import native
+from arena.drivers.result import LoadResult
+from arena.errors import ArenaError
+from arena.experiment import Experiment, Group, RunSpec, plan
+from arena.probe import Probe, ResourceResult
+from arena.servers import catalog
+from arena.servers.cgroup import format_cpu_list
+from arena.servers.launch import RunningServer, ServerSpec, start
+from arena.store import Store
+
+
+@dataclass
+class Event:
+    """Progress, for whoever shows it: one per run done, skipped or failed."""
+
+    kind: str  # "run" | "skipped" | "failed"
+    index: int  # runs handled so far, this one included
+    total: int
+    run: RunSpec
+    result: LoadResult | None = None
+    flags: list[str] | None = None
+    message: str = ""
+
+
+# ---------------------------------------------------------------------- validity (pure)
+
+
+def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
+                   server_died: bool, processes_changed: tuple[int, int] | None) -> list[str]:
+    """Why a run cannot be trusted (empty: valid)."""
+    flags = []
+    m = result.measured
+    if result.saturated:
+        flags.append("generator saturated: " + "; ".join(result.saturation_reasons))
+    answered = m.completed + m.errors
+    if answered and m.errors / answered > error_threshold:
+        flags.append(f"errors {m.errors / answered:.1%} of requests (threshold {error_threshold:.1%})")
+    if answered == 0:
+        flags.append("no answer at all")
+    drift = throughput_drift(result)
+    if drift is not None and drift > drift_threshold:
+        flags.append(f"throughput drifted {drift:.0%} between the run's halves (threshold {drift_threshold:.0%})")
+    if server_died:
+        flags.append("the server died during the run")
+    if processes_changed is not None:
+        flags.append(f"the server's processes changed during the run ({processes_changed[0]} -> {processes_changed[1]})")
+    return flags
+
+
+def throughput_drift(result: LoadResult) -> float | None:
+    """|first half - second half| / larger half, over the measured window's whole intervals."""
+    window = result.measured.duration_s
+    whole = [p.completed for p in result.series if p.t + result.config.get("interval_s", 1.0) <= window + 1e-9]
+    if len(whole) < 2:
+        return None
+    half = len(whole) // 2
+    first, second = sum(whole[:half]) / half, sum(whole[-half:]) / half
+    top = max(first, second)
+    return abs(first - second) / top if top else None
+
+
+# ---------------------------------------------------------------------- environment
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _ruby_version() -> str | None:
+    try:
+        out = subprocess.run(["ruby", "-e", "print RUBY_VERSION"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def environment(exp: Experiment) -> dict:
+    """What the results depend on besides the experiment file."""
+    return {
+        "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
+        "python": platform.python_version(), "ruby": _ruby_version(), "arena": arena_version,
+        "server_cpus": format_cpu_list(exp.server_cpus), "load_cpus": format_cpu_list(exp.load_cpus),
+        "servers": {c.server: catalog.version(c.server) for c in exp.servers},
+    }
+
+
+# ---------------------------------------------------------------------- running
+
+
+def load_spec(exp: Experiment, run: RunSpec, url: str) -> native.LoadSpec:
+    closed = run.level.model == "closed"
+    return native.LoadSpec(
+        url=url + exp.workload.path, method=exp.workload.method,
+        connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
+        duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=exp.keep_alive,
+        request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition)
+
+
+def measure(exp: Experiment, run: RunSpec, server: RunningServer) -> tuple[LoadResult, ResourceResult, list[str]]:
+    """One run on a ready server: the probe covers the measured window (it starts after the warm-up)."""
+    procs_before = len(server.procset.pids())
+    probe = Probe(server.procset, interval=0.5)
+    timer = threading.Timer(exp.warmup_s, probe.start)
+    timer.start()
+    try:
+        result = native.run(load_spec(exp, run, server.url), cpus=list(exp.load_cpus))
+    finally:
+        timer.cancel()
+        timer.join()
+    resources = (probe if probe.started else Probe(server.procset).start()).stop()
+    procs_after = len(server.procset.pids())
+    flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
+                           server_died=not server.alive(),
+                           processes_changed=None if procs_after == procs_before else (procs_before, procs_after))
+    return result, resources, flags
+
+
+def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceResult, flags: list[str],
+        env: dict, started_at: float, reused: bool) -> dict:
+    rt = result.measured.response_time
+    c = run.config
+    return {
+        "run_key": run.key, "config": c.key, "label": c.name, "server": c.server, "app": c.app,
+        "processes": c.processes, "threads": c.threads, "connections": c.connections, "model": run.level.model,
+        "level": run.level.value, "repetition": run.repetition, "driver": exp.driver, "started_at": started_at,
+        "server_reused": int(reused), "valid": int(not flags), "flags": flags,
+        "throughput": result.measured.achieved_rps, "p50_us": rt.p("50") if rt else None,
+        "p90_us": rt.p("90") if rt else None, "p99_us": rt.p("99") if rt else None, "errors": result.measured.errors,
+        "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
+        "load": result.raw or {}, "resources": asdict(resources), "environment": env,
+    }
+
+
+def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None) -> dict:
+    """Run every run of ``exp`` not yet in ``store``. Returns counts of done, skipped, failed."""
+    experiment_id = store.experiment_id(exp.name, exp.file, exp.source)
+    done = store.done_keys(experiment_id)
+    groups = plan(exp)
+    total = sum(len(g.runs) for g in groups)
+    env = environment(exp)
+    counts = {"run": 0, "skipped": 0, "failed": 0}
+    index = 0
+    for group in groups:
+        todo = [r for r in group.runs if r.key not in done]
+        for r in group.runs:
+            if r.key in done:
+                index += 1
+                counts["skipped"] += 1
+                on_event(Event("skipped", index, total, r))
+        if not todo:
+            continue
+        index = _run_group(exp, group, todo, store, experiment_id, env, index, total, counts, on_event)
+    return counts
+
+
+def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store, experiment_id: int, env: dict,
+               index: int, total: int, counts: dict, on_event: Callable[[Event], None]) -> int:
+    c = group.config
+    spec = ServerSpec(c.server, c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus))
+    try:
+        server = start(spec)
+    except ArenaError as e:
+        for r in todo:  # not saved: the next `arena run` tries them again
+            index += 1
+            counts["failed"] += 1
+            on_event(Event("failed", index, total, r, message=str(e).splitlines()[0]))
+        return index
+    with server:
+        for n, r in enumerate(todo):
+            index += 1
+            started_at = time.time()
+            result, resources, flags = measure(exp, r, server)
+            if result.interrupted:
+                raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
+            store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0))
+            counts["run"] += 1
+            on_event(Event("run", index, total, r, result, flags))
+            if not server.alive():
+                break  # the rest of this group cannot run on a dead server; a later `arena run` retries
+    return index

@@ -1,0 +1,175 @@
+"""The results store: SQLite, one file (``arena.db`` by default), a schema version and migrations.
+
+Every run is committed the moment it ends, with the environment it ran in, so an interrupted
+sweep keeps every finished run and ``arena run`` resumes by skipping the run keys already stored.
+A store written by a newer Arena is refused, never misread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from arena.errors import ArenaError
+
+# Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:].
+MIGRATIONS: list[str] = [
+    # 1: experiments and runs
+    """
+    CREATE TABLE experiments (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        file TEXT NOT NULL,
+        definition TEXT NOT NULL,          -- the experiment file's content, as parsed (JSON)
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+        run_key TEXT NOT NULL,
+        config TEXT NOT NULL,              -- ServerConfig.key
+        label TEXT NOT NULL,
+        server TEXT NOT NULL,
+        app TEXT NOT NULL,
+        processes INTEGER, threads INTEGER, connections INTEGER,
+        model TEXT NOT NULL, level REAL NOT NULL, repetition INTEGER NOT NULL,
+        driver TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        server_reused INTEGER NOT NULL,    -- 1 when an earlier level's server start served this run
+        valid INTEGER NOT NULL,
+        flags TEXT NOT NULL,               -- JSON list of validity problems
+        throughput REAL, p50_us INTEGER, p90_us INTEGER, p99_us INTEGER, errors INTEGER,
+        cpu_s REAL, pss_bytes INTEGER, uss_bytes INTEGER,
+        load TEXT NOT NULL,                -- the driver's LoadResult document (JSON)
+        resources TEXT NOT NULL,           -- the probe's ResourceResult (JSON)
+        environment TEXT NOT NULL,         -- machine, versions, CPU layout (JSON)
+        UNIQUE (experiment_id, run_key)
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "processes", "threads", "connections", "model", "level",
+               "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
+               "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment")
+
+
+@dataclass
+class StoredRun:
+    row: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.row[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def json(self, column: str) -> Any:
+        return json.loads(self.row[column])
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        try:
+            self.db = sqlite3.connect(self.path)
+        except sqlite3.Error as e:
+            raise ArenaError(f"--store {self.path}: cannot open: {e}") from None
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise ArenaError(f"--store {self.path}: not an Arena store ({e})") from None
+        if version > SCHEMA_VERSION:
+            raise ArenaError(f"--store {self.path}: schema version {version} is newer than this Arena's "
+                             f"({SCHEMA_VERSION}); use a newer Arena or another store")
+        for v in range(version, SCHEMA_VERSION):
+            try:  # one transaction per step: a store is never half-upgraded
+                self.db.executescript(f"BEGIN; {MIGRATIONS[v]}; PRAGMA user_version = {v + 1}; COMMIT;")
+            except sqlite3.Error as e:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise ArenaError(f"--store {self.path}: upgrading to schema {v + 1} failed: {e}") from None
+
+    @property
+    def version(self) -> int:
+        return self.db.execute("PRAGMA user_version").fetchone()[0]
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ experiments
+
+    def experiment_id(self, name: str, file: str, definition: dict[str, Any]) -> int:
+        """The id of experiment ``name``, created on first use. A stored definition that differs
+        from this one is refused: its runs would not be comparable (rename it, or use another store)."""
+        text = json.dumps(definition, sort_keys=True)
+        row = self.db.execute("SELECT id, definition FROM experiments WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            if row["definition"] != text:
+                raise ArenaError(f"{file}: name = \"{name}\": the store {self.path} holds an experiment of that name with "
+                                 "a different definition; give this one another name")
+            return row["id"]
+        with self.db:
+            return self.db.execute("INSERT INTO experiments (name, file, definition, created_at) VALUES (?, ?, ?, ?)",
+                                   (name, file, text, time.time())).lastrowid
+
+    def experiments(self) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT e.name, e.file, e.created_at, COUNT(r.id) AS runs, COALESCE(SUM(r.valid), 0) AS valid, "
+            "MAX(r.started_at) AS last_run FROM experiments e LEFT JOIN runs r ON r.experiment_id = e.id "
+            "GROUP BY e.id ORDER BY e.created_at").fetchall()
+        return [dict(r) for r in rows]
+
+    def definition(self, name: str) -> dict[str, Any]:
+        row = self.db.execute("SELECT definition FROM experiments WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise self._unknown(name)
+        return json.loads(row["definition"])
+
+    def _unknown(self, name: str) -> ArenaError:
+        names = [e["name"] for e in self.experiments()]
+        return ArenaError(f"experiment: no experiment named '{name}' in {self.path} "
+                          f"(it has: {', '.join(names) or 'none'})")
+
+    # ------------------------------------------------------------------ runs
+
+    def done_keys(self, experiment_id: int) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT run_key FROM runs WHERE experiment_id = ?", (experiment_id,))}
+
+    def save_run(self, experiment_id: int, values: dict[str, Any]) -> None:
+        """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved)."""
+        row = {k: (json.dumps(v) if k in ("flags", "load", "resources", "environment") else v) for k, v in values.items()}
+        missing = set(RUN_COLUMNS) - set(row)
+        if missing:
+            raise ValueError(f"run is missing {sorted(missing)}")
+        cols = ", ".join(RUN_COLUMNS)
+        with self.db:
+            self.db.execute(f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
+                            (experiment_id, *(row[c] for c in RUN_COLUMNS)))
+
+    def runs(self, name: str) -> list[StoredRun]:
+        row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise self._unknown(name)
+        return [StoredRun(dict(r)) for r in
+                self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (row["id"],))]
+
+    def iter_all(self) -> Iterator[tuple[str, StoredRun]]:
+        for e in self.experiments():
+            for r in self.runs(e["name"]):
+                yield e["name"], r

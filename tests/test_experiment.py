@@ -1,0 +1,106 @@
+"""Experiment files: good files become a typed plan; bad ones one line naming file, key, value."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from arena.errors import ArenaError
+from arena.experiment import Level, ServerConfig, default_layout, load_experiment, parse_experiment, plan
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = {"name": "t", "servers": [{"server": "puma", "app": "rack", "processes": [1, 2], "threads": [1, 5]}],
+        "load": {"concurrency": [1, 10]}, "repetitions": 2}
+
+
+def parse(data):
+    return parse_experiment(data, "x.toml")
+
+
+def test_a_grid_expands_into_configurations():
+    exp = parse(GOOD)
+    assert [c.key for c in exp.servers] == ["puma[rack] p=1 t=1", "puma[rack] p=1 t=5", "puma[rack] p=2 t=1",
+                                            "puma[rack] p=2 t=5"]
+    assert exp.levels == (Level("closed", 1), Level("closed", 10))
+    assert (exp.duration_s, exp.warmup_s, exp.driver, exp.repetitions) == (10.0, 2.0, "arena-load", 2)
+    assert not set(exp.server_cpus) & set(exp.load_cpus)
+
+
+def test_every_shipped_scenario_is_valid():
+    for path in (ROOT / "scenarios").glob("*.toml"):
+        exp = load_experiment(path)
+        assert exp.servers and exp.levels, path
+
+
+def test_quick_has_six_configurations_across_ruby_and_python():
+    exp = load_experiment(ROOT / "scenarios" / "quick.toml")
+    assert len(exp.servers) >= 6
+    assert {"puma", "unicorn"} & {c.server for c in exp.servers} and {"uvicorn"} & {c.server for c in exp.servers}
+
+
+def test_plan_groups_levels_per_server_start_and_shuffles_groups():
+    exp = parse(GOOD)
+    groups = plan(exp)
+    assert len(groups) == 4 * 2  # configurations x repetitions
+    assert all([r.level.value for r in g.runs] == [1, 10] for g in groups)
+    assert len({r.key for g in groups for r in g.runs}) == 16  # every run has its own key
+    assert plan(exp) == groups  # the seed fixes the order
+    ordered = [(c, rep) for rep in (1, 2) for c in exp.servers]
+    assert [(g.config, g.repetition) for g in groups] != ordered  # shuffled
+    assert sorted((g.config.key, g.repetition) for g in groups) == sorted((c.key, rep) for c, rep in ordered)
+    no_reuse = parse({**GOOD, "reuse_server": False})
+    assert all(len(g.runs) == 1 for g in plan(no_reuse)) and len(plan(no_reuse)) == 16
+
+
+def test_open_model_rates():
+    exp = parse({**GOOD, "load": {"model": "open", "rates": [100, 250.5]}})
+    assert exp.levels == (Level("open", 100.0), Level("open", 250.5)) and exp.levels[1].key == "r=250.5"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"bogus": 1}, 'x.toml: bogus = 1: unknown key (allowed: '),
+    ({"driver": "jmeterx"}, "x.toml: driver = \"jmeterx\": must be 'arena-load'"),
+    ({"duration": "soon"}, 'x.toml: duration = "soon": must be a duration such as "10s"'),
+    ({"repetitions": 0}, "x.toml: repetitions = 0: must be a whole number from 1 to 100"),
+    ({"servers": []}, "x.toml: servers = []: must be one or more [[servers]] tables"),
+    ({"servers": [{"server": "nginx"}]}, 'x.toml: servers[0].server = "nginx": unknown server (servers: webrick,'),
+    ({"servers": [{"server": "puma", "app": "flask"}]}, 'x.toml: servers[0].app = "flask": puma cannot serve it'),
+    ({"servers": [{"server": "unicorn", "threads": 4}]},
+     "x.toml: servers[0].threads = 4: unicorn serving rack has no threads knob (its knobs: processes)"),
+    ({"servers": [{"server": "puma", "threads": [1, 0]}]}, "x.toml: servers[0].threads = [1, 0]: must be a whole number from 1"),
+    ({"load": {"model": "open"}}, "x.toml: load.rates = None: must be a number of requests per second above 0"),
+    ({"load": {"model": "closed", "rates": [5]}}, 'x.toml: load.rates = [5]: applies to model = "open"'),
+    ({"load": {"model": "burst"}}, "x.toml: load.model = \"burst\": must be 'closed' or 'open'"),
+    ({"workload": {"path": "work"}}, 'x.toml: workload.path = "work": must start with /'),
+    ({"layout": {"server_cpus": "0"}}, 'x.toml: server_cpus = "0": set both server_cpus and load_cpus, or neither'),
+    ({"layout": {"server_cpus": "0", "load_cpus": "0"}}, 'x.toml: layout.load_cpus = "0": must not overlap server_cpus'),
+    ({"layout": {"server_cpus": "0", "load_cpus": "99"}}, 'x.toml: layout.load_cpus = "99": CPU 99 is not available'),
+])
+def test_bad_files_name_the_file_key_value_and_what_is_allowed(change, message):
+    if "layout" in change and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    with pytest.raises(ArenaError) as e:
+        parse({**GOOD, **change})
+    assert str(e.value).startswith(message.replace("x.toml: server_cpus", "x.toml: layout.server_cpus")), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(ArenaError, match="nope.toml: no such experiment file"):
+        load_experiment(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = \n")
+    with pytest.raises(ArenaError, match="bad.toml: not valid TOML"):
+        load_experiment(bad)
+
+
+def test_default_layout_never_overlaps():
+    assert default_layout([0, 1]) == ((1,), (0,))
+    assert default_layout(list(range(8))) == ((2, 3, 4, 5, 6, 7), (0, 1))
+    with pytest.raises(ArenaError, match="layout: this machine has one CPU"):
+        default_layout([0])
+
+
+def test_labels():
+    exp = parse({**GOOD, "servers": [{"server": "puma", "label": "Puma 5x2", "processes": 2, "threads": 5}]})
+    assert exp.servers == (ServerConfig("puma", "rack", 2, 5, None, "Puma 5x2"),) and exp.servers[0].name == "Puma 5x2"
