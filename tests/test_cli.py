@@ -70,9 +70,11 @@ def test_servers_lists_the_catalog(capsys):
 
 
 def serve(*args: str) -> tuple[subprocess.Popen, str, str]:
-    """Start `arena serve` in its own session; return it, its URL and its set's name."""
+    """Start `arena serve` in its own session, with SIGINT ignored as a background job inherits it
+    (Arena must handle it anyway); return it, its URL and its set's name."""
     proc = subprocess.Popen([sys.executable, "-m", "arena", "serve", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     out, deadline = b"", time.monotonic() + 90
     while b"Ctrl-C" not in out:
         assert time.monotonic() < deadline and proc.poll() is None, out.decode()

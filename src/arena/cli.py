@@ -11,6 +11,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from arena.errors import ArenaError
@@ -157,6 +158,9 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Explicitly: a process started as a background job inherits SIGINT *ignored*, and Python then
+    # installs no KeyboardInterrupt handler; Ctrl-C must stop Arena (and what it started) anyway.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _on_sigterm)
     args = build_parser().parse_args(argv)
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
@@ -187,7 +191,7 @@ def cmd_servers(args, out: Console) -> int:
         version = catalog.version(s.name)
         ok = catalog.available(s)
         table.add_row(s.name, s.language, s.model, knobs, ", ".join(s.apps),
-                      "yes" if ok else f"no: {s.install_hint}", version or "-")
+                      "yes" if ok else escape(f"no: {s.install_hint}"), version or "-")
     out.print(table)
     return 0
 
@@ -236,7 +240,7 @@ def cmd_check(args, out: Console) -> int:
         table.add_row(r.server, r.app, mark, r.version or "-", knobs,
                       f"{r.startup_s:.2f} s" if r.startup_s is not None else "-",
                       f"{r.pss_bytes / 2**20:.1f} MiB" if r.pss_bytes else "-",
-                      str(r.processes or "-"), "; ".join(r.problems)[:400])
+                      str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
         out.print(f"{r.server:17} {r.app:8} {r.status}", highlight=False)
 
     results = check(args.servers or None, args.apps, processes=args.processes, threads=args.threads,
@@ -324,16 +328,16 @@ def cmd_show(args, out: Console) -> int:
                 from arena.drivers.native import parse
 
                 for r in runs:
-                    out.print(f"\n[bold]{r.run_key}[/]" + ("" if r.valid else f"  INVALID: {'; '.join(r.json('flags'))}"))
+                    out.print(f"\n[bold]{escape(r.run_key)}[/]" + ("" if r.valid else escape(f"  INVALID: {'; '.join(r.json('flags'))}")))
                     out.print(load_summary(parse(r.json("load"))), highlight=False, markup=False)
             table = Table(title=f"{name}: medians of valid repetitions, 95% CI in brackets")
             for col in ("configuration", "load", "valid/runs", "req/s", "p50 ms", "p99 ms", "PSS MiB", "problems"):
                 table.add_column(col, overflow="fold")
             for row in comparison(runs):
                 ci = lambda v, c, k=1.0: "-" if v is None else f"{v / k:.1f}" + (f" [{c[0] / k:.1f}, {c[1] / k:.1f}]" if c else "")  # noqa: E731
-                table.add_row(row.label, row.level, f"{row.valid}/{row.runs}", ci(row.throughput, row.throughput_ci),
+                table.add_row(escape(row.label), row.level, f"{row.valid}/{row.runs}", ci(row.throughput, row.throughput_ci),
                               "-" if row.p50_us is None else f"{row.p50_us / 1000:.2f}", ci(row.p99_us, row.p99_ci, 1000),
-                              "-" if row.pss_bytes is None else f"{row.pss_bytes / 2**20:.0f}", "; ".join(row.problems))
+                              "-" if row.pss_bytes is None else f"{row.pss_bytes / 2**20:.0f}", escape("; ".join(row.problems)))
             out.print(table)
     return 0
 
@@ -347,7 +351,7 @@ def cmd_ls(args, out: Console) -> int:
             table.add_column(col)
         for e in store.experiments():
             last = datetime.datetime.fromtimestamp(e["last_run"]).isoformat(timespec="seconds") if e["last_run"] else "-"
-            table.add_row(e["name"], e["file"], str(e["runs"]), str(e["valid"]), last)
+            table.add_row(escape(e["name"]), escape(e["file"]), str(e["runs"]), str(e["valid"]), last)
         out.print(table)
     return 0
 

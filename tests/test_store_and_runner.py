@@ -1,0 +1,183 @@
+"""The store (schema versions, migrations, refusals) and the runner (validity rules; a short real
+sweep that is interrupted and resumed)."""
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arena import store as store_mod
+from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.errors import ArenaError
+from arena.runner import throughput_drift, validity_flags
+from arena.store import SCHEMA_VERSION, Store
+from tests.conftest import require_server
+
+
+def run_row(key: str, **over) -> dict:
+    base = {c: None for c in store_mod.RUN_COLUMNS}
+    base.update(run_key=key, config="puma[rack] t=5", label="puma[rack] t=5", server="puma", app="rack", model="closed",
+                level=4, repetition=1, driver="arena-load", started_at=time.time(), server_reused=0, valid=1,
+                flags=[], throughput=100.0, load={}, resources={}, environment={})
+    base.update(over)
+    return base
+
+
+def test_a_new_store_is_created_at_the_current_version(tmp_path):
+    with Store(tmp_path / "a.db") as s:
+        assert s.version == SCHEMA_VERSION
+        eid = s.experiment_id("e", "e.toml", {"name": "e"})
+        s.save_run(eid, run_row("k1"))
+        assert s.done_keys(eid) == {"k1"}
+    with Store(tmp_path / "a.db") as s:  # reopening migrates nothing and keeps everything
+        assert [r.run_key for r in s.runs("e")] == ["k1"]
+
+
+def test_an_old_store_is_upgraded_step_by_step(tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    with Store(path):
+        pass
+    # a later Arena adds a migration: the store is upgraded, its data kept
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS + ["ALTER TABLE runs ADD COLUMN note TEXT"])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    with Store(path) as s:
+        assert s.version == SCHEMA_VERSION + 1
+        assert "note" in [c[1] for c in s.db.execute("PRAGMA table_info(runs)")]
+
+
+def test_a_newer_or_foreign_store_is_refused(tmp_path):
+    newer = tmp_path / "newer.db"
+    db = sqlite3.connect(newer)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    db.close()
+    with pytest.raises(ArenaError, match=rf"schema version {SCHEMA_VERSION + 5} is newer than this Arena's"):
+        Store(newer)
+    junk = tmp_path / "junk.db"
+    junk.write_text("not sqlite at all, just text " * 100)
+    with pytest.raises(ArenaError, match="not an Arena store"):
+        Store(junk)
+
+
+def test_a_changed_definition_under_the_same_name_is_refused(tmp_path):
+    with Store(tmp_path / "s.db") as s:
+        s.experiment_id("e", "e.toml", {"duration": "5s"})
+        with pytest.raises(ArenaError, match='e.toml: name = "e": the store .* holds an experiment of that name'):
+            s.experiment_id("e", "e.toml", {"duration": "6s"})
+        with pytest.raises(ArenaError, match="no experiment named 'nope'"):
+            s.runs("nope")
+
+
+def result(completed=1000, errors=0, saturated=False, series=(100,) * 10, duration=10.0) -> LoadResult:
+    h = Histogram(completed, 1, 10, 5.0, 1.0, {"50": 5, "99": 9})
+    phase = Phase(duration, completed, completed, completed, errors, 0, 0, 100.0, 100.0, {200: completed}, {},
+                  {}, 0, 0, h, h, h, h)
+    points = [SeriesPoint(float(i), n, n, 0, 5, 8, 9, 10) for i, n in enumerate(series)]
+    return LoadResult("arena-load", "0", "closed", "u", 4, None, False, phase, None, points, 1.0, 0.1, 1.0, None,
+                      saturated, ["generator CPU 95% busy"] if saturated else [], {"interval_s": 1.0})
+
+
+def flags(r, **kw):
+    args = dict(error_threshold=0.01, drift_threshold=0.25, server_died=False, processes_changed=None)
+    args.update(kw)
+    return validity_flags(r, **args)
+
+
+def test_validity_rules():
+    assert flags(result()) == []
+    assert flags(result(saturated=True)) == ["generator saturated: generator CPU 95% busy"]
+    assert flags(result(completed=980, errors=20)) == ["errors 2.0% of requests (threshold 1.0%)"]
+    assert flags(result(completed=995, errors=5)) == []
+    assert flags(result(series=(100,) * 5 + (50,) * 5)) == ["throughput drifted 50% between the run's halves (threshold 25%)"]
+    assert flags(result(), server_died=True) == ["the server died during the run"]
+    assert flags(result(), processes_changed=(3, 2)) == ["the server's processes changed during the run (3 -> 2)"]
+
+
+def test_drift_uses_whole_intervals_only():
+    # the 11th point starts at t=10: it is the drain after a 10 s window, not part of it
+    assert throughput_drift(result(series=(100,) * 10 + (3,))) == 0.0
+    assert throughput_drift(result(series=(100,))) is None
+
+
+# ---------------------------------------------------------------------- a real sweep
+
+SWEEP = """
+name = "tiny"
+duration = "1s"
+warmup = "200ms"
+repetitions = 1
+[workload]
+path = "/work?cpu_ms=1&io_ms=1"
+[load]
+concurrency = [1, 2]
+[[servers]]
+server = "puma"
+threads = 2
+[[servers]]
+server = "gunicorn-gthread"
+processes = 2
+threads = 2
+[[servers]]
+server = "uvicorn"
+"""
+
+
+def arena(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "arena", *args], capture_output=True, text=True, timeout=300, **kw)
+
+
+@pytest.mark.integration
+def test_a_sweep_interrupted_then_resumed_finishes_only_what_was_missing(tmp_path):
+    for s in ("puma", "gunicorn-gthread", "uvicorn"):
+        require_server(s)
+    exp, db = tmp_path / "tiny.toml", tmp_path / "arena.db"
+    exp.write_text(SWEEP)
+    proc = subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # interrupt after the second finished run, as a terminal's Ctrl-C does (the whole group)
+    seen = 0
+    for line in proc.stdout:
+        seen += bool(re.search(r"req/s +p99", line))
+        if seen == 2:
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    with Store(db) as s:
+        kept = [r.run_key for r in s.runs("tiny")]
+    assert len(kept) >= 2, "every finished run is kept"
+    assert len(kept) < 6
+
+    again = arena("run", str(exp), "--store", str(db))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{6 - len(kept)} runs done, {len(kept)} already in the store" in again.stdout
+    with Store(db) as s:
+        runs = s.runs("tiny")
+    assert len(runs) == 6 and len({r.run_key for r in runs}) == 6
+    for r in runs:
+        assert r.valid, r.json("flags")
+        assert r.throughput > 0 and r.p99_us > 0 and r.pss_bytes > 0 and r.cpu_s > 0
+        env = r.json("environment")
+        assert env["cpus"] and env["kernel"] and env["server_cpus"] != env["load_cpus"]
+    assert {r.server_reused for r in runs} == {0, 1}  # the second level reused the start of the first
+
+    show = arena("show", "tiny", "--store", str(db))
+    assert show.returncode == 0 and "puma[rack] t=2" in show.stdout and "c=2" in show.stdout
+    listing = arena("ls", "--store", str(db))
+    assert "tiny" in listing.stdout and " 6 " in listing.stdout
+    csv_out = arena("export", "tiny", "--store", str(db), "--format", "csv")
+    assert len(csv_out.stdout.strip().splitlines()) == 7  # header + one row per run
+    exported = json.loads(arena("export", "tiny", "--store", str(db), "--format", "json").stdout)
+    assert len(exported) == 6 and exported[0]["load"]["schema"] == "arena-load-result"
+
+
+def test_show_and_export_refuse_a_missing_store(tmp_path):
+    r = arena("show", "--store", str(tmp_path / "none.db"))
+    assert r.returncode == 2 and r.stderr.startswith("arena: error: --store ") and r.stderr.count("\n") == 1
+    assert not Path(tmp_path / "none.db").exists()
