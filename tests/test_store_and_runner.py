@@ -174,7 +174,9 @@ def test_a_sweep_interrupted_then_resumed_finishes_only_what_was_missing(tmp_pat
     csv_out = arena("export", "tiny", "--store", str(db), "--format", "csv")
     assert len(csv_out.stdout.strip().splitlines()) == 7  # header + one row per run
     exported = json.loads(arena("export", "tiny", "--store", str(db), "--format", "json").stdout)
-    assert len(exported) == 6 and exported[0]["load"]["schema"] == "arena-load-result"
+    assert len(exported) == 6 and exported[0]["load"]["raw"]["schema"] == "arena-load-result"
+    runs_out = arena("show", "tiny", "--store", str(db), "--runs")
+    assert runs_out.stdout.count("Throughput:") == 6
 
 
 def test_show_and_export_refuse_a_missing_store(tmp_path):

@@ -325,11 +325,11 @@ def cmd_show(args, out: Console) -> int:
         for name in names:
             runs = store.runs(name)
             if args.runs:
-                from arena.drivers.native import parse
+                from arena.drivers.result import from_dict
 
                 for r in runs:
                     out.print(f"\n[bold]{escape(r.run_key)}[/]" + ("" if r.valid else escape(f"  INVALID: {'; '.join(r.json('flags'))}")))
-                    out.print(load_summary(parse(r.json("load"))), highlight=False, markup=False)
+                    out.print(load_summary(from_dict(r.json("load"))), highlight=False, markup=False)
             table = Table(title=f"{name}: medians of valid repetitions, 95% CI in brackets")
             for col in ("configuration", "load", "valid/runs", "req/s", "p50 ms", "p99 ms", "PSS MiB", "problems"):
                 table.add_column(col, overflow="fold")

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from arena import __version__ as arena_version
-from arena.drivers import native
+from arena.drivers import DRIVERS, native
+from arena.drivers.result import to_dict
 from arena.drivers.result import LoadResult
 from arena.errors import ArenaError
 from arena.experiment import Experiment, Group, RunSpec, plan
@@ -124,7 +125,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer) -> tuple[LoadR
     timer = threading.Timer(exp.warmup_s, probe.start)
     timer.start()
     try:
-        result = native.run(load_spec(exp, run, server.url), cpus=list(exp.load_cpus))
+        result = DRIVERS[exp.driver](load_spec(exp, run, server.url), cpus=list(exp.load_cpus))
     finally:
         timer.cancel()
         timer.join()
@@ -148,7 +149,7 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
         "throughput": result.measured.achieved_rps, "p50_us": rt.p("50") if rt else None,
         "p90_us": rt.p("90") if rt else None, "p99_us": rt.p("99") if rt else None, "errors": result.measured.errors,
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
-        "load": result.raw or {}, "resources": asdict(resources), "environment": env,
+        "load": to_dict(result), "resources": asdict(resources), "environment": env,
     }
 
 

@@ -94,3 +94,34 @@ class LoadResult:
     saturation_reasons: list[str]
     config: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] | None = field(default=None, repr=False)  # the tool's own document, if any
+
+
+def to_dict(r: LoadResult) -> dict[str, Any]:
+    """LoadResult -> plain JSON-able dict (the store keeps this; ``raw`` rides along)."""
+    from dataclasses import asdict
+
+    return asdict(r)
+
+
+def from_dict(d: dict[str, Any]) -> LoadResult:
+    """The inverse of :func:`to_dict`."""
+
+    def hist(h):
+        return None if h is None else Histogram(**h)
+
+    def phase(p):
+        if p is None:
+            return None
+        p = dict(p)
+        for k in ("response_time", "service_time", "connect_time", "send_lag"):
+            p[k] = hist(p[k])
+        p["server_timing"] = {k: hist(v) for k, v in p["server_timing"].items()}
+        for k in ("status", "workers"):
+            p[k] = {int(code): n for code, n in p[k].items()}
+        return Phase(**p)
+
+    d = dict(d)
+    d["measured"], d["warmup"] = phase(d["measured"]), phase(d["warmup"])
+    d["series"] = [SeriesPoint(**s) for s in d["series"]]
+    d["schedule_lag"] = hist(d["schedule_lag"])
+    return LoadResult(**d)

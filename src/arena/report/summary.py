@@ -37,7 +37,8 @@ def load_summary(r: LoadResult) -> str:
     keep = "keep-alive" if r.config.get("keep_alive", True) else "a connection per request"
     lines = [f"{r.tool} {r.tool_version or ''}: {m.duration_s:.2f}s @ {r.url} ({model}, {keep})"
              + ("  [INTERRUPTED: partial result]" if r.interrupted else "")]
-    errors = ", ".join(f"{k.replace('_', ' ')} {m.error_counts.get(k, 0)}" for k in ERROR_CLASSES)
+    classes = ERROR_CLASSES if set(m.error_counts) <= set(ERROR_CLASSES) else tuple(m.error_counts)  # a tool's own
+    errors = ", ".join(f"{k.replace('_', ' ')} {m.error_counts.get(k, 0)}" for k in classes)
     lines.append(f"Requests:     {m.completed} completed, {m.errors} errors ({errors})")
     if m.unsent is not None:
         lines.append(f"              {m.issued} issued, {m.sent} sent, {m.unsent} never sent, {m.in_flight} unanswered at the end")

@@ -1,0 +1,146 @@
+"""ApacheBench (ab) as a driver, to reproduce the studies that used it.
+
+ab has only the closed model and no warm-up: a warm-up is a separate ab run whose result is
+discarded. Latency comes from ab's own per-request record (``-g``: start time, connect, total,
+in whole milliseconds), so the histograms hold ab's data at ab's resolution; percentiles use
+Arena's one definition. What ab cannot give stays empty: per-status counts (ab counts only
+non-2xx), Server-Timing, per-process balance, service time apart from response time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from arena.drivers.native import LoadSpec
+from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.errors import ArenaError
+from arena.stats import hdr_value_at_quantile, quantile
+
+PERCENTILES = (("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999),
+               ("99.99", 0.9999), ("100", 1.0))
+MAX_REQUESTS = 50_000_000  # ab needs -n with -t; the time limit ends the run first
+
+
+def build_argv(spec: LoadSpec, seconds: float | None, gnuplot: Path) -> list[str]:
+    """Pure: ab's command line for a closed run of ``seconds`` (or spec.requests requests)."""
+    if spec.rate is not None:
+        raise ArenaError("driver = \"ab\": ab has only the closed model (load.model = \"closed\")")
+    argv = ["ab", "-q", "-r", "-c", str(spec.connections or 1), "-s", str(max(1, round(spec.timeout_s))),
+            "-g", str(gnuplot)]
+    if spec.keep_alive:
+        argv.append("-k")
+    if seconds is not None:
+        argv += ["-t", f"{seconds:g}", "-n", str(spec.requests or MAX_REQUESTS)]
+    else:
+        argv += ["-n", str(spec.requests)]
+    for h in spec.headers:
+        argv += ["-H", h]
+    if spec.method == "HEAD":
+        argv.append("-i")
+    elif spec.method != "GET":
+        raise ArenaError(f"driver = \"ab\": method {spec.method} is not supported by this driver (GET or HEAD)")
+    return argv + [spec.url if spec.url.count("/") > 2 else spec.url + "/"]
+
+
+def _field(text: str, label: str, cast=float):
+    m = re.search(rf"^{re.escape(label)}:\s+([0-9.]+)", text, re.M)
+    return cast(m.group(1)) if m else None
+
+
+def parse(stdout: str, gnuplot_tsv: str, *, url: str, connections: int, cpu_s: float | None,
+          wall_s: float | None, config: dict) -> LoadResult:
+    """ab's report and its -g file -> LoadResult."""
+    from hdrh.histogram import HdrHistogram
+
+    complete = _field(stdout, "Complete requests", int)
+    if complete is None:
+        raise ArenaError(f"ab: no result in its output: {stdout.strip().splitlines()[-1] if stdout.strip() else 'empty'}")
+    failed = re.search(r"^Failed requests:\s+(\d+)(?:\s*\n\s+\(Connect: (\d+), Receive: (\d+), Length: (\d+), "
+                       r"Exceptions: (\d+)\))?", stdout, re.M)
+    connect_err, receive_err, _length, exceptions = (int(g) if g else 0 for g in (failed.groups()[1:] if failed else (0,) * 4))
+    non2xx = _field(stdout, "Non-2xx responses", int) or 0
+    duration = _field(stdout, "Time taken for tests") or 0.0
+    rps = _field(stdout, "Requests per second") or 0.0
+    sent_bytes = _field(stdout, "Total body sent", int)
+
+    total, connect = HdrHistogram(1, 3_600_000_000, 3), HdrHistogram(1, 3_600_000_000, 3)
+    per_second: dict[int, list[int]] = {}
+    rows = [line.split("\t") for line in gnuplot_tsv.splitlines()[1:] if line.strip()]
+    t0 = min((int(r[1]) for r in rows), default=0)
+    for r in rows:  # starttime  seconds  ctime  dtime  ttime  wait  (milliseconds)
+        ttime_us, ctime_us = max(1, int(r[4]) * 1000), max(1, int(r[2]) * 1000)
+        total.record_value(ttime_us)
+        connect.record_value(ctime_us)
+        per_second.setdefault(int(r[1]) - t0, []).append(ttime_us)
+
+    def hist(h) -> Histogram:
+        n = h.get_total_count()
+        return Histogram(n, h.get_min_value() if n else None, h.get_max_value() if n else None,
+                         h.get_mean_value() if n else None, h.get_stddev() if n else None,
+                         {k: hdr_value_at_quantile(h, q) for k, q in PERCENTILES} if n else {},
+                         h.encode().decode() if n else None)  # hdrh's encode() is already base64
+
+    series = []
+    for second in sorted(per_second):
+        vals = sorted(per_second[second])
+        series.append(SeriesPoint(float(second), None, len(vals), 0, quantile(vals, 0.5), quantile(vals, 0.9),
+                                  quantile(vals, 0.99), vals[-1]))
+    # ab's own classes: it cannot tell a refused connection from a reset (both land in receive or
+    # exceptions), so they are kept as ab reports them. Length mismatches (a body whose length
+    # differs from the first) are not errors for dynamic bodies: reported, not counted.
+    errors = {"connect": connect_err, "receive": receive_err, "exceptions": exceptions}
+    rt = hist(total)
+    measured = Phase(
+        duration_s=duration, issued=None, sent=None, completed=complete, errors=sum(errors.values()), unsent=None,
+        in_flight=None, offered_rps=None, achieved_rps=rps, status={}, error_counts=errors, workers={},
+        bytes_sent=sent_bytes, bytes_received=_field(stdout, "Total transferred", int), response_time=rt,
+        service_time=rt, connect_time=hist(connect), send_lag=None, server_timing={},
+    )
+    util = cpu_s / wall_s if cpu_s is not None and wall_s else None
+    return LoadResult(
+        tool="ab", tool_version=_version(stdout), model="closed", url=url, connections=connections, rate=None,
+        interrupted=False, measured=measured, warmup=None, series=series, generator_cpu_s=cpu_s,
+        generator_utilization=util, cpu_per_request_us=cpu_s * 1e6 / complete if cpu_s is not None and complete else None,
+        schedule_lag=None, saturated=None if util is None else util > 0.9,
+        saturation_reasons=[f"ab CPU {util:.0%} busy"] if util is not None and util > 0.9 else [],
+        config={**config, "non_2xx": non2xx, "length_mismatches": _length},
+        raw={"tool": "ab", "stdout": stdout},
+    )
+
+
+def _version(stdout: str) -> str | None:
+    m = re.search(r"ApacheBench, Version ([\w.<>$-]+)", stdout)
+    return m.group(1) if m else None
+
+
+def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
+    """Warm-up run (discarded), then the measured run, each pinned to ``cpus``."""
+    if spec.warmup_s > 0:
+        _run_once(spec, spec.warmup_s, cpus)
+    return _run_once(spec, spec.duration_s if spec.requests is None else None, cpus)
+
+
+def _run_once(spec: LoadSpec, seconds: float | None, cpus: list[int] | None) -> LoadResult:
+    with tempfile.TemporaryDirectory(prefix="arena-ab-") as tmp:
+        gnuplot = Path(tmp) / "requests.tsv"
+        argv = build_argv(spec, seconds, gnuplot)
+        before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # ab's own CPU, by difference
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        except FileNotFoundError:
+            raise ArenaError("driver = \"ab\": ab is not installed (apt-get install -y apache2-utils)") from None
+        out, err = proc.communicate()
+        after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
+        if proc.returncode != 0:
+            raise ArenaError(f"ab: {err.decode(errors='replace').strip().splitlines()[-1] if err.strip() else proc.returncode}")
+        tsv = gnuplot.read_text() if gnuplot.exists() else ""
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return parse(out.decode(errors="replace"), tsv, url=spec.url, connections=spec.connections or 1,
+                 cpu_s=cpu, wall_s=wall, config={"driver": "ab", "argv": argv})
