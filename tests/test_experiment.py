@@ -104,3 +104,17 @@ def test_default_layout_never_overlaps():
 def test_labels():
     exp = parse({**GOOD, "servers": [{"server": "puma", "label": "Puma 5x2", "processes": 2, "threads": 5}]})
     assert exp.servers == (ServerConfig("puma", "rack", 2, 5, None, "Puma 5x2"),) and exp.servers[0].name == "Puma 5x2"
+
+
+def test_several_workloads_multiply_the_runs_and_name_them():
+    exp = parse({**GOOD, "workloads": [{"name": "50/250", "path": "/work?cpu_ms=50&io_ms=250"},
+                                       {"name": "100/1", "path": "/work?cpu_ms=100&io_ms=1"}]})
+    assert [w.name for w in exp.workloads] == ["50/250", "100/1"]
+    groups = plan(exp)
+    assert len(groups) == 8 and all(len(g.runs) == 4 for g in groups)  # 2 workloads x 2 levels per start
+    keys = {r.key for g in groups for r in g.runs}
+    assert len(keys) == 32 and "puma[rack] p=1 t=1 50/250 c=10 #2" in keys
+    with pytest.raises(ArenaError, match="each workload needs its own name"):
+        parse({**GOOD, "workloads": [{"name": "a", "path": "/x"}, {"name": "a", "path": "/y"}]})
+    with pytest.raises(ArenaError, match=r"give \[workload\] or \[\[workloads\]\], not both"):
+        parse({**GOOD, "workload": {"path": "/x"}, "workloads": [{"name": "a", "path": "/y"}]})

@@ -23,7 +23,8 @@ from tests.conftest import require_server
 
 def run_row(key: str, **over) -> dict:
     base = {c: None for c in store_mod.RUN_COLUMNS}
-    base.update(run_key=key, config="puma[rack] t=5", label="puma[rack] t=5", server="puma", app="rack", model="closed",
+    base.update(run_key=key, config="puma[rack] t=5", label="puma[rack] t=5", server="puma", app="rack",
+                workload="default", model="closed",
                 level=4, repetition=1, driver="arena-load", started_at=time.time(), server_reused=0, valid=1,
                 flags=[], throughput=100.0, load={}, resources={}, environment={})
     base.update(over)
@@ -50,6 +51,25 @@ def test_an_old_store_is_upgraded_step_by_step(tmp_path, monkeypatch):
     with Store(path) as s:
         assert s.version == SCHEMA_VERSION + 1
         assert "note" in [c[1] for c in s.db.execute("PRAGMA table_info(runs)")]
+
+
+def test_a_version_1_store_gains_workloads_and_keeps_its_runs(tmp_path, monkeypatch):
+    path = tmp_path / "v1.db"
+    v1_columns = tuple(c for c in store_mod.RUN_COLUMNS if c != "workload")
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
+    monkeypatch.setattr(store_mod, "RUN_COLUMNS", v1_columns)
+    with Store(path) as s:  # as the first Arena wrote it
+        eid = s.experiment_id("e", "e.toml", {})
+        row = run_row("old run")
+        del row["workload"]
+        s.save_run(eid, row)
+        assert s.version == 1
+    monkeypatch.undo()
+    with Store(path) as s:
+        assert s.version == SCHEMA_VERSION >= 2
+        (old,) = s.runs("e")
+        assert (old.run_key, old.workload, old.throughput) == ("old run", "default", 100.0)
 
 
 def test_a_newer_or_foreign_store_is_refused(tmp_path):

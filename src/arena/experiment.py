@@ -24,7 +24,7 @@ DRIVERS = ("arena-load", "ab")  # the studies' other tools (wrk, siege, JMeter) 
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
-            "layout", "workload", "load", "servers"}
+            "layout", "workload", "workloads", "load", "servers"}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections"}
 
 
@@ -64,6 +64,7 @@ class Level:
 class Workload:
     path: str  # the request target, query included
     method: str = "GET"
+    name: str = "default"
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class Experiment:
     driver: str
     servers: tuple[ServerConfig, ...]
     levels: tuple[Level, ...]
-    workload: Workload
+    workloads: tuple[Workload, ...]
     duration_s: float | None
     requests: int | None
     warmup_s: float
@@ -98,15 +99,18 @@ class RunSpec:
     config: ServerConfig
     level: Level
     repetition: int
+    workload: Workload = Workload("/")
 
     @property
     def key(self) -> str:
-        return f"{self.config.key} {self.level.key} #{self.repetition}"
+        where = "" if self.workload.name == "default" else f" {self.workload.name}"
+        return f"{self.config.key}{where} {self.level.key} #{self.repetition}"
 
 
 @dataclass(frozen=True)
 class Group:
-    """Runs that share one server start: one configuration, one repetition, its load levels."""
+    """Runs that share one server start: one configuration, one repetition, its load levels (and
+    workloads)."""
 
     config: ServerConfig
     repetition: int
@@ -229,12 +233,18 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     default_app = top.string("app")
     driver = top.string("driver", "arena-load", DRIVERS)
 
-    wl = _Reader(file, _table(top, "workload"), "workload.")
-    wl.unknown({"path", "method"})
-    path = wl.string("path", "/work?cpu_ms=5&io_ms=10")
-    if not path.startswith("/"):
-        raise wl.fail("path", path, "must start with /")
-    workload = Workload(path, wl.string("method", "GET", ("GET", "POST", "HEAD")))
+    if "workload" in data and "workloads" in data:
+        raise top.fail("workloads", data["workloads"], "give [workload] or [[workloads]], not both")
+    if "workloads" in data:
+        raw_wls = data["workloads"]
+        if not isinstance(raw_wls, list) or not raw_wls or not all(isinstance(w, dict) for w in raw_wls):
+            raise top.fail("workloads", raw_wls, "must be one or more [[workloads]] tables")
+        workloads = [_workload(_Reader(file, w, f"workloads[{i}]."), named=True) for i, w in enumerate(raw_wls)]
+        names = [w.name for w in workloads]
+        if len(set(names)) != len(names):
+            raise top.fail("workloads", names, "each workload needs its own name")
+    else:
+        workloads = [_workload(_Reader(file, _table(top, "workload"), "workload."), named=False)]
 
     ld = _Reader(file, _table(top, "load"), "load.")
     ld.unknown({"model", "concurrency", "rates"})
@@ -272,7 +282,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
 
     return Experiment(
         name=name, file=file, description=top.string("description", ""), driver=driver, servers=tuple(servers),
-        levels=tuple(levels), workload=workload, duration_s=duration, requests=requests,
+        levels=tuple(levels), workloads=tuple(workloads), duration_s=duration, requests=requests,
         warmup_s=top.duration("warmup", "2s"), repetitions=top.integer("repetitions", 3, 1, 100),
         seed=top.integer("seed", 1, 0, 2**63 - 1), reuse_server=top.boolean("reuse_server", True),
         keep_alive=top.boolean("keep_alive", True), request_start=top.boolean("request_start", True),
@@ -280,6 +290,17 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         drift_threshold=top.number("drift_threshold", 0.25, 0, 10), server_cpus=server_cpus, load_cpus=load_cpus,
         source=data,
     )
+
+
+def _workload(r: _Reader, named: bool) -> Workload:
+    r.unknown({"path", "method", "name"} if named else {"path", "method"})
+    path = r.string("path", "/work?cpu_ms=5&io_ms=10")
+    if not path.startswith("/"):
+        raise r.fail("path", path, "must start with /")
+    name = r.string("name") if named else "default"
+    if not name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,31}", name):
+        raise r.fail("name", name, "must be 1-32 letters, digits, '.', '_', '/' or '-'")
+    return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name)
 
 
 def _table(r: _Reader, key: str) -> dict[str, Any]:
@@ -351,7 +372,8 @@ def plan(exp: Experiment) -> list[Group]:
     groups = []
     for rep in range(1, exp.repetitions + 1):
         for config in exp.servers:
-            runs = tuple(RunSpec(config, level, rep) for level in sorted(exp.levels, key=lambda lv: lv.value))
+            runs = tuple(RunSpec(config, level, rep, wl) for wl in exp.workloads
+                         for level in sorted(exp.levels, key=lambda lv: lv.value))
             if exp.reuse_server:
                 groups.append(Group(config, rep, runs))
             else:

@@ -112,7 +112,7 @@ def environment(exp: Experiment) -> dict:
 def load_spec(exp: Experiment, run: RunSpec, url: str) -> native.LoadSpec:
     closed = run.level.model == "closed"
     return native.LoadSpec(
-        url=url + exp.workload.path, method=exp.workload.method,
+        url=url + run.workload.path, method=run.workload.method,
         connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
         duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=exp.keep_alive,
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition)
@@ -143,6 +143,7 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
     c = run.config
     return {
         "run_key": run.key, "config": c.key, "label": c.name, "server": c.server, "app": c.app,
+        "workload": run.workload.name,
         "processes": c.processes, "threads": c.threads, "connections": c.connections, "model": run.level.model,
         "level": run.level.value, "repetition": run.repetition, "driver": exp.driver, "started_at": started_at,
         "server_reused": int(reused), "valid": int(not flags), "flags": flags,

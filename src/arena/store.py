@@ -50,10 +50,14 @@ MIGRATIONS: list[str] = [
         UNIQUE (experiment_id, run_key)
     );
     """,
+    # 2: experiments with several workloads; runs stored before it had the one "default" workload
+    """
+    ALTER TABLE runs ADD COLUMN workload TEXT NOT NULL DEFAULT 'default';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "processes", "threads", "connections", "model", "level",
+RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment")
 

@@ -25,7 +25,8 @@ class Row:
 
 
 def level_key(run: StoredRun) -> str:
-    return f"c={int(run.level)}" if run.model == "closed" else f"r={run.level:g}"
+    level = f"c={int(run.level)}" if run.model == "closed" else f"r={run.level:g}"
+    return level if run.workload == "default" else f"{run.workload} {level}"
 
 
 def comparison(runs: list[StoredRun]) -> list[Row]:
