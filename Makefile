@@ -53,8 +53,13 @@ build:
 	@command -v cargo >/dev/null || { echo "make: cargo (Rust >= 1.85) is needed to build arena-load" >&2; exit 1; }
 	cargo build --release --locked -p arena-load
 
+# Every server passes conformance, then the quick experiment (about 3 minutes; a second run
+# resumes and only shows), then its comparison table. Results: arena.db.
 demo: install
 	$(VENV)/bin/arena check
+	$(VENV)/bin/arena run scenarios/quick.toml --store arena.db
+	$(VENV)/bin/arena show quick --store arena.db
+	@echo "results: $(CURDIR)/arena.db (arena show quick; arena export quick --format csv)"
 
 test: install
 	cargo test --release --locked -p arena-load

@@ -334,7 +334,8 @@ def cmd_show(args, out: Console) -> int:
             for col in ("configuration", "load", "valid/runs", "req/s", "p50 ms", "p99 ms", "PSS MiB", "problems"):
                 table.add_column(col, overflow="fold")
             for row in comparison(runs):
-                ci = lambda v, c, k=1.0: "-" if v is None else f"{v / k:.1f}" + (f" [{c[0] / k:.1f}, {c[1] / k:.1f}]" if c else "")  # noqa: E731
+                # intervals of positive quantities are shown truncated at 0 (two repetitions give wide ones)
+                ci = lambda v, c, k=1.0: "-" if v is None else f"{v / k:.1f}" + (f" [{max(0.0, c[0]) / k:.1f}, {c[1] / k:.1f}]" if c else "")  # noqa: E731
                 table.add_row(escape(row.label), row.level, f"{row.valid}/{row.runs}", ci(row.throughput, row.throughput_ci),
                               "-" if row.p50_us is None else f"{row.p50_us / 1000:.2f}", ci(row.p99_us, row.p99_ci, 1000),
                               "-" if row.pss_bytes is None else f"{row.pss_bytes / 2**20:.0f}", escape("; ".join(row.problems)))
