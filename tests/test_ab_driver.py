@@ -54,6 +54,8 @@ def test_argv():
     argv = ab.build_argv(spec, 3.0, Path("/t/g.tsv"))
     assert argv[:8] == ["ab", "-q", "-r", "-c", "8", "-s", "30", "-g"] and "-k" in argv
     assert argv[argv.index("-t") + 1] == "3" and argv[-1] == "http://127.0.0.1:8080/work?cpu_ms=1"
+    short = ab.build_argv(spec, 0.3, Path("g"))  # ab's -t is whole seconds; 0 would mean no limit
+    assert short[short.index("-t") + 1] == "1"
     assert ab.build_argv(LoadSpec("http://h:1", connections=1), 1.0, Path("g"))[-1] == "http://h:1/"
     with pytest.raises(ArenaError, match='driver = "ab": ab has only the closed model'):
         ab.build_argv(LoadSpec("http://h/", rate=10), 1.0, Path("g"))

@@ -118,3 +118,13 @@ def test_several_workloads_multiply_the_runs_and_name_them():
         parse({**GOOD, "workloads": [{"name": "a", "path": "/x"}, {"name": "a", "path": "/y"}]})
     with pytest.raises(ArenaError, match=r"give \[workload\] or \[\[workloads\]\], not both"):
         parse({**GOOD, "workload": {"path": "/x"}, "workloads": [{"name": "a", "path": "/y"}]})
+
+
+def test_every_scenario_fits_its_time_budget():
+    from arena.experiment import estimate_s
+
+    for path in (ROOT / "scenarios").glob("*.toml"):
+        exp = load_experiment(path)
+        budget = 5 * 60 if exp.name == "quick" else 30 * 60
+        assert estimate_s(exp) < budget, f"{path.name}: about {estimate_s(exp) / 60:.0f} min"
+        assert f"about {round(estimate_s(exp) / 60)} minutes" in path.read_text() or exp.name == "quick", path.name

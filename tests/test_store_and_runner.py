@@ -203,3 +203,24 @@ def test_show_and_export_refuse_a_missing_store(tmp_path):
     r = arena("show", "--store", str(tmp_path / "none.db"))
     assert r.returncode == 2 and r.stderr.startswith("arena: error: --store ") and r.stderr.count("\n") == 1
     assert not Path(tmp_path / "none.db").exists()
+
+
+@pytest.mark.integration
+def test_the_same_study_with_ab_and_arena_load_lands_in_one_store(tmp_path):
+    require_server("puma")
+    db = tmp_path / "arena.db"
+    for name, driver in (("by-arena-load", "arena-load"), ("by-ab", "ab")):
+        exp = tmp_path / f"{name}.toml"
+        exp.write_text(f'name = "{name}"\ndriver = "{driver}"\nduration = "1s"\nwarmup = "300ms"\nrepetitions = 1\n'
+                       '[workload]\npath = "/work?cpu_ms=2"\n[load]\nconcurrency = [2]\n[[servers]]\nserver = "puma"\nthreads = 2\n')
+        r = arena("run", str(exp), "--store", str(db))
+        assert r.returncode == 0, r.stdout + r.stderr
+    with Store(db) as s:
+        (native_run,), (ab_run,) = s.runs("by-arena-load"), s.runs("by-ab")
+    assert native_run.driver == "arena-load" and ab_run.driver == "ab"
+    for run in (native_run, ab_run):
+        assert run.valid and run.throughput > 100 and run.p99_us > 2000, (run.driver, run.json("flags"))
+    ab_load = ab_run.json("load")
+    assert ab_load["tool"] == "ab" and ab_load["measured"]["server_timing"] == {}  # ab cannot see it
+    show = arena("show", "by-ab", "--store", str(db), "--runs")
+    assert "ab 2.3" in show.stdout and "Throughput:" in show.stdout

@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru = sub.add_parser("run", help="run an experiment file (resumes: finished runs are not repeated)")
     ru.add_argument("experiment", help="experiment file (TOML), e.g. scenarios/quick.toml")
     ru.add_argument("--store", default="arena.db", help="results store (default arena.db)")
+    ru.add_argument("--dry-run", action="store_true", help="print the plan and its estimated time, run nothing")
 
     sh = sub.add_parser("show", help="print an experiment's runs and its comparison table")
     sh.add_argument("experiment", nargs="?", help="experiment name (default: every experiment in the store)")
@@ -285,14 +286,20 @@ def _existing_store(path: str):
 def cmd_run(args, out: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from arena.experiment import load_experiment
+    from arena.experiment import estimate_s, load_experiment, plan
     from arena.runner import run_experiment
     from arena.store import Store
 
     exp = load_experiment(args.experiment)
-    out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {len(exp.levels)} levels x "
-              f"{exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, load CPUs {list(exp.load_cpus)}; "
-              f"store {args.store}", highlight=False)
+    out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {len(exp.workloads)} workloads x "
+              f"{len(exp.levels)} levels x {exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
+              f"load CPUs {list(exp.load_cpus)}; about {estimate_s(exp) / 60:.0f} min; store {args.store}",
+              highlight=False)
+    if args.dry_run:
+        for i, g in enumerate(plan(exp), 1):
+            out.print(f"start {i}: {escape(g.config.name)} #{g.repetition}: " + ", ".join(escape(r.key.split(' ', 1)[1])
+                                                                                      for r in g.runs), highlight=False)
+        return 0
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
     with Store(args.store) as store, Progress(*columns, console=out, transient=False) as progress:

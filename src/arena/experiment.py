@@ -380,3 +380,15 @@ def plan(exp: Experiment) -> list[Group]:
                 groups += [Group(config, rep, (run,)) for run in runs]
     random.Random(exp.seed).shuffle(groups)
     return groups
+
+
+START_S = 3.0  # a typical start (ready + settled) and stop, for estimates; Passenger takes ~4
+
+
+def estimate_s(exp: Experiment) -> float:
+    """Rough wall time of a whole experiment: every run's warm-up and measured time, every server
+    start. Runs bounded by a request count are estimated at their duration if one is given, else
+    not at all (their time depends on the server)."""
+    groups = plan(exp)
+    per_run = exp.warmup_s + (exp.duration_s or 0.0)
+    return sum(len(g.runs) for g in groups) * per_run + len(groups) * START_S

@@ -1,7 +1,7 @@
 """ApacheBench (ab) as a driver, to reproduce the studies that used it.
 
 ab has only the closed model and no warm-up: a warm-up is a separate ab run whose result is
-discarded. Latency comes from ab's own per-request record (``-g``: start time, connect, total,
+discarded. Its time limit is in whole seconds, so durations are rounded up. Latency comes from ab's own per-request record (``-g``: start time, connect, total,
 in whole milliseconds), so the histograms hold ab's data at ab's resolution; percentiles use
 Arena's one definition. What ab cannot give stays empty: per-status counts (ab counts only
 non-2xx), Server-Timing, per-process balance, service time apart from response time.
@@ -9,6 +9,7 @@ non-2xx), Server-Timing, per-process balance, service time apart from response t
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import resource
@@ -36,7 +37,8 @@ def build_argv(spec: LoadSpec, seconds: float | None, gnuplot: Path) -> list[str
     if spec.keep_alive:
         argv.append("-k")
     if seconds is not None:
-        argv += ["-t", f"{seconds:g}", "-n", str(spec.requests or MAX_REQUESTS)]
+        # ab's -t is whole seconds (and 0 would mean no limit): round up, at least 1
+        argv += ["-t", str(max(1, math.ceil(seconds))), "-n", str(spec.requests or MAX_REQUESTS)]
     else:
         argv += ["-n", str(spec.requests)]
     for h in spec.headers:
@@ -136,7 +138,15 @@ def _run_once(spec: LoadSpec, seconds: float | None, cpus: list[int] | None) -> 
                                     preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         except FileNotFoundError:
             raise ArenaError("driver = \"ab\": ab is not installed (apt-get install -y apache2-utils)") from None
-        out, err = proc.communicate()
+        limit = (max(1, math.ceil(seconds)) if seconds is not None else 3600) + spec.timeout_s + 30
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except BaseException as e:  # overran its own limits, or Arena was interrupted: end it
+            proc.kill()
+            proc.communicate()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise ArenaError(f"ab: still running {limit:.0f} s after its time limit; killed") from None
+            raise
         after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
         if proc.returncode != 0:
             raise ArenaError(f"ab: {err.decode(errors='replace').strip().splitlines()[-1] if err.strip() else proc.returncode}")
