@@ -128,3 +128,18 @@ def test_every_scenario_fits_its_time_budget():
         budget = 5 * 60 if exp.name == "quick" else 30 * 60
         assert estimate_s(exp) < budget, f"{path.name}: about {estimate_s(exp) / 60:.0f} min"
         assert f"about {round(estimate_s(exp) / 60)} minutes" in path.read_text() or exp.name == "quick", path.name
+
+
+def test_shipped_scenarios_match_the_experiment_schema():
+    import json
+    import tomllib
+
+    import jsonschema
+
+    schema = json.loads((ROOT / "schemas" / "experiment.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in (ROOT / "scenarios").glob("*.toml"):
+        errors = [e.message for e in validator.iter_errors(tomllib.loads(path.read_text()))]
+        assert errors == [], (path.name, errors)
+    bad = {"servers": [{"server": "puma", "threads": 0}], "workload": {"path": "x"}, "bogus": 1}
+    assert len(list(validator.iter_errors(bad))) >= 3

@@ -54,20 +54,13 @@ def _positive(flag: str):
     return parse
 
 
-DURATION_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def _duration(flag: str):
-    """``10s``, ``500ms``, ``2m`` or a plain number of seconds -> seconds."""
+    """``10s``, ``500ms``, ``2m`` or a plain number of seconds -> seconds (experiment files' rule)."""
+    from arena.experiment import parse_duration
 
     def parse(text: str) -> float:
-        t = text.strip()
-        unit = next((u for u in ("us", "ms", "s", "m", "h") if t.endswith(u)), "")
-        try:
-            value = float(t[: len(t) - len(unit)]) * DURATION_UNITS.get(unit, 1.0)
-        except ValueError:
-            value = -1.0
-        if not 0 <= value < 10**9:
+        value = parse_duration(text)
+        if value is None or value >= 10**9:
             raise argparse.ArgumentTypeError(f"must be a duration such as 10s, 500ms or 2m, got '{text}'")
         return value
 
