@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from arena.drivers import ab, native
+from arena.drivers import ab, native, wrk
 from arena.drivers.result import LoadResult
 
 # name -> run(spec, cpus) -> LoadResult
-DRIVERS: dict[str, Callable[..., LoadResult]] = {"arena-load": native.run, "ab": ab.run}
+DRIVERS: dict[str, Callable[..., LoadResult]] = {"arena-load": native.run, "ab": ab.run, "wrk": wrk.run}

@@ -1,0 +1,128 @@
+"""wrk as a driver, to reproduce the studies that used it.
+
+wrk is closed-loop only and measures each request from its own send (service time at the
+concurrency). Its figures are read exactly through a Lua ``done()`` hook (wrk's documented
+scripting API: the summary and latency.min/max/mean/stdev/percentile), not from the rounded text.
+wrk cannot export its latency distribution, so the result carries wrk's own percentiles (wrk's
+rank rule, not Arena's) and no HDR encoding, no per-second series, no connect time. Its error
+classes are its own: connect, read, write, timeout; non-2xx/3xx answers are counted apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import resource
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from arena.drivers.native import LoadSpec
+from arena.drivers.result import Histogram, LoadResult, Phase
+from arena.errors import ArenaError
+
+PERCENTILES = ("50", "75", "90", "95", "99", "99.9", "99.99", "100")
+MARK = "ARENA-WRK-RESULT "
+
+# Prints one JSON line after wrk's report. Latency values are microseconds.
+DONE_SCRIPT = """
+done = function(summary, latency, requests)
+  local p = {}
+  for _, q in ipairs({%s}) do
+    p[#p + 1] = string.format('"%%s": %%d', q, latency:percentile(tonumber(q)))
+  end
+  local e = summary.errors
+  io.write(string.format('%s{"duration_us": %%d, "requests": %%d, "bytes": %%d, ' ..
+    '"errors": {"connect": %%d, "read": %%d, "write": %%d, "status": %%d, "timeout": %%d}, ' ..
+    '"latency": {"min": %%d, "max": %%d, "mean": %%f, "stdev": %%f, "percentiles": {%%s}}}\\n',
+    summary.duration, summary.requests, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.min, latency.max, latency.mean, latency.stdev, table.concat(p, ", ")))
+end
+""" % (", ".join(f'"{q}"' for q in PERCENTILES if q != "100"), MARK)  # wrk's percentile(100) is 0: max
+
+
+def build_argv(spec: LoadSpec, seconds: float, script: Path) -> list[str]:
+    """Pure: wrk's command line for a closed run of ``seconds`` (wrk's -d is whole seconds)."""
+    if spec.rate is not None:
+        raise ArenaError("driver = \"wrk\": wrk has only the closed model (load.model = \"closed\")")
+    if spec.requests is not None:
+        raise ArenaError("driver = \"wrk\": wrk runs for a duration, not a request count (use duration)")
+    if spec.method != "GET" or not spec.keep_alive:
+        raise ArenaError("driver = \"wrk\": this driver sends keep-alive GET requests only")
+    conns = spec.connections or 1
+    argv = ["wrk", "-t", str(min(spec.threads, conns)), "-c", str(conns), "-d", f"{max(1, math.ceil(seconds))}s",
+            "--timeout", f"{max(1, math.ceil(spec.timeout_s))}s", "-s", str(script)]
+    for h in spec.headers:
+        argv += ["-H", h]
+    return argv + [spec.url]
+
+
+def parse(stdout: str, *, url: str, connections: int, cpu_s: float | None, wall_s: float | None,
+          config: dict) -> LoadResult:
+    line = next((ln for ln in stdout.splitlines() if ln.startswith(MARK)), None)
+    if line is None:
+        last = stdout.strip().splitlines()[-1] if stdout.strip() else "no output"
+        raise ArenaError(f"wrk: no result in its output ({last})")
+    d = json.loads(line[len(MARK):])
+    lat, errs = d["latency"], d["errors"]
+    n = d["requests"]
+    hist = Histogram(n, lat["min"] if n else None, lat["max"] if n else None, lat["mean"] if n else None,
+                     lat["stdev"] if n else None, {**lat["percentiles"], "100": lat["max"]} if n else {}, None)
+    duration = d["duration_us"] / 1e6
+    errors = {k: errs[k] for k in ("connect", "read", "write", "timeout")}
+    measured = Phase(
+        duration_s=duration, issued=None, sent=None, completed=n, errors=sum(errors.values()), unsent=None,
+        in_flight=None, offered_rps=None, achieved_rps=n / duration if duration else 0.0, status={},
+        error_counts=errors, workers={}, bytes_sent=None, bytes_received=d["bytes"], response_time=hist,
+        service_time=hist, connect_time=None, send_lag=None, server_timing={},
+    )
+    util = cpu_s / wall_s if cpu_s is not None and wall_s else None
+    m = re.search(r"^wrk (?:debian/)?([\d.]+)", config.get("version", ""), re.M)
+    return LoadResult(
+        tool="wrk", tool_version=m.group(1) if m else None, model="closed", url=url, connections=connections,
+        rate=None, interrupted=False, measured=measured, warmup=None, series=[], generator_cpu_s=cpu_s,
+        generator_utilization=util, cpu_per_request_us=cpu_s * 1e6 / n if cpu_s is not None and n else None,
+        schedule_lag=None, saturated=None if util is None else util > 0.9,
+        saturation_reasons=[f"wrk CPU {util:.0%} busy"] if util is not None and util > 0.9 else [],
+        config={**{k: v for k, v in config.items() if k != "version"}, "non_2xx_3xx": errs["status"]},
+        raw={"tool": "wrk", "stdout": stdout},
+    )
+
+
+def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
+    """Warm-up run (discarded), then the measured run, each pinned to ``cpus``."""
+    if spec.warmup_s > 0:
+        _run_once(spec, spec.warmup_s, cpus)
+    return _run_once(spec, spec.duration_s or 10.0, cpus)
+
+
+def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadResult:
+    with tempfile.TemporaryDirectory(prefix="arena-wrk-") as tmp:
+        script = Path(tmp) / "done.lua"
+        script.write_text(DONE_SCRIPT)
+        argv = build_argv(spec, seconds, script)
+        before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # wrk's own CPU, by difference
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        except FileNotFoundError:
+            raise ArenaError("driver = \"wrk\": wrk is not installed (apt-get install -y wrk)") from None
+        limit = max(1, math.ceil(seconds)) + spec.timeout_s + 30
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except BaseException as e:  # overran its own limits, or Arena was interrupted: end it
+            proc.kill()
+            proc.communicate()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise ArenaError(f"wrk: still running {limit:.0f} s after its time limit; killed") from None
+            raise
+        after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
+    if proc.returncode != 0:
+        raise ArenaError(f"wrk: {err.decode(errors='replace').strip().splitlines()[-1] if err.strip() else proc.returncode}")
+    version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return parse(out.decode(errors="replace"), url=spec.url, connections=spec.connections or 1, cpu_s=cpu, wall_s=wall,
+                 config={"driver": "wrk", "argv": argv, "version": version})
