@@ -20,7 +20,7 @@ from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list, parse_cpu_list
 from arena.subjects import APPS
 
-DRIVERS = ("arena-load", "ab", "wrk")  # the studies' other tools (siege, JMeter) are next
+DRIVERS = ("arena-load", "ab", "wrk", "siege")  # JMeter is next
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",

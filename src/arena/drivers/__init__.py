@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from arena.drivers import ab, native, wrk
+from arena.drivers import ab, native, siege, wrk
 from arena.drivers.result import LoadResult
 
 # name -> run(spec, cpus) -> LoadResult
-DRIVERS: dict[str, Callable[..., LoadResult]] = {"arena-load": native.run, "ab": ab.run, "wrk": wrk.run}
+DRIVERS: dict[str, Callable[..., LoadResult]] = {"arena-load": native.run, "ab": ab.run, "wrk": wrk.run,
+                                                "siege": siege.run}
