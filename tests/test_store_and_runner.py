@@ -104,7 +104,7 @@ def result(completed=1000, errors=0, saturated=False, series=(100,) * 10, durati
 
 
 def flags(r, **kw):
-    args = dict(error_threshold=0.01, drift_threshold=0.25, server_died=False, processes_changed=None)
+    args = dict(error_threshold=0.01, drift_threshold=0.25, server_died=False, processes_lost=None)
     args.update(kw)
     return validity_flags(r, **args)
 
@@ -116,7 +116,8 @@ def test_validity_rules():
     assert flags(result(completed=995, errors=5)) == []
     assert flags(result(series=(100,) * 5 + (50,) * 5)) == ["throughput drifted 50% between the run's halves (threshold 25%)"]
     assert flags(result(), server_died=True) == ["the server died during the run"]
-    assert flags(result(), processes_changed=(3, 2)) == ["the server's processes changed during the run (3 -> 2)"]
+    assert flags(result(), processes_lost=(1, 3)) == ["1 of the server's 3 processes exited during the run "
+                                                      "(a worker died or was replaced)"]
 
 
 def test_drift_uses_whole_intervals_only():

@@ -42,7 +42,7 @@ class Event:
 
 
 def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
-                   server_died: bool, processes_changed: tuple[int, int] | None) -> list[str]:
+                   server_died: bool, processes_lost: tuple[int, int] | None) -> list[str]:
     """Why a run cannot be trusted (empty: valid)."""
     flags = []
     m = result.measured
@@ -58,8 +58,9 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
         flags.append(f"throughput drifted {drift:.0%} between the run's halves (threshold {drift_threshold:.0%})")
     if server_died:
         flags.append("the server died during the run")
-    if processes_changed is not None:
-        flags.append(f"the server's processes changed during the run ({processes_changed[0]} -> {processes_changed[1]})")
+    if processes_lost is not None:
+        flags.append(f"{processes_lost[0]} of the server's {processes_lost[1]} processes exited during the run "
+                     "(a worker died or was replaced)")
     return flags
 
 
@@ -120,7 +121,7 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> native.LoadSpec:
 
 def measure(exp: Experiment, run: RunSpec, server: RunningServer) -> tuple[LoadResult, ResourceResult, list[str]]:
     """One run on a ready server: the probe covers the measured window (it starts after the warm-up)."""
-    procs_before = len(server.procset.pids())
+    before = stable_pids(server)
     probe = Probe(server.procset, interval=0.5)
     timer = threading.Timer(exp.warmup_s, probe.start)
     timer.start()
@@ -130,11 +131,18 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer) -> tuple[LoadR
         timer.cancel()
         timer.join()
     resources = (probe if probe.started else Probe(server.procset).start()).stop()
-    procs_after = len(server.procset.pids())
+    lost = before - set(server.procset.pids())
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
-                           server_died=not server.alive(),
-                           processes_changed=None if procs_after == procs_before else (procs_before, procs_after))
+                           server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None)
     return result, resources, flags
+
+
+def stable_pids(server: RunningServer) -> set[int]:
+    """The server's processes present in two readings 50 ms apart: its workers, not the helpers a
+    server runs for a moment (Passenger runs `ps` every few seconds)."""
+    first = set(server.procset.pids())
+    time.sleep(0.05)
+    return first & set(server.procset.pids())
 
 
 def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceResult, flags: list[str],

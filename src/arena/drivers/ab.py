@@ -10,14 +10,11 @@ non-2xx), Server-Timing, per-process balance, service time apart from response t
 from __future__ import annotations
 
 import math
-import os
 import re
-import resource
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
+from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
 from arena.drivers.native import LoadSpec
 from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
@@ -104,13 +101,10 @@ def parse(stdout: str, gnuplot_tsv: str, *, url: str, connections: int, cpu_s: f
         bytes_sent=sent_bytes, bytes_received=_field(stdout, "Total transferred", int), response_time=rt,
         service_time=rt, connect_time=hist(connect), send_lag=None, server_timing={},
     )
-    util = cpu_s / wall_s if cpu_s is not None and wall_s else None
     return LoadResult(
         tool="ab", tool_version=_version(stdout), model="closed", url=url, connections=connections, rate=None,
-        interrupted=False, measured=measured, warmup=None, series=series, generator_cpu_s=cpu_s,
-        generator_utilization=util, cpu_per_request_us=cpu_s * 1e6 / complete if cpu_s is not None and complete else None,
-        schedule_lag=None, saturated=None if util is None else util > 0.9,
-        saturation_reasons=[f"ab CPU {util:.0%} busy"] if util is not None and util > 0.9 else [],
+        interrupted=False, measured=measured, warmup=None, series=series, schedule_lag=None,
+        **generator_fields("ab", cpu_s, wall_s, complete),
         config={**config, "non_2xx": non2xx, "length_mismatches": _length},
         raw={"tool": "ab", "stdout": stdout},
     )
@@ -122,35 +116,17 @@ def _version(stdout: str) -> str | None:
 
 
 def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
-    """Warm-up run (discarded), then the measured run, each pinned to ``cpus``."""
-    if spec.warmup_s > 0:
-        _run_once(spec, spec.warmup_s, cpus)
-    return _run_once(spec, spec.duration_s if spec.requests is None else None, cpus)
+    return with_warmup(spec, lambda sp, seconds: _run_once(sp, seconds, cpus))
 
 
 def _run_once(spec: LoadSpec, seconds: float | None, cpus: list[int] | None) -> LoadResult:
     with tempfile.TemporaryDirectory(prefix="arena-ab-") as tmp:
         gnuplot = Path(tmp) / "requests.tsv"
         argv = build_argv(spec, seconds, gnuplot)
-        before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # ab's own CPU, by difference
-        try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-        except FileNotFoundError:
-            raise ArenaError("driver = \"ab\": ab is not installed (apt-get install -y apache2-utils)") from None
         limit = (max(1, math.ceil(seconds)) if seconds is not None else 3600) + spec.timeout_s + 30
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except BaseException as e:  # overran its own limits, or Arena was interrupted: end it
-            proc.kill()
-            proc.communicate()
-            if isinstance(e, subprocess.TimeoutExpired):
-                raise ArenaError(f"ab: still running {limit:.0f} s after its time limit; killed") from None
-            raise
-        after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
-        if proc.returncode != 0:
-            raise ArenaError(f"ab: {err.decode(errors='replace').strip().splitlines()[-1] if err.strip() else proc.returncode}")
+        done = run_tool("ab", argv, cpus=cpus, limit_s=limit, install="apt-get install -y apache2-utils")
+        if done.returncode != 0:
+            raise failure("ab", done)
         tsv = gnuplot.read_text() if gnuplot.exists() else ""
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return parse(out.decode(errors="replace"), tsv, url=spec.url, connections=spec.connections or 1,
-                 cpu_s=cpu, wall_s=wall, config={"driver": "ab", "argv": argv})
+    return parse(done.stdout, tsv, url=spec.url, connections=spec.connections or 1, cpu_s=done.cpu_s,
+                 wall_s=done.wall_s, config={"driver": "ab", "argv": argv})

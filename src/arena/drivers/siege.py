@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
+from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
 from arena.drivers.native import LoadSpec
 from arena.drivers.result import Histogram, LoadResult, Phase
 from arena.errors import ArenaError
@@ -66,22 +65,16 @@ def parse(stdout: str, *, url: str, connections: int, cpu_s: float | None, wall_
         bytes_sent=None, bytes_received=round(d["data_transferred"] * 2**20), response_time=rt, service_time=rt,
         connect_time=None, send_lag=None, server_timing={},
     )
-    util = cpu_s / wall_s if cpu_s is not None and wall_s else None
     return LoadResult(
         tool="siege", tool_version=config.get("version"), model="closed", url=url, connections=connections, rate=None,
-        interrupted=False, measured=measured, warmup=None, series=[], generator_cpu_s=cpu_s, generator_utilization=util,
-        cpu_per_request_us=cpu_s * 1e6 / n if cpu_s is not None and n else None, schedule_lag=None,
-        saturated=None if util is None else util > 0.9,
-        saturation_reasons=[f"siege CPU {util:.0%} busy"] if util is not None and util > 0.9 else [],
+        interrupted=False, measured=measured, warmup=None, series=[], schedule_lag=None,
+        **generator_fields("siege", cpu_s, wall_s, n),
         config={k: v for k, v in config.items() if k != "version"}, raw={"tool": "siege", "summary": d},
     )
 
 
 def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
-    """Warm-up run (discarded), then the measured run, each pinned to ``cpus``."""
-    if spec.warmup_s > 0:
-        _run_once(spec, spec.warmup_s, cpus)
-    return _run_once(spec, spec.duration_s or 10.0, cpus)
+    return with_warmup(spec, lambda sp, seconds: _run_once(sp, seconds or 10.0, cpus))
 
 
 def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadResult:
@@ -89,27 +82,12 @@ def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadRes
         rc = Path(home) / "siegerc"
         rc.write_text(RC.format(connection="keep-alive" if spec.keep_alive else "close"))
         argv = build_argv(spec, seconds, rc)
-        env = {**os.environ, "HOME": home}
-        before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # siege's own CPU, by difference
-        try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-        except FileNotFoundError:
-            raise ArenaError("driver = \"siege\": siege is not installed (apt-get install -y siege)") from None
-        limit = max(1, math.ceil(seconds)) + spec.timeout_s + 30
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except BaseException as e:  # overran its own limits, or Arena was interrupted: end it
-            proc.kill()
-            proc.communicate()
-            if isinstance(e, subprocess.TimeoutExpired):
-                raise ArenaError(f"siege: still running {limit:.0f} s after its time limit; killed") from None
-            raise
-        after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
+        env = {**os.environ, "HOME": home}  # siege writes $HOME/.siege
+        done = run_tool("siege", argv, cpus=cpus, limit_s=max(1, math.ceil(seconds)) + spec.timeout_s + 30,
+                        install="apt-get install -y siege", env=env)
         version = subprocess.run(["siege", "-V"], capture_output=True, text=True, env=env)
-    if proc.returncode not in (0, 255) and not out.strip():
-        raise ArenaError(f"siege: {err.decode(errors='replace').strip().splitlines()[-1] if err.strip() else proc.returncode}")
+    if done.returncode not in (0, 255) and "{" not in done.stdout:
+        raise failure("siege", done)
     v = (version.stdout + version.stderr).split()
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return parse(out.decode(errors="replace"), url=spec.url, connections=spec.connections or 1, cpu_s=cpu, wall_s=wall,
+    return parse(done.stdout, url=spec.url, connections=spec.connections or 1, cpu_s=done.cpu_s, wall_s=done.wall_s,
                  config={"driver": "siege", "argv": argv, "version": v[1] if len(v) > 1 else None})

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import resource
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
+from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
 from arena.drivers.native import LoadSpec
 from arena.drivers.result import Histogram, LoadResult, Phase
 from arena.errors import ArenaError
@@ -79,24 +77,18 @@ def parse(stdout: str, *, url: str, connections: int, cpu_s: float | None, wall_
         error_counts=errors, workers={}, bytes_sent=None, bytes_received=d["bytes"], response_time=hist,
         service_time=hist, connect_time=None, send_lag=None, server_timing={},
     )
-    util = cpu_s / wall_s if cpu_s is not None and wall_s else None
     m = re.search(r"^wrk (?:debian/)?([\d.]+)", config.get("version", ""), re.M)
     return LoadResult(
         tool="wrk", tool_version=m.group(1) if m else None, model="closed", url=url, connections=connections,
-        rate=None, interrupted=False, measured=measured, warmup=None, series=[], generator_cpu_s=cpu_s,
-        generator_utilization=util, cpu_per_request_us=cpu_s * 1e6 / n if cpu_s is not None and n else None,
-        schedule_lag=None, saturated=None if util is None else util > 0.9,
-        saturation_reasons=[f"wrk CPU {util:.0%} busy"] if util is not None and util > 0.9 else [],
+        rate=None, interrupted=False, measured=measured, warmup=None, series=[], schedule_lag=None,
+        **generator_fields("wrk", cpu_s, wall_s, n),
         config={**{k: v for k, v in config.items() if k != "version"}, "non_2xx_3xx": errs["status"]},
         raw={"tool": "wrk", "stdout": stdout},
     )
 
 
 def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
-    """Warm-up run (discarded), then the measured run, each pinned to ``cpus``."""
-    if spec.warmup_s > 0:
-        _run_once(spec, spec.warmup_s, cpus)
-    return _run_once(spec, spec.duration_s or 10.0, cpus)
+    return with_warmup(spec, lambda sp, seconds: _run_once(sp, seconds or 10.0, cpus))
 
 
 def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadResult:
@@ -104,25 +96,10 @@ def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadRes
         script = Path(tmp) / "done.lua"
         script.write_text(DONE_SCRIPT)
         argv = build_argv(spec, seconds, script)
-        before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # wrk's own CPU, by difference
-        try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-        except FileNotFoundError:
-            raise ArenaError("driver = \"wrk\": wrk is not installed (apt-get install -y wrk)") from None
-        limit = max(1, math.ceil(seconds)) + spec.timeout_s + 30
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except BaseException as e:  # overran its own limits, or Arena was interrupted: end it
-            proc.kill()
-            proc.communicate()
-            if isinstance(e, subprocess.TimeoutExpired):
-                raise ArenaError(f"wrk: still running {limit:.0f} s after its time limit; killed") from None
-            raise
-        after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
-    if proc.returncode != 0:
-        raise ArenaError(f"wrk: {err.decode(errors='replace').strip().splitlines()[-1] if err.strip() else proc.returncode}")
+        done = run_tool("wrk", argv, cpus=cpus, limit_s=max(1, math.ceil(seconds)) + spec.timeout_s + 30,
+                        install="apt-get install -y wrk")
+    if done.returncode != 0:
+        raise failure("wrk", done)
     version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return parse(out.decode(errors="replace"), url=spec.url, connections=spec.connections or 1, cpu_s=cpu, wall_s=wall,
+    return parse(done.stdout, url=spec.url, connections=spec.connections or 1, cpu_s=done.cpu_s, wall_s=done.wall_s,
                  config={"driver": "wrk", "argv": argv, "version": version})
