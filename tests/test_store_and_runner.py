@@ -122,8 +122,15 @@ def test_validity_rules():
 
 def test_drift_uses_whole_intervals_only():
     # the 11th point starts at t=10: it is the drain after a 10 s window, not part of it
-    assert throughput_drift(result(series=(100,) * 10 + (3,))) == 0.0
+    assert throughput_drift(result(series=(100,) * 10 + (3,))) is None
     assert throughput_drift(result(series=(100,))) is None
+
+
+def test_drift_must_be_beyond_counting_noise():
+    # 45 vs 31 completions a half: 31% apart, but |a - b| = 14 < 3 sqrt(76) = 26: noise, not drift
+    assert throughput_drift(result(series=(9,) * 5 + (6, 7, 6, 6, 6))) is None
+    # the same 31% at 100x the counts is far beyond noise
+    assert throughput_drift(result(series=(900,) * 5 + (620,) * 5)) == pytest.approx(280 / 900)
 
 
 # ---------------------------------------------------------------------- a real sweep

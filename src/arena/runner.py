@@ -4,6 +4,7 @@ measure while probing -> validity check -> saved at once. Finished runs are skip
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import subprocess
@@ -65,15 +66,21 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
 
 
 def throughput_drift(result: LoadResult) -> float | None:
-    """|first half - second half| / larger half, over the measured window's whole intervals."""
+    """|first half - second half| / larger half, over the measured window's whole intervals, when
+    that difference is beyond counting noise; None otherwise (or with too few intervals).
+
+    Completions in a half are counts: with a and b of them, Poisson noise alone gives |a - b| a
+    standard deviation of sqrt(a + b), so a difference under 3 of those is not called drift (at
+    ~45 completions a half that is about 40%: slow workloads need longer runs to show drift)."""
     window = result.measured.duration_s
     whole = [p.completed for p in result.series if p.t + result.config.get("interval_s", 1.0) <= window + 1e-9]
     if len(whole) < 2:
         return None
     half = len(whole) // 2
-    first, second = sum(whole[:half]) / half, sum(whole[-half:]) / half
-    top = max(first, second)
-    return abs(first - second) / top if top else None
+    a, b = sum(whole[:half]), sum(whole[-half:])
+    if abs(a - b) <= 3 * math.sqrt(a + b):
+        return None
+    return abs(a - b) / max(a, b)
 
 
 # ---------------------------------------------------------------------- environment
