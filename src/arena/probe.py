@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 
@@ -67,9 +67,6 @@ class ResourceResult:
     def cpu_cores(self) -> float | None:
         """Mean number of cores busy over the window."""
         return None if self.cpu_s is None or self.window_s <= 0 else self.cpu_s / self.window_s
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 # ---------------------------------------------------------------------- pure parts
@@ -192,9 +189,3 @@ class Probe:
         if not self._stop.is_set():
             self.stop()
 
-
-def probe(source: Source, window_s: float, interval: float = 0.5) -> ResourceResult:
-    """Sample ``source`` for ``window_s`` seconds (blocking)."""
-    p = Probe(source, interval).start()
-    time.sleep(window_s)
-    return p.stop()

@@ -72,9 +72,8 @@ pub struct WorkerResult {
     pub unsent: u64,
     /// Sent but unanswered when the run ended (interrupted, or no time left to wait).
     pub in_flight: u64,
-    /// When this worker stopped issuing, and when it finished (ns since start).
+    /// When this worker stopped issuing (ns since start).
     pub issue_end_ns: u64,
-    pub end_ns: u64,
     /// Time of the last measured completion (ns since start).
     pub last_done_ns: u64,
 }
@@ -324,7 +323,7 @@ impl<'a> Worker<'a> {
         self.close_intervals_before(index + 1);
         Ok(WorkerResult {
             warmup: self.warmup, measured: self.measured, schedule_lag: self.schedule_lag, unsent: self.unsent,
-            in_flight, issue_end_ns: if self.issue_end == 0 { end } else { self.issue_end }, end_ns: end,
+            in_flight, issue_end_ns: if self.issue_end == 0 { end } else { self.issue_end },
             last_done_ns: self.last_done,
         })
     }

@@ -172,11 +172,6 @@ impl Parser {
         }
     }
 
-    /// Whether a response is partly received.
-    pub fn in_response(&self) -> bool {
-        self.head.is_some()
-    }
-
     fn body_step(&mut self, buf: &[u8]) -> Result<usize, Malformed> {
         match self.body.as_mut().expect("in a body") {
             Body::Length(left) => {

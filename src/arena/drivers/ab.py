@@ -16,12 +16,10 @@ from pathlib import Path
 
 from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
 from arena.drivers.native import LoadSpec
-from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.drivers.result import PERCENTILES, Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.stats import hdr_value_at_quantile, quantile
 
-PERCENTILES = (("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999),
-               ("99.99", 0.9999), ("100", 1.0))
 MAX_REQUESTS = 50_000_000  # ab needs -n with -t; the time limit ends the run first
 
 

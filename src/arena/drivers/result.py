@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ERROR_CLASSES = ("refused", "connect_timeout", "reset", "response_timeout", "malformed")
+# The precomputed percentiles of a Histogram, by name (as arena-load's output.rs PERCENTILES).
+PERCENTILES = (("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999),
+               ("99.99", 0.9999), ("100", 1.0))
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,9 @@ from pathlib import Path
 
 from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
 from arena.drivers.native import LoadSpec
-from arena.drivers.result import Histogram, LoadResult, Phase
+from arena.drivers.result import PERCENTILES, Histogram, LoadResult, Phase
 from arena.errors import ArenaError
 
-PERCENTILES = ("50", "75", "90", "95", "99", "99.9", "99.99", "100")
 MARK = "ARENA-WRK-RESULT "
 
 # Prints one JSON line after wrk's report. Latency values are microseconds.
@@ -39,7 +38,7 @@ done = function(summary, latency, requests)
     summary.duration, summary.requests, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
     latency.min, latency.max, latency.mean, latency.stdev, table.concat(p, ", ")))
 end
-""" % (", ".join(f'"{q}"' for q in PERCENTILES if q != "100"), MARK)  # wrk's percentile(100) is 0: max
+""" % (", ".join(f'"{name}"' for name, _ in PERCENTILES if name != "100"), MARK)  # wrk's percentile(100) is 0: max
 
 
 def build_argv(spec: LoadSpec, seconds: float, script: Path) -> list[str]:
