@@ -59,7 +59,7 @@ def test_open_model_rates():
 
 @pytest.mark.parametrize("change, message", [
     ({"bogus": 1}, 'x.toml: bogus = 1: unknown key (allowed: '),
-    ({"driver": "jmeterx"}, "x.toml: driver = \"jmeterx\": must be 'arena-load' or 'ab' or 'wrk' or 'siege'"),
+    ({"driver": "jmeterx"}, "x.toml: driver = \"jmeterx\": must be 'arena-load' or 'ab' or 'wrk' or 'siege' or 'jmeter'"),
     ({"duration": "soon"}, 'x.toml: duration = "soon": must be a duration such as "10s"'),
     ({"repetitions": 0}, "x.toml: repetitions = 0: must be a whole number from 1 to 100"),
     ({"servers": []}, "x.toml: servers = []: must be one or more [[servers]] tables"),

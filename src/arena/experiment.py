@@ -20,7 +20,7 @@ from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list, parse_cpu_list
 from arena.subjects import APPS
 
-DRIVERS = ("arena-load", "ab", "wrk", "siege")  # JMeter is next
+DRIVERS = ("arena-load", "ab", "wrk", "siege", "jmeter")
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
@@ -382,7 +382,7 @@ def plan(exp: Experiment) -> list[Group]:
     return groups
 
 
-START_S = 3.0  # a typical start (ready + settled) and stop, for estimates; Passenger takes ~4
+START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the stop, for estimates
 
 
 def estimate_s(exp: Experiment) -> float:

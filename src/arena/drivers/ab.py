@@ -14,11 +14,10 @@ import re
 import tempfile
 from pathlib import Path
 
-from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
+from arena.drivers.external import failure, generator_fields, histogram, per_second, run_tool, with_warmup
 from arena.drivers.native import LoadSpec
-from arena.drivers.result import PERCENTILES, Histogram, LoadResult, Phase, SeriesPoint
+from arena.drivers.result import LoadResult, Phase
 from arena.errors import ArenaError
-from arena.stats import hdr_value_at_quantile, quantile
 
 MAX_REQUESTS = 50_000_000  # ab needs -n with -t; the time limit ends the run first
 
@@ -53,8 +52,6 @@ def _field(text: str, label: str, cast=float):
 def parse(stdout: str, gnuplot_tsv: str, *, url: str, connections: int, cpu_s: float | None,
           wall_s: float | None, config: dict) -> LoadResult:
     """ab's report and its -g file -> LoadResult."""
-    from hdrh.histogram import HdrHistogram
-
     complete = _field(stdout, "Complete requests", int)
     if complete is None:
         raise ArenaError(f"ab: no result in its output: {stdout.strip().splitlines()[-1] if stdout.strip() else 'empty'}")
@@ -66,38 +63,20 @@ def parse(stdout: str, gnuplot_tsv: str, *, url: str, connections: int, cpu_s: f
     rps = _field(stdout, "Requests per second") or 0.0
     sent_bytes = _field(stdout, "Total body sent", int)
 
-    total, connect = HdrHistogram(1, 3_600_000_000, 3), HdrHistogram(1, 3_600_000_000, 3)
-    per_second: dict[int, list[int]] = {}
     rows = [line.split("\t") for line in gnuplot_tsv.splitlines()[1:] if line.strip()]
     t0 = min((int(r[1]) for r in rows), default=0)
-    for r in rows:  # starttime  seconds  ctime  dtime  ttime  wait  (milliseconds)
-        ttime_us, ctime_us = max(1, int(r[4]) * 1000), max(1, int(r[2]) * 1000)
-        total.record_value(ttime_us)
-        connect.record_value(ctime_us)
-        per_second.setdefault(int(r[1]) - t0, []).append(ttime_us)
-
-    def hist(h) -> Histogram:
-        n = h.get_total_count()
-        return Histogram(n, h.get_min_value() if n else None, h.get_max_value() if n else None,
-                         h.get_mean_value() if n else None, h.get_stddev() if n else None,
-                         {k: hdr_value_at_quantile(h, q) for k, q in PERCENTILES} if n else {},
-                         h.encode().decode() if n else None)  # hdrh's encode() is already base64
-
-    series = []
-    for second in sorted(per_second):
-        vals = sorted(per_second[second])
-        series.append(SeriesPoint(float(second), None, len(vals), 0, quantile(vals, 0.5), quantile(vals, 0.9),
-                                  quantile(vals, 0.99), vals[-1]))
+    # starttime  seconds  ctime  dtime  ttime  wait  (milliseconds); ab counts no failure per request
+    series = per_second((int(r[1]) - t0, int(r[4]) * 1000, False) for r in rows)
     # ab's own classes: it cannot tell a refused connection from a reset (both land in receive or
     # exceptions), so they are kept as ab reports them. Length mismatches (a body whose length
     # differs from the first) are not errors for dynamic bodies: reported, not counted.
     errors = {"connect": connect_err, "receive": receive_err, "exceptions": exceptions}
-    rt = hist(total)
+    rt = histogram(int(r[4]) * 1000 for r in rows)
     measured = Phase(
         duration_s=duration, issued=None, sent=None, completed=complete, errors=sum(errors.values()), unsent=None,
         in_flight=None, offered_rps=None, achieved_rps=rps, status={}, error_counts=errors, workers={},
         bytes_sent=sent_bytes, bytes_received=_field(stdout, "Total transferred", int), response_time=rt,
-        service_time=rt, connect_time=hist(connect), send_lag=None, server_timing={},
+        service_time=rt, connect_time=histogram(int(r[2]) * 1000 for r in rows), send_lag=None, server_timing={},
     )
     return LoadResult(
         tool="ab", tool_version=_version(stdout), model="closed", url=url, connections=connections, rate=None,

@@ -1,6 +1,7 @@
-"""What the drivers of the studies' own tools (ab, wrk, siege) share: running the tool pinned to
-the load CPUs with its own CPU time and a hard time limit, a warm-up as a separate discarded run,
-and the generator fields of a LoadResult."""
+"""What the drivers of the studies' own tools (ab, wrk, siege, JMeter) share: running the tool
+pinned to the load CPUs with its own CPU time and a hard time limit, a warm-up as a separate
+discarded run, the generator fields of a LoadResult, and histograms and per-second series from a
+tool's per-request record (ab's -g file, JMeter's JTL)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import resource
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from arena.drivers.native import LoadSpec
-from arena.drivers.result import LoadResult
+from arena.drivers.result import PERCENTILES, Histogram, LoadResult, SeriesPoint
 from arena.errors import ArenaError
+from arena.stats import hdr_value_at_quantile, quantile
 
 SATURATED_UTILIZATION = 0.9  # as arena-load's own rule
 
@@ -28,11 +30,11 @@ class ToolRun:
 
 
 def run_tool(tool: str, argv: list[str], *, cpus: list[int] | None, limit_s: float, install: str,
-             env: dict[str, str] | None = None) -> ToolRun:
+             env: dict[str, str] | None = None, cwd: str | None = None) -> ToolRun:
     """Run ``argv`` pinned to ``cpus``; kill it if it outlives ``limit_s`` or Arena is interrupted."""
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # its own CPU, by difference
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
                                 preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     except FileNotFoundError:
         raise ArenaError(f"driver = \"{tool}\": {tool} is not installed ({install})") from None
@@ -72,3 +74,32 @@ def generator_fields(tool: str, cpu_s: float | None, wall_s: float | None, compl
         "saturated": None if util is None else busy,
         "saturation_reasons": [f"{tool} CPU {util:.0%} busy"] if busy else [],
     }
+
+
+def histogram(values_us: Iterable[int]) -> Histogram:
+    """An HDR histogram (1 us .. 1 h, 3 significant digits) of a tool's per-request times."""
+    from hdrh.histogram import HdrHistogram
+
+    h = HdrHistogram(1, 3_600_000_000, 3)
+    for v in values_us:
+        h.record_value(max(1, v))
+    n = h.get_total_count()
+    if not n:
+        return Histogram(0, None, None, None, None, {}, None)
+    return Histogram(n, h.get_min_value(), h.get_max_value(), h.get_mean_value(), h.get_stddev(),
+                     {k: hdr_value_at_quantile(h, q) for k, q in PERCENTILES},
+                     h.encode().decode())  # hdrh's encode() is already base64
+
+
+def per_second(records: Iterable[tuple[float, int, bool]]) -> list[SeriesPoint]:
+    """(seconds since the run began, response time in us, failed) per request -> one point per second
+    of the requests that started in it."""
+    seconds: dict[int, list[tuple[int, bool]]] = {}
+    for t, us, failed in records:
+        seconds.setdefault(int(t), []).append((us, failed))
+    series = []
+    for second in sorted(seconds):
+        vals = sorted(us for us, _ in seconds[second])
+        series.append(SeriesPoint(float(second), None, len(vals), sum(f for _, f in seconds[second]),
+                                  quantile(vals, 0.5), quantile(vals, 0.9), quantile(vals, 0.99), vals[-1]))
+    return series
