@@ -60,6 +60,18 @@ def test_a_closed_run_against_a_real_server(puma):
         assert stats.hdr_value_at_quantile(h, q) == m.response_time.p(name)
 
 
+def test_live_points_arrive_during_the_run(puma):
+    seen: list[tuple[float, object]] = []
+    t0 = time.monotonic()
+    r = native.run(native.LoadSpec(f"{puma.url}/work?cpu_ms=1", connections=2, duration_s=2.5), cpus=[0],
+                   live=lambda p: seen.append((time.monotonic() - t0, p)))
+    points = [p for _, p in seen]
+    assert points and all(p in r.series for p in points)  # each live point is one of the result's
+    assert len(points) >= len(r.series) - 1  # all but a last interval cut by the end
+    assert seen[0][0] < 2.0  # the first second's figures came while the run was still going
+    assert points[0].completed > 0 and points[0].p99_us is not None
+
+
 def test_an_open_run_reports_offered_and_achieved(puma):
     r = native.run(native.LoadSpec(f"{puma.url}/work?cpu_ms=1", rate=200, duration_s=1.0), cpus=[0])
     m = r.measured

@@ -75,6 +75,9 @@ pub struct Args {
     /// Allow a target that is not a loopback address
     #[arg(long)]
     pub allow_remote: bool,
+    /// Print each interval of the series on stderr as one JSON line as soon as it is complete
+    #[arg(long)]
+    pub live: bool,
 }
 
 /// `10s`, `250ms`, `2m`, `1.5s`, `100us`, or a plain number of seconds.
@@ -251,6 +254,7 @@ pub fn config(a: &Args) -> Result<Config, String> {
         interval_ns,
         threads: a.threads,
         seed: a.seed,
+        live: a.live,
     })
 }
 

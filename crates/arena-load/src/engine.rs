@@ -60,6 +60,8 @@ pub struct Config {
     pub interval_ns: u64,
     pub threads: usize,
     pub seed: u64,
+    /// Print each completed interval of the series on stderr (one JSON line) while running.
+    pub live: bool,
 }
 
 /// What one worker hands back.

@@ -1,7 +1,7 @@
 //! One run: start the worker threads, merge their interval series as they go, account the
 //! generator's own CPU, and combine the workers' results.
 
-use std::io;
+use std::io::{self, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc;
 
@@ -48,8 +48,16 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
             .collect();
         drop(tx);
         let mut merger = SeriesMerger::new(cfg.threads, cfg.interval_ns as f64 / 1e9);
+        let mut live_sent = 0;
         for part in rx {
             merger.add(part); // until every worker has finished and dropped its sender
+            if cfg.live && merger.points.len() > live_sent {
+                let mut err = std::io::stderr().lock();
+                for p in &merger.points[live_sent..] {
+                    let _ = writeln!(err, "{}", serde_json::to_string(p).expect("a point serializes"));
+                }
+                live_sent = merger.points.len();
+            }
         }
         let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("worker thread panicked")).collect();
         (results, merger.finish())

@@ -283,3 +283,28 @@ fn a_count_bounded_open_run_sends_every_request_it_issued() {
     let m = &r["measured"]["requests"];
     assert_eq!((n(&m["issued"]), n(&m["sent"]), n(&m["completed"]), n(&m["unsent"])), (30, 30, 30, 0));
 }
+
+#[test]
+fn live_prints_each_interval_while_running() {
+    use std::io::BufRead;
+    let url = server(Mode::Answer { delay: Duration::from_millis(2), chunked: false });
+    let started = Instant::now();
+    let mut child = binary(&url, &["-c", "2", "-d", "2s", "--interval", "500ms", "--live"]);
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    for line in stderr.lines() {
+        lines.push((started.elapsed(), line.unwrap()));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let series = doc["series"].as_array().unwrap();
+    // a line per completed interval (a last one cut by the end comes only with the result), each a
+    // point of the result's series, the first long before the end
+    assert!(lines.len() + 1 >= series.len() && lines.len() <= series.len(), "{lines:?}");
+    for (_, line) in &lines {
+        assert!(series.contains(&serde_json::from_str::<Value>(line).unwrap()), "{line}");
+    }
+    assert!(lines[0].0 < Duration::from_millis(1500), "first line after {:?}", lines[0].0);
+    assert!(n(&series[0]["completed"]) > 10);
+}

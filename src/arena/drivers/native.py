@@ -8,10 +8,11 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
@@ -80,8 +81,10 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path) -> list[str]:
     return argv
 
 
-def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
-    """Run arena-load pinned to ``cpus`` and return its result.
+def run(spec: LoadSpec, cpus: list[int] | None = None,
+        live: Callable[[SeriesPoint], None] | None = None) -> LoadResult:
+    """Run arena-load pinned to ``cpus`` and return its result; ``live`` gets each interval of the
+    series as soon as arena-load has it (``--live``: one JSON line per interval on its stderr).
 
     If Arena is interrupted meanwhile (Ctrl-C, which arena-load also receives, or SIGTERM), arena-load
     is asked to stop, its partial result is still read and returned with ``interrupted`` set; a
@@ -90,24 +93,44 @@ def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
     exe = binary()
     with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
         out = Path(tmp) / "result.json"
-        proc = subprocess.Popen(build_argv(spec, exe, out), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        argv = build_argv(spec, exe, out) + (["--live"] if live else [])
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        messages: list[str] = []
+        reader = threading.Thread(target=_read_stderr, args=(proc.stderr, live, messages), daemon=True)
+        reader.start()
         try:
-            _, err = proc.communicate()
+            proc.wait()
         except BaseException:
             proc.send_signal(signal.SIGTERM)
             try:
-                _, err = proc.communicate()
+                proc.wait()
             except BaseException:
                 proc.kill()
                 proc.wait()
                 raise
+        reader.join()
         if proc.returncode != 0:
-            lines = err.decode("utf-8", "replace").strip().splitlines()
-            raise ArenaError(lines[-1].removeprefix("arena-load: error: ") if lines else f"arena-load exited {proc.returncode}")
+            raise ArenaError(messages[-1].removeprefix("arena-load: error: ") if messages
+                             else f"arena-load exited {proc.returncode}")
         doc = json.loads(out.read_text())
     validate(doc)
     return parse(doc)
+
+
+def _read_stderr(stream, live: Callable[[SeriesPoint], None] | None, messages: list[str]) -> None:
+    """arena-load's stderr: live series points (JSON lines) to ``live``, anything else kept."""
+    for raw in stream:
+        line = raw.decode("utf-8", "replace").strip()
+        if live and line.startswith("{"):
+            try:
+                live(SeriesPoint(**json.loads(line)))
+                continue
+            except (ValueError, TypeError):
+                pass
+        if line:
+            messages.append(line)
+    stream.close()
 
 
 @lru_cache(maxsize=1)
