@@ -232,3 +232,25 @@ def test_the_same_study_with_ab_and_arena_load_lands_in_one_store(tmp_path):
     assert ab_load["tool"] == "ab" and ab_load["measured"]["server_timing"] == {}  # ab cannot see it
     show = arena("show", "by-ab", "--store", str(db), "--runs")
     assert "ab 2.3" in show.stdout and "Throughput:" in show.stdout
+
+
+@pytest.mark.integration
+def test_the_probe_covers_the_measured_window_not_the_drain():
+    """Eight clients on one thread, 300 ms each: when the measured second ends seven answers are still
+    queued, and arena-load waits for them. The server's CPU and memory are read over the measured
+    second only, not over the drain."""
+    from arena.experiment import parse_experiment, plan
+    from arena.runner import measure
+    from arena.servers.launch import ServerSpec, start
+
+    require_server("puma")
+    exp = parse_experiment({"name": "drain", "duration": "1s", "warmup": "300ms", "repetitions": 1,
+                            "workload": {"path": "/work?io_ms=300"}, "load": {"concurrency": [8]},
+                            "servers": [{"server": "puma", "threads": 1}]}, "drain.toml")
+    (group,) = plan(exp)
+    with start(ServerSpec("puma", "rack", threads=1, cpus=list(exp.server_cpus))) as server:
+        t0 = time.monotonic()
+        _, resources, _ = measure(exp, group.runs[0], server)
+        took = time.monotonic() - t0
+    assert took > 0.3 + 1.0 + 1.0  # the drain happened
+    assert resources.window_s == pytest.approx(1.0, abs=0.15)

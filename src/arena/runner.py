@@ -15,8 +15,7 @@ from typing import Callable
 
 from arena import __version__ as arena_version
 from arena.drivers import DRIVERS, native
-from arena.drivers.result import to_dict
-from arena.drivers.result import LoadResult
+from arena.drivers.result import LoadResult, SeriesPoint, to_dict
 from arena.errors import ArenaError
 from arena.experiment import Experiment, Group, RunSpec, plan
 from arena.probe import Probe, ResourceResult
@@ -30,13 +29,14 @@ from arena.store import Store
 class Event:
     """Progress, for whoever shows it: one per run done, skipped or failed."""
 
-    kind: str  # "run" | "skipped" | "failed"
+    kind: str  # "run" | "skipped" | "failed" | "live" (a run in progress)
     index: int  # runs handled so far, this one included
     total: int
     run: RunSpec
     result: LoadResult | None = None
     flags: list[str] | None = None
     message: str = ""
+    point: SeriesPoint | None = None  # "live": one interval of the run in progress
 
 
 # ---------------------------------------------------------------------- validity (pure)
@@ -126,22 +126,45 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> native.LoadSpec:
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition)
 
 
-def measure(exp: Experiment, run: RunSpec, server: RunningServer) -> tuple[LoadResult, ResourceResult, list[str]]:
-    """One run on a ready server: the probe covers the measured window (it starts after the warm-up)."""
+def measure(exp: Experiment, run: RunSpec, server: RunningServer,
+            live: Callable[[SeriesPoint], None] | None = None) -> tuple[LoadResult, ResourceResult, list[str]]:
+    """One run on a ready server: the probe covers the measured window, from the end of the warm-up
+    to the end of the measured duration (not the drain of late answers after it: their CPU would be
+    charged to the window's requests). A run bounded by a request count is probed until it ends. (The
+    external tools run their warm-up as a separate run and start late by their own start-up time:
+    for them the window is approximate.)
+    ``live`` gets the run's per-second figures while it runs, where the driver can give them."""
     before = stable_pids(server)
     probe = Probe(server.procset, interval=0.5)
-    timer = threading.Timer(exp.warmup_s, probe.start)
-    timer.start()
+    stopped: list[ResourceResult] = []
+    timers = [threading.Timer(exp.warmup_s, probe.start)]
+    if exp.duration_s is not None and exp.requests is None:
+        timers.append(threading.Timer(exp.warmup_s + exp.duration_s,
+                                      lambda: stopped.append(probe.stop()) if probe.started else None))
+    for t in timers:
+        t.start()
     try:
-        result = DRIVERS[exp.driver](load_spec(exp, run, server.url), cpus=list(exp.load_cpus))
+        result = DRIVERS[exp.driver](load_spec(exp, run, server.url), cpus=list(exp.load_cpus), live=live)
     finally:
-        timer.cancel()
-        timer.join()
-    resources = (probe if probe.started else Probe(server.procset).start()).stop()
+        for t in timers:
+            t.cancel()
+            t.join()
+    resources = stopped[0] if stopped else (probe if probe.started else Probe(server.procset).start()).stop()
     lost = before - set(server.procset.pids())
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None)
     return result, resources, flags
+
+
+IDLE_PROBE_S = 1.0
+
+
+def idle_cpu_cores(server: RunningServer, seconds: float = IDLE_PROBE_S) -> float | None:
+    """The server's CPU use with no load (cores): its timers, reactors and helpers. Stored with each
+    run of the start, so calibration can tell the cost of a request from the cost of being up."""
+    probe = Probe(server.procset, interval=seconds).start()
+    time.sleep(seconds)
+    return probe.stop().cpu_cores
 
 
 def stable_pids(server: RunningServer) -> set[int]:
@@ -153,7 +176,7 @@ def stable_pids(server: RunningServer) -> set[int]:
 
 
 def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceResult, flags: list[str],
-        env: dict, started_at: float, reused: bool) -> dict:
+        env: dict, started_at: float, reused: bool, idle_cpu_cores: float | None = None) -> dict:
     rt = result.measured.response_time
     c = run.config
     return {
@@ -165,7 +188,8 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
         "throughput": result.measured.achieved_rps, "p50_us": rt.p("50") if rt else None,
         "p90_us": rt.p("90") if rt else None, "p99_us": rt.p("99") if rt else None, "errors": result.measured.errors,
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
-        "load": to_dict(result), "resources": asdict(resources), "environment": env,
+        "load": to_dict(result), "resources": {**asdict(resources), "idle_cpu_cores": idle_cpu_cores},
+        "environment": env,
     }
 
 
@@ -204,13 +228,16 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
             on_event(Event("failed", index, total, r, message=str(e).splitlines()[0]))
         return index
     with server:
+        idle = idle_cpu_cores(server)
         for n, r in enumerate(todo):
             index += 1
             started_at = time.time()
-            result, resources, flags = measure(exp, r, server)
+            result, resources, flags = measure(
+                exp, r, server, live=lambda p, i=index, r=r: on_event(Event("live", i, total, r, point=p)))
             if result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
-            store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0))
+            store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0,
+                                              idle_cpu_cores=idle))
             counts["run"] += 1
             on_event(Event("run", index, total, r, result, flags))
             if not server.alive():
