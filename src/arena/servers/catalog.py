@@ -62,6 +62,10 @@ class Server:
     version: tuple[str, ...] = ()  # ("dist", name) or ("cmd", regex, *argv)
     install_hint: str = ""
     description: str = ""
+    # How requests reach its processes (for arena.model): "shared" when each request is accepted
+    # anew from one queue (no keep-alive, or a front process that queues for them), "per-process"
+    # when a keep-alive connection stays with the process that accepted it.
+    routing: str = "per-process"
 
     @property
     def apps(self) -> tuple[str, ...]:
@@ -88,6 +92,7 @@ def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, K
         knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default ($WEB_CONCURRENCY or 1)"),
                **knobs},
         version=("dist", "gunicorn"), install_hint=PIP, description=description,
+        routing="shared" if worker == "sync" else "per-process",  # the sync worker has no keep-alive
     )
 
 
@@ -131,7 +136,7 @@ CATALOG: dict[str, Server] = {
                     "timeout 120\n"),
             env=RUBY_ENV, stop_signal=signal.SIGQUIT,  # unicorn: QUIT is graceful, TERM is immediate
             version=("cmd", r"unicorn v([\d.]+)", "unicorn", "-v"), install_hint=f"{APT} unicorn",
-            description="pre-forked single-threaded workers on one shared listen socket",
+            routing="shared", description="pre-forked single-threaded workers on one shared listen socket",
         ),
         Server(
             # Puma's own rule: no workers = single mode (one process, a thread pool); -w N = clustered
@@ -161,14 +166,14 @@ CATALOG: dict[str, Server] = {
             env=RUBY_ENV, ready_timeout_s=60, ready_floor_s=2.5,
             version=("cmd", r"Passenger\(R\) ([\d.]+)", "passenger", "--version"),
             install_hint=f"{APT} passenger",
-            description="Passenger standalone, builtin engine: processes fed by its request queue",
+            routing="shared", description="Passenger standalone, builtin engine: processes fed by its request queue",
         ),
         # ------------------------------------------------------------------ Python
         Server(
             "wsgiref", "python", "process", ("wsgi",),
             ("{python}", "-m", "arena.servers.wsgiref_main", "--host", "{host}", "--port", "{port}", "{target}"),
             version=("python",), install_hint="part of Python's standard library",
-            description="the standard library's WSGI server: one request at a time (a baseline)",
+            routing="shared", description="the standard library's WSGI server: one request at a time (a baseline)",
         ),
         _gunicorn("sync", "process", (), {}, "pre-forked single-threaded workers (no keep-alive)"),
         _gunicorn("gthread", "hybrid", ("--threads", "{threads}"),

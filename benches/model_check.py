@@ -1,0 +1,70 @@
+"""The model against a measured processes x threads grid of two servers (scenarios/model-check.toml).
+
+Runs the sweep (about 4 minutes; skipped when the store already holds it), calibrates each server
+from its concurrency-1 runs only, predicts every other point, and prints predicted against measured
+with the mean absolute percentage error (MAPE) of throughput, per server and overall. Then the
+model-guided search: for each server at the highest load, run only the model's top third of the
+grid (here: look those runs up) and compare the best of them with the best of the whole grid.
+
+    .venv/bin/python benches/model_check.py [--store /tmp/model-check.db]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from arena.model.recommend import candidates, guided_choice  # noqa: E402
+from arena.model.verify import compare, mape  # noqa: E402
+from arena.store import Store  # noqa: E402
+
+EXPERIMENT = ROOT / "scenarios" / "model-check.toml"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", default="/tmp/arena-model-check.db")
+    args = ap.parse_args()
+    subprocess.run([str(ROOT / ".venv" / "bin" / "arena"), "run", str(EXPERIMENT), "--store", args.store], check=True)
+    with Store(args.store) as store:
+        runs = store.runs("model-check")
+    points, calibrations = compare(runs)
+    for (server, workload), cal in calibrations.items():
+        print(f"{server}: " + (cal if isinstance(cal, str) else
+                               f"CPU {cal.cpu_ms} ms, I/O {cal.io_ms} ms, outside {cal.outside_ms} ms per request"))
+    print(f"\n{'configuration':34} {'load':>6} {'measured':>9} {'predicted':>9} {'error':>7}  binds (model)")
+    for p in points:
+        err = "calib." if p.calibration_run else f"{100 * p.error:+.1f}%"
+        print(f"{p.label:34} {'c=%d' % p.level:>6} {p.measured:9.1f} {p.predicted.throughput:9.1f} {err:>7}  "
+              f"{p.predicted.binding}")
+    print()
+    for server in dict.fromkeys(p.server for p in points):
+        print(f"MAPE {server}: {mape([p for p in points if p.server == server]):.1f}%")
+    print(f"MAPE overall: {mape(points):.1f}% over {sum(not p.calibration_run for p in points)} predicted points\n")
+
+    for server, cal in calibrations.items():
+        if isinstance(cal, str):
+            continue
+        top = max(r.level for r in runs if r.server == server[0])
+        measured = {}
+        for p in points:
+            if p.server == server[0] and p.level == top:
+                measured[(p.processes, p.threads)] = p.measured
+        ranked = candidates(cal, "closed", top, None, None)
+        budget = max(1, len(measured) // 3)
+        choice, ran = guided_choice(ranked, measured, budget)
+        best = max(measured, key=measured.get)
+        gap = (measured[best] - measured[choice]) / measured[best]
+        print(f"{server[0]} at c={top:g}: grid best p={best[0]} t={best[1]} {measured[best]:.1f} req/s; "
+              f"model-guided ({len(ran)} of {len(measured)} runs: {ran}) best p={choice[0]} t={choice[1]} "
+              f"{measured[choice]:.1f} req/s: {100 * gap:.1f}% below the grid's best")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""Queueing models. Pure: numbers in, numbers out; no I/O.
+
+References
+- [RL80] M. Reiser, S. S. Lavenberg, "Mean-Value Analysis of Closed Multichain Queuing Networks",
+  J. ACM 27(2), 1980.
+- [QSP] E. D. Lazowska, J. Zahorjan, G. S. Graham, K. C. Sevcik, *Quantitative System
+  Performance*, Prentice-Hall 1984: ch. 6 (exact MVA), ch. 8 (flow-equivalent servers),
+  ch. 20 (load-dependent MVA with marginal queue-length probabilities).
+- [Rei79] M. Reiser, "A Queueing Network Analysis of Computer Communication Networks with Window
+  Flow Control", IEEE Trans. Commun. 27(8), 1979: FCFS stations with non-exponential service in
+  MVA, the request in service having (1 + cs^2) / 2 of a service time left.
+- [Kle75] L. Kleinrock, *Queueing Systems, Vol. 1*, Wiley 1975: birth-death processes, M/M/c
+  (Erlang C), the machine-repairman model M/M/1//N.
+- [AC90] A. O. Allen, *Probability, Statistics and Queueing Theory*, 2nd ed., Academic Press
+  1990, §6: the Allen-Cunneen approximation for G/G/c.
+- [NR] W. H. Press et al., *Numerical Recipes*, 3rd ed., §6.2: the incomplete gamma function.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+# ---------------------------------------------------------------------- exact MVA
+
+
+@dataclass(frozen=True)
+class Station:
+    """A service center of a closed network.
+
+    kind "queue": one server, FCFS (load independent); "delay": infinite servers (a pure delay);
+    "ld": load dependent, serving at ``alpha[j-1]`` times the rate of one server when j
+    customers are present (``alpha`` continues with its last value). ``demand``: seconds of service
+    per request at one server (visits x service time). ``cv2``: the squared coefficient of variation
+    of a "queue" station's service time (1: exponential, exact MVA; otherwise [Rei79]'s
+    approximation)."""
+
+    name: str
+    demand: float
+    kind: str = "queue"
+    alpha: tuple[float, ...] = (1.0,)
+    cv2: float = 1.0
+
+    def rate_multiplier(self, j: int) -> float:
+        return self.alpha[min(j, len(self.alpha)) - 1]
+
+
+def multi_server(name: str, demand: float, servers: int) -> Station:
+    """C identical servers sharing one queue (an M/M/c-like station): alpha(j) = min(j, C)."""
+    return Station(name, demand, "ld", tuple(float(j) for j in range(1, servers + 1)))
+
+
+@dataclass(frozen=True)
+class MvaPoint:
+    n: int
+    throughput: float  # requests per second
+    response: float  # seconds, the stations' residence times summed (think time excluded)
+    residence: dict[str, float]
+    queue: dict[str, float]  # mean number present
+    marginals: dict[str, list[float]]  # load-dependent stations: P(j present), j = 0..n
+
+
+def mva(stations: Sequence[Station], customers: int, think: float = 0.0) -> list[MvaPoint]:
+    """Exact single-class MVA for 1..``customers`` customers [RL80]; load-dependent stations by
+    their marginal queue-length probabilities [QSP ch. 20]. ``think``: the customers' own delay."""
+    if customers < 1:
+        raise ValueError("customers must be at least 1")
+    q = {s.name: 0.0 for s in stations}
+    x = 0.0  # throughput with one customer fewer
+    queues = [s for s in stations if s.kind == "queue" and s.demand > 0]
+    bottleneck = max(queues, key=lambda s: s.demand) if queues else None
+    cap = 1 / bottleneck.demand if bottleneck else math.inf
+    p = {s.name: [1.0] for s in stations if s.kind == "ld"}  # P(j present | n-1 customers)
+    out = []
+    for n in range(1, customers + 1):
+        r = {}
+        for s in stations:
+            if s.kind == "delay":
+                r[s.name] = s.demand
+            elif s.kind == "queue":
+                # the one in service (busy with probability U = X D) has (1 + cv2)/2 of a service left
+                busy = min(1.0, x * s.demand)
+                r[s.name] = s.demand * (1 + q[s.name] - busy * (1 - s.cv2) / 2)
+            else:
+                r[s.name] = sum(j * s.demand / s.rate_multiplier(j) * p[s.name][j - 1] for j in range(1, n + 1))
+        total = sum(r.values())
+        x = n / (think + total) if think + total > 0 else math.inf
+        if x > cap:  # [Rei79]'s correction can overshoot the bottleneck: hold X at 1/D_max, the rest queues there
+            x = cap
+            r[bottleneck.name] += n / x - think - total
+            total = n / x - think
+        for s in stations:
+            q[s.name] = x * r[s.name]
+            if s.kind == "ld":
+                prev = p[s.name]
+                new = [0.0] * (n + 1)
+                for j in range(1, n + 1):
+                    new[j] = x * s.demand / s.rate_multiplier(j) * prev[j - 1]
+                new[0] = max(0.0, 1.0 - sum(new[1:]))  # rounding can push it a hair below 0
+                p[s.name] = new
+        out.append(MvaPoint(n, x, total, dict(r), dict(q), {k: list(v) for k, v in p.items()}))
+    return out
+
+
+def birth_death(up: Sequence[float], down: Sequence[float]) -> list[float]:
+    """Stationary distribution of a finite birth-death chain on 0..K [Kle75 §3]: ``up[j]`` the rate
+    from j to j+1 (j < K), ``down[j]`` the rate from j+1 to j."""
+    weights = [1.0]
+    for u, d in zip(up, down):
+        weights.append(weights[-1] * u / d)
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+# ---------------------------------------------------------------------- open queues
+
+
+def erlang_b(servers: int, load: float) -> float:
+    """Erlang B blocking probability for ``load`` = lambda/mu Erlangs (stable recurrence)."""
+    b = 1.0
+    for k in range(1, servers + 1):
+        b = load * b / (k + load * b)
+    return b
+
+
+def erlang_c(servers: int, load: float) -> float:
+    """Erlang C: probability that an arrival waits in M/M/c [Kle75 §3.5]; 1 when overloaded."""
+    if load >= servers:
+        return 1.0
+    b = erlang_b(servers, load)
+    return b / (1 - (load / servers) * (1 - b))
+
+
+@dataclass(frozen=True)
+class OpenResult:
+    overloaded: bool
+    utilization: float  # per server
+    p_wait: float
+    wait_mean: float  # seconds in queue (inf when overloaded)
+    response_mean: float
+
+    def wait_quantile(self, q: float) -> float:
+        """Waiting-time quantile: the wait of those who wait is exponential with mean
+        wait_mean / p_wait (exact for M/M/c, the usual approximation for G/G/c)."""
+        if self.overloaded:
+            return math.inf
+        if self.p_wait <= 1 - q or self.wait_mean == 0:
+            return 0.0
+        return self.wait_mean / self.p_wait * math.log(self.p_wait / (1 - q))
+
+
+def mmc(arrival_rate: float, service_s: float, servers: int) -> OpenResult:
+    """M/M/c: Poisson arrivals, exponential service of mean ``service_s`` [Kle75]."""
+    return allen_cunneen(arrival_rate, service_s, servers, 1.0, 1.0)
+
+
+def allen_cunneen(arrival_rate: float, service_s: float, servers: int, ca2: float, cs2: float) -> OpenResult:
+    """G/G/c by Allen-Cunneen [AC90]: Wq = Erlang-C wait of M/M/c x (ca^2 + cs^2) / 2, with ca^2 and
+    cs^2 the squared coefficients of variation of interarrival and service times."""
+    load = arrival_rate * service_s
+    util = load / servers
+    if util >= 1:
+        return OpenResult(True, util, 1.0, math.inf, math.inf)
+    c = erlang_c(servers, load)
+    wq = c * service_s / (servers - load) * (ca2 + cs2) / 2
+    return OpenResult(False, util, c, wq, wq + service_s)
+
+
+# ---------------------------------------------------------------------- distributions
+
+
+def gamma_p(a: float, x: float) -> float:
+    """Regularized lower incomplete gamma P(a, x) [NR §6.2]: series below a+1, continued fraction above."""
+    if x <= 0:
+        return 0.0
+    if x < a + 1:
+        term = total = 1.0 / a
+        k = a
+        for _ in range(1000):
+            k += 1
+            term *= x / k
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return total * math.exp(-x + a * math.log(x) - math.lgamma(a))
+    tiny = 1e-300
+    b = x + 1 - a
+    c = 1 / tiny
+    d = 1 / b
+    h = d
+    for i in range(1, 1000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-15:
+            break
+    return 1.0 - math.exp(-x + a * math.log(x) - math.lgamma(a)) * h
+
+
+@dataclass(frozen=True)
+class ShiftedGamma:
+    """shift + Gamma(shape, scale): a two-moment fit of a positive delay above a fixed floor."""
+
+    shift: float
+    mean: float  # of the gamma part
+    var: float
+
+    def cdf(self, t: float) -> float:
+        x = t - self.shift
+        if x < 0:
+            return 0.0
+        if self.mean <= 0:
+            return 1.0
+        if self.var <= 0:
+            return 1.0 if x >= self.mean else 0.0
+        shape, scale = self.mean ** 2 / self.var, self.var / self.mean
+        return gamma_p(shape, x / scale)
+
+
+def mixture_quantile(parts: Sequence[tuple[float, ShiftedGamma]], q: float) -> float:
+    """The q-quantile of a mixture (weight, distribution), by bisection on its CDF."""
+    total = sum(w for w, _ in parts)
+    if total <= 0:
+        return math.nan
+
+    def cdf(t: float) -> float:
+        return sum(w * d.cdf(t) for w, d in parts) / total
+
+    lo, hi = 0.0, max(d.shift + d.mean + 10 * math.sqrt(max(d.var, 0)) + 1e-9 for _, d in parts)
+    while cdf(hi) < q:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < q else (lo, mid)
+        if hi - lo < 1e-9 * max(1.0, hi):
+            break
+    return hi

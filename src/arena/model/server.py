@@ -1,0 +1,256 @@
+"""An app server as a queueing network, solved exactly by MVA. Pure.
+
+The server (P processes x T threads on C cores) is a flow-equivalent server [QSP ch. 8]:
+
+- inside, m requests in service (m <= P x T) share a CPU station whose rate with j requests
+  computing is min(j, C, G(j)) times one core (where that is never above one server, one process
+  with its GIL or at most one core, a FCFS server whose service time's variability, cpu_cv2, enters
+  by [Rei79]'s residual-time approximation): C cores, and one GIL/GVL per process, so at most as
+  many CPU bursts at once as processes hold them. G(j) is the expected number of distinct
+  processes among j requests placed evenly at random, at most T in each (a GIL-free runtime: no
+  cap). I/O is a delay inside the process (it holds a thread, not a core or the GIL); a
+  non-yielding call in an event loop (``blocking_io``) holds its process like CPU, but no core;
+- ``inner_throughput(m)`` is that network's throughput with m requests in it (exact MVA);
+- outside, the closed load (N clients, think time Z, and the time outside the server's threads:
+  network, kernel, parsing before the app) sees one load-dependent station of rate
+  inner_throughput(min(n, P x T)) for n requests present: requests beyond P x T wait in the accept
+  queue (a shared one: Unicorn, gunicorn sync, Passenger's core), exact MVA again;
+- per-process routing (a keep-alive connection stays with the process that accepted it: Puma's
+  cluster, gunicorn gthread, uvicorn workers) splits the clients evenly among P independent
+  copies with C/P cores each;
+- open load: a birth-death chain with arrival rate lambda and the same state-dependent service
+  rates [Kle75 §3], overloaded when lambda >= the rate with every thread busy.
+
+Latency percentiles: an arriving request sees the population of the others (the arrival
+theorem for the closed model, PASTA for the open one); given n ahead of it, it waits for
+n - P x T + 1 departures at the full rate (an Erlang), then spends the in-server time for the
+population it joins (its fixed CPU + I/O floor, plus the contention: a sum of exponential parts,
+one per other request in service).
+The sum is fitted by a shifted gamma on two moments and the mixture's quantile is found by
+bisection. This is an approximation: the means are exact for the model, the percentiles are not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from arena.model.queueing import ShiftedGamma, Station, birth_death, mixture_quantile, mva
+
+UNBOUNDED_THREADS = 10_000  # async servers: no thread cap below the clients' own count
+
+
+@dataclass(frozen=True)
+class Workload:
+    cpu_ms: float  # CPU per request in the server's processes (app and server), holds a core (and the GIL)
+    io_ms: float  # waits that release core and GIL (sleeps, network calls, database)
+    outside_ms: float = 0.0  # per request outside the server's threads: network, kernel, parsing
+    blocking_io: bool = False  # the wait holds the process (a non-yielding call in an event loop)
+    cpu_cv2: float = 1.0  # squared coefficient of variation of the CPU per request (1: exponential)
+
+
+@dataclass(frozen=True)
+class Config:
+    processes: int
+    threads: int | None  # per process; None: unbounded (an event loop serving every connection)
+    cores: float
+    gil: bool = True
+    routing: str = "shared"  # "shared" accept queue, or "per-process" (connections stay with a process)
+
+    @property
+    def slots(self) -> int:
+        return self.processes * (self.threads or UNBOUNDED_THREADS)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    load: float  # clients (closed) or requests/s (open)
+    throughput: float  # requests/s
+    mean_ms: float  # response time seen by the client (outside time included)
+    p50_ms: float
+    p99_ms: float
+    cpu_utilization: float  # of the cores given
+    busy_slots: float  # mean requests in service inside the server
+    queued: float  # mean requests waiting for a thread
+    binding: str  # what limits throughput at this load
+    overloaded: bool = False
+
+
+def _gil_parallelism(j: int, processes: int, threads: int | None, gil: bool) -> float:
+    """Expected number of distinct processes among j requests in service, each process holding at
+    most ``threads`` of them, spread evenly at random: P (1 - C(PT - T, j) / C(PT, j)) (without a
+    thread cap: P (1 - (1 - 1/P)^j)). With a GIL that is how many can compute at once."""
+    if not gil:
+        return float(j)
+    if processes == 1:
+        return 1.0
+    if threads is None:
+        return processes * (1 - (1 - 1 / processes) ** j)
+    slots = processes * threads
+    if j > slots - threads:  # every process holds at least one
+        return float(processes)
+    none = 1.0  # C(PT - T, j) / C(PT, j): a given process holds none of the j
+    for i in range(j):
+        none *= (slots - threads - i) / (slots - i)
+    return processes * (1 - none)
+
+
+def inner_throughput(w: Workload, processes: int, threads: int | None, cores: float, gil: bool,
+                     population: int) -> tuple[float, ...]:
+    """Throughput (requests/s) of the server's inside with m = 1..population requests in service."""
+    cpu_s, io_s = w.cpu_ms / 1000, w.io_ms / 1000
+    single = min(cores, 1.0) if gil and processes == 1 else cores if cores <= 1 else None
+    if single is not None:  # one CPU burst at a time: a FCFS server, its service's variability counts
+        stations = [Station("cpu", cpu_s / single, "queue", cv2=w.cpu_cv2)]
+    else:  # several at once: exact load-dependent MVA (exponential service)
+        alpha = tuple(max(1e-9, min(float(j), cores, _gil_parallelism(j, processes, threads, gil)))
+                      for j in range(1, population + 1))
+        stations = [Station("cpu", cpu_s, "ld", alpha)]
+    if io_s > 0:
+        if w.blocking_io:  # holds its process like a GIL section, but no core
+            io_alpha = tuple(_gil_parallelism(j, processes, threads, True) for j in range(1, population + 1))
+            stations.append(Station("io", io_s, "ld", io_alpha))
+        else:
+            stations.append(Station("io", io_s, "delay"))
+    if cpu_s <= 0 and io_s <= 0:
+        raise ValueError("a workload needs some CPU or I/O time")
+    return tuple(p.throughput for p in mva(stations, population))
+
+
+def _fes_rates(w: Workload, c: Config, limit: int) -> list[float]:
+    """Service rate of the server with n = 1..limit requests present (capped at its slots)."""
+    inside = min(limit, c.slots)
+    rates = inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, inside)
+    return [rates[min(n, inside) - 1] for n in range(1, limit + 1)]
+
+
+def _latency_parts(w: Workload, c: Config, rates: list[float], seen: list[float]) -> list[tuple[float, ShiftedGamma]]:
+    """The response time of an arrival that finds n = 0.. others present (probabilities ``seen``)."""
+    floor = (w.cpu_ms + w.io_ms) / 1000
+    outside = w.outside_ms / 1000
+    slots = c.slots
+    full = rates[min(slots, len(rates)) - 1]
+    parts = []
+    for n, prob in enumerate(seen):
+        if prob < 1e-12:
+            continue
+        inside = min(n + 1, slots, len(rates))
+        in_server = inside / rates[inside - 1]  # Little's law inside, at the population it joins
+        extra = max(0.0, in_server - floor)  # behind the others' bursts: a sum of inside - 1 equal parts
+        waits = max(0, n + 1 - slots)
+        mean = waits / full + extra
+        var = waits / full ** 2 + extra ** 2 / max(1, inside - 1)
+        parts.append((prob, ShiftedGamma(floor + outside, mean, var)))
+    return parts
+
+
+def _binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float) -> str:
+    if cpu_util > 0.9 * min(c.cores, c.processes if c.gil else c.cores) / c.cores:
+        if c.gil and c.processes < c.cores:
+            return f"GIL: {c.processes} process(es) < {c.cores:g} cores"
+        return f"CPU: {c.cores:g} core(s) busy"
+    if queued > 0.1 * max(busy, 1) and c.threads is not None:
+        return f"threads: all {c.slots} busy, requests queue for one"
+    if w.blocking_io and busy > 0.9 * c.processes:
+        return "event loop: blocking I/O holds each process"
+    return "load: the server is not full at this load"
+
+
+def _closed(w: Workload, c: Config, clients: int, think_ms: float):
+    """The closed network solved: (its last MVA point, the marginals an arrival sees, the rates)."""
+    rates = _fes_rates(w, c, clients)
+    server = Station("server", 1.0, "ld", tuple(rates))
+    points = mva([server], clients, think=think_ms / 1000 + w.outside_ms / 1000)
+    seen = points[-2].marginals["server"] if clients > 1 else [1.0]  # the arrival theorem: N - 1 others
+    return points[-1], seen, rates
+
+
+def predict_closed(w: Workload, c: Config, clients: int, think_ms: float = 0.0) -> Prediction:
+    """Closed load of ``clients`` connections with ``think_ms`` between a response and the next request."""
+    if c.routing == "per-process" and c.processes > 1:
+        return _split(w, c, clients, think_ms)
+    point, seen, rates = _closed(w, c, clients, think_ms)
+    return _prediction(w, c, clients, point.throughput, point.response + w.outside_ms / 1000,
+                       point.marginals["server"], seen, rates)
+
+
+def _split(w: Workload, c: Config, clients: int, think_ms: float) -> Prediction:
+    """Per-process routing: the clients split evenly among P single-process servers that share the
+    cores. A process with n of the N clients sees the cores the others leave it: C minus their CPU
+    utilization, (1 - n/N) of the total throughput X times the CPU per request (at least a sliver).
+    X is the fixed point of X = sum of the processes' throughputs, found by bisection (the right
+    side falls as X grows). Processes with as many clients behave alike: each size is solved once."""
+    share = [clients // c.processes + (1 if i < clients % c.processes else 0) for i in range(c.processes)]
+    sizes = {n: share.count(n) for n in set(share) if n > 0}
+    cpu_s = w.cpu_ms / 1000
+
+    def alone(n: int, total: float) -> Config:
+        free = c.cores - total * (1 - n / clients) * cpu_s
+        return Config(1, c.threads, round(min(max(0.02, free), c.cores), 6), c.gil, "shared")
+
+    def served(total: float) -> float:
+        return sum(k * _closed(w, alone(n, total), n, think_ms)[0].throughput for n, k in sizes.items())
+
+    lo, hi = 0.0, served(0.0)  # with the cores all to itself, each process does its most
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if served(mid) > mid else (lo, mid)
+        if hi - lo < 1e-6 * max(1.0, hi):
+            break
+    preds = {n: predict_closed(w, alone(n, lo), n, think_ms) for n in sizes}
+    total = sum(k * preds[n].throughput for n, k in sizes.items())
+    mean = sum(k * preds[n].throughput * preds[n].mean_ms for n, k in sizes.items()) / total
+    heavy = preds[max(sizes)]
+    util = min(1.0, total * cpu_s / c.cores)
+    busy = sum(k * preds[n].busy_slots for n, k in sizes.items())
+    queued = sum(k * preds[n].queued for n, k in sizes.items())
+    return Prediction(clients, total, mean, heavy.p50_ms, heavy.p99_ms, util, busy, queued,
+                      _binding(w, c, util, busy, queued))
+
+
+def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float, marginal: list[float],
+                seen: list[float], rates: list[float]) -> Prediction:
+    slots = c.slots
+    busy = sum(min(n, slots) * p for n, p in enumerate(marginal))
+    queued = sum(max(0, n - slots) * p for n, p in enumerate(marginal))
+    cpu_util = min(1.0, x * w.cpu_ms / 1000 / c.cores)
+    parts = _latency_parts(w, c, rates, seen)
+    return Prediction(load, x, response_s * 1000, mixture_quantile(parts, 0.5) * 1000,
+                      mixture_quantile(parts, 0.99) * 1000, cpu_util, busy, queued,
+                      _binding(w, c, cpu_util, busy, queued))
+
+
+def capacity(w: Workload, c: Config) -> float:
+    """The most requests/s the server can answer: its rate with every slot busy."""
+    n = min(c.slots, 4096)
+    if c.routing == "per-process" and c.processes > 1:
+        one = Config(1, c.threads, c.cores / c.processes, c.gil, "shared")
+        return c.processes * capacity(w, one)
+    return inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, n)[-1]
+
+
+def predict_open(w: Workload, c: Config, rate: float) -> Prediction:
+    """Open load of ``rate`` requests/s (Poisson arrivals) against the flow-equivalent server."""
+    cap = capacity(w, c)
+    if rate >= cap:
+        return Prediction(rate, cap, math.inf, math.inf, math.inf, min(1.0, cap * w.cpu_ms / 1000 / c.cores),
+                          float(c.slots), math.inf, f"overloaded: {rate:g} req/s >= capacity {cap:.1f} req/s",
+                          overloaded=True)
+    if c.routing == "per-process" and c.processes > 1:
+        one = Config(1, c.threads, c.cores / c.processes, c.gil, "shared")
+        p = predict_open(w, one, rate / c.processes)
+        return Prediction(rate, rate, p.mean_ms, p.p50_ms, p.p99_ms, p.cpu_utilization, p.busy_slots * c.processes,
+                          p.queued * c.processes, p.binding)
+    # states 0..K: exact up to the slots, then a geometric tail at the full rate, cut where it is negligible
+    slots = min(c.slots, 4096)
+    full = capacity(w, c)
+    rho = rate / full
+    tail = int(math.ceil(math.log(1e-12) / math.log(rho))) if rho > 0 else 0
+    k = slots + min(tail, 200_000)
+    inner = inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, slots)
+    rates = [inner[min(n, slots) - 1] for n in range(1, k + 1)]
+    pi = birth_death([rate] * k, rates)
+    mean_n = sum(n * p for n, p in enumerate(pi))
+    response = mean_n / rate + w.outside_ms / 1000  # Little's law
+    return _prediction(w, c, rate, rate, response, pi, pi, rates)

@@ -1,0 +1,214 @@
+"""arena.model against exact solutions, textbook values and published data."""
+
+import math
+
+import numpy as np
+import pytest
+
+from arena.model import queueing as q
+from arena.model import usl
+from arena.model.server import Config, Workload, capacity, predict_closed, predict_open
+
+# ---------------------------------------------------------------------- exact MVA
+
+
+def ctmc_throughput(demands: list[tuple[str, float, tuple[float, ...]]], customers: int, think: float) -> float:
+    """Throughput of a closed cyclic network (think -> station 1 -> station 2 -> think), by solving
+    its continuous-time Markov chain directly: states (n1, n2), rates from each station's alpha(j)."""
+    states = [(a, b) for a in range(customers + 1) for b in range(customers + 1 - a)]
+    index = {s: i for i, s in enumerate(states)}
+    k = len(states)
+    gen = np.zeros((k, k))
+
+    def rate(station, j):
+        _, d, alpha = demands[station]
+        return alpha[min(j, len(alpha)) - 1] / d if j > 0 else 0.0
+
+    for (a, b), i in index.items():
+        thinking = customers - a - b
+        moves = []
+        if thinking > 0:
+            moves.append(((a + 1, b), thinking / think if think > 0 else 0.0))
+        if a > 0:
+            moves.append(((a - 1, b + 1), rate(0, a)))
+        if b > 0:
+            moves.append(((a, b - 1), rate(1, b)))
+        for target, r in moves:
+            if r > 0:
+                gen[i, index[target]] += r
+                gen[i, i] -= r
+    a_mat = np.vstack([gen.T, np.ones(k)])
+    rhs = np.zeros(k + 1)
+    rhs[-1] = 1
+    pi, *_ = np.linalg.lstsq(a_mat, rhs, rcond=None)
+    return sum(pi[index[(a, b)]] * rate(1, b) for a, b in states)
+
+
+@pytest.mark.parametrize("customers", [1, 2, 5, 12])
+def test_mva_with_load_dependent_stations_matches_the_markov_chain(customers):
+    cpu = ("cpu", 0.004, (1.0, 2.0))  # two cores
+    gil = ("gil", 0.006, (1.0, 1.6, 1.9, 2.0))  # some other load-dependent rate
+    stations = [q.Station(n, d, "ld", a) for n, d, a in (cpu, gil)]
+    got = q.mva(stations, customers, think=0.02)[-1].throughput
+    assert got == pytest.approx(ctmc_throughput([cpu, gil], customers, 0.02), rel=1e-9)
+
+
+def test_mva_single_station_repairman_closed_form():
+    # M/M/1//N (machine repairman) [Kleinrock 1975 §3.8]: p0 = 1 / sum_k N!/(N-k)! (S/Z)^k, X = (1-p0)/S
+    n, s, z = 7, 0.01, 0.05
+    p0 = 1 / sum(math.factorial(n) / math.factorial(n - k) * (s / z) ** k for k in range(n + 1))
+    point = q.mva([q.Station("disk", s)], n, think=z)[-1]
+    assert point.throughput == pytest.approx((1 - p0) / s, rel=1e-12)
+    # and the same station as load dependent with alpha = 1 gives the same numbers and p0
+    ld = q.mva([q.Station("disk", s, "ld", (1.0,))], n, think=z)[-1]
+    assert ld.throughput == pytest.approx(point.throughput, rel=1e-12)
+    assert ld.marginals["disk"][0] == pytest.approx(p0, rel=1e-9)
+
+
+def test_mva_without_think_time_is_the_bottleneck_law():
+    pts = q.mva([q.Station("a", 0.002), q.Station("b", 0.005), q.Station("d", 0.1, "delay")], 200)
+    assert pts[0].throughput == pytest.approx(1 / 0.107)  # one customer: 1 / sum of demands
+    assert pts[-1].throughput == pytest.approx(1 / 0.005, rel=1e-6)  # many: 1 / the largest demand
+    assert pts[-1].response == pytest.approx(200 / pts[-1].throughput)  # Little's law, Z = 0
+
+
+def test_birth_death_is_normalized_and_balanced():
+    pi = q.birth_death([3.0, 3.0, 3.0], [1.0, 2.0, 3.0])
+    assert sum(pi) == pytest.approx(1)
+    for j in range(3):  # detailed balance
+        assert pi[j] * 3.0 == pytest.approx(pi[j + 1] * [1.0, 2.0, 3.0][j])
+
+
+# ---------------------------------------------------------------------- open queues
+
+
+def test_erlang_c_textbook_values():
+    assert q.erlang_c(3, 2.0) == pytest.approx(4 / 9)  # a = 2 Erlangs on 3 servers
+    assert q.erlang_c(1, 0.5) == pytest.approx(0.5)  # M/M/1: P(wait) = rho
+    assert q.erlang_c(2, 1.0) == pytest.approx(1 / 3)  # M/M/2 at rho 0.5: 2 rho^2 / (1 + rho)
+    assert q.erlang_b(2, 1.0) == pytest.approx(0.2)  # (1/2) / (1 + 1 + 1/2)
+    assert q.erlang_c(10, 12.0) == 1.0  # overloaded
+
+
+def test_mm1_and_mmc_waits():
+    r = q.mmc(80.0, 0.01, 1)  # M/M/1, rho 0.8: Wq = rho / (mu - lambda) = 0.8 / 20
+    assert not r.overloaded and r.wait_mean == pytest.approx(0.04) and r.response_mean == pytest.approx(0.05)
+    # P(Wq > t) = rho e^{-(mu - lambda) t}: its 99th percentile is ln(0.8 / 0.01) / 20
+    assert r.wait_quantile(0.99) == pytest.approx(math.log(80) / 20)
+    assert r.wait_quantile(0.1) == 0.0  # 20% do not wait at all
+    two = q.mmc(1.0, 1.0, 2)  # M/M/2, lambda 1, mu 1: Wq = C / (c mu - lambda) = (1/3) / 1
+    assert two.wait_mean == pytest.approx(1 / 3)
+    assert q.mmc(2.5, 1.0, 2).overloaded and math.isinf(q.mmc(2.5, 1.0, 2).wait_quantile(0.5))
+
+
+def test_allen_cunneen():
+    # deterministic service (cs^2 = 0), Poisson arrivals: half the M/M/c wait; M/D/1 is exact here
+    md1 = q.allen_cunneen(80.0, 0.01, 1, 1.0, 0.0)
+    assert md1.wait_mean == pytest.approx(0.02)  # Pollaczek-Khinchine: rho S / (2 (1 - rho)) = 0.8*0.01/0.4
+    assert q.allen_cunneen(1.0, 1.0, 2, 1.0, 1.0) == q.mmc(1.0, 1.0, 2)
+
+
+def test_gamma_and_mixture_quantiles():
+    assert q.gamma_p(1.0, 2.0) == pytest.approx(1 - math.exp(-2))
+    assert q.gamma_p(3.0, 2.0) == pytest.approx(1 - math.exp(-2) * (1 + 2 + 2))  # Erlang-3
+    assert q.gamma_p(3.0, 20.0) == pytest.approx(1 - math.exp(-20) * (1 + 20 + 200), rel=1e-12)
+    exp = q.ShiftedGamma(0.001, 0.01, 0.0001)  # shift + exponential of mean 10 ms
+    assert q.mixture_quantile([(1.0, exp)], 0.99) == pytest.approx(0.001 + 0.01 * math.log(100), rel=1e-6)
+
+
+# ---------------------------------------------------------------------- USL
+
+
+def test_usl_fit_reproduces_the_published_specsdm91_coefficients():
+    # SPEC SDM91 on a Sun SPARCcenter 2000 [Gunther, Guerrilla Capacity Planning, 2007, ch. 5], the
+    # R package usl's data set `specsdm91`; its nlxb fit (tests/usl-nlxb.Rout.save) gives
+    # sigma 0.0277285 (se 0.0091217), kappa 0.0001044 (se 0.0000199), lambda 89.9952330 (se 14.2134894).
+    fit = usl.fit([1, 18, 36, 72, 108, 144, 216], [64.9, 995.9, 1652.4, 1853.2, 1828.9, 1775.0, 1702.2])
+    assert fit.sigma == pytest.approx(0.0277285, rel=1e-4)
+    assert fit.kappa == pytest.approx(0.0001044, rel=1e-3)
+    assert fit.lam == pytest.approx(89.9952330, rel=1e-5)
+    assert fit.stderr[0] == pytest.approx(0.0091217, rel=1e-3) and fit.stderr[2] == pytest.approx(14.2134894, rel=1e-3)
+    assert fit.peak_n == pytest.approx(math.sqrt((1 - fit.sigma) / fit.kappa))
+    lo, hi = fit.ci95[0]
+    assert lo < fit.sigma < hi and lo >= 0
+
+
+def test_usl_fit_recovers_known_coefficients():
+    # the R package's tests/coef.R data: generated with sigma = kappa = 0.02, lambda = 1
+    fit = usl.fit([1, 2, 4, 6, 8, 10], [1, 1.8868, 3.0769, 3.5294, 3.5398, 3.3557])
+    assert (round(fit.sigma, 3), round(fit.kappa, 3), round(fit.lam, 3)) == (0.02, 0.02, 1.0)
+    with pytest.raises(ValueError):
+        usl.fit([1, 2, 2], [1, 2, 2])
+
+
+def test_usl_keeps_coefficients_non_negative():
+    n = [1, 2, 4, 8, 16]
+    fit = usl.fit(n, [10 * x for x in n])  # perfectly linear: no contention, no crosstalk
+    assert fit.sigma == pytest.approx(0, abs=1e-9) and fit.kappa == pytest.approx(0, abs=1e-9)
+    assert math.isinf(fit.peak_n)
+
+
+# ---------------------------------------------------------------------- the server model
+
+
+def test_server_model_limits():
+    w = Workload(cpu_ms=5, io_ms=20, outside_ms=0)
+    one = predict_closed(w, Config(1, 1, 1), 1)
+    assert one.throughput == pytest.approx(1000 / 25) and one.mean_ms == pytest.approx(25)
+    # threads bind: 4 slots, plenty of clients: the server holds 4 at a time, which is the machine
+    # repairman with N = 4, S = 5 ms, Z = 20 ms (the 4 in service share the core while not in I/O)
+    n, s, z = 4, 0.005, 0.020
+    p0 = 1 / sum(math.factorial(n) / math.factorial(n - k) * (s / z) ** k for k in range(n + 1))
+    four = predict_closed(w, Config(1, 4, 1), 64)
+    assert four.throughput == pytest.approx((1 - p0) / s, rel=1e-6) and four.binding.startswith("threads")
+    # CPU binds: 16 threads could do 640/s, one core does 200/s
+    many = predict_closed(w, Config(1, 16, 1), 64)
+    assert many.throughput == pytest.approx(200, rel=0.01) and many.binding.startswith("CPU")
+    # the GIL binds: one process on 4 cores does no better than on one
+    assert predict_closed(w, Config(1, 16, 4), 64).throughput == pytest.approx(200, rel=0.01)
+    assert predict_closed(w, Config(4, 16, 4), 64).throughput > 600
+    assert predict_closed(w, Config(1, 16, 4, gil=False), 64).throughput > 600
+    assert capacity(w, Config(1, 4, 1)) == pytest.approx((1 - p0) / s, rel=1e-6)
+
+
+def test_open_model_overload_and_light_load():
+    w = Workload(cpu_ms=5, io_ms=0)
+    light = predict_open(w, Config(1, 1, 1), 1.0)
+    assert light.mean_ms == pytest.approx(1000 / (200 - 1), rel=1e-3)  # M/M/1: 1 / (mu - lambda)
+    assert light.p99_ms == pytest.approx(5.0, rel=1e-3)  # alone, a request takes its own 5 ms
+    busy = predict_open(w, Config(1, 1, 1), 180.0)
+    assert busy.mean_ms == pytest.approx(1000 / (200 - 180), rel=1e-3)
+    assert busy.p99_ms > 3 * busy.p50_ms > 3 * 5.0
+    over = predict_open(w, Config(1, 1, 1), 250.0)
+    assert over.overloaded and math.isinf(over.mean_ms) and "overloaded" in over.binding
+
+
+def test_a_published_puma_benchmark():
+    """Puma 7.2.0, 2 workers x 5 threads, an endpoint that sleeps 5 ms, `hey` at 10..60 connections,
+    on an AMD Ryzen 7 9700X (8 cores): the "Before" table of puma_bench_results.txt attached to Ruby
+    bug #21685's journal, https://redmine.ruby-lang.org/attachments/journals/116197 (2026).
+
+    What the model needed to assume (the source gives none of it): 0.05 ms of CPU per request (a
+    trivial Rack app) and 0.05 ms outside the server (loopback); the sleep releases the GVL; hey's
+    keep-alive connections stay with the worker that accepted them (per-process routing)."""
+    published = {60: (1954, 30.6), 40: (1954, 20.4), 30: (1957, 15.3), 20: (1952, 10.2), 15: (1871, 6.7),
+                 10: (1937, 5.1)}  # connections: (requests/s, p50 ms)
+    w = Workload(cpu_ms=0.05, io_ms=5.0, outside_ms=0.05)
+    config = Config(2, 5, 8, routing="per-process")
+    errors = []
+    for clients, (rps, p50) in published.items():
+        got = predict_closed(w, config, clients)
+        errors.append(abs(got.throughput - rps) / rps)
+        if clients >= 20:  # saturated: every thread busy, the rest queue
+            assert got.p50_ms == pytest.approx(p50, rel=0.1)
+    assert max(errors) < 0.06 and sum(errors) / len(errors) < 0.03
+
+
+def test_distinct_processes_among_requests_in_service():
+    from arena.model.server import _gil_parallelism as g
+
+    assert [g(j, 4, 1, True) for j in (1, 2, 4)] == pytest.approx([1, 2, 4])  # one thread each: all distinct
+    assert g(2, 2, 2, True) == pytest.approx(2 * (1 - (2 * 1) / (4 * 3)))  # 2 of 4 slots: same process 1/3 of the time
+    assert g(3, 2, 2, True) == 2.0  # three requests in two 2-thread processes: both busy
+    assert g(2, 4, None, True) == pytest.approx(4 * (1 - 0.75 ** 2))  # no cap: independent placement
+    assert g(5, 2, 8, False) == 5.0 and g(5, 1, 8, True) == 1.0
