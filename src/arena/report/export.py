@@ -1,0 +1,118 @@
+"""Each chart of the report as files to paste into a README: its data as CSV and a picture (SVG or
+PNG, drawn with matplotlib from the same Chart as the HTML report). A chart with a selector (one
+group at a time) gets one picture per group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arena.report.charts import Chart
+from arena.report.html import COLORS, chart_csv
+
+FORMATS = ("svg", "png")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def draw(chart: Chart, group: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
+    title = chart.title + (f" ({group})" if group else "")
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(chart.x_label)
+    ax.set_ylabel(chart.y_label)
+    try:
+        if chart.kind == "heatmap":
+            _heatmap(fig, ax, chart)
+        elif chart.kind in ("bar", "stack"):
+            _bars(ax, chart, group)
+        else:
+            _lines(ax, chart, group)
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+
+
+def _heatmap(fig, ax, chart: Chart) -> None:
+    import numpy as np
+
+    z = np.array([[np.nan if v is None else v for v in row] for row in chart.z or []], dtype=float)
+    im = ax.imshow(z, origin="lower", aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(chart.columns or [])), chart.columns or [])
+    ax.set_yticks(range(len(chart.rows or [])), chart.rows or [])
+    for (i, j), v in np.ndenumerate(z):
+        if not np.isnan(v):
+            ax.text(j, i, f"{v:.3g}", ha="center", va="center", color="white", fontsize=9)
+    fig.colorbar(im, ax=ax, label=chart.y2_label)
+
+
+def _bars(ax, chart: Chart, group: str) -> None:
+    series = [s for s in chart.series if s.group == group]
+    cats = list(dict.fromkeys(x for s in series for x in s.x))
+    width = 0.8 / (1 if chart.kind == "stack" else max(1, len(series)))
+    bottom = [0.0] * len(cats)
+    for k, s in enumerate(series):
+        ys = [0.0] * len(cats)
+        for x, y in zip(s.x, s.y):
+            ys[cats.index(x)] = y or 0.0
+        offset = 0 if chart.kind == "stack" else (k - (len(series) - 1) / 2) * width
+        ax.bar([i + offset for i in range(len(cats))], ys, width, bottom=bottom if chart.kind == "stack" else None,
+               label=s.name, color=COLORS[k % len(COLORS)])
+        if chart.kind == "stack":
+            bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_xticks(range(len(cats)), cats, rotation=30, ha="right", fontsize=8)
+    ax.legend(fontsize=8)
+
+
+def _lines(ax, chart: Chart, group: str) -> None:
+    series = [s for s in chart.series if s.group == group]
+    names = list(dict.fromkeys(s.name for s in chart.series))
+    right = ax.twinx() if any(s.axis == "y2" for s in series) else None
+    if right is not None:
+        right.set_ylabel(chart.y2_label)
+    style = {"line": "-", "dash": "--", "dot": ":", "bar": "-"}
+    for s in series:
+        target = right if s.axis == "y2" and right is not None else ax
+        color = COLORS[names.index(s.name) % len(COLORS)]
+        pts = [(x, y) for x, y in zip(s.x, s.y) if y is not None]
+        if pts:
+            target.plot(*zip(*pts), style[s.style], marker="o", markersize=3, color=color, label=s.name)
+        if s.lo and s.hi:
+            band = [(x, lo, hi) for x, lo, hi in zip(s.x, s.lo, s.hi) if lo is not None and hi is not None]
+            if band:
+                xs, los, his = zip(*band)
+                target.fill_between(xs, los, his, color=color, alpha=0.2, linewidth=0)
+    if chart.x_log:
+        ax.set_xscale("log")
+    if chart.y_log:
+        ax.set_yscale("log")
+    if chart.x_ticks:
+        ax.set_xticks(list(chart.x_ticks), list(chart.x_ticks.values()), fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    if right is not None:
+        h2, l2 = right.get_legend_handles_labels()
+        handles, labels = handles + h2, labels + l2
+    if handles:
+        ax.legend(handles, labels, fontsize=8)
+
+
+def export(charts: list[Chart], directory: Path, fmt: str = "svg") -> list[Path]:
+    """Write ``<chart>.csv`` and ``<chart>[-<group>].<fmt>`` for every chart; returns the files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for chart in charts:
+        path = directory / f"{chart.id}.csv"
+        path.write_text(chart_csv(chart))
+        written.append(path)
+        for group in chart.groups or [""]:
+            pic = directory / (f"{chart.id}-{_slug(group)}.{fmt}" if group else f"{chart.id}.{fmt}")
+            draw(chart, group, pic)
+            written.append(pic)
+    return written

@@ -1,0 +1,169 @@
+"""The report from a fixed store (tests/fixtures/report/store.db: real runs of a 2 x 2 grid of two
+servers, recorded by tests/fixtures/report/make-store): its structure, its figures against the
+store, escaping, the ranking's limits and the exports. Not pixels: the browser test looks at those."""
+
+import csv
+import io
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from arena import stats
+from arena.cli import main
+from arena.report import charts
+from arena.report.export import export
+from arena.report.html import chart_csv, render
+from arena.store import Store
+
+FIX = Path(__file__).parent / "fixtures" / "report"
+NAME = "tiny-grid"
+EVIL = '<script>alert(1)</script>'
+
+
+@pytest.fixture(scope="module")
+def stored():
+    with Store(FIX / "store.db") as s:
+        return s.definition(NAME), s.runs(NAME)
+
+
+@pytest.fixture(scope="module")
+def page(stored):
+    definition, runs = stored
+    return render(NAME, definition, runs)
+
+
+def figures(html_text: str) -> dict:
+    m = re.search(r'<script type="application/json" id="arena-figures">(.*?)</script>', html_text, re.S)
+    return json.loads(m.group(1))
+
+
+def test_the_fixture_is_what_the_tests_assume(stored):
+    _, runs = stored
+    assert len(runs) == 32 and {r.server for r in runs} == {"puma", "gunicorn-gthread"}
+    assert {(r.processes, r.threads) for r in runs} == {(1, 1), (1, 4), (2, 1), (2, 4)}
+
+
+def test_one_self_contained_file_with_every_section(page):
+    text, made = page
+    assert "<script src" not in text and "<link" not in text  # nothing fetched: no CDN, no stylesheet
+    page_only = re.sub(r"<script>.*?</script>", "", text, flags=re.S)  # the inlined plotly.js names its site
+    assert not re.search(r"""(src|href)=["']https?://""", page_only)
+    assert "Plotly.newPlot" in text and len(text) > 3_000_000  # plotly.js itself is inside
+    for section in ("ranking", "table", "throughput", "latency", "heatmap", "decomposition", "balance", "memory",
+                    "errors", "time-series", "model", "environment"):
+        assert f'id="{section}"' in text, section
+    figs = figures(text)
+    assert set(figs) == {c.id for c in made}
+    for c in made:  # a div per figure, and every figure has data points
+        assert f'id="chart-{c.id}"' in text
+        assert c.points() > 0, c.id
+    kinds = {c.id.split("-")[0] for c in made}
+    assert kinds >= {"throughput", "latency", "spectrum", "heatmap", "decomposition", "balance", "memory", "errors",
+                     "time"}
+    # processes x threads heatmaps: throughput, p99 and memory for each of the two servers
+    assert sum(c.kind == "heatmap" for c in made) == 6
+
+
+def test_user_strings_are_escaped(page):
+    text, _ = page
+    assert EVIL not in text and "<script>alert('description')" not in text
+    # in HTML text: entities; in the figures' JSON: no '<' at all; in plotly labels: entities too
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "<script>alert(" not in text
+    blob = re.search(r'id="arena-figures">(.*?)</script>', text, re.S).group(1)
+    assert "<" not in blob and ">" not in blob
+    names = [t["name"] for f in figures(text).values() for t in f["data"] if "name" in t]
+    assert any("&lt;b&gt;" in n for n in names) and not any("<" in n for n in names)
+
+
+def test_the_model_section_gives_its_error(page):
+    text, made = page
+    assert any(c.section == "model" for c in made)
+    m = re.search(r"Mean absolute percentage error of throughput: ([0-9.]+)%", text)
+    assert m and float(m.group(1)) < 100
+    assert "<h3>Calibration (lowest-load runs)</h3>" in text
+
+
+def test_throughput_chart_is_the_median_and_ci_of_the_valid_runs(stored, page):
+    _, runs = stored
+    _, made = page
+    chart = next(c for c in made if c.id == "throughput-default")
+    label = "gunicorn-gthread[wsgi] p=2 t=4"
+    s = next(s for s in chart.series if s.name == label)
+    tp = [r.throughput for r in runs if r.label == label and r.level == 4 and r.valid]
+    assert s.x == [1, 4]
+    assert s.y[1] == pytest.approx(stats.median(tp))
+    if len(tp) > 1:
+        lo, hi = stats.ci95(tp)
+        assert (s.lo[1], s.hi[1]) == pytest.approx((max(0.0, lo), hi))
+    rows = list(csv.DictReader(io.StringIO(chart_csv(chart))))
+    row = next(r for r in rows if r["series"] == label and float(r["concurrency (closed model)"]) == 4)
+    assert float(row["requests/s"]) == pytest.approx(stats.median(tp))
+
+
+def test_ranking_respects_the_limits(stored):
+    _, runs = stored
+    per_server, overall = charts.ranking(runs)
+    assert {r.server for r in per_server} == {"puma", "gunicorn-gthread"}
+    assert [r.throughput for r in overall] == sorted((r.throughput for r in overall), reverse=True)
+    best = overall[0]
+    tight = best.p99_ms * 0.999  # the best one no longer fits
+    _, limited = charts.ranking(runs, p99_max_ms=tight)
+    assert all(r.p99_ms <= tight for r in limited) and best not in limited
+    _, none = charts.ranking(runs, memory_max_mib=1)
+    assert none == []
+
+
+def test_decomposition_adds_up():
+    parts = charts.decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0)
+    assert parts == {"queue": 4.0, "GIL/CPU wait": 2.0, "CPU": 8.0, "I/O": 15.0, "other in app": 5.0,
+                     "outside the app": 6.0}
+    assert sum(parts.values()) == 40.0
+    # without a request-start stamp there is no queue figure, and the rest is outside the app
+    assert charts.decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0}, 40.0)["outside the app"] == 10.0
+
+
+def test_percentile_spectrum_axis():
+    assert charts.spectrum_x(0.9) == pytest.approx(10) and charts.spectrum_x(0.999) == pytest.approx(1000)
+
+
+def test_exports_write_csv_and_svg(page, tmp_path):
+    _, made = page
+    small = [c for c in made if c.id in ("throughput-default", "heatmap-puma-throughput-default", "memory")]
+    files = export(small, tmp_path, "svg")
+    assert {f.name for f in files} == {"throughput-default.csv", "throughput-default.svg", "memory.csv", "memory.svg",
+                                       "heatmap-puma-throughput-default.csv", "heatmap-puma-throughput-default.svg"}
+    for f in files:
+        assert f.stat().st_size > (2000 if f.suffix == ".svg" else 40)
+        if f.suffix == ".svg":
+            assert ET.parse(f).getroot().tag.endswith("svg")
+    heat = list(csv.reader(io.StringIO((tmp_path / "heatmap-puma-throughput-default.csv").read_text())))
+    assert heat[0] == ["processes", "threads per process", "requests/s"] and len(heat) == 5  # 2 x 2 cells
+
+
+def test_arena_report_command(tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert main(["report", NAME, "--store", str(FIX / "store.db"), "-o", str(out), "--p99-max", "50"]) == 0
+    assert out.stat().st_size > 3_000_000 and "p99 &lt;= 50 ms" in out.read_text()
+    assert str(out) in capsys.readouterr().out
+    # the store's most recent experiment when none is named
+    copy = tmp_path / "s.db"
+    shutil.copy(FIX / "store.db", copy)
+    assert main(["report", "--store", str(copy), "-o", str(tmp_path / "d.html")]) == 0
+
+
+def test_report_errors_are_one_line(tmp_path, capsys):
+    assert main(["report", "nope", "--store", str(FIX / "store.db"), "-o", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("arena: error: experiment: no experiment named 'nope'") and err.count("\n") == 1
+    assert main(["report", NAME, "--store", str(FIX / "store.db"), "-o", "/nonexistent/dir/r.html"]) == 2
+    assert "--output /nonexistent/dir/r.html: cannot write it" in capsys.readouterr().err
+    assert main(["report", "--store", str(tmp_path / "missing.db")]) == 2
+    assert "no such store" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["report", "--p99-max", "-3"])
+    assert "--p99-max" in capsys.readouterr().err
