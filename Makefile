@@ -4,9 +4,11 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 # Ruby servers come from Debian's packages (no RubyGems needed); python3-dev and build-essential
-# build uWSGI; apache2-utils (ab), wrk and siege are the peer load generators.
+# build uWSGI; apache2-utils (ab), wrk and siege are the studies' load generators (JMeter comes
+# from Maven Central: see install-jmeter); chromium is the browser of the report's test (driven by
+# Playwright, which downloads no browser).
 APT_PACKAGES := ruby ruby-rack ruby-webrick puma unicorn thin passenger ruby-sinatra ruby-rails \
-	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege
+	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege chromium
 UV_VERSION := 0.13.8
 PYTHON ?= python3
 TOOLS := .tools
@@ -15,9 +17,9 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: install install-system install-python install-bench build demo test bench clean
+.PHONY: install install-system install-python install-jmeter install-bench build demo test bench clean
 
-install: install-system install-python build
+install: install-system install-python install-jmeter build
 
 install-system:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -29,6 +31,17 @@ install-system:
 	fi
 
 install-python: $(VENV)/.synced
+
+# Apache JMeter for the jmeter driver, assembled from Maven Central by tools/jmeter (Debian's jmeter
+# 2.13 cannot load a test plan with Debian's XStream). Needs a Java runtime and Maven.
+JMETER_JAR := $(TOOLS)/jmeter/bin/ApacheJMeter.jar
+install-jmeter: $(JMETER_JAR)
+
+$(JMETER_JAR): tools/jmeter/pom.xml tools/jmeter/assemble
+	@missing=; command -v java >/dev/null || missing="default-jre-headless"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
+	if [ -n "$$missing" ]; then apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+	tools/jmeter/assemble $(TOOLS)/jmeter
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -54,12 +67,14 @@ build:
 	cargo build --release --locked -p arena-load
 
 # Every server passes conformance, then the quick experiment (about 3 minutes; a second run
-# resumes and only shows), then its comparison table. Results: arena.db.
+# resumes and only shows), its comparison table and its HTML report. Results: arena.db.
 demo: install
 	$(VENV)/bin/arena check
 	$(VENV)/bin/arena run scenarios/quick.toml --store arena.db
 	$(VENV)/bin/arena show quick --store arena.db
+	$(VENV)/bin/arena report quick --store arena.db -o arena-report-quick.html
 	@echo "results: $(CURDIR)/arena.db (arena show quick; arena export quick --format csv)"
+	@echo "report:  $(CURDIR)/arena-report-quick.html"
 
 test: install
 	cargo test --release --locked -p arena-load

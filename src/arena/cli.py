@@ -6,6 +6,7 @@ Only this module turns an ArenaError into a one-line message and an exit code.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import time
@@ -40,14 +41,15 @@ def _count(flag: str, lo: int = 1, hi: int = 4096):
     return parse
 
 
-def _positive(flag: str):
+def _positive(flag: str, zero: bool = False):
+    """A finite number above 0 (or from 0 with ``zero``)."""
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            value = -1.0
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be a number above 0, got '{text}'")
+            value = math.nan
+        if not (value >= 0 if zero else value > 0) or value == math.inf:
+            raise argparse.ArgumentTypeError(f"must be a number {'>= 0' if zero else 'above 0'}, got '{text}'")
         return value
 
     parse.__name__ = flag
@@ -65,6 +67,15 @@ def _duration(flag: str):
         return value
 
     parse.__name__ = flag
+    return parse
+
+
+def _list(item):
+    """A comma-separated list of ``item``s: '1,8,32'."""
+    def parse(text: str) -> list:
+        return [item(part.strip()) for part in text.split(",") if part.strip()] or [item("")]
+
+    parse.__name__ = getattr(item, "__name__", "list")
     return parse
 
 
@@ -136,6 +147,46 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--store", default="arena.db")
     ex.add_argument("--format", choices=("json", "csv"), default="csv")
     ex.add_argument("-o", "--output", help="file (default: standard output)")
+
+    rp = sub.add_parser("report", help="write an experiment's HTML report (one self-contained file)")
+    rp.add_argument("experiment", nargs="?", help="experiment name (default: the store's most recent)")
+    rp.add_argument("--store", default="arena.db")
+    rp.add_argument("-o", "--output", help="HTML file (default: arena-report-EXPERIMENT.html)")
+    rp.add_argument("--p99-max", type=_positive("--p99-max"), metavar="MS", help="ranking: p99 limit in ms")
+    rp.add_argument("--memory-max", type=_positive("--memory-max"), metavar="MIB", help="ranking: PSS limit in MiB")
+    rp.add_argument("--export", metavar="DIR", help="also write each chart's data (CSV) and picture into DIR")
+    rp.add_argument("--format", choices=("svg", "png"), default="svg", help="picture format for --export")
+
+    pr = sub.add_parser("predict", help="predict throughput and latency of a configuration (queueing model)")
+    pr.add_argument("experiment", nargs="?", help="calibrate from this experiment's runs (else give --cpu-ms, --io-ms)")
+    pr.add_argument("--store", default="arena.db")
+    pr.add_argument("--server", required=True, help="a server name from `arena servers`")
+    pr.add_argument("--workload", help="the experiment's workload to calibrate from (default: its first)")
+    pr.add_argument("--processes", type=_count("--processes"))
+    pr.add_argument("--threads", type=_count("--threads"))
+    pr.add_argument("--cores", type=_positive("--cores"), help="server cores (default: the experiment's, else 1)")
+    levels = pr.add_mutually_exclusive_group()
+    levels.add_argument("--concurrency", type=_list(_count("--concurrency", 1, 100_000)), help="closed load, e.g. 1,8,32")
+    levels.add_argument("--rate", type=_list(_positive("--rate")), help="open load in requests/s, e.g. 50,100")
+    pr.add_argument("--cpu-ms", type=_positive("--cpu-ms"), help="CPU per request (with --io-ms: no calibration)")
+    pr.add_argument("--io-ms", type=_positive("--io-ms", zero=True), help="I/O wait per request (releases the GIL)")
+    pr.add_argument("--outside-ms", type=_positive("--outside-ms", zero=True), default=0.0, help="time outside the server")
+    pr.add_argument("--blocking-io", action="store_true", help="the I/O wait holds its process (non-yielding call)")
+    pr.add_argument("--cpu-cv2", type=_positive("--cpu-cv2", zero=True), default=1.0,
+                    help="variability of the CPU per request: (stdev/mean)^2, 0 constant, 1 exponential (default)")
+
+    rc = sub.add_parser("recommend", help="the best processes x threads per server under a p99 target and memory budget")
+    rc.add_argument("experiment", help="calibrate from this experiment's runs")
+    rc.add_argument("--store", default="arena.db")
+    target = rc.add_mutually_exclusive_group(required=True)
+    target.add_argument("--concurrency", type=_count("--concurrency", 1, 100_000), help="the load: closed, N clients")
+    target.add_argument("--rate", type=_positive("--rate"), help="the load: open, requests/s")
+    rc.add_argument("--p99-max", type=_positive("--p99-max"), metavar="MS", help="p99 target at that load")
+    rc.add_argument("--memory-max", type=_positive("--memory-max"), metavar="MIB", help="memory budget (PSS)")
+    rc.add_argument("--cores", type=_positive("--cores"), help="server cores (default: the experiment's)")
+    rc.add_argument("--servers", type=_list(str), help="only these servers (default: every server of the experiment)")
+    rc.add_argument("--top", type=_count("--top", 1, 50), default=3, help="candidates shown (and verified) per server")
+    rc.add_argument("--verify", action="store_true", help="run the top candidates on the real servers and compare")
 
     c = sub.add_parser("check", help="start each server with each app, run the conformance requests, stop")
     c.add_argument("servers", nargs="*", metavar="SERVER", help="servers to check (default: all)")
@@ -299,6 +350,10 @@ def cmd_run(args, out: Console) -> int:
         task = progress.add_task("runs", total=None, last="")
 
         def on_event(e) -> None:
+            if e.kind == "live":  # the run in progress, each second: its req/s and p99 in that second
+                p99 = f"{e.point.p99_us / 1000:.1f} ms" if e.point.p99_us is not None else "-"
+                progress.update(task, last=f"{e.run.key} ({e.point.t + 1:.0f}s): {e.point.completed:.0f} req/s, p99 {p99}")
+                return
             progress.update(task, total=e.total, completed=e.index)
             if e.kind == "run":
                 m = e.result.measured
@@ -378,15 +433,231 @@ def cmd_export(args, out: Console) -> int:
             w.writerow([args.experiment, *(r.row[c] for c in flat)])
         text = buf.getvalue()
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        _write(args.output, text, "--output")
     else:
         sys.stdout.write(text)
     return 0
 
 
+def _write(path: str, text: str, flag: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise ArenaError(f"{flag} {path}: cannot write it ({e.strerror})") from None
+
+
+def cmd_report(args, out: Console) -> int:
+    import os
+    from pathlib import Path
+
+    from arena.report.html import render
+
+    with _existing_store(args.store) as store:
+        experiments = store.experiments()
+        if args.experiment is None:
+            if not experiments:
+                raise ArenaError(f"--store {args.store}: the store has no experiment")
+            name = max(experiments, key=lambda e: e["last_run"] or e["created_at"])["name"]
+        else:
+            name = args.experiment
+        runs = store.runs(name)
+        definition = store.definition(name)
+    if not runs:
+        raise ArenaError(f"experiment {name}: no runs in {args.store} yet (arena run it first)")
+    page, charts = render(name, definition, runs, p99_max_ms=args.p99_max, memory_max_mib=args.memory_max)
+    path = args.output or f"arena-report-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}.html"
+    _write(path, page, "--output")
+    out.print(f"report of {name} ({len(runs)} runs, {len(charts)} charts): {os.path.abspath(path)}", highlight=False)
+    if args.export:
+        from arena.report.export import export
+
+        try:
+            files = export(charts, Path(args.export), args.format)
+        except OSError as e:
+            raise ArenaError(f"--export {args.export}: cannot write there ({e.strerror})") from None
+        out.print(f"{len(files)} files (CSV and {args.format.upper()} per chart) in {os.path.abspath(args.export)}",
+                  highlight=False)
+    return 0
+
+
+def _calibration(store, name: str, server: str, workload: str | None):
+    from arena.model.calibrate import calibrate
+
+    runs = store.runs(name)
+    if not any(r.server == server for r in runs):
+        servers = sorted({r.server for r in runs})
+        raise ArenaError(f"--server {server}: experiment {name} has no runs of it (it has: {', '.join(servers)})")
+    if workload is not None and not any(r.workload == workload for r in runs):
+        raise ArenaError(f"--workload {workload}: not a workload of {name} "
+                         f"(it has: {', '.join(sorted({r.workload for r in runs}))})")
+    try:
+        return calibrate(runs, server, workload), runs
+    except ValueError as e:
+        raise ArenaError(f"experiment {name}: cannot calibrate {server}: {e}") from None
+
+
+def _print_calibration(out: Console, cal) -> None:
+    out.print(f"calibration of {cal.server} on workload {cal.workload} (valid runs at its lowest load), "
+              f"{cal.cores:g} core(s):", highlight=False)
+    for label, est in (("CPU per request, ms", cal.cpu_ms), ("I/O per request, ms", cal.io_ms),
+                       ("outside the server, ms", cal.outside_ms), ("app CPU (Server-Timing), ms", cal.app_cpu_ms),
+                       ("GIL/CPU wait, ms", cal.gil_wait_ms), ("other in app, ms", cal.app_other_ms),
+                       ("CPU variability (cv^2)", cal.cpu_cv2)):
+        if est is not None:
+            out.print(f"  {label:30} {est}", highlight=False)
+    if cal.memory_per_process_mib is not None:
+        out.print(f"  {'memory, MiB':30} {cal.memory_base_mib:.1f} + {cal.memory_per_process_mib:.1f} per process"
+                  f" + {cal.memory_per_thread_mib:.2f} per thread", highlight=False)
+
+
+def cmd_predict(args, out: Console) -> int:
+    from arena.model.calibrate import Calibration, Estimate, server_config
+    from arena.model.verify import predict
+    from arena.servers import catalog
+
+    catalog.get_server(args.server)  # a one-line error for an unknown name
+    measured: dict[tuple[str, float], float] = {}
+    if args.experiment:
+        if args.cpu_ms is not None or args.io_ms is not None:
+            raise ArenaError("--cpu-ms/--io-ms: give them without an experiment (with one, they come from its runs)")
+        with _existing_store(args.store) as store:
+            cal, runs = _calibration(store, args.experiment, args.server, args.workload)
+        _print_calibration(out, cal)
+        if args.cores:
+            from dataclasses import replace
+
+            cal = replace(cal, cores=args.cores)
+        mine = [r for r in runs if r.server == args.server and r.workload == cal.workload and r.valid]
+        levels = ([("closed", float(c)) for c in args.concurrency] if args.concurrency else
+                  [("open", r) for r in args.rate] if args.rate else sorted({(r.model, r.level) for r in mine}))
+        want = server_config(args.server, args.processes, args.threads, cal.cores)
+        for r in mine:
+            c = server_config(r.server, r.processes, r.threads, cal.cores)
+            if (c.processes, c.threads) == (want.processes, want.threads):
+                measured.setdefault((r.model, r.level), []).append(r.throughput)
+    else:
+        if args.cpu_ms is None or args.io_ms is None:
+            raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
+        if not (args.concurrency or args.rate):
+            raise ArenaError("--concurrency or --rate: give the load levels to predict")
+        cal = Calibration(args.server, "given", args.cores or 1.0, Estimate(args.cpu_ms, None, 0),
+                          Estimate(args.io_ms, None, 0), Estimate(args.outside_ms, None, 0), None, None, None,
+                          args.blocking_io, Estimate(args.cpu_cv2, None, 0), None, None, None)
+        levels = [("closed", float(c)) for c in args.concurrency] if args.concurrency else [("open", r) for r in args.rate]
+    config = server_config(args.server, args.processes, args.threads, cal.cores)
+    threads = "unbounded (event loop)" if config.threads is None else str(config.threads)
+    table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s), {cal.cores:g} core(s), "
+                        f"{config.routing} routing; predicted")
+    for col in ("load", "req/s", "mean ms", "p50 ms", "p99 ms", "CPU", "binds", "measured req/s"):
+        table.add_column(col, overflow="fold")
+    from arena import stats
+
+    for model, level in levels:
+        pr = predict(cal, args.processes, args.threads, model, level)
+        m = measured.get((model, level))
+        table.add_row(f"c={int(level)}" if model == "closed" else f"{level:g} req/s", f"{pr.throughput:.1f}",
+                      f"{pr.mean_ms:.2f}", f"{pr.p50_ms:.2f}", f"{pr.p99_ms:.2f}", f"{100 * pr.cpu_utilization:.0f}%",
+                      escape(pr.binding), f"{stats.median(m):.1f}" if m else "-")
+    out.print(table)
+    return 0
+
+
+def cmd_recommend(args, out: Console) -> int:
+    from arena.model.recommend import candidates
+
+    model, level = ("closed", float(args.concurrency)) if args.concurrency else ("open", args.rate)
+    load = f"{int(level)} clients" if model == "closed" else f"{level:g} requests/s"
+    with _existing_store(args.store) as store:
+        runs = store.runs(args.experiment)
+        definition = store.definition(args.experiment)
+        servers = args.servers or list(dict.fromkeys(r.server for r in runs))
+        cals = {s: _calibration(store, args.experiment, s, None)[0] for s in servers}
+    limits = ", ".join(x for x in (f"p99 <= {args.p99_max:g} ms" if args.p99_max else "",
+                                   f"memory <= {args.memory_max:g} MiB" if args.memory_max else "") if x) or "none"
+    out.print(f"recommend for {load}; limits: {limits}", highlight=False)
+    best_overall = []
+    chosen: dict[str, list] = {}
+    for server, cal in cals.items():
+        if args.memory_max and cal.memory_per_process_mib is None:
+            raise ArenaError(f"--memory-max: {server} has no memory figures in {args.experiment}")
+        ranked = candidates(cal, model, level, args.p99_max, args.memory_max, args.cores)
+        fits = [c for c in ranked if c.fits]
+        table = Table(title=f"{server} ({cal.workload}, {args.cores or cal.cores:g} core(s)): best predicted configurations")
+        for col in ("configuration", "req/s", "p50 ms", "p99 ms", "memory MiB", "what binds", "fits"):
+            table.add_column(col, overflow="fold")
+        for c in (fits or ranked)[:args.top]:
+            table.add_row(escape(c.name), f"{c.predicted.throughput:.1f}", f"{c.predicted.p50_ms:.1f}",
+                          f"{c.predicted.p99_ms:.1f}", "-" if c.memory_mib is None else f"{c.memory_mib:.0f}",
+                          escape(c.predicted.binding), "yes" if c.fits else escape(c.why_not))
+        out.print(table)
+        if fits:
+            best_overall.append(fits[0])
+            chosen[server] = fits[:args.top]
+        else:
+            out.print(f"  {server}: no configuration meets the limits at this load", highlight=False)
+    if best_overall:
+        top = max(best_overall, key=lambda c: c.predicted.throughput)
+        out.print(f"best: {top.name}: {top.predicted.throughput:.1f} req/s predicted, p99 {top.predicted.p99_ms:.1f} ms"
+                  f"; {top.predicted.binding}", highlight=False)
+    if args.verify and chosen:
+        return _verify(args, out, definition, runs, chosen, model, level)
+    return 0 if best_overall else EXIT_FAILED
+
+
+def _verify(args, out: Console, definition: dict, runs, chosen: dict, model: str, level: float) -> int:
+    """Run the chosen candidates on the real servers (one experiment, stored), print predicted vs measured."""
+    import hashlib
+    import json
+
+    from arena.experiment import parse_experiment
+    from arena.runner import run_experiment
+    from arena.store import Store
+
+    apps = {r.server: r.app for r in runs}
+    servers = [{"server": c.server, "app": apps[c.server], "processes": c.processes,
+                **({"threads": c.threads} if c.threads else {})} for cs in chosen.values() for c in cs]
+    load = {"model": model, "concurrency" if model == "closed" else "rates": [int(level) if model == "closed" else level]}
+    data = {k: v for k, v in definition.items() if k not in ("servers", "load", "name", "description", "repetitions")}
+    digest = hashlib.sha1(json.dumps([servers, load], sort_keys=True).encode()).hexdigest()[:8]
+    data.update(name=f"{definition['name']}-verify-{digest}"[:64], servers=servers, load=load, repetitions=1,
+                description=f"arena recommend --verify of {definition['name']}")
+    exp = parse_experiment(data, f"(arena recommend --verify {definition['name']})")
+    out.print(f"verifying {len(servers)} configurations on the real servers as experiment {exp.name} ...", highlight=False)
+    def progress(e) -> None:
+        if e.kind == "run":
+            out.print(f"  {e.run.key}: {e.result.measured.achieved_rps:.1f} req/s", highlight=False, markup=False)
+        elif e.kind == "failed":
+            out.print(f"  {e.run.key}: FAILED to start: {e.message}", highlight=False, markup=False)
+
+    with Store(args.store) as store:
+        run_experiment(exp, store, progress)
+        done = store.runs(exp.name)
+    table = Table(title="predicted vs measured")
+    for col in ("configuration", "predicted req/s", "measured req/s", "error", "predicted p99 ms", "measured p99 ms", "valid"):
+        table.add_column(col)
+    errors = []
+    for cs in chosen.values():
+        for c in cs:
+            r = next((r for r in done if r.server == c.server and (r.processes or 1) == c.processes
+                      and (r.threads or None) == c.threads), None)
+            if r is None:
+                continue
+            err = (c.predicted.throughput - r.throughput) / r.throughput
+            errors.append(abs(err))
+            table.add_row(escape(c.name), f"{c.predicted.throughput:.1f}", f"{r.throughput:.1f}", f"{100 * err:+.1f}%",
+                          f"{c.predicted.p99_ms:.1f}", "-" if r.p99_us is None else f"{r.p99_us / 1000:.1f}",
+                          "yes" if r.valid else escape("; ".join(r.json("flags"))))
+    out.print(table)
+    if errors:
+        out.print(f"mean absolute error of throughput: {100 * sum(errors) / len(errors):.1f}% over {len(errors)} runs",
+                  highlight=False)
+    return 0
+
+
 COMMANDS = {"servers": cmd_servers, "serve": cmd_serve, "check": cmd_check, "load": cmd_load, "run": cmd_run,
-            "show": cmd_show, "ls": cmd_ls, "export": cmd_export}
+            "show": cmd_show, "ls": cmd_ls, "export": cmd_export, "report": cmd_report,
+            "predict": cmd_predict, "recommend": cmd_recommend}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,106 @@
+"""`arena predict` and `arena recommend` on the report fixture's store (a real 2 x 2 grid of Puma and
+gunicorn gthread at concurrency 1 and 4), and their one-line errors."""
+
+from pathlib import Path
+
+import pytest
+
+from arena.cli import main
+from arena.model.calibrate import calibrate, server_config
+from arena.model.recommend import candidates, guided_choice
+from arena.model.verify import compare, mape
+from arena.store import Store
+
+STORE = str(Path(__file__).parent / "fixtures" / "report" / "store.db")
+NAME = "tiny-grid"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    with Store(STORE) as s:
+        return s.runs(NAME)
+
+
+def test_calibration_from_the_lowest_load(runs):
+    cal = calibrate(runs, "puma")
+    # the workload is 2 ms of CPU and 5 ms of sleep: the app's own figures say so, the server adds its own CPU
+    assert cal.app_cpu_ms.value == pytest.approx(2.0, rel=0.15)
+    assert cal.io_ms.value == pytest.approx(5.0, rel=0.1)
+    assert cal.cpu_ms.value >= cal.app_cpu_ms.value * 0.9 and cal.cpu_ms.runs == 8  # 4 configs x 2 repetitions at c=1
+    assert cal.cores == 1 and cal.memory_per_process_mib > 5
+    assert server_config("puma", 2, 4, 1).routing == "per-process"
+    assert server_config("unicorn", None, None, 1).threads == 1 and server_config("uvicorn", 2, None, 1).threads is None
+
+
+def test_predictions_against_the_fixture(runs):
+    points, cals = compare(runs)
+    assert set(cals) == {("puma", "default"), ("gunicorn-gthread", "default")}
+    assert len(points) == 16 and sum(p.calibration_run for p in points) == 8
+    # at concurrency 1 the model is the calibration itself: within a few percent
+    assert all(abs(p.error) < 0.1 for p in points if p.calibration_run)
+    assert mape(points) is not None and mape(points, predictions_only=False) is not None
+
+
+def test_guided_choice_runs_only_its_budget():
+    class C:  # a ranked candidate: only its knobs matter here
+        def __init__(self, p, t):
+            self.processes, self.threads = p, t
+
+    ranked = [C(4, 16), C(9, 9), C(2, 16), C(1, 1)]
+    measured = {(4, 16): 100.0, (2, 16): 120.0, (1, 1): 50.0}
+    choice, ran = guided_choice(ranked, measured, 2)
+    assert ran == [(4, 16), (2, 16)] and choice == (2, 16)  # (9, 9) was not measured: not counted
+    assert guided_choice(ranked, {}, 2) == (None, [])
+
+
+def test_recommend_ranks_what_fits(runs):
+    cal = calibrate(runs, "gunicorn-gthread")
+    ranked = candidates(cal, "closed", 16, p99_max_ms=None, memory_max_mib=None)
+    # the best fits, and is the most throughput to 0.1 req/s (ties go to lower p99, then less memory)
+    assert ranked[0].fits and ranked[0].predicted.throughput >= max(c.predicted.throughput for c in ranked) - 0.1
+    tight = candidates(cal, "closed", 16, p99_max_ms=0.001, memory_max_mib=None)
+    assert not any(c.fits for c in tight) and "p99" in tight[0].why_not
+
+
+def test_arena_predict_with_an_experiment(capsys):
+    assert main(["predict", NAME, "--store", STORE, "--server", "puma", "--processes", "2", "--threads", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "calibration of puma" in out and "c=1" in out and "c=4" in out and "per-process routing" in out
+
+
+def test_arena_predict_from_given_figures(capsys):
+    assert main(["predict", "--server", "unicorn", "--processes", "4", "--cpu-ms", "5", "--io-ms", "20",
+                 "--concurrency", "1,64", "--store", "/nonexistent.db"]) == 0
+    out = capsys.readouterr().out
+    assert "│ c=1  │ 40.0 " in out  # one client: 1 / 25 ms
+
+
+def test_arena_recommend(capsys):
+    assert main(["recommend", NAME, "--store", STORE, "--concurrency", "16", "--p99-max", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "best:" in out and "puma" in out and "gunicorn-gthread" in out
+    assert main(["recommend", NAME, "--store", STORE, "--concurrency", "16", "--p99-max", "0.001"]) == 1
+    assert "no configuration meets the limits" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["predict", "--server", "puma", "--concurrency", "1"], "--cpu-ms and --io-ms: both are needed"),
+    (["predict", "--server", "nope", "--cpu-ms", "1", "--io-ms", "1", "--concurrency", "1"], "nope"),
+    (["predict", NAME, "--store", STORE, "--server", "uvicorn"], "--server uvicorn: experiment tiny-grid has no runs of it"),
+    (["predict", NAME, "--store", STORE, "--server", "puma", "--workload", "x"], "--workload x: not a workload"),
+    (["predict", NAME, "--store", STORE, "--server", "puma", "--cpu-ms", "3"], "--cpu-ms/--io-ms: give them without"),
+    (["recommend", "nope", "--store", STORE, "--concurrency", "4"], "no experiment named 'nope'"),
+])
+def test_errors_are_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_bad_flag_values_name_the_flag(capsys):
+    for argv in (["predict", "--server", "puma", "--cpu-ms", "-1"], ["predict", "--server", "puma", "--concurrency", "1,x"],
+                 ["recommend", NAME, "--rate", "0"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("--cpu-ms" in err or "--concurrency" in err or "--rate" in err)
