@@ -517,7 +517,7 @@ def cmd_predict(args, out: Console) -> int:
     from arena.servers import catalog
 
     catalog.get_server(args.server)  # a one-line error for an unknown name
-    measured: dict[tuple[str, float], float] = {}
+    measured: dict[tuple[str, float], list[float]] = {}
     if args.experiment:
         if args.cpu_ms is not None or args.io_ms is not None:
             raise ArenaError("--cpu-ms/--io-ms: give them without an experiment (with one, they come from its runs)")

@@ -27,7 +27,7 @@ from arena.store import Store
 
 @dataclass
 class Event:
-    """Progress, for whoever shows it: one per run done, skipped or failed."""
+    """Progress, for whoever shows it: one per run done, skipped or failed, and "live" ones while a run goes."""
 
     kind: str  # "run" | "skipped" | "failed" | "live" (a run in progress)
     index: int  # runs handled so far, this one included
