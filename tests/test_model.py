@@ -212,3 +212,13 @@ def test_distinct_processes_among_requests_in_service():
     assert g(3, 2, 2, True) == 2.0  # three requests in two 2-thread processes: both busy
     assert g(2, 4, None, True) == pytest.approx(4 * (1 - 0.75 ** 2))  # no cap: independent placement
     assert g(5, 2, 8, False) == 5.0 and g(5, 1, 8, True) == 1.0
+
+
+def test_the_open_server_model_is_erlang_c_when_it_is_an_m_m_c_queue():
+    # c single-threaded processes without a GIL bound, no I/O, shared queue, c cores: M/M/c
+    c, service_ms, rate = 3, 10.0, 240.0
+    w = Workload(cpu_ms=service_ms, io_ms=0.0)
+    got = predict_open(w, Config(c, 1, c, gil=False, routing="shared"), rate)
+    want = q.mmc(rate, service_ms / 1000, c)
+    assert got.mean_ms == pytest.approx(want.response_mean * 1000, rel=1e-6)
+    assert not got.overloaded and predict_open(w, Config(c, 1, c, gil=False), 300.0).overloaded
