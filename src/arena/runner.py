@@ -232,8 +232,12 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
         for n, r in enumerate(todo):
             index += 1
             started_at = time.time()
-            result, resources, flags = measure(
-                exp, r, server, live=lambda p, i=index, r=r: on_event(Event("live", i, total, r, point=p)))
+
+            def live(point: SeriesPoint, i: int = index, r: RunSpec = r) -> None:
+                if exp.duration_s is None or point.t < exp.duration_s:  # not the late answers after the window
+                    on_event(Event("live", i, total, r, point=point))
+
+            result, resources, flags = measure(exp, r, server, live=live)
             if result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0,
