@@ -80,12 +80,13 @@ test: install
 	cargo test --release --locked -p arena-load
 	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-# Figures, not tests: about 15 minutes (the memory benchmark alone runs 6 minutes).
+# Figures, not tests: about 22 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench
 	$(VENV)/bin/python benches/loadgen_vs_peers.py
 	$(VENV)/bin/python benches/stall_truth.py
 	$(VENV)/bin/python benches/rate_accuracy.py
 	$(VENV)/bin/python benches/memory.py
+	$(VENV)/bin/python benches/model_check.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) target
