@@ -415,7 +415,7 @@ def ranking(runs: list[StoredRun], p99_max_ms: float | None = None,
 # ---------------------------------------------------------------------- all of them
 
 
-def all_charts(runs: list[StoredRun]) -> tuple[list[Chart], dict[int, LoadResult]]:
+def all_charts(runs: list[StoredRun]) -> list[Chart]:
     loads = {r.id: from_dict(r.json("load")) for r in runs}
     charts: list[Chart] = []
     names = workloads(runs)
@@ -428,7 +428,7 @@ def all_charts(runs: list[StoredRun]) -> tuple[list[Chart], dict[int, LoadResult
         charts += [latency_decomposition(rs, loads, w, many), balance(rs, loads, w, many)]
     charts += memory(runs)
     charts += [errors(runs, loads), time_series(runs, loads)]
-    return charts, loads
+    return charts
 
 
 def usl_fits(runs: list[StoredRun]) -> list[tuple[str, str, object]]:

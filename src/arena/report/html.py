@@ -216,10 +216,10 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
 
 
 def render(name: str, definition: dict, runs: list[StoredRun], *, p99_max_ms: float | None = None,
-           memory_max_mib: float | None = None, inline_js: str | None = None) -> tuple[str, list[Chart]]:
+           memory_max_mib: float | None = None) -> tuple[str, list[Chart]]:
     """The report's HTML and its charts."""
     e = html.escape
-    charts, loads = all_charts(runs)
+    charts = all_charts(runs)
     model_charts, points, calibrations, model_mape, fits = model_section(runs)
     charts += model_charts
     per_server, overall = ranking(runs, p99_max_ms, memory_max_mib)
@@ -268,7 +268,7 @@ def render(name: str, definition: dict, runs: list[StoredRun], *, p99_max_ms: fl
     figures = {c.id: figure(c) for c in charts}
     nav = "".join(f'<a href="#{k}">{e(t)}</a>' for k, t, _ in SECTIONS if any(c.section == k for c in charts)
                   or k == "model" and (points or calibrations))
-    js = plotly_js() if inline_js is None else inline_js
+    js = plotly_js()
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Arena report: {e(name)}</title>
