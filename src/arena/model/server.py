@@ -1,23 +1,24 @@
-"""An app server as a queueing network, solved exactly by MVA. Pure.
+"""An app server as a queueing network, solved by MVA. Pure. (References: arena.model.queueing.)
 
 The server (P processes x T threads on C cores) is a flow-equivalent server [QSP ch. 8]:
 
 - inside, m requests in service (m <= P x T) share a CPU station whose rate with j requests
-  computing is min(j, C, G(j)) times one core (where that is never above one server, one process
-  with its GIL or at most one core, a FCFS server whose service time's variability, cpu_cv2, enters
-  by [Rei79]'s residual-time approximation): C cores, and one GIL/GVL per process, so at most as
+  computing is min(j, C, G(j)) times one core: C cores, and one GIL/GVL per process, so at most as
   many CPU bursts at once as processes hold them. G(j) is the expected number of distinct
   processes among j requests placed evenly at random, at most T in each (a GIL-free runtime: no
-  cap). I/O is a delay inside the process (it holds a thread, not a core or the GIL); a
-  non-yielding call in an event loop (``blocking_io``) holds its process like CPU, but no core;
-- ``inner_throughput(m)`` is that network's throughput with m requests in it (exact MVA);
+  cap). Where that is never more than one server (one process with its GIL, or at most one core)
+  the CPU is a FCFS server whose service time's variability (cpu_cv2) enters by [Rei79]'s
+  residual-time approximation; otherwise exact load-dependent MVA (exponential service). I/O is a
+  delay inside the process (it holds a thread, not a core or the GIL); a non-yielding call in an
+  event loop (``blocking_io``) holds its process like CPU, but no core;
+- ``inner_throughput(m)`` is that network's throughput with m requests in it;
 - outside, the closed load (N clients, think time Z, and the time outside the server's threads:
   network, kernel, parsing before the app) sees one load-dependent station of rate
   inner_throughput(min(n, P x T)) for n requests present: requests beyond P x T wait in the accept
   queue (a shared one: Unicorn, gunicorn sync, Passenger's core), exact MVA again;
 - per-process routing (a keep-alive connection stays with the process that accepted it: Puma's
-  cluster, gunicorn gthread, uvicorn workers) splits the clients evenly among P independent
-  copies with C/P cores each;
+  cluster, gunicorn gthread, uvicorn workers) splits the clients evenly among P single-process
+  servers that share the cores (each sees what the others leave: a fixed point, by bisection);
 - open load: a birth-death chain with arrival rate lambda and the same state-dependent service
   rates [Kle75 §3], overloaded when lambda >= the rate with every thread busy.
 
