@@ -5,7 +5,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest

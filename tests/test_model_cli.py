@@ -104,3 +104,16 @@ def test_bad_flag_values_name_the_flag(capsys):
             main(argv)
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and ("--cpu-ms" in err or "--concurrency" in err or "--rate" in err)
+
+
+def test_verified_pairs_each_candidate_with_its_run(runs):
+    cal = calibrate(runs, "puma")
+    ranked = candidates(cal, "closed", 4, None, None)
+    two = [c for c in ranked if (c.processes, c.threads) in ((1, 4), (2, 4))][:2]
+    from arena.model.recommend import verified
+
+    pairs = verified(two, [r for r in runs if r.level == 4])
+    assert len(pairs) == 2
+    for c, r, err in pairs:
+        assert (r.server, r.processes, r.threads) == ("puma", c.processes, c.threads)
+        assert err == pytest.approx((c.predicted.throughput - r.throughput) / r.throughput)

@@ -513,11 +513,12 @@ def _print_calibration(out: Console, cal) -> None:
 
 def cmd_predict(args, out: Console) -> int:
     from arena.model.calibrate import Calibration, Estimate, server_config
+    from arena.model.verify import measured as measured_throughput
     from arena.model.verify import predict
     from arena.servers import catalog
 
     catalog.get_server(args.server)  # a one-line error for an unknown name
-    measured: dict[tuple[str, float], list[float]] = {}
+    measured: dict[tuple[str, float], float] = {}
     if args.experiment:
         if args.cpu_ms is not None or args.io_ms is not None:
             raise ArenaError("--cpu-ms/--io-ms: give them without an experiment (with one, they come from its runs)")
@@ -531,11 +532,7 @@ def cmd_predict(args, out: Console) -> int:
         mine = [r for r in runs if r.server == args.server and r.workload == cal.workload and r.valid]
         levels = ([("closed", float(c)) for c in args.concurrency] if args.concurrency else
                   [("open", r) for r in args.rate] if args.rate else sorted({(r.model, r.level) for r in mine}))
-        want = server_config(args.server, args.processes, args.threads, cal.cores)
-        for r in mine:
-            c = server_config(r.server, r.processes, r.threads, cal.cores)
-            if (c.processes, c.threads) == (want.processes, want.threads):
-                measured.setdefault((r.model, r.level), []).append(r.throughput)
+        measured = measured_throughput(runs, cal, args.processes, args.threads)
     else:
         if args.cpu_ms is None or args.io_ms is None:
             raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
@@ -551,14 +548,12 @@ def cmd_predict(args, out: Console) -> int:
                         f"{config.routing} routing; predicted")
     for col in ("load", "req/s", "mean ms", "p50 ms", "p99 ms", "CPU", "binds", "measured req/s"):
         table.add_column(col, overflow="fold")
-    from arena import stats
-
     for model, level in levels:
         pr = predict(cal, args.processes, args.threads, model, level)
         m = measured.get((model, level))
         table.add_row(f"c={int(level)}" if model == "closed" else f"{level:g} req/s", f"{pr.throughput:.1f}",
                       f"{pr.mean_ms:.2f}", f"{pr.p50_ms:.2f}", f"{pr.p99_ms:.2f}", f"{100 * pr.cpu_utilization:.0f}%",
-                      escape(pr.binding), f"{stats.median(m):.1f}" if m else "-")
+                      escape(pr.binding), "-" if m is None else f"{m:.1f}")
     out.print(table)
     return 0
 
@@ -611,6 +606,7 @@ def _verify(args, out: Console, definition: dict, runs, chosen: dict, model: str
     import json
 
     from arena.experiment import parse_experiment
+    from arena.model.recommend import verified
     from arena.runner import run_experiment
     from arena.store import Store
 
@@ -636,22 +632,15 @@ def _verify(args, out: Console, definition: dict, runs, chosen: dict, model: str
     table = Table(title="predicted vs measured")
     for col in ("configuration", "predicted req/s", "measured req/s", "error", "predicted p99 ms", "measured p99 ms", "valid"):
         table.add_column(col)
-    errors = []
-    for cs in chosen.values():
-        for c in cs:
-            r = next((r for r in done if r.server == c.server and (r.processes or 1) == c.processes
-                      and (r.threads or None) == c.threads), None)
-            if r is None:
-                continue
-            err = (c.predicted.throughput - r.throughput) / r.throughput
-            errors.append(abs(err))
-            table.add_row(escape(c.name), f"{c.predicted.throughput:.1f}", f"{r.throughput:.1f}", f"{100 * err:+.1f}%",
-                          f"{c.predicted.p99_ms:.1f}", "-" if r.p99_us is None else f"{r.p99_us / 1000:.1f}",
-                          "yes" if r.valid else escape("; ".join(r.json("flags"))))
+    pairs = verified([c for cs in chosen.values() for c in cs], done)
+    for c, r, err in pairs:
+        table.add_row(escape(c.name), f"{c.predicted.throughput:.1f}", f"{r.throughput:.1f}", f"{100 * err:+.1f}%",
+                      f"{c.predicted.p99_ms:.1f}", "-" if r.p99_us is None else f"{r.p99_us / 1000:.1f}",
+                      "yes" if r.valid else escape("; ".join(r.json("flags"))))
     out.print(table)
-    if errors:
-        out.print(f"mean absolute error of throughput: {100 * sum(errors) / len(errors):.1f}% over {len(errors)} runs",
-                  highlight=False)
+    if pairs:
+        mean = 100 * sum(abs(err) for _, _, err in pairs) / len(pairs)
+        out.print(f"mean absolute error of throughput: {mean:.1f}% over {len(pairs)} runs", highlight=False)
     return 0
 
 

@@ -28,6 +28,7 @@ from arena import stats
 from arena.drivers.result import from_dict
 from arena.model.server import Config, Workload
 from arena.servers import catalog
+from arena.servers.cgroup import cpu_list
 from arena.store import StoredRun
 
 MiB = 1024 * 1024
@@ -95,17 +96,8 @@ def server_config(server: str, processes: int | None, threads: int | None, cores
 
 
 def cores_of(run: StoredRun) -> float:
-    text = str(run.json("environment").get("server_cpus", "1"))
-    n = 0
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        n += int(hi) - int(lo) + 1 if hi else 1
-    return float(max(1, n))
-
-
-def _timing_means(run: StoredRun) -> dict[str, float]:
-    m = from_dict(run.json("load")).measured
-    return {k: h.mean / 1000 for k, h in m.server_timing.items() if h.mean is not None}
+    """The server's CPU count from the run's environment (stored as a CPU list such as "1" or "2-3")."""
+    return float(len(cpu_list(str(run.json("environment").get("server_cpus", "1")), "server_cpus")))
 
 
 def cpu_per_request_ms(run: StoredRun) -> float | None:
@@ -127,40 +119,33 @@ def calibrate(runs: list[StoredRun], server: str, workload: str | None = None) -
     workload = mine[0].workload
     mine = [r for r in mine if r.workload == workload]
     low = min(r.level for r in mine)
-    lowest = [r for r in mine if r.level == low]
-    timing = {r.id: _timing_means(r) for r in mine}
-    cpu = estimate([cpu_per_request_ms(r) for r in lowest])
+    lowest = [from_dict(r.json("load")) for r in mine if r.level == low]  # each run's result, read once
+    timing = [{k: h.mean / 1000 for k, h in m.measured.server_timing.items() if h.mean is not None} for m in lowest]
+    cpu = estimate([cpu_per_request_ms(r) for r in mine if r.level == low])
     if cpu is None:
         raise ValueError(f"{server}: no CPU accounting in its runs (the probe's backend could not account CPU)")
-    io = estimate([timing[r.id].get("io", 0.0) for r in lowest]) or Estimate(0.0, None, 0)
-    outside = estimate([_outside_ms(r, timing[r.id], cpu.value, io.value) for r in lowest])
-    app_cpu = estimate([timing[r.id].get("cpu") for r in lowest])
-    gil = estimate([timing[r.id]["cpuwall"] - timing[r.id]["cpu"] for r in lowest
-                    if "cpuwall" in timing[r.id] and "cpu" in timing[r.id]])
-    other = estimate([timing[r.id]["app"] - timing[r.id].get("cpuwall", 0) - timing[r.id].get("io", 0) for r in lowest
-                      if "app" in timing[r.id]])
-    cv2 = estimate([(h.stdev / h.mean) ** 2 for h in (from_dict(r.json("load")).measured.server_timing.get("cpu")
-                                                      for r in lowest) if h is not None and h.mean and h.stdev is not None])
+    io = estimate([t.get("io", 0.0) for t in timing]) or Estimate(0.0, None, 0)
+    outside = estimate([_outside_ms(m.measured.response_time.mean, t, cpu.value, io.value)
+                        for m, t in zip(lowest, timing)])
+    app_cpu = estimate([t.get("cpu") for t in timing])
+    gil = estimate([t["cpuwall"] - t["cpu"] for t in timing if "cpuwall" in t and "cpu" in t])
+    other = estimate([t["app"] - t.get("cpuwall", 0) - t.get("io", 0) for t in timing if "app" in t])
+    cv2 = estimate([(h.stdev / h.mean) ** 2 for h in (m.measured.server_timing.get("cpu") for m in lowest)
+                    if h is not None and h.mean and h.stdev is not None])
     base, per_p, per_t = memory_fit(mine)
-    cores = cores_of(mine[0])
-    return Calibration(server, workload, cores, cpu, io, outside or Estimate(0.0, None, 0), app_cpu, gil, other,
-                       "io=block" in _path(mine[0]), cv2, base, per_p, per_t)
+    return Calibration(server, workload, cores_of(mine[0]), cpu, io, outside or Estimate(0.0, None, 0), app_cpu, gil,
+                       other, "io=block" in lowest[0].url, cv2, base, per_p, per_t)
 
 
-def _outside_ms(run: StoredRun, timing: dict[str, float], cpu_ms: float, io_ms: float) -> float | None:
-    """Time outside the server's threads: the response time minus the app and the queue before it
+def _outside_ms(response_us: float | None, timing: dict[str, float], cpu_ms: float, io_ms: float) -> float | None:
+    """Time outside the server's threads: the mean response time minus the app and the queue before it
     where the app reports them (so a busy lowest level does not count its queueing), else minus
     CPU and I/O per request."""
-    mean = from_dict(run.json("load")).measured.response_time.mean
-    if mean is None:
+    if response_us is None:
         return None
     if "app" in timing:
-        return max(0.0, mean / 1000 - timing["app"] - timing.get("queue", 0.0))
-    return max(0.0, mean / 1000 - cpu_ms - io_ms)
-
-
-def _path(run: StoredRun) -> str:
-    return from_dict(run.json("load")).url
+        return max(0.0, response_us / 1000 - timing["app"] - timing.get("queue", 0.0))
+    return max(0.0, response_us / 1000 - cpu_ms - io_ms)
 
 
 def memory_fit(runs: list[StoredRun]) -> tuple[float | None, float | None, float | None]:

@@ -10,6 +10,7 @@ from arena.model.calibrate import Calibration, server_config
 from arena.model.server import Prediction
 from arena.model.verify import predict
 from arena.servers import catalog
+from arena.store import StoredRun
 
 THREADS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 
@@ -70,3 +71,14 @@ def guided_choice(ranked: list[Candidate], measured: dict[tuple[int, int | None]
     if not ran:
         return None, []
     return max(ran, key=lambda k: measured[k]), ran
+
+
+def verified(chosen: list[Candidate], runs: list[StoredRun]) -> list[tuple[Candidate, StoredRun, float]]:
+    """Each candidate that was run, with its run and the relative error of its predicted throughput."""
+    out = []
+    for c in chosen:
+        r = next((r for r in runs if r.server == c.server and (r.processes or 1) == c.processes
+                  and (r.threads or None) == c.threads), None)
+        if r is not None and r.throughput:
+            out.append((c, r, (c.predicted.throughput - r.throughput) / r.throughput))
+    return out

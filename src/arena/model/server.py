@@ -97,6 +97,7 @@ def _gil_parallelism(j: int, processes: int, threads: int | None, gil: bool) -> 
     return processes * (1 - none)
 
 
+@lru_cache(maxsize=256)
 def inner_throughput(w: Workload, processes: int, threads: int | None, cores: float, gil: bool,
                      population: int) -> tuple[float, ...]:
     """Throughput (requests/s) of the server's inside with m = 1..population requests in service."""

@@ -41,6 +41,7 @@ def compare(runs: list[StoredRun]) -> tuple[list[Point], dict[tuple[str, str], C
     """Every (configuration, level) with valid runs: measured and predicted. Calibrations per
     (server, workload), or why there is none."""
     calibrations: dict[tuple[str, str], Calibration | str] = {}
+    lows: dict[tuple[str, str], float] = {}  # the calibration's level per (server, workload)
     points = []
     groups: dict[tuple, list[StoredRun]] = {}
     for r in runs:
@@ -53,15 +54,30 @@ def compare(runs: list[StoredRun]) -> tuple[list[Point], dict[tuple[str, str], C
                 calibrations[key] = calibrate(runs, server, workload)
             except ValueError as e:
                 calibrations[key] = str(e)
+            lows[key] = min(r.level for r in runs if r.server == server and r.workload == workload and r.valid)
         cal = calibrations[key]
         if isinstance(cal, str):
             continue
-        low = min(r.level for r in runs if r.server == server and r.workload == workload and r.valid)
         config = server_config(server, p, t, cal.cores)
         points.append(Point(label, server, workload, config.processes, config.threads, model, level,
-                            stats.median([r.throughput for r in rs]), predict(cal, p, t, model, level), level == low))
+                            stats.median([r.throughput for r in rs]), predict(cal, p, t, model, level),
+                            level == lows[key]))
     points.sort(key=lambda pt: (pt.workload, pt.label, pt.level))
     return points, calibrations
+
+
+def measured(runs: list[StoredRun], cal: Calibration, processes: int | None,
+             threads: int | None) -> dict[tuple[str, float], float]:
+    """(model, level) -> median throughput of the valid runs of ``cal``'s server and workload in that
+    configuration (knobs left unset mean the server's defaults, on both sides)."""
+    want = server_config(cal.server, processes, threads, cal.cores)
+    by_level: dict[tuple[str, float], list[float]] = {}
+    for r in runs:
+        if r.valid and r.server == cal.server and r.workload == cal.workload:
+            c = server_config(r.server, r.processes, r.threads, cal.cores)
+            if (c.processes, c.threads) == (want.processes, want.threads):
+                by_level.setdefault((r.model, r.level), []).append(r.throughput)
+    return {k: stats.median(v) for k, v in by_level.items()}
 
 
 def mape(points: list[Point], predictions_only: bool = True) -> float | None:

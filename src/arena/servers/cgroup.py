@@ -33,14 +33,20 @@ _seq = itertools.count(1)
 # ---------------------------------------------------------------------- CPU lists
 
 
-def parse_cpu_list(text: str, flag: str = "--cpus") -> list[int]:
-    """``"0-2,5"`` -> [0, 1, 2, 5]; every CPU must be one this process may run on."""
+def cpu_list(text: str, flag: str = "--cpus") -> list[int]:
+    """Pure: ``"0-2,5"`` -> [0, 1, 2, 5]."""
     cpus: set[int] = set()
     for part in text.replace(" ", "").split(","):
         m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part)
         if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
             raise ArenaError(f"{flag}: must be a CPU list such as 0 or 0-1,3, got '{text}'")
         cpus.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return sorted(cpus)
+
+
+def parse_cpu_list(text: str, flag: str = "--cpus") -> list[int]:
+    """``"0-2,5"`` -> [0, 1, 2, 5]; every CPU must be one this process may run on."""
+    cpus = set(cpu_list(text, flag))
     allowed = os.sched_getaffinity(0)
     missing = sorted(cpus - allowed)
     if missing:
