@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ARENA_LOAD = ROOT / "target" / "release" / "arena-load"
+ARENA_LOAD = Path(os.environ.get("ARENA_LOAD_BIN", ROOT / "target" / "release" / "arena-load"))  # as the native driver
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.http_client import free_port, port_free  # noqa: E402

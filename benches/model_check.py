@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from arena.model.recommend import candidates, guided_choice  # noqa: E402
 from arena.model.verify import compare, mape  # noqa: E402
-from arena.store import Store  # noqa: E402
+from arena.results.store import Store  # noqa: E402
 
 EXPERIMENT = ROOT / "scenarios" / "model-check.toml"
 

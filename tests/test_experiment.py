@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from arena.errors import ArenaError
-from arena.experiment import Level, ServerConfig, default_layout, load_experiment, parse_experiment, plan
+from arena.plan.experiment import Level, ServerConfig, default_layout, load_experiment, parse_experiment, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"name": "t", "servers": [{"server": "puma", "app": "rack", "processes": [1, 2], "threads": [1, 5]}],
@@ -121,7 +121,7 @@ def test_several_workloads_multiply_the_runs_and_name_them():
 
 
 def test_every_scenario_fits_its_time_budget():
-    from arena.experiment import estimate_s
+    from arena.plan.experiment import estimate_s
 
     for path in (ROOT / "scenarios").glob("*.toml"):
         exp = load_experiment(path)
@@ -143,3 +143,32 @@ def test_shipped_scenarios_match_the_experiment_schema():
         assert errors == [], (path.name, errors)
     bad = {"servers": [{"server": "puma", "threads": 0}], "workload": {"path": "x"}, "bogus": 1}
     assert len(list(validator.iter_errors(bad))) >= 3
+
+
+def test_a_driver_is_refused_at_parse_time_for_what_it_cannot_run(tmp_path):
+    """Driver capabilities are data: an open-model rate with wrk is refused when the file is read,
+    in one line naming the file, the key, the value and the drivers that can."""
+    base = {"name": "x", "workload": {"path": "/"}, "servers": [{"server": "puma"}]}
+    with pytest.raises(ArenaError) as e:
+        parse_experiment({**base, "driver": "wrk", "load": {"model": "open", "rates": [100]}}, "w.toml")
+    assert str(e.value) == ('w.toml: load.model = "open": driver "wrk": wrk has only the closed model '
+                            '(load.model = "closed") (drivers that can: arena-load, jmeter)')
+    with pytest.raises(ArenaError, match=r'^s.toml: requests = "a request count": driver "siege": this driver runs '
+                                         r'for a duration'):
+        parse_experiment({**base, "driver": "siege", "requests": 100}, "s.toml")
+    with pytest.raises(ArenaError, match=r'^a.toml: workload.method = "POST": driver "ab": method POST is not '
+                                         r'supported by this driver \(it sends GET/HEAD requests only\)'):
+        parse_experiment({**base, "driver": "ab", "workload": {"path": "/", "method": "POST"}}, "a.toml")
+    with pytest.raises(ArenaError, match=r'^k.toml: keep_alive = false: driver "wrk"'):
+        parse_experiment({**base, "driver": "wrk", "keep_alive": False}, "k.toml")
+    assert parse_experiment({**base, "driver": "jmeter", "load": {"model": "open", "rates": [5]}}, "j.toml").driver == "jmeter"
+
+
+def test_arena_run_dry_run_refuses_wrk_with_a_rate_in_one_line(tmp_path, capsys):
+    from arena.cli import main
+
+    f = tmp_path / "wrk-open.toml"
+    f.write_text('driver = "wrk"\n[load]\nmodel = "open"\nrates = [50]\n[[servers]]\nserver = "puma"\n')
+    assert main(["run", str(f), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f'{f}: load.model = "open": driver "wrk"' in err

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from arena.drivers import jmeter
-from arena.drivers.native import LoadSpec
+from arena.drivers.spec import LoadSpec
 from arena.drivers.result import from_dict, to_dict
 from arena.errors import ArenaError
 from arena.report.summary import load_summary

@@ -5,20 +5,26 @@ from pathlib import Path
 
 import pytest
 
+from arena.app.experiments import results
 from arena.cli import main
 from arena.model.calibrate import calibrate, server_config
 from arena.model.recommend import candidates, guided_choice
 from arena.model.verify import compare, mape
-from arena.store import Store
+from arena.results.store import Store
 
 STORE = str(Path(__file__).parent / "fixtures" / "report" / "store.db")
 NAME = "tiny-grid"
 
 
 @pytest.fixture(scope="module")
-def runs():
+def res():
     with Store(STORE) as s:
-        return s.runs(NAME)
+        return results(s, NAME)
+
+
+@pytest.fixture(scope="module")
+def runs(res):
+    return res.observations()
 
 
 def test_calibration_from_the_lowest_load(runs):
@@ -32,8 +38,8 @@ def test_calibration_from_the_lowest_load(runs):
     assert server_config("unicorn", None, None, 1).threads == 1 and server_config("uvicorn", 2, None, 1).threads is None
 
 
-def test_predictions_against_the_fixture(runs):
-    points, cals = compare(runs)
+def test_predictions_against_the_fixture(res):
+    points, cals = compare(res.cells, res.observations())
     assert set(cals) == {("puma", "default"), ("gunicorn-gthread", "default")}
     assert len(points) == 16 and sum(p.calibration_run for p in points) == 8
     # at concurrency 1 the model is the calibration itself: within a few percent
@@ -106,14 +112,36 @@ def test_bad_flag_values_name_the_flag(capsys):
         assert err.count("\n") == 1 and ("--cpu-ms" in err or "--concurrency" in err or "--rate" in err)
 
 
-def test_verified_pairs_each_candidate_with_its_run(runs):
-    cal = calibrate(runs, "puma")
+def test_verified_pairs_each_candidate_with_its_cell(res):
+    cal = calibrate(res.observations(), "puma")
     ranked = candidates(cal, "closed", 4, None, None)
     two = [c for c in ranked if (c.processes, c.threads) in ((1, 4), (2, 4))][:2]
     from arena.model.recommend import verified
 
-    pairs = verified(two, [r for r in runs if r.level == 4])
+    pairs = verified(two, [c for c in res.cells if c.level == 4])
     assert len(pairs) == 2
-    for c, r, err in pairs:
-        assert (r.server, r.processes, r.threads) == ("puma", c.processes, c.threads)
-        assert err == pytest.approx((c.predicted.throughput - r.throughput) / r.throughput)
+    for c, cell, err in pairs:
+        assert (cell.server, cell.processes, cell.threads) == ("puma", c.processes, c.threads)
+        measured = cell.throughput.median
+        assert err == pytest.approx((c.predicted.throughput - measured) / measured)
+
+
+def test_the_engine_calibrates_and_predicts_directly(res):
+    """The engine functions the CLI calls, called directly."""
+    from arena.app import model
+
+    cal = model.calibration(res, "puma")
+    got = model.predict(cal, 2, 4, [], res)
+    assert [r.load.label for r in got.rows] == ["c=1", "c=4"] and all(r.measured for r in got.rows)
+    rec = model.recommend(res, model.Load("closed", 16), p99_max_ms=2000, top=2)
+    assert {s.server for s in rec.per_server} == {"puma", "gunicorn-gthread"} and rec.best is not None
+    assert all(len(s.shown) <= 2 for s in rec.per_server)
+
+
+def test_blocking_io_comes_from_the_workload_definition():
+    from arena.plan.experiment import Workload, workloads_of
+
+    assert Workload("/work?io_ms=5&io=block").blocking_io and not Workload("/work?io_ms=5").blocking_io
+    assert not Workload("/block?io=blocking").blocking_io  # the parameter's value, not a substring of the URL
+    found = workloads_of({"workloads": [{"name": "a", "path": "/work?io=block"}, {"name": "b", "path": "/work"}]})
+    assert found["a"].blocking_io and not found["b"].blocking_io

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from arena import stats
+from arena.drivers.spec import LoadSpec
 from arena.drivers import native
 from arena.errors import ArenaError
 from arena.servers.launch import ServerSpec, start
@@ -20,7 +21,7 @@ from tests.conftest import require_server
 
 
 def test_build_argv_maps_every_option():
-    spec = native.LoadSpec("http://127.0.0.1:9/x", connections=20, rate=500, arrival="poisson", requests=1000,
+    spec = LoadSpec("http://127.0.0.1:9/x", connections=20, rate=500, arrival="poisson", requests=1000,
                            warmup_s=2, threads=2, headers=["A: b"], body="{}", method="POST", keep_alive=False,
                            request_start=True, timeout_s=3, seed=7)
     argv = native.build_argv(spec, Path("/bin/arena-load"), Path("/tmp/out.json"))
@@ -32,7 +33,7 @@ def test_build_argv_maps_every_option():
     assert "-d" not in argv  # a count alone bounds the run
     assert "--no-keepalive" in argv and "--request-start" in argv and "--allow-remote" not in argv
     # neither bound given: ten seconds, like wrk
-    default = native.build_argv(native.LoadSpec("http://h/"), Path("x"), Path("y"))
+    default = native.build_argv(LoadSpec("http://h/"), Path("x"), Path("y"))
     assert default[default.index("-d") + 1] == "10.0s"
 
 
@@ -44,7 +45,7 @@ def puma():
 
 
 def test_a_closed_run_against_a_real_server(puma):
-    r = native.run(native.LoadSpec(f"{puma.url}/work?cpu_ms=3&io_ms=2", connections=4, duration_s=1.5,
+    r = native.run(LoadSpec(f"{puma.url}/work?cpu_ms=3&io_ms=2", connections=4, duration_s=1.5,
                                    warmup_s=0.3, request_start=True), cpus=[0])
     m = r.measured
     assert r.model == "closed" and not r.interrupted and m.errors == 0 and m.completed > 50
@@ -63,7 +64,7 @@ def test_a_closed_run_against_a_real_server(puma):
 def test_live_points_arrive_during_the_run(puma):
     seen: list[tuple[float, object]] = []
     t0 = time.monotonic()
-    r = native.run(native.LoadSpec(f"{puma.url}/work?cpu_ms=1", connections=2, duration_s=2.5), cpus=[0],
+    r = native.run(LoadSpec(f"{puma.url}/work?cpu_ms=1", connections=2, duration_s=2.5), cpus=[0],
                    live=lambda p: seen.append((time.monotonic() - t0, p)))
     points = [p for _, p in seen]
     assert points and all(p in r.series for p in points)  # each live point is one of the result's
@@ -73,7 +74,7 @@ def test_live_points_arrive_during_the_run(puma):
 
 
 def test_an_open_run_reports_offered_and_achieved(puma):
-    r = native.run(native.LoadSpec(f"{puma.url}/work?cpu_ms=1", rate=200, duration_s=1.0), cpus=[0])
+    r = native.run(LoadSpec(f"{puma.url}/work?cpu_ms=1", rate=200, duration_s=1.0), cpus=[0])
     m = r.measured
     assert r.model == "open" and m.issued == 200 and m.completed + m.errors + m.unsent + m.in_flight == 200
     assert m.achieved_rps == pytest.approx(200, rel=0.02)
@@ -81,7 +82,7 @@ def test_an_open_run_reports_offered_and_achieved(puma):
 
 
 def test_a_result_that_breaks_the_schema_is_refused(puma):
-    r = native.run(native.LoadSpec(f"{puma.url}/health", connections=1, requests=5))
+    r = native.run(LoadSpec(f"{puma.url}/health", connections=1, requests=5))
     doc = copy.deepcopy(r.raw)
     native.validate(doc)
     del doc["measured"]["latency"]["service_time"]
@@ -95,7 +96,7 @@ def test_a_result_that_breaks_the_schema_is_refused(puma):
 
 def test_arena_load_errors_become_one_line_arena_errors():
     with pytest.raises(ArenaError, match=r"^URL: 10\.9\.9\.9 is not a loopback address"):
-        native.run(native.LoadSpec("http://10.9.9.9/", duration_s=1))
+        native.run(LoadSpec("http://10.9.9.9/", duration_s=1))
 
 
 def test_ctrl_c_to_arena_load_keeps_the_partial_result(puma):

@@ -13,11 +13,15 @@ from pathlib import Path
 import pytest
 
 from arena import stats
+from arena.app.experiments import results
+from arena.app.report import build_report
 from arena.cli import main
 from arena.report import charts
-from arena.report.export import export
-from arena.report.html import chart_csv, render
-from arena.store import Store
+from arena.report.export import chart_csv, draw, export
+from arena.report.html import figure, render
+from arena.results.aggregate import aggregate, decomposition
+from arena.results.ranking import Limits, ranking
+from arena.results.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "report"
 NAME = "tiny-grid"
@@ -31,9 +35,14 @@ def stored():
 
 
 @pytest.fixture(scope="module")
-def page(stored):
-    definition, runs = stored
-    return render(NAME, definition, runs)
+def report():
+    with Store(FIX / "store.db") as s:
+        return build_report(results(s, NAME))
+
+
+@pytest.fixture(scope="module")
+def page(report):
+    return render(report), report.charts
 
 
 def figures(html_text: str) -> dict:
@@ -53,7 +62,7 @@ def test_one_self_contained_file_with_every_section(page):
     page_only = re.sub(r"<script>.*?</script>", "", text, flags=re.S)  # the inlined plotly.js names its site
     assert not re.search(r"""(src|href)=["']https?://""", page_only)
     assert "Plotly.newPlot" in text and len(text) > 3_000_000  # plotly.js itself is inside
-    for section in ("ranking", "table", "throughput", "latency", "heatmap", "decomposition", "balance", "memory",
+    for section in ("answer", "ranking", "table", "throughput", "latency", "heatmap", "decomposition", "balance", "memory",
                     "errors", "time-series", "model", "environment"):
         assert f'id="{section}"' in text, section
     figs = figures(text)
@@ -88,7 +97,24 @@ def test_the_model_section_gives_its_error(page):
     assert "<h3>Calibration (lowest-load runs)</h3>" in text
 
 
-def test_throughput_chart_is_the_median_and_ci_of_the_valid_runs(stored, page):
+def test_the_report_opens_with_the_answer(report, stored):
+    _, runs = stored
+    cells = aggregate(runs)
+    _, overall = ranking(cells)
+    best = overall[0]
+    first = report.answer[0]
+    assert first.startswith(f"best: {best.label} at {best.level_label}: {best.throughput.median:.1f} req/s")
+    assert "binds: " in first and "runner-up " in first and "distinguishable" in first
+    per_server = [line for line in report.answer if line.startswith("best of ")]
+    assert {line.split(":")[0] for line in per_server} == {"best of puma", "best of gunicorn-gthread"}
+    # two repetitions: the interval beside the median is the repetitions' range, and says so
+    assert "range " in first and any("range of the repetitions" in line for line in report.answer)
+    invalid = sum(not r.valid for r in runs)
+    left = next(line for line in report.answer if line.startswith(("Left out", "No run was left out")))
+    assert (str(invalid) in left) if invalid else left.startswith("No run was left out")
+
+
+def test_throughput_chart_is_the_median_and_its_interval_of_the_valid_runs(stored, page):
     _, runs = stored
     _, made = page
     chart = next(c for c in made if c.id == "throughput-default")
@@ -97,9 +123,8 @@ def test_throughput_chart_is_the_median_and_ci_of_the_valid_runs(stored, page):
     tp = [r.throughput for r in runs if r.label == label and r.level == 4 and r.valid]
     assert s.x == [1, 4]
     assert s.y[1] == pytest.approx(stats.median(tp))
-    if len(tp) > 1:
-        lo, hi = stats.ci95(tp)
-        assert (s.lo[1], s.hi[1]) == pytest.approx((max(0.0, lo), hi))
+    if len(tp) > 1:  # two repetitions: the band is their range (too few for a 95% interval of the median)
+        assert (s.lo[1], s.hi[1]) == pytest.approx((min(tp), max(tp)))
     rows = list(csv.DictReader(io.StringIO(chart_csv(chart))))
     row = next(r for r in rows if r["series"] == label and float(r["concurrency (closed model)"]) == 4)
     assert float(row["requests/s"]) == pytest.approx(stats.median(tp))
@@ -107,24 +132,81 @@ def test_throughput_chart_is_the_median_and_ci_of_the_valid_runs(stored, page):
 
 def test_ranking_respects_the_limits(stored):
     _, runs = stored
-    per_server, overall = charts.ranking(runs)
-    assert {r.server for r in per_server} == {"puma", "gunicorn-gthread"}
-    assert [r.throughput for r in overall] == sorted((r.throughput for r in overall), reverse=True)
+    cells = aggregate(runs)
+    per_server, overall = ranking(cells)
+    assert {c.server for c in per_server} == {"puma", "gunicorn-gthread"}
+    assert [c.throughput.median for c in overall] == sorted((c.throughput.median for c in overall), reverse=True)
     best = overall[0]
-    tight = best.p99_ms * 0.999  # the best one no longer fits
-    _, limited = charts.ranking(runs, p99_max_ms=tight)
-    assert all(r.p99_ms <= tight for r in limited) and best not in limited
-    _, none = charts.ranking(runs, memory_max_mib=1)
+    tight = best.p99_us.median / 1000 * 0.999  # the best one no longer fits
+    _, limited = ranking(cells, Limits(p99_ms=tight))
+    assert all(c.p99_us.median / 1000 <= tight for c in limited) and best not in limited
+    _, none = ranking(cells, Limits(memory_mib=1))
     assert none == []
 
 
+def test_the_comparison_interval_is_of_the_median(stored, tmp_path, capsys):
+    """With 2 repetitions the table shows their range, marked as a range (arena show and the report)."""
+    _, runs = stored
+    from arena.report.data import comparison_table
+
+    cells = aggregate(runs)
+    table = comparison_table(cells)
+    col = table.head.index("req/s interval")
+    for c, row in zip(cells, table.rows):
+        tp = [r.throughput for r in c.valid_runs]
+        if len(tp) == 2:
+            assert row[col] == f"range {min(tp):.4g} .. {max(tp):.4g}"
+        assert row[table.head.index("req/s")].startswith(f"{c.throughput.median:.4g}"[:3])
+    assert main(["show", NAME, "--store", str(FIX / "store.db")]) == 0
+    out = capsys.readouterr().out
+    assert "best: " in out and "range " in out and out.index("best: ") < out.index("req/s interval")
+
+
+def test_html_and_exports_draw_each_series_in_the_same_colour(page, tmp_path):
+    """The HTML's plotly traces and the matplotlib pictures of the same charts: one colour per series."""
+    _, made = page
+    compared = 0
+    for chart in (c for c in made if c.kind != "heatmap"):
+        # plotly gets one drawn trace per series, in order (a band adds two traces without a legend)
+        traces = [t for t in figure(chart)["data"] if t.get("showlegend") is not False]
+        assert len(traces) == len(chart.series), chart.id
+        for group in (chart.groups or [""])[:3]:
+            drawn = draw(chart, group, tmp_path / "x.svg")  # what matplotlib holds, read back
+            for series, trace in zip(chart.series, traces):
+                if series.group == group and series.name in drawn:
+                    assert drawn[series.name] == (trace.get("line") or trace.get("marker"))["color"], (chart.id, series.name)
+                    compared += 1
+    assert compared > 30
+    # a model line keeps its configuration's colour: measured and predicted series share it
+    model = next(c for c in made if c.section == "model")
+    for s in model.series:
+        if s.name.endswith(" (model)"):
+            assert s.color == next(m.color for m in model.series if m.name == s.name.removesuffix(" (model)"))
+    # and a configuration has one colour across charts
+    tp = next(c for c in made if c.id == "throughput-default")
+    lat = next(c for c in made if c.id == "latency-default")
+    assert {s.name: s.color for s in tp.series} == {s.name: s.color for s in lat.series if s.group == "p50"}
+
+
+def test_heatmap_colours_do_not_split_noise():
+    # medians 100 and 103 whose intervals are 20 wide: one colour range spanning the noise, not 100..103
+    lo, hi = charts.heatmap_range([[100.0, 103.0]], [20.0, 18.0])
+    assert hi - lo == pytest.approx(20.0) and lo <= 100 and hi >= 103
+    # real differences keep the full range
+    assert charts.heatmap_range([[100.0, 300.0]], [20.0]) == (100.0, 300.0)
+    # no repetitions: a 10% floor of the highest value
+    lo, hi = charts.heatmap_range([[100.0, 101.0]], [])
+    assert hi - lo == pytest.approx(10.1)
+    assert charts.heatmap_range([[None]], []) is None
+
+
 def test_decomposition_adds_up():
-    parts = charts.decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0)
+    parts = decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0)
     assert parts == {"queue": 4.0, "GIL/CPU wait": 2.0, "CPU": 8.0, "I/O": 15.0, "other in app": 5.0,
                      "outside the app": 6.0}
     assert sum(parts.values()) == 40.0
     # without a request-start stamp there is no queue figure, and the rest is outside the app
-    assert charts.decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0}, 40.0)["outside the app"] == 10.0
+    assert decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0}, 40.0)["outside the app"] == 10.0
 
 
 def test_percentile_spectrum_axis():

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from arena.app.experiments import results
+from arena.app.report import build_report
 from arena.report.html import render
-from arena.store import Store
+from arena.results.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "report"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "target" / "test-artifacts"
@@ -43,7 +45,8 @@ def test_the_report_renders_in_chromium(tmp_path):
     from playwright.sync_api import sync_playwright
 
     with Store(FIX / "store.db") as s:
-        text, made = render("tiny-grid", s.definition("tiny-grid"), s.runs("tiny-grid"))
+        built = build_report(results(s, "tiny-grid"))
+    text, made = render(built), built.charts
     report = tmp_path / "report.html"
     report.write_text(text)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

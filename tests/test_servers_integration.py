@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.check import check_one
+from arena.app.check import check_one
 from arena.probe import Probe
 from arena.errors import ArenaError
 from arena.http_client import Client, free_port, port_free

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from arena.drivers import siege
-from arena.drivers.native import LoadSpec
+from arena.drivers.spec import LoadSpec
 from arena.drivers.result import from_dict, to_dict
 from arena.errors import ArenaError
 

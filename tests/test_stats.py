@@ -39,11 +39,26 @@ def test_median():
     assert stats.median([3, 1, 2]) == 2 and stats.median([4, 1, 3, 2]) == 2.5
 
 
-def test_ci95_against_r():
-    # R: x <- c(10, 12, 11, 13, 9); t.test(x)$conf.int -> 9.036757 12.963243
-    lo, hi = stats.ci95([10, 12, 11, 13, 9])
-    assert (round(lo, 6), round(hi, 6)) == (9.036757, 12.963243)
-    # R: t.test(c(100, 104))$conf.int -> 76.58759 127.41241
-    lo, hi = stats.ci95([100, 104])
-    assert (round(lo, 5), round(hi, 5)) == (76.58759, 127.41241)
-    assert stats.ci95([5]) is None
+def test_median_interval_by_order_statistics():
+    # Conover's table of the median's confidence interval: n = 10 -> the 2nd and 9th values, coverage
+    # 1 - 2 * 11/1024 (R: 1 - 2 * pbinom(1, 10, 0.5) = 0.9785156); n = 20 -> 6th and 15th,
+    # 1 - 2 * pbinom(5, 20, 0.5) = 0.9586105; n = 6 -> 1st and 6th, 1 - 2/64 = 0.96875.
+    iv = stats.median_interval(list(range(10, 0, -1)))
+    assert (iv.lo, iv.hi, iv.method) == (2, 9, "order statistics") and round(iv.coverage, 7) == 0.9785156
+    iv = stats.median_interval([float(v) for v in range(1, 21)])
+    assert (iv.lo, iv.hi) == (6, 15) and round(iv.coverage, 7) == 0.9586105
+    iv = stats.median_interval([5, 1, 4, 2, 6, 3])
+    assert (iv.lo, iv.hi) == (1, 6) and iv.coverage == 0.96875
+
+
+def test_too_few_values_give_their_range_and_say_so():
+    # 5 values: even min..max covers only 1 - 2/32 = 93.75% < 95%: a range, not an interval
+    iv = stats.median_interval([10, 12, 11, 13, 9])
+    assert (iv.lo, iv.hi, iv.method, iv.coverage) == (9, 13, "range", None) and iv.is_range
+    assert stats.median_interval([104, 100]) == stats.Interval(100, 104, "range", None)
+    assert stats.median_interval([5]) is None and stats.median_interval([]) is None
+
+
+def test_mape():
+    assert stats.mape([(110, 100), (90, 100), (50, 50)]) == pytest.approx(100 * (0.1 + 0.1 + 0) / 3)
+    assert stats.mape([]) is None

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from arena import store as store_mod
+from arena.results import store as store_mod
 from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.runner import throughput_drift, validity_flags
-from arena.store import SCHEMA_VERSION, Store
+from arena.results.store import SCHEMA_VERSION, Store
 from tests.conftest import require_server
 
 
@@ -184,15 +184,15 @@ def test_a_sweep_interrupted_then_resumed_finishes_only_what_was_missing(tmp_pat
 
     again = arena("run", str(exp), "--store", str(db))
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"{6 - len(kept)} runs done, {len(kept)} already in the store" in again.stdout
+    assert f"{6 - len(kept)} runs done (0 invalid), {len(kept)} already in the store" in again.stdout
     with Store(db) as s:
         runs = s.runs("tiny")
     assert len(runs) == 6 and len({r.run_key for r in runs}) == 6
     for r in runs:
-        assert r.valid, r.json("flags")
+        assert r.valid, r.flags
         assert r.throughput > 0 and r.p99_us > 0 and r.pss_bytes > 0 and r.cpu_s > 0
-        env = r.json("environment")
-        assert env["cpus"] and env["kernel"] and env["server_cpus"] != env["load_cpus"]
+        env = r.environment
+        assert env.cpus and env.kernel and env.server_cpus != env.load_cpus
     assert {r.server_reused for r in runs} == {0, 1}  # the second level reused the start of the first
 
     show = arena("show", "tiny", "--store", str(db))
@@ -227,9 +227,8 @@ def test_the_same_study_with_ab_and_arena_load_lands_in_one_store(tmp_path):
         (native_run,), (ab_run,) = s.runs("by-arena-load"), s.runs("by-ab")
     assert native_run.driver == "arena-load" and ab_run.driver == "ab"
     for run in (native_run, ab_run):
-        assert run.valid and run.throughput > 100 and run.p99_us > 2000, (run.driver, run.json("flags"))
-    ab_load = ab_run.json("load")
-    assert ab_load["tool"] == "ab" and ab_load["measured"]["server_timing"] == {}  # ab cannot see it
+        assert run.valid and run.throughput > 100 and run.p99_us > 2000, (run.driver, run.flags)
+    assert ab_run.load.tool == "ab" and ab_run.load.measured.server_timing == {}  # ab cannot see it
     show = arena("show", "by-ab", "--store", str(db), "--runs")
     assert "ab 2.3" in show.stdout and "Throughput:" in show.stdout
 
@@ -239,7 +238,7 @@ def test_the_probe_covers_the_measured_window_not_the_drain():
     """Eight clients on one thread, 300 ms each: when the measured second ends seven answers are still
     queued, and arena-load waits for them. The server's CPU and memory are read over the measured
     second only, not over the drain."""
-    from arena.experiment import parse_experiment, plan
+    from arena.plan.experiment import parse_experiment, plan
     from arena.runner import measure
     from arena.servers.launch import ServerSpec, start
 

@@ -58,6 +58,8 @@ class ResourceResult:
     processes: int  # max
     threads: int  # max
     backend: str
+    # the server's CPU use with no load, in cores, measured once per server start (runner.idle_cpu_cores)
+    idle_cpu_cores: float | None = None
 
     @property
     def cpu_s(self) -> float | None:

@@ -1,5 +1,9 @@
 """Running an experiment: each group of runs shares one server start; every run is warm-up ->
 measure while probing -> validity check -> saved at once. Finished runs are skipped (resume).
+
+What touches the machine comes in through :class:`Seams` (the server launcher, the drivers, the
+resource probe; defaults: the real ones), so tests drive every path here, resume, a server that
+does not start or dies, a driver that fails, with deterministic fakes.
 """
 
 from __future__ import annotations
@@ -10,19 +14,34 @@ import platform
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass
-from typing import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, Mapping
 
 from arena import __version__ as arena_version
-from arena.drivers import DRIVERS, native
+from arena.drivers import DRIVERS
 from arena.drivers.result import LoadResult, SeriesPoint, to_dict
+from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
-from arena.experiment import Experiment, Group, RunSpec, plan
+from arena.plan.experiment import Experiment, Group, RunSpec, plan
 from arena.probe import Probe, ResourceResult
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, start
-from arena.store import Store
+from arena.results.store import Store
+
+
+@dataclass(frozen=True)
+class Seams:
+    """Where the runner meets the machine. ``launch(spec)`` starts a server and returns a running
+    one (a context manager with ``url``, ``procset``, ``alive()``); ``drivers`` maps a driver's name to
+    its ``run(spec, cpus, live)``; ``probe(procset, interval)`` makes a resource probe;
+    ``idle_s``: how long each start is probed idle."""
+
+    launch: Callable[[ServerSpec], RunningServer] = start
+    drivers: Mapping[str, Callable[..., LoadResult]] = field(
+        default_factory=lambda: {name: d.run for name, d in DRIVERS.items()})
+    probe: Callable[..., Probe] = Probe
+    idle_s: float = 1.0
 
 
 @dataclass
@@ -117,9 +136,9 @@ def environment(exp: Experiment) -> dict:
 # ---------------------------------------------------------------------- running
 
 
-def load_spec(exp: Experiment, run: RunSpec, url: str) -> native.LoadSpec:
+def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
     closed = run.level.model == "closed"
-    return native.LoadSpec(
+    return LoadSpec(
         url=url + run.workload.path, method=run.workload.method,
         connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
         duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=exp.keep_alive,
@@ -127,7 +146,8 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> native.LoadSpec:
 
 
 def measure(exp: Experiment, run: RunSpec, server: RunningServer,
-            live: Callable[[SeriesPoint], None] | None = None) -> tuple[LoadResult, ResourceResult, list[str]]:
+            live: Callable[[SeriesPoint], None] | None = None,
+            seams: Seams = Seams()) -> tuple[LoadResult, ResourceResult, list[str]]:
     """One run on a ready server: the probe covers the measured window, from the end of the warm-up
     to the end of the measured duration (not the drain of late answers after it: their CPU would be
     charged to the window's requests). A run bounded by a request count is probed until it ends. (The
@@ -135,7 +155,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     for them the window is approximate.)
     ``live`` gets the run's per-second figures while it runs, where the driver can give them."""
     before = stable_pids(server)
-    probe = Probe(server.procset, interval=0.5)
+    probe = seams.probe(server.procset, interval=0.5)
     stopped: list[ResourceResult] = []
     timers = [threading.Timer(exp.warmup_s, probe.start)]
     if exp.duration_s is not None and exp.requests is None:
@@ -144,26 +164,23 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     for t in timers:
         t.start()
     try:
-        result = DRIVERS[exp.driver](load_spec(exp, run, server.url), cpus=list(exp.load_cpus), live=live)
+        result = seams.drivers[exp.driver](load_spec(exp, run, server.url), cpus=list(exp.load_cpus), live=live)
     finally:
         for t in timers:
             t.cancel()
             t.join()
-    resources = stopped[0] if stopped else (probe if probe.started else Probe(server.procset).start()).stop()
+    resources = stopped[0] if stopped else (probe if probe.started else seams.probe(server.procset).start()).stop()
     lost = before - set(server.procset.pids())
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None)
     return result, resources, flags
 
 
-IDLE_PROBE_S = 1.0
-
-
-def idle_cpu_cores(server: RunningServer, seconds: float = IDLE_PROBE_S) -> float | None:
+def idle_cpu_cores(server: RunningServer, seams: Seams = Seams()) -> float | None:
     """The server's CPU use with no load (cores): its timers, reactors and helpers. Stored with each
     run of the start, so calibration can tell the cost of a request from the cost of being up."""
-    probe = Probe(server.procset, interval=seconds).start()
-    time.sleep(seconds)
+    probe = seams.probe(server.procset, interval=max(seams.idle_s, 0.01)).start()
+    time.sleep(seams.idle_s)
     return probe.stop().cpu_cores
 
 
@@ -188,62 +205,84 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
         "throughput": result.measured.achieved_rps, "p50_us": rt.p("50") if rt else None,
         "p90_us": rt.p("90") if rt else None, "p99_us": rt.p("99") if rt else None, "errors": result.measured.errors,
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
-        "load": to_dict(result), "resources": {**asdict(resources), "idle_cpu_cores": idle_cpu_cores},
+        "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
         "environment": env,
     }
 
 
-def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None) -> dict:
-    """Run every run of ``exp`` not yet in ``store``. Returns counts of done, skipped, failed."""
+def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None,
+                   seams: Seams = Seams()) -> dict:
+    """Run every run of ``exp`` not yet in ``store``. Returns counts: "run" (done and saved),
+    "skipped" (already in the store), "failed" (not run: its server did not start, died before it,
+    or its driver failed; not saved, so the next ``arena run`` tries it again) and "invalid" (saved,
+    with validity flags)."""
     experiment_id = store.experiment_id(exp.name, exp.file, exp.source)
     done = store.done_keys(experiment_id)
     groups = plan(exp)
     total = sum(len(g.runs) for g in groups)
     env = environment(exp)
-    counts = {"run": 0, "skipped": 0, "failed": 0}
-    index = 0
+    counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
+    progress = _Progress(total, counts, on_event)
     for group in groups:
         todo = [r for r in group.runs if r.key not in done]
         for r in group.runs:
             if r.key in done:
-                index += 1
-                counts["skipped"] += 1
-                on_event(Event("skipped", index, total, r))
-        if not todo:
-            continue
-        index = _run_group(exp, group, todo, store, experiment_id, env, index, total, counts, on_event)
+                progress.emit("skipped", r)
+        if todo:
+            _run_group(exp, group, todo, store, experiment_id, env, progress, seams)
     return counts
 
 
+@dataclass
+class _Progress:
+    """Counts and events, in step: each run handled is counted once and reported once."""
+
+    total: int
+    counts: dict
+    on_event: Callable[[Event], None]
+    index: int = 0
+
+    def emit(self, kind: str, run: RunSpec, **details) -> None:
+        self.index += 1
+        self.counts[kind] += 1
+        self.on_event(Event(kind, self.index, self.total, run, **details))
+
+    def live(self, run: RunSpec, point: SeriesPoint) -> None:
+        self.on_event(Event("live", self.index + 1, self.total, run, point=point))
+
+
 def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store, experiment_id: int, env: dict,
-               index: int, total: int, counts: dict, on_event: Callable[[Event], None]) -> int:
+               progress: _Progress, seams: Seams) -> None:
     c = group.config
     spec = ServerSpec(c.server, c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus))
     try:
-        server = start(spec)
+        server = seams.launch(spec)
     except ArenaError as e:
-        for r in todo:  # not saved: the next `arena run` tries them again
-            index += 1
-            counts["failed"] += 1
-            on_event(Event("failed", index, total, r, message=str(e).splitlines()[0]))
-        return index
+        for r in todo:
+            progress.emit("failed", r, message=f"the server did not start: {str(e).splitlines()[0]}")
+        return
     with server:
-        idle = idle_cpu_cores(server)
+        idle = idle_cpu_cores(server, seams)
         for n, r in enumerate(todo):
-            index += 1
+            if not server.alive():  # the rest of this start cannot run on a dead server
+                for rest in todo[n:]:
+                    progress.emit("failed", rest, message="not run: the server died during an earlier run of its start")
+                return
             started_at = time.time()
 
-            def live(point: SeriesPoint, i: int = index, r: RunSpec = r) -> None:
+            def live(point: SeriesPoint, r: RunSpec = r) -> None:
                 if exp.duration_s is None or point.t < exp.duration_s:  # not the late answers after the window
-                    on_event(Event("live", i, total, r, point=point))
+                    progress.live(r, point)
 
-            result, resources, flags = measure(exp, r, server, live=live)
+            try:
+                result, resources, flags = measure(exp, r, server, live=live, seams=seams)
+            except ArenaError as e:
+                progress.emit("failed", r, message=f"the driver failed: {str(e).splitlines()[0]}")
+                continue
             if result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0,
                                               idle_cpu_cores=idle))
-            counts["run"] += 1
-            on_event(Event("run", index, total, r, result, flags))
-            if not server.alive():
-                break  # the rest of this group cannot run on a dead server; a later `arena run` retries
-    return index
+            progress.emit("run", r, result=result, flags=flags)
+            if flags:
+                progress.counts["invalid"] += 1

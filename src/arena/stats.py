@@ -1,4 +1,5 @@
-"""Pure statistics. One quantile definition for all of Arena, documented here.
+"""Pure statistics. One quantile definition and one interval of the median for all of Arena,
+documented here.
 
 **Quantile** (nearest rank): the value at quantile q of N values is the smallest value v such that
 at least ceil(q * N) of the values (and at least one) are <= v. On an HDR histogram the answer is
@@ -12,6 +13,7 @@ its p99 is the 466th value where nearest rank gives the 467th; Arena does not us
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 
 def rank(q: float, n: int) -> int:
@@ -52,19 +54,58 @@ def median(values: list[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
-# Student's t, 97.5th percentile, for 1..30 degrees of freedom: R's qt(0.975, df).
+# Student's t, 97.5th percentile, for 1..30 degrees of freedom: R's qt(0.975, df) (the USL fit's
+# parameter intervals).
 T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
         2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
 
 
-def ci95(values: list[float]) -> tuple[float, float] | None:
-    """95% confidence interval of the mean (Student's t; repetitions are few). None for fewer than 2."""
+@dataclass(frozen=True)
+class Interval:
+    """An interval of a statistic: ``lo`` .. ``hi`` and how it was made.
+
+    ``method`` is "order statistics" (a distribution-free confidence interval of the median with at
+    least ``coverage``), or "range" (too few values for a 95% interval: the smallest and largest
+    value, which is no confidence interval and is labelled as such)."""
+
+    lo: float
+    hi: float
+    method: str
+    coverage: float | None  # the interval's exact coverage; None for a range
+
+    @property
+    def is_range(self) -> bool:
+        return self.method == "range"
+
+
+def _binom_cdf_half(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(0, k + 1)) / 2 ** n
+
+
+def median_interval(values: list[float], level: float = 0.95) -> Interval | None:
+    """A distribution-free confidence interval of the median (order statistics; Conover,
+    *Practical Nonparametric Statistics*, 3rd ed., section 3.2): the k-th smallest and k-th largest
+    of n values, with k the largest rank for which P(Binomial(n, 1/2) <= k - 1) <= (1 - level) / 2.
+    Its coverage, 1 - 2 P(Binomial(n, 1/2) <= k - 1), is at least ``level``.
+
+    A 95% interval needs 6 or more values (with 5, even the smallest and largest cover only 93.75%):
+    with 2 to 5 values this returns their range (``method`` "range"); with fewer than 2, None."""
     n = len(values)
     if n < 2:
         return None
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    t = T975[n - 2] if n - 1 <= len(T975) else 1.959964
-    half = t * sd / math.sqrt(n)
-    return mean - half, mean + half
+    s = sorted(values)
+    tail = (1 - level) / 2
+    k = 0
+    while _binom_cdf_half(k, n) <= tail:  # ranks 1..k+1 are still allowed as the lower end
+        k += 1
+    if k == 0:
+        return Interval(s[0], s[-1], "range", None)
+    return Interval(s[k - 1], s[n - k], "order statistics", 1 - 2 * _binom_cdf_half(k - 1, n))
+
+
+def mape(pairs: list[tuple[float, float]]) -> float | None:
+    """Mean absolute percentage error, in percent, of (predicted, measured) pairs (measured > 0)."""
+    errors = [abs(p - m) / m for p, m in pairs if m]
+    return 100 * sum(errors) / len(errors) if errors else None

@@ -11,8 +11,7 @@
 //! Wake-ups come from socket readiness and from one timerfd set to the next due time, so send
 //! times are kept to the microsecond, not to epoll's millisecond timeout.
 
-use std::collections::{BinaryHeap, VecDeque};
-use std::cmp::Reverse;
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -25,7 +24,8 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::http::{Malformed, Parser, Step, Template};
-use crate::pacer::{Pacer, SplitMix64, Stop};
+use crate::pacer::{Pacer, Stop};
+use crate::source::{Request, Source};
 use crate::record::{histogram, us, ErrorKind, IntervalPart, Phase};
 
 /// Set by SIGINT/SIGTERM: workers stop issuing, stop waiting, and report what they have.
@@ -129,13 +129,6 @@ impl TimerFd {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Request {
-    intended: u64,
-    template: usize,
-    warm: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
 struct InFlight {
     req: Request,
     sent: u64,
@@ -180,22 +173,17 @@ pub struct Worker<'a> {
     open_conns: usize,
     max_conns: usize,
     pending: VecDeque<Request>,
-    delayed: BinaryHeap<Reverse<(u64, usize)>>,
-    pacer: Option<Pacer>,
+    /// Which request comes next and when (pacer or closed users, think time, the stop rule).
+    source: Source<'a>,
     /// The deadline the timerfd is armed for (0: none): re-arming costs a syscall and, in a VM,
     /// an exit to the hypervisor, so it is done only when the deadline changes.
     armed: u64,
-    rng: SplitMix64,
-    cumulative: Vec<u64>,
-    issued_measured: &'a AtomicU64,
-    issuing: bool,
     warmup: Phase,
     measured: Phase,
     schedule_lag: Histogram<u64>,
     interval: IntervalPart,
     intervals: Sender<IntervalPart>,
     unsent: u64,
-    issue_end: u64,
     last_done: u64,
 }
 
@@ -203,7 +191,7 @@ impl<'a> Worker<'a> {
     pub fn new(cfg: &'a Config, id: usize, start: u64, issued_measured: &'a AtomicU64,
                intervals: Sender<IntervalPart>) -> io::Result<Worker<'a>> {
         let threads = cfg.threads as f64;
-        let (pacer, max_conns, users) = match cfg.model {
+        let (pacer, max_conns, users, think_ns) = match cfg.model {
             Model::Open { rate, arrival, max_connections } => {
                 let share = rate / threads;
                 let pacer = match arrival {
@@ -211,28 +199,28 @@ impl<'a> Worker<'a> {
                     Arrival::Constant => Pacer::constant(share, id as f64 * 1e9 / rate),
                     Arrival::Poisson => Pacer::poisson(share, cfg.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
                 };
-                (Some(pacer), split(max_connections, cfg.threads, id).max(1), 0)
+                (Some(pacer), split(max_connections, cfg.threads, id).max(1), 0, 0)
             }
-            Model::Closed { connections, .. } => {
+            Model::Closed { connections, think_ns } => {
                 let n = split(connections, cfg.threads, id);
-                (None, n, n)
+                (None, n, n, think_ns)
             }
         };
         let poll = Poll::new()?;
         let timer = TimerFd::new()?;
         poll.registry().register(&mut SourceFd(&timer.raw()), TIMER, Interest::READABLE)?;
-        let mut total = 0;
-        let cumulative = cfg.templates.iter().map(|t| { total += u64::from(t.weight); total }).collect();
+        let weights: Vec<u32> = cfg.templates.iter().map(|t| t.weight).collect();
+        let source = Source::new(pacer, think_ns, cfg.stop, cfg.warmup_ns, &weights, cfg.seed.wrapping_add(1 + id as u64),
+                                 issued_measured);
         let mut w = Worker {
             cfg, start, poll, timer, conns: Vec::new(), free_slots: Vec::new(), idle: Vec::new(),
-            open_conns: 0, max_conns, pending: VecDeque::new(), delayed: BinaryHeap::new(), pacer, armed: 0,
-            rng: SplitMix64::new(cfg.seed.wrapping_add(1 + id as u64)), cumulative, issued_measured,
-            issuing: true, warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
-            interval: IntervalPart::new(0), intervals, unsent: 0, issue_end: 0, last_done: 0,
+            open_conns: 0, max_conns, pending: VecDeque::new(), source, armed: 0,
+            warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
+            interval: IntervalPart::new(0), intervals, unsent: 0, last_done: 0,
         };
         for _ in 0..users {
-            if let Some(req) = w.issue(0) {
-                w.pending.push_back(req);
+            if let Some(req) = w.source.issue(0) {
+                w.enqueue(req);
             }
         }
         Ok(w)
@@ -242,29 +230,10 @@ impl<'a> Worker<'a> {
         mono_ns() - self.start
     }
 
-    /// Claim a new request intended at `at`, if the run still issues (stop condition, interrupt).
-    fn issue(&mut self, at: u64) -> Option<Request> {
-        if !self.issuing {
-            return None;
-        }
-        let warm = at < self.cfg.warmup_ns;
-        let stopped = INTERRUPTED.load(Ordering::Relaxed)
-            || self.cfg.stop.end_ns.is_some_and(|end| at >= end)
-            || (!warm && self.cfg.stop.requests.is_some_and(|n| self.issued_measured.fetch_add(1, Ordering::Relaxed) >= n));
-        if stopped {
-            self.issuing = false;
-            self.issue_end = self.now();
-            return None;
-        }
-        let phase = if warm { &mut self.warmup } else { &mut self.measured };
-        phase.issued += 1;
-        let template = if self.cumulative.len() == 1 {
-            0
-        } else {
-            let x = self.rng.next_u64() % self.cumulative.last().copied().unwrap_or(1);
-            self.cumulative.partition_point(|c| *c <= x)
-        };
-        Some(Request { intended: at, template, warm })
+    /// Queue a request the source issued, counting it in its phase.
+    fn enqueue(&mut self, req: Request) {
+        self.phase(req.warm).issued += 1;
+        self.pending.push_back(req);
     }
 
     pub fn run(mut self) -> io::Result<WorkerResult> {
@@ -273,9 +242,8 @@ impl<'a> Worker<'a> {
         loop {
             let now = self.now();
             let past_end = self.cfg.stop.end_ns.is_some_and(|end| now >= end);
-            if self.issuing && (past_end || INTERRUPTED.load(Ordering::Relaxed)) {
-                self.issuing = false;
-                self.issue_end = now;
+            if self.source.issuing() && (past_end || INTERRUPTED.load(Ordering::Relaxed)) {
+                self.source.halt(now); // think times not yet over: those requests are never issued
             }
             self.release_due(now);
             self.dispatch(now);
@@ -283,9 +251,8 @@ impl<'a> Worker<'a> {
                 self.housekeeping(now);
                 next_housekeeping = now + HOUSEKEEPING_NS;
             }
-            if !self.issuing {
+            if !self.source.issuing() {
                 let interrupted = INTERRUPTED.load(Ordering::Relaxed);
-                self.delayed.clear(); // think times not yet over: those requests were never issued
                 if past_end || interrupted {
                     // the time is up: what is due but not sent is reported, not sent late
                     self.unsent += self.pending.len() as u64;
@@ -296,10 +263,7 @@ impl<'a> Worker<'a> {
                     break;
                 }
             }
-            let wake = [self.pacer.as_ref().filter(|_| self.issuing).map(Pacer::peek),
-                        self.delayed.peek().map(|Reverse((t, _))| *t), Some(next_housekeeping),
-                        self.cfg.stop.end_ns.filter(|_| self.issuing)]
-                .into_iter().flatten().min().expect("housekeeping is always set");
+            let wake = self.source.next_wake().map_or(next_housekeeping, |t| t.min(next_housekeeping));
             let deadline = self.start + wake.max(now + 1);
             if deadline != self.armed {
                 self.timer.set_abs(deadline);
@@ -325,29 +289,18 @@ impl<'a> Worker<'a> {
         self.close_intervals_before(index + 1);
         Ok(WorkerResult {
             warmup: self.warmup, measured: self.measured, schedule_lag: self.schedule_lag, unsent: self.unsent,
-            in_flight, issue_end_ns: if self.issue_end == 0 { end } else { self.issue_end },
+            in_flight, issue_end_ns: self.source.issue_end().unwrap_or(end),
             last_done_ns: self.last_done,
         })
     }
 
-    /// Move requests whose time has come into `pending`.
+    /// Move requests whose time has come into `pending`, recording how late each arrival was taken.
     fn release_due(&mut self, now: u64) {
-        while let Some(Reverse((t, _))) = self.delayed.peek().copied() {
-            if t > now {
-                break;
-            }
-            self.delayed.pop();
-            if let Some(req) = self.issue(t) {
-                self.pending.push_back(req);
-            }
-        }
-        while self.issuing {
-            let Some(t) = self.pacer.as_mut().and_then(|p| p.take_due(now)) else { break };
-            self.schedule_lag.saturating_record(us(now - t));
-            if let Some(req) = self.issue(t) {
-                self.pending.push_back(req);
-            }
-        }
+        let (lag, pending, warmup, measured) = (&mut self.schedule_lag, &mut self.pending, &mut self.warmup, &mut self.measured);
+        self.source.due(now, |late| lag.saturating_record(us(late)), |req| {
+            if req.warm { warmup.issued += 1 } else { measured.issued += 1 }
+            pending.push_back(req);
+        });
     }
 
     /// Give pending requests to idle connections, opening new ones while under the cap.
@@ -571,14 +524,8 @@ impl<'a> Worker<'a> {
 
     /// Closed model: the user whose request just ended issues its next one (after think time).
     fn next_for_user(&mut self, now: u64) {
-        if let Model::Closed { think_ns, .. } = self.cfg.model {
-            if think_ns == 0 {
-                if let Some(req) = self.issue(now) {
-                    self.pending.push_back(req);
-                }
-            } else if self.issuing {
-                self.delayed.push(Reverse((now + think_ns, self.delayed.len())));
-            }
+        if let Some(req) = self.source.answered(now) {
+            self.enqueue(req);
         }
     }
 

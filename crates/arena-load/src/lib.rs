@@ -1,6 +1,7 @@
 //! arena-load: a load generator whose numbers are true and that is never the bottleneck.
 //!
-//! `pacer` (when requests are due, when a run stops) and `http` (requests and responses on the
+//! `pacer` (when requests are due, when a run stops), `source` (which request comes next: the
+//! pacer or the closed users, think time, the stop rule) and `http` (requests and responses on the
 //! wire) are pure; `record` keeps histograms and counts; `engine` drives connections on a mio
 //! event loop; `run` starts the workers and merges their results; `output` is the JSON result
 //! (schemas/load-result.schema.json); `cli` turns flags into a checked Config.
@@ -12,3 +13,4 @@ pub mod output;
 pub mod pacer;
 pub mod record;
 pub mod run;
+pub mod source;

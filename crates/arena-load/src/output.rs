@@ -183,19 +183,29 @@ fn phase(p: &Phase, duration_s: f64, unsent: u64, in_flight: u64) -> PhaseOut {
     }
 }
 
+/// Why the generator itself may have been the bottleneck (empty: it was not): its CPU busy beyond
+/// SATURATED_UTILIZATION, or, in the open model (`schedule_lag` given), arrivals taken late at
+/// the SATURATED_SCHEDULE_LAG_QUANTILE.
+pub fn saturation(utilization: f64, schedule_lag: Option<&Histogram<u64>>) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if utilization > SATURATED_UTILIZATION {
+        reasons.push(format!("generator CPU {:.0}% busy (limit {:.0}%)", utilization * 100.0, SATURATED_UTILIZATION * 100.0));
+    }
+    if let Some(lags) = schedule_lag.filter(|h| h.len() > 0) {
+        let lag = lags.value_at_quantile(SATURATED_SCHEDULE_LAG_QUANTILE);
+        if lag > SATURATED_SCHEDULE_LAG_US {
+            reasons.push(format!("schedule lag p90 {lag} us (limit {SATURATED_SCHEDULE_LAG_US} us)"));
+        }
+    }
+    reasons
+}
+
 pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
     let measured_s = (out.window_ns.1 - out.window_ns.0) as f64 / 1e9;
     let total_requests = out.warmup.sent + out.measured.sent;
     let utilization = (out.cpu_user_s + out.cpu_system_s) / (out.wall_s * cfg.threads as f64).max(1e-9);
     let open = matches!(cfg.model, Model::Open { .. });
-    let mut reasons = Vec::new();
-    if utilization > SATURATED_UTILIZATION {
-        reasons.push(format!("generator CPU {:.0}% busy (limit {:.0}%)", utilization * 100.0, SATURATED_UTILIZATION * 100.0));
-    }
-    let lag = out.schedule_lag.value_at_quantile(SATURATED_SCHEDULE_LAG_QUANTILE);
-    if open && out.schedule_lag.len() > 0 && lag > SATURATED_SCHEDULE_LAG_US {
-        reasons.push(format!("schedule lag p90 {lag} us (limit {SATURATED_SCHEDULE_LAG_US} us)"));
-    }
+    let reasons = saturation(utilization, open.then_some(&out.schedule_lag));
     let (connections, rate, arrival, think) = match cfg.model {
         Model::Closed { connections, think_ns } => (connections, None, None, Some(think_ns as f64 / 1e6)),
         Model::Open { rate, arrival, max_connections } => (max_connections, Some(rate), Some(match arrival {
@@ -233,5 +243,33 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             saturated: !reasons.is_empty(),
             saturation_reasons: reasons,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::histogram;
+
+    #[test]
+    fn saturation_by_cpu_or_by_late_arrivals_in_the_open_model_only() {
+        assert!(saturation(0.5, None).is_empty());
+        assert_eq!(saturation(0.95, None), vec!["generator CPU 95% busy (limit 90%)".to_string()]);
+        let mut late = histogram();
+        for _ in 0..100 {
+            late.record(5_000).unwrap(); // every arrival taken 5 ms late
+        }
+        let reasons = saturation(0.5, Some(&late));
+        assert_eq!(reasons.len(), 1);
+        assert!(reasons[0].starts_with("schedule lag p90 50"), "{reasons:?}");
+        let mut punctual = histogram();
+        for _ in 0..95 {
+            punctual.record(20).unwrap();
+        }
+        for _ in 0..5 {
+            punctual.record(50_000).unwrap(); // a few preemptions: a tail, not saturation
+        }
+        assert!(saturation(0.5, Some(&punctual)).is_empty());
+        assert!(saturation(0.5, Some(&histogram())).is_empty()); // no arrivals: nothing to judge
     }
 }

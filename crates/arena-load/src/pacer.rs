@@ -10,29 +10,29 @@
 #[derive(Debug, Clone)]
 pub enum Pacer {
     /// Request `i` is due at `offset + i / rate`.
-    Constant { rate: f64, offset_ns: f64, issued: u64 },
+    Constant { rate: f64, offset_ns: f64, taken: u64 },
     /// Exponentially distributed gaps with mean `1 / rate` (a Poisson process).
-    Poisson { rate: f64, next_ns: f64, rng: SplitMix64, issued: u64 },
+    Poisson { rate: f64, next_ns: f64, rng: SplitMix64 },
 }
 
 impl Pacer {
     /// `rate` in requests per second; `offset_ns` shifts the whole schedule (to interleave threads).
     pub fn constant(rate: f64, offset_ns: f64) -> Pacer {
         assert!(rate > 0.0 && rate.is_finite());
-        Pacer::Constant { rate, offset_ns, issued: 0 }
+        Pacer::Constant { rate, offset_ns, taken: 0 }
     }
 
     pub fn poisson(rate: f64, seed: u64) -> Pacer {
         assert!(rate > 0.0 && rate.is_finite());
         let mut rng = SplitMix64::new(seed);
         let first = rng.exponential(1e9 / rate);
-        Pacer::Poisson { rate, next_ns: first, rng, issued: 0 }
+        Pacer::Poisson { rate, next_ns: first, rng }
     }
 
     /// The intended send time of the next request.
     pub fn peek(&self) -> u64 {
         match self {
-            Pacer::Constant { rate, offset_ns, issued } => (offset_ns + *issued as f64 * 1e9 / rate) as u64,
+            Pacer::Constant { rate, offset_ns, taken } => (offset_ns + *taken as f64 * 1e9 / rate) as u64,
             Pacer::Poisson { next_ns, .. } => *next_ns as u64,
         }
     }
@@ -44,20 +44,10 @@ impl Pacer {
             return None;
         }
         match self {
-            Pacer::Constant { issued, .. } => *issued += 1,
-            Pacer::Poisson { rate, next_ns, rng, issued } => {
-                *next_ns += rng.exponential(1e9 / *rate);
-                *issued += 1;
-            }
+            Pacer::Constant { taken, .. } => *taken += 1,
+            Pacer::Poisson { rate, next_ns, rng } => *next_ns += rng.exponential(1e9 / *rate),
         }
         Some(t)
-    }
-
-    /// Requests scheduled so far.
-    pub fn issued(&self) -> u64 {
-        match self {
-            Pacer::Constant { issued, .. } | Pacer::Poisson { issued, .. } => *issued,
-        }
     }
 }
 
@@ -140,7 +130,7 @@ mod tests {
         assert_eq!(due.len(), 100);
         assert_eq!(due[0], 15_000_000);
         assert!(due.windows(2).all(|w| w[1] - w[0] == 10_000_000));
-        assert_eq!(p.issued(), 101);
+        assert_eq!(p.peek(), 1_015_000_000); // 101 taken: the next is the 102nd
     }
 
     #[test]

@@ -1,21 +1,38 @@
-"""Load drivers: each runs a load generator and returns one LoadResult type (drivers/result.py)."""
+"""Load drivers: each runs a load generator and returns one LoadResult type (drivers/result.py),
+and declares what it can do (drivers/spec.py Capabilities) as data."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from arena.drivers import ab, jmeter, native, siege, wrk
 from arena.drivers.result import LoadResult, SeriesPoint
+from arena.drivers.spec import Capabilities, LoadSpec
 
-Live = Callable[[SeriesPoint], None]
+# run(spec, cpus, live) -> LoadResult; live(point) is called during the run where the driver can
+Run = Callable[..., LoadResult]
 
 
-def _silent(run: Callable[..., LoadResult]) -> Callable[..., LoadResult]:
+@dataclass(frozen=True)
+class Driver:
+    run: Run
+    capabilities: Capabilities
+
+
+def _silent(run: Callable[[LoadSpec, list[int] | None], LoadResult]) -> Run:
     """A tool that says nothing while it runs: no live figures (its series comes with its result)."""
-    return lambda spec, cpus=None, live=None: run(spec, cpus)
+    def silent(spec: LoadSpec, cpus: list[int] | None = None,
+               live: Callable[[SeriesPoint], None] | None = None) -> LoadResult:
+        return run(spec, cpus)
+
+    return silent
 
 
-# name -> run(spec, cpus, live) -> LoadResult; live(point) is called during the run where the tool can
-DRIVERS: dict[str, Callable[..., LoadResult]] = {"arena-load": native.run, "ab": _silent(ab.run),
-                                                "wrk": _silent(wrk.run), "siege": _silent(siege.run),
-                                                "jmeter": _silent(jmeter.run)}
+DRIVERS: dict[str, Driver] = {
+    "arena-load": Driver(native.run, native.CAPABILITIES),
+    "ab": Driver(_silent(ab.run), ab.CAPABILITIES),
+    "wrk": Driver(_silent(wrk.run), wrk.CAPABILITIES),
+    "siege": Driver(_silent(siege.run), siege.CAPABILITIES),
+    "jmeter": Driver(_silent(jmeter.run), jmeter.CAPABILITIES),
+}

@@ -15,17 +15,18 @@ import tempfile
 from pathlib import Path
 
 from arena.drivers.external import failure, generator_fields, histogram, per_second, run_tool, with_warmup
-from arena.drivers.native import LoadSpec
+from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import LoadResult, Phase
 from arena.errors import ArenaError
 
+CAPABILITIES = Capabilities("ab", models=("closed",), bounds=("duration", "requests"), methods=("GET", "HEAD"),
+                            bodies=False, keep_alive_off=True, live=False, server_timing=False, balance=False, hdr=True)
 MAX_REQUESTS = 50_000_000  # ab needs -n with -t; the time limit ends the run first
 
 
 def build_argv(spec: LoadSpec, seconds: float | None, gnuplot: Path) -> list[str]:
     """Pure: ab's command line for a closed run of ``seconds`` (or spec.requests requests)."""
-    if spec.rate is not None:
-        raise ArenaError("driver = \"ab\": ab has only the closed model (load.model = \"closed\")")
+    CAPABILITIES.check(spec)
     argv = ["ab", "-q", "-r", "-c", str(spec.connections or 1), "-s", str(max(1, round(spec.timeout_s))),
             "-g", str(gnuplot)]
     if spec.keep_alive:
@@ -39,8 +40,6 @@ def build_argv(spec: LoadSpec, seconds: float | None, gnuplot: Path) -> list[str
         argv += ["-H", h]
     if spec.method == "HEAD":
         argv.append("-i")
-    elif spec.method != "GET":
-        raise ArenaError(f"driver = \"ab\": method {spec.method} is not supported by this driver (GET or HEAD)")
     return argv + [spec.url if spec.url.count("/") > 2 else spec.url + "/"]
 
 

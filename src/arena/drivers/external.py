@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from arena.drivers.native import LoadSpec
+from arena.drivers.spec import LoadSpec
 from arena.drivers.result import PERCENTILES, Histogram, LoadResult, SeriesPoint
 from arena.errors import ArenaError
 from arena.stats import hdr_value_at_quantile, quantile

@@ -35,7 +35,8 @@ from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
 from arena.drivers.external import failure, generator_fields, histogram, per_second, run_tool, with_warmup
-from arena.drivers.native import ROOT, LoadSpec
+from arena.drivers.native import ROOT
+from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import LoadResult, Phase
 from arena.errors import ArenaError
 
@@ -54,6 +55,12 @@ PROPERTIES = {
 }
 
 
+CAPABILITIES = Capabilities("jmeter", models=("closed", "open"), bounds=("duration",), methods=("GET", "HEAD", "POST"),
+                            bodies=True, keep_alive_off=True, live=False, server_timing=False, balance=False,
+                            hdr=True, open_note="a rate is JMeter's Constant Throughput Timer: a paced closed loop, "
+                                                "latency from the actual send")
+
+
 def threads_for(spec: LoadSpec) -> int:
     if spec.connections:
         return spec.connections
@@ -68,10 +75,7 @@ def _prop(kind: str, name: str, value) -> str:
 
 def test_plan(spec: LoadSpec, seconds: float) -> str:
     """Pure: the .jmx test plan for ``spec`` running ``seconds`` (JMeter's duration is whole seconds)."""
-    if spec.requests is not None:
-        raise ArenaError("driver = \"jmeter\": this driver runs for a duration, not a request count (use duration)")
-    if spec.method not in ("GET", "HEAD", "POST"):
-        raise ArenaError(f"driver = \"jmeter\": method {spec.method} is not supported by this driver (GET, HEAD, POST)")
+    CAPABILITIES.check(spec)
     u = urlsplit(spec.url)
     if u.scheme not in ("http", "https") or not u.hostname:
         raise ArenaError(f"driver = \"jmeter\": URL {spec.url!r} is not an http:// or https:// URL")

@@ -9,12 +9,12 @@ import signal
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.drivers.spec import Capabilities, LoadSpec
 from arena.errors import ArenaError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,30 +28,9 @@ def binary() -> Path:
     return path
 
 
-@dataclass
-class LoadSpec:
-    """One arena-load run. Duration and requests: at least one (``duration_s`` defaults to 10)."""
-
-    url: str
-    connections: int | None = None
-    rate: float | None = None  # open model when set
-    arrival: str = "constant"
-    duration_s: float | None = None
-    requests: int | None = None
-    warmup_s: float = 0.0
-    think_ms: float = 0.0
-    threads: int = 1
-    method: str = "GET"
-    headers: list[str] = field(default_factory=list)
-    body: str | None = None
-    mix_file: str | None = None
-    keep_alive: bool = True
-    request_start: bool = False
-    connect_timeout_s: float = 5.0
-    timeout_s: float = 30.0
-    interval_s: float = 1.0
-    seed: int = 1
-    allow_remote: bool = False
+CAPABILITIES = Capabilities("arena-load", models=("closed", "open"), bounds=("duration", "requests"),
+                            methods=("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), bodies=True,
+                            keep_alive_off=True, live=True, server_timing=True, balance=True, hdr=True)
 
 
 def build_argv(spec: LoadSpec, exe: Path, output: Path) -> list[str]:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
-from arena.drivers.native import LoadSpec
+from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import Histogram, LoadResult, Phase
 from arena.errors import ArenaError
 
@@ -31,14 +31,13 @@ show-logfile = false
 """
 
 
+CAPABILITIES = Capabilities("siege", models=("closed",), bounds=("duration",), methods=("GET",), bodies=False,
+                            keep_alive_off=True, live=False, server_timing=False, balance=False, hdr=False)
+
+
 def build_argv(spec: LoadSpec, seconds: float, rc: Path) -> list[str]:
     """Pure: siege's command line (its -t is whole seconds here: NS)."""
-    if spec.rate is not None:
-        raise ArenaError("driver = \"siege\": siege has only the closed model (load.model = \"closed\")")
-    if spec.requests is not None:
-        raise ArenaError("driver = \"siege\": this driver runs for a duration, not a request count (use duration)")
-    if spec.method != "GET":
-        raise ArenaError("driver = \"siege\": this driver sends GET requests only")
+    CAPABILITIES.check(spec)
     argv = ["siege", "-R", str(rc), "-b", "-j", "-c", str(spec.connections or 1), "-t", f"{max(1, math.ceil(seconds))}S"]
     for h in spec.headers:
         argv += ["-H", h]

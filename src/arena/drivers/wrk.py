@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
-from arena.drivers.native import LoadSpec
+from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import PERCENTILES, Histogram, LoadResult, Phase
 from arena.errors import ArenaError
 
@@ -41,14 +41,13 @@ end
 """ % (", ".join(f'"{name}"' for name, _ in PERCENTILES if name != "100"), MARK)  # wrk's percentile(100) is 0: max
 
 
+CAPABILITIES = Capabilities("wrk", models=("closed",), bounds=("duration",), methods=("GET",), bodies=False,
+                            keep_alive_off=False, live=False, server_timing=False, balance=False, hdr=False)
+
+
 def build_argv(spec: LoadSpec, seconds: float, script: Path) -> list[str]:
     """Pure: wrk's command line for a closed run of ``seconds`` (wrk's -d is whole seconds)."""
-    if spec.rate is not None:
-        raise ArenaError("driver = \"wrk\": wrk has only the closed model (load.model = \"closed\")")
-    if spec.requests is not None:
-        raise ArenaError("driver = \"wrk\": wrk runs for a duration, not a request count (use duration)")
-    if spec.method != "GET" or not spec.keep_alive:
-        raise ArenaError("driver = \"wrk\": this driver sends keep-alive GET requests only")
+    CAPABILITIES.check(spec)
     conns = spec.connections or 1
     argv = ["wrk", "-t", str(min(spec.threads, conns)), "-c", str(conns), "-d", f"{max(1, math.ceil(seconds))}s",
             "--timeout", f"{max(1, math.ceil(spec.timeout_s))}s", "-s", str(script)]

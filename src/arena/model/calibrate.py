@@ -14,7 +14,9 @@ no contention in the figures, and every higher level stays a prediction, not a f
   CPU figures (1, exponential, when the app does not report them);
 - memory: PSS = base + per process x P + per thread x P x T, least squares over its
   configurations' medians at every level (per thread 0 when threads do not vary).
-Each estimate is the median over runs with a 95% t-interval of the mean where there are 2+ runs.
+Each estimate is the median over runs with an interval of that median (stats.median_interval).
+The figures come in as typed observations (one per valid run: :class:`Observation`, made from
+stored runs by results/observe.py), never as storage keys.
 """
 
 from __future__ import annotations
@@ -25,32 +27,53 @@ from dataclasses import dataclass
 import numpy as np
 
 from arena import stats
-from arena.drivers.result import from_dict
 from arena.model.server import Config, Workload
 from arena.servers import catalog
-from arena.servers.cgroup import cpu_list
-from arena.store import StoredRun
 
-MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one valid run tells the model (times in ms, memory in MiB)."""
+
+    server: str
+    workload: str
+    processes: int | None
+    threads: int | None
+    level: float
+    cores: float  # the server's CPUs
+    cpu_ms: float | None  # the server's CPU per request, less its idle CPU; None without CPU accounting
+    timing_ms: dict[str, float]  # the app's mean Server-Timing figures by metric
+    cpu_cv2: float | None  # squared coefficient of variation of the app's own CPU per request
+    response_ms: float | None  # mean response time
+    pss_mib: float | None
+    blocking_io: bool  # the workload's I/O holds its process (from the workload's definition)
 
 
 @dataclass(frozen=True)
 class Estimate:
-    value: float
-    ci: tuple[float, float] | None
+    value: float  # the median over runs
+    interval: stats.Interval | None
     runs: int
 
     def __str__(self) -> str:
-        if self.ci is None:
+        iv = self.interval
+        if iv is None:
             return f"{self.value:.3g}"
-        return f"{self.value:.3g} (95% CI {self.ci[0]:.3g}..{self.ci[1]:.3g}, {self.runs} runs)"
+        what = "range" if iv.is_range else "95% CI of the median"
+        return f"{self.value:.3g} ({what} {iv.lo:.3g}..{iv.hi:.3g}, {self.runs} runs)"
+
+    @classmethod
+    def given(cls, value: float) -> "Estimate":
+        """A figure given by the user, not estimated."""
+        return cls(value, None, 0)
 
 
 def estimate(values: list[float]) -> Estimate | None:
     values = [v for v in values if v is not None and math.isfinite(v)]
     if not values:
         return None
-    return Estimate(stats.median(values), stats.ci95(values), len(values))
+    return Estimate(stats.median(values), stats.median_interval(values), len(values))
 
 
 @dataclass(frozen=True)
@@ -95,66 +118,48 @@ def server_config(server: str, processes: int | None, threads: int | None, cores
     return Config(p, t, cores, gil=s.language in ("python", "ruby"), routing=s.routing)
 
 
-def cores_of(run: StoredRun) -> float:
-    """The server's CPU count from the run's environment (stored as a CPU list such as "1" or "2-3")."""
-    return float(len(cpu_list(str(run.json("environment").get("server_cpus", "1")), "server_cpus")))
-
-
-def cpu_per_request_ms(run: StoredRun) -> float | None:
-    """The server's CPU per request over the run's window, less what the server burns idle (its
-    timers and reactors, measured before the run's start where the store has it)."""
-    res = run.json("resources")
-    if res.get("cpu_user_s") is None:
-        return None
-    cpu = res["cpu_user_s"] + res["cpu_system_s"] - (res.get("idle_cpu_cores") or 0.0) * res.get("window_s", 0)
-    answered = run.throughput * res.get("window_s", 0)
-    return max(cpu, 0.0) / answered * 1000 if answered > 0 else None
-
-
-def calibrate(runs: list[StoredRun], server: str, workload: str | None = None) -> Calibration:
-    """Estimates for ``server`` (and ``workload``, default: the runs' first) from its valid runs."""
-    mine = [r for r in runs if r.server == server and r.valid and (workload is None or r.workload == workload)]
+def calibrate(observations: list[Observation], server: str, workload: str | None = None) -> Calibration:
+    """Estimates for ``server`` (and ``workload``, default: the first observed) from its observations."""
+    mine = [o for o in observations if o.server == server and (workload is None or o.workload == workload)]
     if not mine:
         raise ValueError(f"no valid runs of {server}" + (f" with workload {workload}" if workload else ""))
     workload = mine[0].workload
-    mine = [r for r in mine if r.workload == workload]
-    low = min(r.level for r in mine)
-    lowest = [from_dict(r.json("load")) for r in mine if r.level == low]  # each run's result, read once
-    timing = [{k: h.mean / 1000 for k, h in m.measured.server_timing.items() if h.mean is not None} for m in lowest]
-    cpu = estimate([cpu_per_request_ms(r) for r in mine if r.level == low])
+    mine = [o for o in mine if o.workload == workload]
+    low = min(o.level for o in mine)
+    lowest = [o for o in mine if o.level == low]
+    timing = [o.timing_ms for o in lowest]
+    cpu = estimate([o.cpu_ms for o in lowest])
     if cpu is None:
         raise ValueError(f"{server}: no CPU accounting in its runs (the probe's backend could not account CPU)")
-    io = estimate([t.get("io", 0.0) for t in timing]) or Estimate(0.0, None, 0)
-    outside = estimate([_outside_ms(m.measured.response_time.mean, t, cpu.value, io.value)
-                        for m, t in zip(lowest, timing)])
+    io = estimate([t.get("io", 0.0) for t in timing]) or Estimate.given(0.0)
+    outside = estimate([_outside_ms(o.response_ms, o.timing_ms, cpu.value, io.value) for o in lowest])
     app_cpu = estimate([t.get("cpu") for t in timing])
     gil = estimate([t["cpuwall"] - t["cpu"] for t in timing if "cpuwall" in t and "cpu" in t])
     other = estimate([t["app"] - t.get("cpuwall", 0) - t.get("io", 0) for t in timing if "app" in t])
-    cv2 = estimate([(h.stdev / h.mean) ** 2 for h in (m.measured.server_timing.get("cpu") for m in lowest)
-                    if h is not None and h.mean and h.stdev is not None])
+    cv2 = estimate([o.cpu_cv2 for o in lowest])
     base, per_p, per_t = memory_fit(mine)
-    return Calibration(server, workload, cores_of(mine[0]), cpu, io, outside or Estimate(0.0, None, 0), app_cpu, gil,
-                       other, "io=block" in lowest[0].url, cv2, base, per_p, per_t)
+    return Calibration(server, workload, lowest[0].cores, cpu, io, outside or Estimate.given(0.0), app_cpu, gil,
+                       other, lowest[0].blocking_io, cv2, base, per_p, per_t)
 
 
-def _outside_ms(response_us: float | None, timing: dict[str, float], cpu_ms: float, io_ms: float) -> float | None:
+def _outside_ms(response_ms: float | None, timing: dict[str, float], cpu_ms: float, io_ms: float) -> float | None:
     """Time outside the server's threads: the mean response time minus the app and the queue before it
     where the app reports them (so a busy lowest level does not count its queueing), else minus
     CPU and I/O per request."""
-    if response_us is None:
+    if response_ms is None:
         return None
     if "app" in timing:
-        return max(0.0, response_us / 1000 - timing["app"] - timing.get("queue", 0.0))
-    return max(0.0, response_us / 1000 - cpu_ms - io_ms)
+        return max(0.0, response_ms - timing["app"] - timing.get("queue", 0.0))
+    return max(0.0, response_ms - cpu_ms - io_ms)
 
 
-def memory_fit(runs: list[StoredRun]) -> tuple[float | None, float | None, float | None]:
+def memory_fit(observations: list[Observation]) -> tuple[float | None, float | None, float | None]:
     """(base, per process, per thread) MiB from the configurations' median PSS, by least squares."""
     per_config: dict[tuple[int, int], list[float]] = {}
-    for r in runs:
-        if r.pss_bytes:
-            c = server_config(r.server, r.processes, r.threads, 1)
-            per_config.setdefault((c.processes, c.threads or 1), []).append(r.pss_bytes / MiB)
+    for o in observations:
+        if o.pss_mib:
+            c = server_config(o.server, o.processes, o.threads, 1)
+            per_config.setdefault((c.processes, c.threads or 1), []).append(o.pss_mib)
     if not per_config:
         return None, None, None
     pts = [(p, t, stats.median(v)) for (p, t), v in per_config.items()]

@@ -46,11 +46,6 @@ class Station:
         return self.alpha[min(j, len(self.alpha)) - 1]
 
 
-def multi_server(name: str, demand: float, servers: int) -> Station:
-    """C identical servers sharing one queue (an M/M/c-like station): alpha(j) = min(j, C)."""
-    return Station(name, demand, "ld", tuple(float(j) for j in range(1, servers + 1)))
-
-
 @dataclass(frozen=True)
 class MvaPoint:
     n: int

@@ -10,7 +10,7 @@ from arena.model.calibrate import Calibration, server_config
 from arena.model.server import Prediction
 from arena.model.verify import predict
 from arena.servers import catalog
-from arena.store import StoredRun
+from arena.results.aggregate import Cell
 
 THREADS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 
@@ -73,12 +73,13 @@ def guided_choice(ranked: list[Candidate], measured: dict[tuple[int, int | None]
     return max(ran, key=lambda k: measured[k]), ran
 
 
-def verified(chosen: list[Candidate], runs: list[StoredRun]) -> list[tuple[Candidate, StoredRun, float]]:
-    """Each candidate that was run, with its run and the relative error of its predicted throughput."""
+def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate, Cell, float]]:
+    """Each candidate that was run, with its cell and the relative error of its predicted throughput."""
     out = []
     for c in chosen:
-        r = next((r for r in runs if r.server == c.server and (r.processes or 1) == c.processes
-                  and (r.threads or None) == c.threads), None)
-        if r is not None and r.throughput:
-            out.append((c, r, (c.predicted.throughput - r.throughput) / r.throughput))
+        cell = next((x for x in cells if x.server == c.server and (x.processes or 1) == c.processes
+                     and (x.threads or None) == c.threads), None)
+        if cell is not None and cell.throughput.median:
+            measured = cell.throughput.median
+            out.append((c, cell, (c.predicted.throughput - measured) / measured))
     return out

@@ -1,9 +1,10 @@
-"""The report's charts as data: stored runs in, chart specifications out. Pure (no I/O).
+"""The report's charts as data: cells in, chart specifications out. Pure (no I/O).
 
 A ``Chart`` says what to draw, not how: the HTML report (report/html.py) draws it with plotly.js,
-the exports (report/export.py) as CSV and with matplotlib as SVG/PNG. Every figure is an
-aggregate of *valid* repetitions (medians; 95% t-intervals where there are two or more), except
-where a chart is about one run (its time series) or about what went wrong (errors).
+the exports (report/export.py) as CSV and with matplotlib as SVG/PNG, both in the colours that
+report/style.py gave each series. Every figure comes from the aggregation (results/aggregate.py):
+medians of *valid* repetitions with an interval of the median, except where a chart is about one
+run (its time series) or about what went wrong (errors).
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ import math
 from dataclasses import dataclass, field
 
 from arena import stats
-from arena.drivers.result import LoadResult, from_dict
-from arena.store import StoredRun
-
-MiB = 1024 * 1024
+from arena.results.aggregate import DECOMPOSITION, MiB, Cell, labels, top_level, workloads
+from arena.results.runs import Run
 
 
 @dataclass
@@ -23,18 +22,19 @@ class Series:
     name: str
     x: list
     y: list
-    lo: list | None = None  # confidence band, where known
+    lo: list | None = None  # interval band, where known
     hi: list | None = None
     group: str = ""  # charts with groups show one group at a time (a selector)
     axis: str = "y"  # "y" or "y2" (a second y axis on the right)
-    style: str = "line"  # "line" | "bar" | "dash" | "dot"
-    color: str = ""  # series with the same color key share a color (default: the name)
+    style: str = "line"  # "line" | "bar" | "dash" | "dot" (report/style.py LINES)
+    color_key: str = ""  # series with the same key share a colour (default: the name)
+    color: str = ""  # the colour itself, given by report/style.py paint()
 
 
 @dataclass
 class Chart:
     id: str
-    section: str  # the report section it belongs in (report/html.py SECTIONS)
+    section: str  # the report section it belongs in (report/data.py SECTIONS)
     title: str
     x_label: str
     y_label: str
@@ -48,6 +48,7 @@ class Chart:
     z: list[list[float | None]] | None = None
     rows: list[str] | None = None
     columns: list[str] | None = None
+    z_range: tuple[float, float] | None = None  # the colour scale's ends (heatmap_range)
     x_ticks: dict[float, str] | None = None  # tick labels at these x values
 
     @property
@@ -60,46 +61,13 @@ class Chart:
         return sum(y is not None for s in self.series for y in s.y)
 
 
-# ---------------------------------------------------------------------- grouping
+# ---------------------------------------------------------------------- helpers
 
 
-def level_name(model: str, level: float) -> str:
-    return f"c={int(level)}" if model == "closed" else f"{level:g} req/s"
-
-
-def load_axis(runs: list[StoredRun]) -> str:
-    models = {r.model for r in runs}
+def load_axis(cells: list[Cell]) -> str:
+    models = {c.model for c in cells}
     return "concurrency (closed model)" if models == {"closed"} else (
         "offered rate, req/s (open model)" if models == {"open"} else "load level")
-
-
-def workloads(runs: list[StoredRun]) -> list[str]:
-    return list(dict.fromkeys(r.workload for r in runs))
-
-
-def labels(runs: list[StoredRun]) -> list[str]:
-    return list(dict.fromkeys(r.label for r in runs))
-
-
-def _by(runs: list[StoredRun], *keys: str) -> dict[tuple, list[StoredRun]]:
-    out: dict[tuple, list[StoredRun]] = {}
-    for r in runs:
-        out.setdefault(tuple(getattr(r, k) for k in keys), []).append(r)
-    return out
-
-
-def _valid(runs: list[StoredRun]) -> list[StoredRun]:
-    return [r for r in runs if r.valid]
-
-
-def _median(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return stats.median(values) if values else None
-
-
-def top_level(runs: list[StoredRun]) -> float:
-    """The highest load level with a valid run (the highest level if none is valid)."""
-    return max((r.level for r in runs if r.valid), default=max(r.level for r in runs))
 
 
 def _title(base: str, workload: str, many: bool) -> str:
@@ -111,36 +79,37 @@ def _slug(*parts: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
+def _of(cells: list[Cell], label: str) -> list[Cell]:
+    return sorted((c for c in cells if c.label == label), key=lambda c: c.level)
+
+
+INTERVAL_NOTE = ("band: 95% interval of the median (order statistics) where 6+ valid repetitions, else the range "
+                 "of the repetitions")
+
+
 # ---------------------------------------------------------------------- the charts
 
 
-def throughput_vs_load(runs: list[StoredRun], workload: str, many: bool) -> Chart:
-    chart = Chart(_slug("throughput", workload), "throughput", _title("Throughput vs load", workload, many), load_axis(runs),
-                  "requests/s", note="median of valid repetitions; band: 95% confidence interval (t) where 2+ runs")
-    for label in labels(runs):
-        xs, ys, lo, hi = [], [], [], []
-        for (level,), rs in sorted(_by([r for r in runs if r.label == label], "level").items()):
-            tp = [r.throughput for r in _valid(rs)]
-            ci = stats.ci95(tp)
-            xs.append(level)
-            ys.append(_median(tp))
-            lo.append(max(0.0, ci[0]) if ci else None)  # throughput is positive: the band stops at 0
-            hi.append(ci[1] if ci else None)
-        chart.series.append(Series(label, xs, ys, lo, hi))
+def throughput_vs_load(cells: list[Cell], workload: str, many: bool) -> Chart:
+    chart = Chart(_slug("throughput", workload), "throughput", _title("Throughput vs load", workload, many),
+                  load_axis(cells), "requests/s", note="median of valid repetitions; " + INTERVAL_NOTE)
+    for label in labels(cells):
+        mine = _of(cells, label)
+        ivs = [c.throughput.interval for c in mine]
+        chart.series.append(Series(label, [c.level for c in mine], [c.throughput.median for c in mine],
+                                   [iv.lo if iv else None for iv in ivs], [iv.hi if iv else None for iv in ivs]))
     return chart
 
 
-def latency_vs_load(runs: list[StoredRun], workload: str, many: bool) -> Chart:
-    chart = Chart(_slug("latency", workload), "latency", _title("Latency percentiles vs load", workload, many), load_axis(runs),
-                  "latency, ms", y_log=True, note="median over valid repetitions of each run's percentile")
+def latency_vs_load(cells: list[Cell], workload: str, many: bool) -> Chart:
+    chart = Chart(_slug("latency", workload), "latency", _title("Latency percentiles vs load", workload, many),
+                  load_axis(cells), "latency, ms", y_log=True, note="median over valid repetitions of each run's percentile")
     for pct in ("p50", "p90", "p99"):
-        for label in labels(runs):
-            xs, ys = [], []
-            for (level,), rs in sorted(_by([r for r in runs if r.label == label], "level").items()):
-                xs.append(level)
-                v = _median([getattr(r, f"{pct}_us") for r in _valid(rs)])
-                ys.append(None if v is None else v / 1000)
-            chart.series.append(Series(label, xs, ys, group=pct))
+        for label in labels(cells):
+            mine = _of(cells, label)
+            ys = [getattr(c, f"{pct}_us").median for c in mine]
+            chart.series.append(Series(label, [c.level for c in mine], [None if v is None else v / 1000 for v in ys],
+                                       group=pct))
     return chart
 
 
@@ -152,22 +121,23 @@ def spectrum_x(q: float) -> float:
     return 1 / (1 - q) if q < 1 else 1e6
 
 
-def percentile_spectrum(runs: list[StoredRun], loads: dict[int, LoadResult], workload: str, many: bool) -> Chart:
+def percentile_spectrum(cells: list[Cell], workload: str, many: bool) -> Chart:
     """Per load level (the selector), the latency at each percentile, from the merged histograms
     of the valid repetitions."""
     chart = Chart(_slug("spectrum", workload), "latency", _title("Latency by percentile", workload, many), "percentile",
                   "latency, ms", x_log=True, y_log=True,
                   x_ticks={spectrum_x(q): f"{100 * q:g}%" if q < 1 else "max" for q in SPECTRUM},
                   note="HdrHistogram-style percentile spectrum; repetitions' histograms merged")
-    for (model, level), at_level in sorted(_by(runs, "model", "level").items(), key=lambda kv: kv[0][1]):
-        for label in labels(runs):
-            hists = [loads[r.id].measured.response_time for r in _valid(at_level) if r.label == label]
-            merged = _merge([h for h in hists if h is not None and h.count and h.hdr])
-            if merged is None:
-                continue
-            xs = [spectrum_x(q) for q in SPECTRUM]
-            ys = [stats.hdr_value_at_quantile(merged, q) / 1000 for q in SPECTRUM]
-            chart.series.append(Series(label, xs, ys, group=level_name(model, level)))
+    for c in sorted(cells, key=lambda c: c.level):
+        hists = [r.load.measured.response_time for r in c.valid_runs]
+        merged = _merge([h for h in hists if h is not None and h.count and h.hdr])
+        if merged is None:
+            continue
+        xs = [spectrum_x(q) for q in SPECTRUM]
+        ys = [stats.hdr_value_at_quantile(merged, q) / 1000 for q in SPECTRUM]
+        chart.series.append(Series(c.label, xs, ys, group=c.level_label))
+    order = {lv: i for i, lv in enumerate(dict.fromkeys(c.level_label for c in sorted(cells, key=lambda c: c.level)))}
+    chart.series.sort(key=lambda s: (order[s.group], labels(cells).index(s.name)))
     return chart
 
 
@@ -180,43 +150,69 @@ def _merge(hists):
     return first
 
 
-def heatmaps(runs: list[StoredRun], workload: str, many: bool) -> list[Chart]:
+def heatmap_range(z: list[list[float | None]], widths: list[float]) -> tuple[float, float] | None:
+    """The ends of a heatmap's colour scale: the cells' lowest and highest value, widened
+    symmetrically so that the scale spans at least the widest interval (or range) of any cell's
+    median, and at least 10% of the highest value when no cell has repetitions to tell the noise.
+    So cells that differ by less than the noise get neighbouring colours, never the scale's opposite
+    ends. None for an empty grid."""
+    values = [v for row in z for v in row if v is not None]
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    noise = max(widths, default=0.0) or 0.1 * max(abs(lo), abs(hi))
+    if hi - lo < noise:
+        mid = (lo + hi) / 2
+        lo, hi = mid - noise / 2, mid + noise / 2
+        if min(values) >= 0:  # a positive quantity's scale does not start below 0
+            lo, hi = max(0.0, lo), max(0.0, lo) + noise
+    return lo, hi
+
+
+def heatmaps(cells: list[Cell], workload: str, many: bool) -> list[Chart]:
     """Processes x threads per server (where either knob varies), at the highest load level with valid runs."""
     charts = []
-    for (server,), rs in _by(runs, "server").items():
-        procs = sorted({r.processes or 1 for r in rs})
-        threads = sorted({r.threads or 1 for r in rs})
+    for server in dict.fromkeys(c.server for c in cells):
+        mine = [c for c in cells if c.server == server]
+        procs = sorted({c.processes or 1 for c in mine})
+        threads = sorted({c.threads or 1 for c in mine})
         if len(procs) * len(threads) < 2:
             continue
-        top = top_level(rs)
-        at_top = [r for r in rs if r.level == top]
-        level = level_name(at_top[0].model, top)
-        for metric, unit, get in (("throughput", "requests/s", lambda r: r.throughput),
-                                  ("p99", "p99 latency, ms", lambda r: r.p99_us and r.p99_us / 1000),
-                                  ("memory", "PSS, MiB", lambda r: r.pss_bytes and r.pss_bytes / MiB)):
-            z = [[_median([get(r) for r in _valid(at_top) if (r.processes or 1) == p and (r.threads or 1) == t])
-                  for t in threads] for p in procs]
+        top = top_level(mine)
+        at_top = [c for c in mine if c.level == top]
+        level = at_top[0].level_label
+        for metric, unit, get in (("throughput", "requests/s", lambda c: c.throughput),
+                                  ("p99", "p99 latency, ms", lambda c: c.p99_us.scaled(1000)),
+                                  ("memory", "PSS, MiB", lambda c: c.pss_bytes.scaled(MiB))):
+            at = {((c.processes or 1), (c.threads or 1)): get(c) for c in at_top}
+            z = [[at[(p, t)].median if (p, t) in at else None for t in threads] for p in procs]
+            widths = [f.interval.hi - f.interval.lo for f in at.values() if f.interval is not None]
             charts.append(Chart(_slug("heatmap", server, metric, workload), "heatmap",
                                 _title(f"{server}: {metric}, processes x threads at {level}", workload, many),
                                 "threads per process", "processes", kind="heatmap", z=z, y2_label=unit,
                                 rows=[str(p) for p in procs], columns=[str(t) for t in threads],
-                                note="median of valid repetitions; empty cell: not run or no valid run"))
+                                z_range=heatmap_range(z, widths),
+                                note="median of valid repetitions; empty cell: not run or no valid run; the colour "
+                                     "scale spans at least the widest interval of a cell, so differences inside the "
+                                     "noise get neighbouring colours"))
     return charts
 
 
-def memory(runs: list[StoredRun]) -> list[Chart]:
-    by_label = _by(runs, "label")
-    names = [label for label, in by_label]
-    pss = [_median([r.pss_bytes for r in _valid(rs)]) for rs in by_label.values()]
-    uss = [_median([r.uss_bytes for r in _valid(rs)]) for rs in by_label.values()]
+def memory(cells: list[Cell]) -> list[Chart]:
+    names = labels(cells)
+    by_label = {n: [c for c in cells if c.label == n] for n in names}
+    # a configuration's memory: the median over all its valid runs (every workload and level)
+    from arena.results.aggregate import Figure
+
+    pss = [Figure.of([r.pss_bytes or None for c in cs for r in c.valid_runs]).median for cs in by_label.values()]
+    uss = [Figure.of([r.uss_bytes or None for c in cs for r in c.valid_runs]).median for cs in by_label.values()]
     mem = Chart("memory", "memory", "Memory per configuration", "configuration", "MiB", kind="bar",
                 note="median over valid runs of the peak over each run's window, summed over the server's processes",
                 series=[Series("PSS", names, [v and v / MiB for v in pss], style="bar"),
                         Series("USS", names, [v and v / MiB for v in uss], style="bar")])
     per_gb = []
-    for (label, rs), p in zip(by_label.items(), pss):
-        best = max((_median([r.throughput for r in _valid(g)]) or 0 for g in _by(rs, "workload", "level").values()),
-                   default=0)
+    for cs, p in zip(by_label.values(), pss):
+        best = max((c.throughput.median or 0 for c in cs), default=0)
         per_gb.append(best / (p / 1024 ** 3) if p and best else None)
     eff = Chart("throughput-per-gb", "memory", "Throughput per GB of memory", "configuration", "requests/s per GB (PSS)",
                 kind="bar", series=[Series("req/s per GB", names, per_gb, style="bar")],
@@ -224,70 +220,32 @@ def memory(runs: list[StoredRun]) -> list[Chart]:
     return [mem, eff]
 
 
-DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", "I/O", "other in app", "outside the app")
-
-
-def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[str, float | None]:
-    """Mean response time split into parts, from mean Server-Timing figures (ms). Pure.
-
-    queue: the request's wait before the app (X-Request-Start to the app's start); GIL/CPU wait:
-    cpuwall - cpu (the wall time of the app's CPU sections beyond their CPU time: waiting for the
-    GIL/GVL or for a core); CPU; I/O; other in app: app - cpuwall - io; outside the app: the response
-    time minus queue and app (network, the server's own work, parsing)."""
-    g = server_timing.get
-    app, cpu, cpuwall, io = g("app"), g("cpu"), g("cpuwall"), g("io")
-    queue = g("queue")
-    parts: dict[str, float | None] = dict.fromkeys(DECOMPOSITION)
-    parts["queue"] = queue
-    if cpu is not None and cpuwall is not None:
-        parts["GIL/CPU wait"] = max(0.0, cpuwall - cpu)
-        parts["CPU"] = cpu
-    parts["I/O"] = io
-    if app is not None:
-        parts["other in app"] = max(0.0, app - (cpuwall or 0) - (io or 0))
-        parts["outside the app"] = max(0.0, response_ms - app - (queue or 0))
-    return parts
-
-
-def latency_decomposition(runs: list[StoredRun], loads: dict[int, LoadResult], workload: str, many: bool) -> Chart:
-    chart = Chart(_slug("decomposition", workload), "decomposition", _title("Where the latency went (mean per request)", workload, many),
-                  "configuration", "ms", kind="stack",
+def latency_decomposition(cells: list[Cell], workload: str, many: bool) -> Chart:
+    chart = Chart(_slug("decomposition", workload), "decomposition",
+                  _title("Where the latency went (mean per request)", workload, many), "configuration", "ms", kind="stack",
                   note="means of the Server-Timing figures the app reports and of the response time; "
                        "median over valid repetitions; the selector chooses the load level")
-    for (model, level), at_level in sorted(_by(runs, "model", "level").items(), key=lambda kv: kv[0][1]):
-        names, rows = [], []
-        for (label,), rs in _by(at_level, "label").items():
-            parts = []
-            for r in _valid(rs):
-                m = loads[r.id].measured
-                if not m.server_timing or not m.response_time or m.response_time.mean is None:
-                    continue
-                timing = {k: h.mean / 1000 for k, h in m.server_timing.items() if h.mean is not None}
-                parts.append(decomposition(timing, m.response_time.mean / 1000))
-            if parts:
-                names.append(label)
-                rows.append({k: _median([p[k] for p in parts]) for k in DECOMPOSITION})
+    for level in sorted({(c.level, c.level_label) for c in cells}):
+        at = [c for c in cells if c.level == level[0] and c.decomposition]
         for part in DECOMPOSITION:
-            chart.series.append(Series(part, names, [row[part] for row in rows], group=level_name(model, level), style="bar"))
+            chart.series.append(Series(part, [c.label for c in at], [c.decomposition[part] for c in at],
+                                       group=level[1], style="bar"))
     return chart
 
 
-def balance(runs: list[StoredRun], loads: dict[int, LoadResult], workload: str, many: bool) -> Chart:
+def balance(cells: list[Cell], workload: str, many: bool) -> Chart:
     """Share of the requests each worker process answered (from X-Arena-Pid), busiest first, at the
     highest load level with valid runs, summed over its valid repetitions."""
-    chart = Chart(_slug("balance", workload), "balance", _title("Requests per worker process", workload, many), "configuration",
-                  "share of requests, %", kind="stack",
+    chart = Chart(_slug("balance", workload), "balance", _title("Requests per worker process", workload, many),
+                  "configuration", "share of requests, %", kind="stack",
                   note="each bar is one configuration at its highest load level with valid runs; segments: its "
                        "processes, busiest first")
-    shares: dict[str, list[float]] = {}
-    for (label,), rs in _by(runs, "label").items():
-        top = top_level(rs)
-        counts: list[int] = []
-        for r in _valid([r for r in rs if r.level == top]):
-            per = sorted(loads[r.id].measured.workers.values(), reverse=True)
-            counts = [a + b for a, b in _zip_longest(counts, per)]
-        if counts and sum(counts):
-            shares[label] = [100 * c / sum(counts) for c in counts]
+    shares: dict[str, tuple[float, ...]] = {}
+    for label in labels(cells):
+        mine = [c for c in cells if c.label == label]
+        top = next(c for c in mine if c.level == top_level(mine))
+        if top.balance:
+            shares[label] = top.balance
     most = max((len(v) for v in shares.values()), default=0)
     for i in range(most):
         chart.series.append(Series(f"process {i + 1}", list(shares), [v[i] if i < len(v) else None for v in shares.values()],
@@ -295,17 +253,13 @@ def balance(runs: list[StoredRun], loads: dict[int, LoadResult], workload: str, 
     return chart
 
 
-def _zip_longest(a: list[int], b: list[int]):
-    n = max(len(a), len(b))
-    return zip(a + [0] * (n - len(a)), b + [0] * (n - len(b)))
-
-
-def time_series(runs: list[StoredRun], loads: dict[int, LoadResult]) -> Chart:
+def time_series(runs: list[Run]) -> Chart:
     """Per run (the selector): requests/s, p99 and errors in each second, so stalls show."""
-    chart = Chart("time-series", "time-series", "Per-second time series of a run", "seconds into the measured window", "requests/s",
-                  y2_label="p99, ms", note="one run at a time; the selector lists every stored run; whole seconds only")
+    chart = Chart("time-series", "time-series", "Per-second time series of a run", "seconds into the measured window",
+                  "requests/s", y2_label="p99, ms",
+                  note="one run at a time; the selector lists every stored run; whole seconds only")
     for r in sorted(runs, key=lambda r: (r.workload, r.label, r.level, r.repetition)):
-        load = loads[r.id]
+        load = r.load
         # whole intervals only: the last one of a run is cut by its end and would look like a stall
         step = min((b.t - a.t for a, b in zip(load.series, load.series[1:]) if b.t > a.t), default=1.0)
         series = [p for p in load.series if p.t + step <= load.measured.duration_s + 1e-6]
@@ -320,11 +274,11 @@ def time_series(runs: list[StoredRun], loads: dict[int, LoadResult]) -> Chart:
     return chart
 
 
-def errors(runs: list[StoredRun], loads: dict[int, LoadResult]) -> Chart:
+def errors(runs: list[Run]) -> Chart:
     """Errors by class, and responses by non-2xx status, per configuration (all runs, valid or not)."""
     totals: dict[str, dict[str, int]] = {}
     for r in runs:
-        m = loads[r.id].measured
+        m = r.load.measured
         row = totals.setdefault(r.label, {})
         for k, v in m.error_counts.items():
             if v:
@@ -355,105 +309,42 @@ def model_vs_measured(points, workload: str, many: bool, axis: str) -> Chart:
     for label, pts in by_label.items():
         pts.sort(key=lambda pt: pt.level)
         xs = [pt.level for pt in pts]
-        chart.series.append(Series(label, xs, [pt.measured for pt in pts], color=label))
+        chart.series.append(Series(label, xs, [pt.measured for pt in pts], color_key=label))
         chart.series.append(Series(f"{label} (model)", xs, [pt.predicted.throughput for pt in pts], style="dash",
-                                   color=label))
+                                   color_key=label))
     return chart
 
 
-# ---------------------------------------------------------------------- the ranking
-
-
-@dataclass
-class Ranked:
-    label: str
-    server: str
-    workload: str
-    level: str
-    throughput: float
-    p99_ms: float | None
-    pss_mib: float | None
-    valid: int
-    runs: int
-    flags: list[str]
-
-
-def ranking(runs: list[StoredRun], p99_max_ms: float | None = None,
-            memory_max_mib: float | None = None) -> tuple[list[Ranked], list[Ranked]]:
-    """(best configuration per server, every eligible configuration best first): for each
-    configuration its load level of highest median throughput among the levels that keep within the
-    limits (median p99 <= p99_max_ms, median PSS <= memory_max_mib)."""
-    eligible: list[Ranked] = []
-    for (label, workload), rs in _by(runs, "label", "workload").items():
-        best = None
-        for (model, level), at in _by(rs, "model", "level").items():
-            ok = _valid(at)
-            tp = _median([r.throughput for r in ok])
-            p99 = _median([r.p99_us for r in ok])
-            pss = _median([r.pss_bytes for r in ok])
-            if tp is None:
-                continue
-            if p99_max_ms is not None and (p99 is None or p99 / 1000 > p99_max_ms):
-                continue
-            if memory_max_mib is not None and (pss is None or pss / MiB > memory_max_mib):
-                continue
-            flags = sorted({f for r in at if not r.valid for f in r.json("flags")})
-            cand = Ranked(label, at[0].server, workload, level_name(model, level), tp, p99 and p99 / 1000,
-                          pss and pss / MiB, len(ok), len(at), flags)
-            if best is None or cand.throughput > best.throughput:
-                best = cand
-        if best:
-            eligible.append(best)
-    order = workloads(runs)
-    eligible.sort(key=lambda r: (order.index(r.workload), -r.throughput))
-    per_server: dict[tuple[str, str], Ranked] = {}
-    for r in eligible:
-        per_server.setdefault((r.workload, r.server), r)
-    return list(per_server.values()), eligible
-
-
-# ---------------------------------------------------------------------- all of them
-
-
-def all_charts(runs: list[StoredRun]) -> list[Chart]:
-    loads = {r.id: from_dict(r.json("load")) for r in runs}
+def all_charts(cells: list[Cell], runs: list[Run]) -> list[Chart]:
     charts: list[Chart] = []
-    names = workloads(runs)
+    names = workloads(cells)
     many = len(names) > 1
     for w in names:
-        rs = [r for r in runs if r.workload == w]
-        charts += [throughput_vs_load(rs, w, many), latency_vs_load(rs, w, many),
-                   percentile_spectrum(rs, loads, w, many)]
-        charts += heatmaps(rs, w, many)
-        charts += [latency_decomposition(rs, loads, w, many), balance(rs, loads, w, many)]
-    charts += memory(runs)
-    charts += [errors(runs, loads), time_series(runs, loads)]
+        cs = [c for c in cells if c.workload == w]
+        charts += [throughput_vs_load(cs, w, many), latency_vs_load(cs, w, many), percentile_spectrum(cs, w, many)]
+        charts += heatmaps(cs, w, many)
+        charts += [latency_decomposition(cs, w, many), balance(cs, w, many)]
+    charts += memory(cells)
+    charts += [errors(runs), time_series(runs)]
     return charts
 
 
-def usl_fits(runs: list[StoredRun]) -> list[tuple[str, str, object]]:
+def usl_fits(cells: list[Cell]) -> list[tuple[str, str, object]]:
     """A Universal Scalability Law fit of throughput against concurrency per configuration and
     workload (closed model, valid runs, at least 4 runs at 3 levels): (label, workload, fit or why not)."""
     from arena.model import usl
 
     out = []
-    for (label, workload), rs in _by([r for r in runs if r.model == "closed" and r.valid], "label", "workload").items():
-        try:
-            out.append((label, workload, usl.fit([r.level for r in rs], [r.throughput for r in rs])))
-        except (ValueError, ArithmeticError) as e:
-            out.append((label, workload, str(e)))
+    for label in labels(cells):
+        for w in workloads(cells):
+            runs = [r for c in cells if c.label == label and c.workload == w and c.model == "closed" for r in c.valid_runs]
+            if not runs:
+                continue
+            try:
+                out.append((label, w, usl.fit([r.level for r in runs], [r.throughput for r in runs])))
+            except (ValueError, ArithmeticError) as e:
+                out.append((label, w, str(e)))
     return out
-
-
-def model_section(runs: list[StoredRun]):
-    """The model's predictions against the measurements: (charts, points, calibrations, MAPE, USL fits)."""
-    from arena.model.verify import compare, mape
-
-    points, calibrations = compare(runs)
-    names = workloads(runs)
-    charts = [model_vs_measured(points, w, len(names) > 1, load_axis(runs)) for w in names
-              if any(pt.workload == w for pt in points)]
-    return charts, points, calibrations, mape(points), usl_fits(runs)
 
 
 def nice(v: float | None, digits: int = 3) -> str:

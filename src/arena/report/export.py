@@ -1,22 +1,46 @@
 """Each chart of the report as files to paste into a README: its data as CSV and a picture (SVG or
-PNG, drawn with matplotlib from the same Chart as the HTML report). A chart with a selector (one
-group at a time) gets one picture per group."""
+PNG, drawn with matplotlib from the same Chart as the HTML report, in the same colours and line
+styles: report/style.py). A chart with a selector (one group at a time) gets one picture per group."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 from arena.report.charts import Chart
-from arena.report.html import COLORS, chart_csv
+from arena.report.style import HEATMAP, LINES
 
-FORMATS = ("svg", "png")
+
+def chart_csv(chart: Chart) -> str:
+    """The chart's data, one row per point (long format)."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    if chart.kind == "heatmap":
+        w.writerow([chart.y_label, chart.x_label, chart.y2_label])
+        for r, row in zip(chart.rows or [], chart.z or []):
+            for c, v in zip(chart.columns or [], row):
+                w.writerow([r, c, "" if v is None else v])
+        return out.getvalue()
+    extra = [chart.y2_label] if any(s.axis == "y2" for s in chart.series) else []
+    w.writerow(["group", "series", chart.x_label, chart.y_label, "ci95_low", "ci95_high"] + (["axis"] if extra else []))
+    for s in chart.series:
+        for i, (x, y) in enumerate(zip(s.x, s.y)):
+            lo = s.lo[i] if s.lo and s.lo[i] is not None else ""
+            hi = s.hi[i] if s.hi and s.hi[i] is not None else ""
+            w.writerow([s.group, s.name, x, "" if y is None else y, lo, hi] + ([s.axis] if extra else []))
+    return out.getvalue()
+
+
 
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
-def draw(chart: Chart, group: str, path: Path) -> None:
+def draw(chart: Chart, group: str, path: Path) -> dict[str, str]:
+    """Draw one group of ``chart`` into ``path``; returns each drawn series' colour by name, as
+    matplotlib holds it (so a test can compare it with the HTML report's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,21 +54,24 @@ def draw(chart: Chart, group: str, path: Path) -> None:
     try:
         if chart.kind == "heatmap":
             _heatmap(fig, ax, chart)
+            drawn = {}
         elif chart.kind in ("bar", "stack"):
-            _bars(ax, chart, group)
+            drawn = _bars(ax, chart, group)
         else:
-            _lines(ax, chart, group)
+            drawn = _lines(ax, chart, group)
         fig.tight_layout()
         fig.savefig(path)
     finally:
         plt.close(fig)
+    return drawn
 
 
 def _heatmap(fig, ax, chart: Chart) -> None:
     import numpy as np
 
     z = np.array([[np.nan if v is None else v for v in row] for row in chart.z or []], dtype=float)
-    im = ax.imshow(z, origin="lower", aspect="auto", cmap="viridis")
+    lo, hi = chart.z_range or (None, None)
+    im = ax.imshow(z, origin="lower", aspect="auto", cmap=HEATMAP[1], vmin=lo, vmax=hi)
     ax.set_xticks(range(len(chart.columns or [])), chart.columns or [])
     ax.set_yticks(range(len(chart.rows or [])), chart.rows or [])
     for (i, j), v in np.ndenumerate(z):
@@ -53,37 +80,46 @@ def _heatmap(fig, ax, chart: Chart) -> None:
     fig.colorbar(im, ax=ax, label=chart.y2_label)
 
 
-def _bars(ax, chart: Chart, group: str) -> None:
+def _bars(ax, chart: Chart, group: str) -> dict[str, str]:
     series = [s for s in chart.series if s.group == group]
     cats = list(dict.fromkeys(x for s in series for x in s.x))
     width = 0.8 / (1 if chart.kind == "stack" else max(1, len(series)))
     bottom = [0.0] * len(cats)
+    drawn = {}
     for k, s in enumerate(series):
         ys = [0.0] * len(cats)
         for x, y in zip(s.x, s.y):
             ys[cats.index(x)] = y or 0.0
         offset = 0 if chart.kind == "stack" else (k - (len(series) - 1) / 2) * width
-        ax.bar([i + offset for i in range(len(cats))], ys, width, bottom=bottom if chart.kind == "stack" else None,
-               label=s.name, color=COLORS[k % len(COLORS)])
+        bars = ax.bar([i + offset for i in range(len(cats))], ys, width, bottom=bottom if chart.kind == "stack" else None,
+                      label=s.name, color=s.color)
+        drawn[s.name] = _hex(bars.patches[0].get_facecolor()) if bars.patches else s.color
         if chart.kind == "stack":
             bottom = [b + y for b, y in zip(bottom, ys)]
     ax.set_xticks(range(len(cats)), cats, rotation=30, ha="right", fontsize=8)
     ax.legend(fontsize=8)
+    return drawn
 
 
-def _lines(ax, chart: Chart, group: str) -> None:
+def _hex(rgba) -> str:
+    from matplotlib.colors import to_hex
+
+    return to_hex(rgba)
+
+
+def _lines(ax, chart: Chart, group: str) -> dict[str, str]:
     series = [s for s in chart.series if s.group == group]
-    names = list(dict.fromkeys(s.name for s in chart.series))
+    drawn = {}
     right = ax.twinx() if any(s.axis == "y2" for s in series) else None
     if right is not None:
         right.set_ylabel(chart.y2_label)
-    style = {"line": "-", "dash": "--", "dot": ":", "bar": "-"}
     for s in series:
         target = right if s.axis == "y2" and right is not None else ax
-        color = COLORS[names.index(s.name) % len(COLORS)]
+        color = s.color
         pts = [(x, y) for x, y in zip(s.x, s.y) if y is not None]
         if pts:
-            target.plot(*zip(*pts), style[s.style], marker="o", markersize=3, color=color, label=s.name)
+            (line,) = target.plot(*zip(*pts), LINES[s.style][1], marker="o", markersize=3, color=color, label=s.name)
+            drawn[s.name] = _hex(line.get_color())
         if s.lo and s.hi:
             band = [(x, lo, hi) for x, lo, hi in zip(s.x, s.lo, s.hi) if lo is not None and hi is not None]
             if band:
@@ -101,6 +137,7 @@ def _lines(ax, chart: Chart, group: str) -> None:
         handles, labels = handles + h2, labels + l2
     if handles:
         ax.legend(handles, labels, fontsize=8)
+    return drawn
 
 
 def export(charts: list[Chart], directory: Path, fmt: str = "svg") -> list[Path]:

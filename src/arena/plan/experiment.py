@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arena.drivers import DRIVERS
 from arena.errors import ArenaError
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list, parse_cpu_list
 from arena.subjects import APPS
 
-DRIVERS = ("arena-load", "ab", "wrk", "siege", "jmeter")
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
@@ -57,7 +57,18 @@ class Level:
 
     @property
     def key(self) -> str:
+        """The level's part of a stored run key (kept as it is: stores hold it)."""
         return f"c={int(self.value)}" if self.model == "closed" else f"r={self.value:g}"
+
+    @property
+    def label(self) -> str:
+        return level_label(self.model, self.value)
+
+
+def level_label(model: str, value: float) -> str:
+    """The one display name of a load level, everywhere Arena shows one: "c=8" (closed model, 8
+    connections) or "100 req/s" (open model, offered arrivals per second)."""
+    return f"c={int(value)}" if model == "closed" else f"{value:g} req/s"
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,14 @@ class Workload:
     path: str  # the request target, query included
     method: str = "GET"
     name: str = "default"
+
+    @property
+    def blocking_io(self) -> bool:
+        """Whether the request's I/O wait holds its process (the subject contract's ``io=block``:
+        a call that does not yield to the event loop or the other green threads)."""
+        from urllib.parse import parse_qs, urlsplit
+
+        return "block" in parse_qs(urlsplit(self.path).query).get("io", [])
 
 
 @dataclass(frozen=True)
@@ -231,7 +250,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
         raise top.fail("name", name, "must be 1-64 letters, digits, '.', '_' or '-'")
     default_app = top.string("app")
-    driver = top.string("driver", "arena-load", DRIVERS)
+    driver = top.string("driver", "arena-load", tuple(DRIVERS))
 
     if "workload" in data and "workloads" in data:
         raise top.fail("workloads", data["workloads"], "give [workload] or [[workloads]], not both")
@@ -276,6 +295,9 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if duration == 0:
         raise top.fail("duration", data.get("duration"), "must be above 0")
 
+    keep_alive = top.boolean("keep_alive", True)
+    _check_driver(top, driver, model, requests is not None, keep_alive, workloads)
+
     lay = _Reader(file, _table(top, "layout"), "layout.")
     lay.unknown({"server_cpus", "load_cpus"})
     server_cpus, load_cpus = _layout(lay)
@@ -285,11 +307,36 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         levels=tuple(levels), workloads=tuple(workloads), duration_s=duration, requests=requests,
         warmup_s=top.duration("warmup", "2s"), repetitions=top.integer("repetitions", 3, 1, 100),
         seed=top.integer("seed", 1, 0, 2**63 - 1), reuse_server=top.boolean("reuse_server", True),
-        keep_alive=top.boolean("keep_alive", True), request_start=top.boolean("request_start", True),
+        keep_alive=keep_alive, request_start=top.boolean("request_start", True),
         timeout_s=top.duration("timeout", "30s"), error_threshold=top.number("error_threshold", 0.01, 0, 1),
         drift_threshold=top.number("drift_threshold", 0.25, 0, 10), server_cpus=server_cpus, load_cpus=load_cpus,
         source=data,
     )
+
+
+def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") -> dict[str, Workload]:
+    """The workloads of an experiment's (stored) definition by name, read as the experiment reader
+    reads them, without the parts that depend on the machine (the CPU layout)."""
+    top = _Reader(file, definition)
+    if "workloads" in definition:
+        found = [_workload(_Reader(file, w, f"workloads[{i}]."), named=True) for i, w in enumerate(definition["workloads"])]
+    else:
+        found = [_workload(_Reader(file, _table(top, "workload"), "workload."), named=False)]
+    return {w.name: w for w in found}
+
+
+def _check_driver(top: _Reader, driver: str, model: str, requests: bool, keep_alive: bool,
+                  workloads: list[Workload]) -> None:
+    """Refuse, now and not after the first server start, what the driver cannot run."""
+    caps = DRIVERS[driver].capabilities
+    for w in workloads:
+        found = caps.problems(model=model, requests=requests, method=w.method, keep_alive=keep_alive)
+        if found:
+            key, value, why = found[0]
+            able = [name for name, d in DRIVERS.items()
+                    if not d.capabilities.problems(model=model, requests=requests, method=w.method, keep_alive=keep_alive)]
+            where = "workload.method" if key == "method" else key
+            raise top.fail(where, value, f"driver \"{driver}\": {why} (drivers that can: {', '.join(able) or 'none'})")
 
 
 def _workload(r: _Reader, named: bool) -> Workload:

@@ -2,7 +2,8 @@
 
 Every run is committed the moment it ends, with the environment it ran in, so an interrupted
 sweep keeps every finished run and ``arena run`` resumes by skipping the run keys already stored.
-A store written by a newer Arena is refused, never misread.
+A store written by a newer Arena is refused, never misread. Runs come back typed (results/runs.py),
+each decoded once.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from arena.errors import ArenaError
+from arena.results.runs import Run, decode
 
 # Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:].
 MIGRATIONS: list[str] = [
@@ -56,24 +57,11 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+DOCUMENTS = ("flags", "load", "resources", "environment")  # the columns that hold JSON
 
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment")
-
-
-@dataclass
-class StoredRun:
-    row: dict[str, Any]
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.row[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def json(self, column: str) -> Any:
-        return json.loads(self.row[column])
 
 
 class Store:
@@ -157,7 +145,7 @@ class Store:
 
     def save_run(self, experiment_id: int, values: dict[str, Any]) -> None:
         """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved)."""
-        row = {k: (json.dumps(v) if k in ("flags", "load", "resources", "environment") else v) for k, v in values.items()}
+        row = {k: (json.dumps(v) if k in DOCUMENTS else v) for k, v in values.items()}
         missing = set(RUN_COLUMNS) - set(row)
         if missing:
             raise ValueError(f"run is missing {sorted(missing)}")
@@ -166,14 +154,10 @@ class Store:
             self.db.execute(f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
                             (experiment_id, *(row[c] for c in RUN_COLUMNS)))
 
-    def runs(self, name: str) -> list[StoredRun]:
+    def runs(self, name: str) -> list[Run]:
+        """The experiment's runs in the order they ran, each decoded once into a typed Run."""
         row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise self._unknown(name)
-        return [StoredRun(dict(r)) for r in
-                self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (row["id"],))]
-
-    def iter_all(self) -> Iterator[tuple[str, StoredRun]]:
-        for e in self.experiments():
-            for r in self.runs(e["name"]):
-                yield e["name"], r
+        rows = self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (row["id"],))
+        return [decode(dict(r), {k: json.loads(r[k]) for k in DOCUMENTS}) for r in rows]

@@ -30,10 +30,6 @@ class CheckResult:
     processes: int | None = None
     problems: list[str] = field(default_factory=list)
 
-    @property
-    def passed(self) -> bool:
-        return self.status == "pass"
-
 
 def plan(servers: Iterable[str] | None, apps: Iterable[str] | None) -> list[tuple[str, str]]:
     """(server, app) pairs to check; unknown names are errors, pairs that cannot exist are left out."""

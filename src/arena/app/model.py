@@ -1,0 +1,168 @@
+"""The model as use cases: calibrate from a stored experiment, predict a configuration, recommend
+one per server under limits, and verify recommendations on the real servers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from arena import stats
+from arena.app.experiments import Results, open_store, results
+from arena.errors import ArenaError
+from arena.model.calibrate import Calibration, Estimate, server_config
+from arena.model.recommend import Candidate, candidates, verified
+from arena.model.server import Config, Prediction
+from arena.model.verify import measured, predict as predict_one
+from arena.plan.experiment import level_label, parse_experiment
+from arena.results.aggregate import Cell
+from arena.runner import Event, Seams, run_experiment
+from arena.servers import catalog
+
+
+@dataclass(frozen=True)
+class Load:
+    model: str  # "closed" | "open"
+    level: float
+
+    @property
+    def label(self) -> str:
+        return level_label(self.model, self.level)
+
+
+def calibration(res: Results, server: str, workload: str | None = None) -> Calibration:
+    """``server``'s calibration from the experiment's lowest-load runs."""
+    if not any(r.server == server for r in res.runs):
+        have = sorted({r.server for r in res.runs})
+        raise ArenaError(f"--server {server}: experiment {res.name} has no runs of it (it has: {', '.join(have)})")
+    if workload is not None and not any(r.workload == workload for r in res.runs):
+        raise ArenaError(f"--workload {workload}: not a workload of {res.name} "
+                         f"(it has: {', '.join(sorted({r.workload for r in res.runs}))})")
+    from arena.model.calibrate import calibrate
+
+    try:
+        return calibrate(res.observations(), server, workload)
+    except ValueError as e:
+        raise ArenaError(f"experiment {res.name}: cannot calibrate {server}: {e}") from None
+
+
+def given_calibration(server: str, cores: float, cpu_ms: float, io_ms: float, outside_ms: float = 0.0,
+                      blocking_io: bool = False, cpu_cv2: float = 1.0) -> Calibration:
+    """A calibration from figures the user gives instead of measured runs."""
+    return Calibration(server, "given", cores, Estimate.given(cpu_ms), Estimate.given(io_ms), Estimate.given(outside_ms),
+                       app_cpu_ms=None, gil_wait_ms=None, app_other_ms=None, blocking_io=blocking_io,
+                       cpu_cv2=Estimate.given(cpu_cv2), memory_base_mib=None, memory_per_process_mib=None,
+                       memory_per_thread_mib=None)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    load: Load
+    prediction: Prediction
+    measured: float | None  # median throughput of the experiment's valid runs of this configuration
+
+
+@dataclass(frozen=True)
+class Predictions:
+    calibration: Calibration
+    config: Config
+    rows: list[Predicted]
+    calibrated: bool  # from an experiment (else from given figures)
+
+
+def predict(cal: Calibration, processes: int | None, threads: int | None, loads: list[Load],
+            res: Results | None = None, cores: float | None = None) -> Predictions:
+    """The model's figures for one configuration at each load, beside what the experiment measured
+    for it (where it ran). With no loads given, the experiment's own levels."""
+    catalog.get_server(cal.server)  # a one-line error for an unknown name
+    if cores:
+        cal = replace(cal, cores=cores)
+    seen: dict[tuple[str, float], float] = {}
+    if res is not None:
+        seen = measured(res.cells, cal, processes, threads)
+        if not loads:
+            loads = [Load(c.model, c.level) for c in res.cells
+                     if c.server == cal.server and c.workload == cal.workload and c.valid]
+            loads = sorted(set(loads), key=lambda x: (x.model, x.level))
+    if not loads:
+        raise ArenaError("--concurrency or --rate: give the load levels to predict")
+    rows = [Predicted(x, predict_one(cal, processes, threads, x.model, x.level), seen.get((x.model, x.level)))
+            for x in loads]
+    return Predictions(cal, server_config(cal.server, processes, threads, cal.cores), rows, res is not None)
+
+
+@dataclass(frozen=True)
+class ServerChoice:
+    server: str
+    calibration: Calibration
+    cores: float
+    shown: list[Candidate]  # the best that fit, else the best of all
+    fits: list[Candidate]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    load: Load
+    p99_max_ms: float | None
+    memory_max_mib: float | None
+    per_server: list[ServerChoice]
+
+    @property
+    def best(self) -> Candidate | None:
+        tops = [s.fits[0] for s in self.per_server if s.fits]
+        return max(tops, key=lambda c: c.predicted.throughput) if tops else None
+
+
+def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_max_mib: float | None = None,
+              cores: float | None = None, servers: list[str] | None = None, top: int = 3) -> Recommendation:
+    """Per server of the experiment (or ``servers``), the best processes x threads the model
+    predicts under the limits at ``load``."""
+    names = servers or list(dict.fromkeys(r.server for r in res.runs))
+    out = []
+    for server in names:
+        cal = calibration(res, server)
+        if memory_max_mib and cal.memory_per_process_mib is None:
+            raise ArenaError(f"--memory-max: {server} has no memory figures in {res.name}")
+        ranked = candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores)
+        fits = [c for c in ranked if c.fits]
+        out.append(ServerChoice(server, cal, cores or cal.cores, (fits or ranked)[:top], fits[:top]))
+    return Recommendation(load, p99_max_ms, memory_max_mib, out)
+
+
+@dataclass(frozen=True)
+class Verification:
+    experiment: str
+    pairs: list[tuple[Candidate, Cell, float]]  # candidate, its measured cell, relative error of throughput
+
+    @property
+    def mape(self) -> float | None:
+        return stats.mape([(c.predicted.throughput, cell.throughput.median) for c, cell, _ in self.pairs])
+
+
+def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
+           seams: Seams = Seams()) -> Verification:
+    """Run the recommended candidates on the real servers, as one stored experiment (resumable),
+    and compare predicted with measured."""
+    chosen = [c for s in rec.per_server for c in s.fits]
+    if not chosen:
+        raise ArenaError("--verify: no candidate keeps within the limits; nothing to verify")
+    apps = {r.server: r.app for r in res.runs}
+    servers = [{"server": c.server, "app": apps[c.server], "processes": c.processes,
+                **({"threads": c.threads} if c.threads else {})} for c in chosen]
+    model, level = rec.load.model, rec.load.level
+    load = {"model": model, "concurrency" if model == "closed" else "rates": [int(level) if model == "closed" else level]}
+    data = {k: v for k, v in res.definition.items() if k not in ("servers", "load", "name", "description", "repetitions")}
+    digest = hashlib.sha1(json.dumps([servers, load], sort_keys=True).encode()).hexdigest()[:8]
+    data.update(name=f"{res.name}-verify-{digest}"[:64], servers=servers, load=load, repetitions=1,
+                description=f"arena recommend --verify of {res.name}")
+    exp = parse_experiment(data, f"(arena recommend --verify {res.name})")
+    with open_store(store_path, must_exist=False) as store:
+        run_experiment(exp, store, on_event, seams)
+        done = results(store, exp.name)
+    return Verification(exp.name, verified(chosen, done.cells))
+
+
+def load_experiment_results(store_path: str, name: str) -> Results:
+    with open_store(store_path) as store:
+        return results(store, name)

@@ -1,0 +1,39 @@
+"""``arena check``: conformance of every server and app."""
+
+from rich.markup import escape
+from rich.table import Table
+
+from arena.app.check import check
+from arena.cli.args import EXIT_FAILED, add_knobs
+
+NAME = "check"
+
+
+def add(sub) -> None:
+    c = sub.add_parser(NAME, help="start each server with each app, run the conformance requests, stop")
+    c.add_argument("servers", nargs="*", metavar="SERVER", help="servers to check (default: all)")
+    c.add_argument("--app", action="append", dest="apps", help="only this app (repeatable)")
+    add_knobs(c)
+
+
+def run(args, out) -> int:
+    table = Table(title="arena check: conformance of every server and app")
+    for col in ("server", "app", "result", "version", "knobs", "start-up", "PSS", "procs", "problems"):
+        table.add_column(col, overflow="fold")
+
+    def row(r) -> None:
+        mark = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}[r.status]
+        knobs = " ".join(f"{k[0]}={v}" for k, v in r.knobs.items() if v is not None) or "-"
+        table.add_row(r.server, r.app, mark, r.version or "-", knobs,
+                      f"{r.startup_s:.2f} s" if r.startup_s is not None else "-",
+                      f"{r.pss_bytes / 2**20:.1f} MiB" if r.pss_bytes else "-",
+                      str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
+        out.print(f"{r.server:17} {r.app:8} {r.status}", highlight=False)
+
+    results = check(args.servers or None, args.apps, processes=args.processes, threads=args.threads,
+                    cpus=args.cpus, on_result=row)
+    out.print(table)
+    failed = sum(r.status == "fail" for r in results)
+    skipped = sum(r.status == "skip" for r in results)
+    out.print(f"{len(results) - failed - skipped} passed, {failed} failed, {skipped} skipped")
+    return EXIT_FAILED if failed else 0

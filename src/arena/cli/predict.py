@@ -1,0 +1,79 @@
+"""``arena predict``: the model's figures for one configuration."""
+
+from rich.markup import escape
+from rich.table import Table
+
+from arena.app.model import Load, calibration, given_calibration, load_experiment_results, predict
+from arena.cli.args import add_store, count, listof, positive
+from arena.errors import ArenaError
+
+NAME = "predict"
+
+
+def add(sub) -> None:
+    pr = sub.add_parser(NAME, help="predict throughput and latency of a configuration (queueing model)")
+    pr.add_argument("experiment", nargs="?", help="calibrate from this experiment's runs (else give --cpu-ms, --io-ms)")
+    add_store(pr)
+    pr.add_argument("--server", required=True, help="a server name from `arena servers`")
+    pr.add_argument("--workload", help="the experiment's workload to calibrate from (default: its first)")
+    pr.add_argument("--processes", type=count("--processes"))
+    pr.add_argument("--threads", type=count("--threads"))
+    pr.add_argument("--cores", type=positive("--cores"), help="server cores (default: the experiment's, else 1)")
+    levels = pr.add_mutually_exclusive_group()
+    levels.add_argument("--concurrency", type=listof(count("--concurrency", 1, 100_000)), help="closed load, e.g. 1,8,32")
+    levels.add_argument("--rate", type=listof(positive("--rate")), help="open load in requests/s, e.g. 50,100")
+    pr.add_argument("--cpu-ms", type=positive("--cpu-ms"), help="CPU per request (with --io-ms: no calibration)")
+    pr.add_argument("--io-ms", type=positive("--io-ms", zero=True), help="I/O wait per request (releases the GIL)")
+    pr.add_argument("--outside-ms", type=positive("--outside-ms", zero=True), default=0.0, help="time outside the server")
+    pr.add_argument("--blocking-io", action="store_true", help="the I/O wait holds its process (non-yielding call)")
+    pr.add_argument("--cpu-cv2", type=positive("--cpu-cv2", zero=True), default=1.0,
+                    help="variability of the CPU per request: (stdev/mean)^2, 0 constant, 1 exponential (default)")
+
+
+def loads(args) -> list[Load]:
+    if args.concurrency:
+        return [Load("closed", float(c)) for c in args.concurrency]
+    return [Load("open", r) for r in args.rate or []]
+
+
+def print_calibration(out, cal) -> None:
+    out.print(f"calibration of {cal.server} on workload {cal.workload} (valid runs at its lowest load), "
+              f"{cal.cores:g} core(s):", highlight=False)
+    for label, est in (("CPU per request, ms", cal.cpu_ms), ("I/O per request, ms", cal.io_ms),
+                       ("outside the server, ms", cal.outside_ms), ("app CPU (Server-Timing), ms", cal.app_cpu_ms),
+                       ("GIL/CPU wait, ms", cal.gil_wait_ms), ("other in app, ms", cal.app_other_ms),
+                       ("CPU variability (cv^2)", cal.cpu_cv2)):
+        if est is not None:
+            out.print(f"  {label:30} {est}", highlight=False)
+    if cal.memory_per_process_mib is not None:
+        out.print(f"  {'memory, MiB':30} {cal.memory_base_mib:.1f} + {cal.memory_per_process_mib:.1f} per process"
+                  f" + {cal.memory_per_thread_mib:.2f} per thread", highlight=False)
+
+
+def run(args, out) -> int:
+    if args.experiment:
+        if args.cpu_ms is not None or args.io_ms is not None:
+            raise ArenaError("--cpu-ms/--io-ms: give them without an experiment (with one, they come from its runs)")
+        res = load_experiment_results(args.store, args.experiment)
+        cal = calibration(res, args.server, args.workload)
+        print_calibration(out, cal)
+    else:
+        if args.cpu_ms is None or args.io_ms is None:
+            raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
+        res = None
+        cal = given_calibration(args.server, args.cores or 1.0, args.cpu_ms, args.io_ms, args.outside_ms,
+                                args.blocking_io, args.cpu_cv2)
+    got = predict(cal, args.processes, args.threads, loads(args), res, args.cores)
+    config, cores = got.config, got.calibration.cores
+    threads = "unbounded (event loop)" if config.threads is None else str(config.threads)
+    table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s), {cores:g} core(s), "
+                        f"{config.routing} routing; predicted")
+    for col in ("load", "req/s", "mean ms", "p50 ms", "p99 ms", "CPU", "binds", "measured req/s"):
+        table.add_column(col, overflow="fold")
+    for row in got.rows:
+        pr = row.prediction
+        table.add_row(row.load.label, f"{pr.throughput:.1f}", f"{pr.mean_ms:.2f}", f"{pr.p50_ms:.2f}", f"{pr.p99_ms:.2f}",
+                      f"{100 * pr.cpu_utilization:.0f}%", escape(pr.binding),
+                      "-" if row.measured is None else f"{row.measured:.1f}")
+    out.print(table)
+    return 0

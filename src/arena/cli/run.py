@@ -1,0 +1,56 @@
+"""``arena run``: an experiment file into the store (resumable), with progress."""
+
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from arena.app.experiments import plan_file, run_file
+from arena.cli.args import EXIT_FAILED, add_store
+
+NAME = "run"
+
+
+def add(sub) -> None:
+    ru = sub.add_parser(NAME, help="run an experiment file (resumes: finished runs are not repeated)")
+    ru.add_argument("experiment", help="experiment file (TOML), e.g. scenarios/quick.toml")
+    add_store(ru)
+    ru.add_argument("--dry-run", action="store_true", help="print the plan and its estimated time, run nothing")
+
+
+def run(args, out) -> int:
+    planned = plan_file(args.experiment)
+    exp = planned.experiment
+    out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {len(exp.workloads)} workloads x "
+              f"{len(exp.levels)} levels x {exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
+              f"load CPUs {list(exp.load_cpus)}; about {planned.estimate_s / 60:.0f} min; store {args.store}",
+              highlight=False)
+    if args.dry_run:
+        for i, g in enumerate(planned.groups, 1):
+            out.print(f"start {i}: {escape(g.config.name)} #{g.repetition}: "
+                      + ", ".join(escape(r.key.split(' ', 1)[1]) for r in g.runs), highlight=False)
+        return 0
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
+    with Progress(*columns, console=out, transient=False) as progress:
+        task = progress.add_task("runs", total=None, last="")
+
+        def on_event(e) -> None:
+            if e.kind == "live":  # the run in progress, each second: its req/s and p99 in that second
+                p99 = f"{e.point.p99_us / 1000:.1f} ms" if e.point.p99_us is not None else "-"
+                progress.update(task, last=f"{e.run.key} ({e.point.t + 1:.0f}s): {e.point.completed:.0f} req/s, p99 {p99}")
+                return
+            progress.update(task, total=e.total, completed=e.index)
+            if e.kind == "run":
+                m = e.result.measured
+                p99 = m.response_time.p("99") if m.response_time else None
+                mark = "" if not e.flags else "  INVALID: " + "; ".join(e.flags)
+                progress.update(task, last=f"{e.run.key}: {m.achieved_rps:.0f} req/s, p99 {(p99 or 0) / 1000:.1f} ms")
+                progress.console.print(f"  {e.run.key}: {m.achieved_rps:8.1f} req/s  p99 {(p99 or 0) / 1000:8.2f} ms{mark}",
+                                       highlight=False, markup=False)
+            elif e.kind == "failed":
+                progress.console.print(f"  {e.run.key}: FAILED: {e.message}", highlight=False, markup=False)
+
+        counts = run_file(exp, args.store, on_event)
+    out.print(f"{counts.done} runs done ({counts.invalid} invalid), {counts.skipped} already in the store, "
+              f"{counts.failed} failed; results in {args.store} (arena show {exp.name} --store {args.store})",
+              highlight=False)
+    return EXIT_FAILED if counts.failed else 0

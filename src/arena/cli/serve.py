@@ -1,0 +1,34 @@
+"""``arena serve``: one server in the foreground until Ctrl-C."""
+
+from arena.app.servers import serve
+from arena.cli.args import add_knobs, count
+from arena.servers.launch import ServerSpec
+
+NAME = "serve"
+
+
+def add(sub) -> None:
+    s = sub.add_parser(NAME, help="run one server in the foreground (Ctrl-C stops everything)")
+    s.add_argument("server", help="a server name from `arena servers`")
+    add_knobs(s)
+    s.add_argument("--app", help="subject app (default: the first the server serves)")
+    s.add_argument("--port", type=count("--port", 1, 65535), help="port (default: a free one)")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+
+
+def run(args, out) -> int:
+    def ready(running) -> None:
+        knobs = ", ".join(f"{k}={'default' if v is None else v}" for k, v in running.knobs.items()) or "no knobs"
+        out.print(f"{running.server.name} {running.version or ''} serving [bold]{running.app}[/] at "
+                  f"[bold]{running.url}[/] ({knobs}; {len(running.procset.pids())} processes; "
+                  f"{running.procset.backend} {running.procset.name}; started in {running.startup_s:.2f} s)",
+                  highlight=False)
+        out.print(f"log: {running.log_path}   try: curl -si '{running.url}/work?cpu_ms=20&io_ms=30&bytes=1000'",
+                  highlight=False)
+        out.print("Ctrl-C stops it and everything it started.")
+
+    spec = ServerSpec(args.server, args.app, args.processes, args.threads, args.connections, args.cpus,
+                      args.port, args.host)
+    stopped = serve(spec, ready)
+    out.print(f"stopped {stopped.server}: no process left, port {stopped.port} free")
+    return 0

@@ -1,0 +1,80 @@
+"""What every driver shares: the load to drive (:class:`LoadSpec`) and what a driver can do
+(:class:`Capabilities`, declared by each driver as data). The experiment reader refuses a
+combination a driver cannot run when it reads the file, and each driver refuses it again from
+the same declaration before it starts its tool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from arena.errors import ArenaError
+
+
+@dataclass
+class LoadSpec:
+    """One load run. Duration and requests: at least one (``duration_s`` defaults to 10)."""
+
+    url: str
+    connections: int | None = None
+    rate: float | None = None  # open model when set
+    arrival: str = "constant"
+    duration_s: float | None = None
+    requests: int | None = None
+    warmup_s: float = 0.0
+    think_ms: float = 0.0
+    threads: int = 1
+    method: str = "GET"
+    headers: list[str] = field(default_factory=list)
+    body: str | None = None
+    mix_file: str | None = None
+    keep_alive: bool = True
+    request_start: bool = False
+    connect_timeout_s: float = 5.0
+    timeout_s: float = 30.0
+    interval_s: float = 1.0
+    seed: int = 1
+    allow_remote: bool = False
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a driver can run and what its results hold."""
+
+    tool: str
+    models: tuple[str, ...]  # "closed", "open"
+    bounds: tuple[str, ...]  # "duration", "requests": what can end a run
+    methods: tuple[str, ...]
+    bodies: bool  # can send a request body
+    keep_alive_off: bool  # can open a connection per request
+    live: bool  # figures while the run goes
+    server_timing: bool  # reads the Server-Timing header
+    balance: bool  # reads X-Arena-Pid: requests per worker process
+    hdr: bool  # full latency histograms (HdrHistogram), not only a few percentiles
+    open_note: str = ""  # how the open model is run, where it is not arena-load's
+
+    def problems(self, *, model: str, requests: bool, method: str, keep_alive: bool,
+                 body: bool = False) -> list[tuple[str, object, str]]:
+        """(key, value, why) for each part of a run this driver cannot do; empty: it can."""
+        out: list[tuple[str, object, str]] = []
+        if model not in self.models:
+            out.append(("load.model", model, f"{self.tool} has only the {' and '.join(self.models)} model"
+                                             f" (load.model = \"{self.models[0]}\")"))
+        if requests and "requests" not in self.bounds:
+            out.append(("requests", "a request count",
+                        "this driver runs for a duration, not a request count (use duration)"))
+        ka = "" if self.keep_alive_off else "keep-alive "
+        sends = f"it sends {ka}{'/'.join(self.methods)} requests only"
+        if method not in self.methods:
+            out.append(("method", method, f"method {method} is not supported by this driver ({sends})"))
+        if not keep_alive and not self.keep_alive_off:
+            out.append(("keep_alive", False, f"a connection per request is not supported by this driver ({sends})"))
+        if body and not self.bodies:
+            out.append(("body", "a body", "this driver sends no request body"))
+        return out
+
+    def check(self, spec: LoadSpec) -> None:
+        """Refuse ``spec`` in one line if this driver cannot run it."""
+        found = self.problems(model="open" if spec.rate is not None else "closed", requests=spec.requests is not None,
+                              method=spec.method, keep_alive=spec.keep_alive, body=spec.body is not None)
+        if found:
+            raise ArenaError(f"driver = \"{self.tool}\": {found[0][2]}")

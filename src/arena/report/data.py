@@ -1,0 +1,219 @@
+"""The report as data: cells and runs in, a :class:`Report` out (sections of charts, tables and
+notes, plain text everywhere). Pure. report/html.py renders it as one HTML file, report/export.py
+its charts as CSV and SVG/PNG, report/terminal.py its answer and tables for ``arena show``."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from arena.report import charts as ch
+from arena.report.style import paint
+from arena.results.aggregate import MiB, Cell, labels, workloads
+from arena.results.ranking import Limits, answer_lines, answers, ranking
+from arena.results.runs import Run
+
+SECTIONS = (
+    ("throughput", "Throughput", "How many requests per second each configuration served at each load level."),
+    ("latency", "Latency", "Percentiles against load, and the whole percentile spectrum at a chosen level."),
+    ("heatmap", "Processes x threads", "Each server's grid at its highest load level."),
+    ("decomposition", "Where the latency went",
+     "The mean response time split into queueing before the app, waiting for the GIL/GVL or a core while "
+     "computing (cpuwall - cpu), CPU, I/O, the rest of the app, and everything outside the app."),
+    ("balance", "Balance across worker processes", "Who answered the requests (the X-Arena-Pid of each response)."),
+    ("memory", "Memory", "PSS and USS summed over each server's processes, and throughput per GB."),
+    ("errors", "Errors", "Transport errors by class and non-2xx responses by status."),
+    ("time-series", "Time series", "Second by second, so stalls and warm-up effects show."),
+    ("model", "Model: predicted vs measured",
+     "The queueing model (arena.model) calibrated from each server's lowest-load runs, then asked for every "
+     "configuration and load level; the error is (predicted - measured) / measured of throughput."),
+)
+
+INTERVALS = ("Intervals are of the statistic they stand beside: beside a median, a distribution-free 95% "
+             "confidence interval of the median from order statistics (Conover), which needs 6 or more valid "
+             "repetitions; with 2 to 5, the range of the repetitions is shown instead and marked as a range.")
+
+
+def nice(v: float | None, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+
+
+def interval_text(figure, k: float = 1.0) -> str:
+    """An interval of a median as text: "a .. b", "range a .. b" when it is the repetitions' range,
+    "-" without one. Positive quantities are shown truncated at 0."""
+    iv = figure.interval
+    if iv is None:
+        return "-"
+    text = f"{max(0.0, iv.lo) / k:.4g} .. {iv.hi / k:.4g}"
+    return f"range {text}" if iv.is_range else text
+
+
+@dataclass
+class Table:
+    head: list[str]
+    rows: list[list[str]]  # plain text: renderers escape it
+    cls: str = ""
+    title: str = ""
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    lead: str
+    charts: list[ch.Chart] = field(default_factory=list)
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    name: str
+    description: str
+    runs: int
+    valid: int
+    configurations: int
+    answer: list[str]  # the opening: what is best and why, how sure, what was left out
+    sections: list[Section]
+    method: list[str]
+    environment: Table
+    definition: Table
+
+    @property
+    def charts(self) -> list[ch.Chart]:
+        return [c for s in self.sections for c in s.charts]
+
+
+def comparison_table(cells: list[Cell]) -> Table:
+    rows = [[c.label, c.level_label, f"{c.valid}/{c.total}", nice(c.throughput.median, 4), interval_text(c.throughput),
+             nice(c.p50_us.median and c.p50_us.median / 1000), nice(c.p99_us.median and c.p99_us.median / 1000),
+             interval_text(c.p99_us, 1000), nice(c.pss_bytes.median and c.pss_bytes.median / MiB),
+             "; ".join(c.flags) or "ok"] for c in cells]
+    return Table(["configuration", "level", "valid/runs", "req/s", "req/s interval", "p50 ms", "p99 ms",
+                  "p99 interval", "PSS MiB", "validity"], rows, "comparison")
+
+
+def _ranking_table(title: str, cells: list[Cell]) -> Table:
+    rows = [[c.label, c.workload, c.level_label, f"{c.throughput.median:.1f}", nice(c.p99_us.median and c.p99_us.median / 1000),
+             nice(c.pss_bytes.median and c.pss_bytes.median / MiB), f"{c.valid}/{c.total}", "; ".join(c.flags) or "ok"]
+            for c in cells]
+    return Table(["configuration", "workload", "best level", "req/s (median)", "p99 ms", "PSS MiB", "valid/runs",
+                  "validity"], rows, "ranking", title)
+
+
+def model_section(cells: list[Cell], observations) -> Section:
+    """The model's predictions against the measurements: chart, calibration, every point, USL fits."""
+    from arena.model.verify import compare, mape
+
+    key, title, lead = SECTIONS[-1]
+    section = Section(key, title, lead)
+    points, calibrations = compare(cells, observations)
+    if not points and not calibrations:
+        return section
+    names = workloads(cells)
+    section.charts = [ch.model_vs_measured(points, w, len(names) > 1, ch.load_axis(cells)) for w in names
+                      if any(pt.workload == w for pt in points)]
+    error = mape(points)
+    predicted = [p for p in points if not p.calibration_run]
+    section.paragraphs.append(f"Mean absolute percentage error of throughput: {error:.1f}% over {len(predicted)} "
+                              "predicted points (the calibration level excluded)." if error is not None
+                              else "No point to predict beyond the calibration level.")
+    cal_rows = []
+    for (server, workload), cal in calibrations.items():
+        if isinstance(cal, str):
+            cal_rows.append([server, workload, cal, "", "", "", ""])
+        else:
+            cal_rows.append([server, workload, str(cal.cpu_ms), str(cal.io_ms), str(cal.outside_ms),
+                             str(cal.gil_wait_ms or "-"), f"{cal.cores:g}"])
+    section.tables.append(Table(["server", "workload", "CPU ms/request", "I/O ms", "outside ms", "GIL/CPU wait ms",
+                                 "cores"], cal_rows, "calibration", "Calibration (lowest-load runs)"))
+    from arena.plan.experiment import level_label
+
+    section.tables.append(Table(
+        ["configuration", "workload", "level", "measured req/s", "predicted req/s", "error", "predicted p99 ms",
+         "what binds (model)"],
+        [[p.label, p.workload, level_label(p.model, p.level), f"{p.measured:.1f}", f"{p.predicted.throughput:.1f}",
+          "calibration" if p.calibration_run else f"{100 * p.error:+.1f}%", nice(p.predicted.p99_ms),
+          p.predicted.binding] for p in points], "model", "Every point"))
+    usl_rows = []
+    for label, workload, fit in ch.usl_fits(cells):
+        if isinstance(fit, str):
+            usl_rows.append([label, workload, "-", "-", "-", "-", fit])
+            continue
+        (slo, shi), (klo, khi), _ = fit.ci95
+        peak = "none (no crosstalk)" if math.isinf(fit.peak_n) else f"{fit.peak_n:.1f} ({fit.peak_throughput:.1f} req/s)"
+        usl_rows.append([label, workload, f"{fit.sigma:.4f} [{slo:.4f}, {shi:.4f}]", f"{fit.kappa:.5f} [{klo:.5f}, {khi:.5f}]",
+                         f"{fit.lam:.2f}", peak, f"{fit.points} runs"])
+    section.tables.append(Table(["configuration", "workload", "sigma (contention)", "kappa (crosstalk)", "lambda req/s",
+                                 "peak concurrency", "data"], usl_rows, "usl",
+                                "Universal Scalability Law fits (throughput against concurrency, 95% t-intervals of the "
+                                "fitted parameters)"))
+    return section
+
+
+def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
+    rows = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            rows += _definition_rows(v, key + ".")
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            for i, item in enumerate(v):
+                rows += _definition_rows(item, f"{key}[{i}].")
+        else:
+            rows.append([key, json.dumps(v) if not isinstance(v, str) else v])
+    return rows
+
+
+def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], observations,
+          limits: Limits = Limits()) -> Report:
+    """The whole report of one experiment."""
+    by_section: dict[str, list[ch.Chart]] = {}
+    for c in ch.all_charts(cells, runs):
+        by_section.setdefault(c.section, []).append(c)
+    sections = [Section("ranking", "Ranking",
+                        f"Limits: {limits}. For each configuration, the load level with the highest median throughput "
+                        "within the limits; invalid runs are left out of the medians and their flags listed.")]
+    per_server, overall = ranking(cells, limits)
+    sections[0].tables = [_ranking_table("Best configuration per server", per_server),
+                          _ranking_table("Every configuration", overall)]
+    if not overall:
+        sections[0].paragraphs.append("No configuration keeps within the limits.")
+    sections.append(Section("table", "Comparison table",
+                            "Per configuration and load level: medians of the valid repetitions and intervals of "
+                            "those medians (see Environment and method).", tables=[comparison_table(cells)]))
+    for key, title, lead in SECTIONS[:-1]:
+        if by_section.get(key):
+            sections.append(Section(key, title, lead, by_section[key]))
+    model = model_section(cells, observations)
+    if model.charts or model.paragraphs:
+        sections.append(model)
+    report_charts = [c for s in sections for c in s.charts]
+    paint(report_charts, labels(cells))
+
+    names = workloads(cells)
+    opening = [line for a in answers(cells, limits) for line in answer_lines(a, len(names) > 1)]
+    env = runs[0].environment if runs else None
+    envs = {json.dumps(r.environment.__dict__, sort_keys=True) for r in runs}
+    drivers = sorted({r.driver for r in runs})
+    reused = sum(r.server_reused for r in runs)
+    method = [
+        f"Load: {', '.join(drivers)}; {', '.join(sorted({r.model for r in runs}))} model; measured for "
+        f"{definition.get('duration', definition.get('requests', '-'))} after a warm-up of {definition.get('warmup', '-')} "
+        f"(discarded) at each level; {definition.get('repetitions', 1)} repetition(s), in a shuffled order. {reused} of "
+        f"{len(runs)} runs reused a server started for a lower level of the same configuration (after their own "
+        f"warm-up). Server and load generator on separate CPUs (server {env.server_cpus if env else '-'}, load "
+        f"{env.load_cpus if env else '-'}). Percentiles: nearest rank.",
+        "A run is invalid when the generator saturated, errors passed the threshold, throughput drifted between its "
+        "halves beyond noise, or a server process died.",
+        INTERVALS,
+    ]
+    if len(envs) > 1:
+        method.append(f"The runs ran in {len(envs)} different environments; the first is shown.")
+    env_rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in (env.__dict__ if env else {}).items()]
+    return Report(name, definition.get("description", ""), len(runs), sum(r.valid for r in runs), len(labels(cells)),
+                  opening, sections, method, Table(["item", "value"], env_rows),
+                  Table(["key", "value"], _definition_rows(definition)))

@@ -1,0 +1,187 @@
+"""The one aggregation of stored runs: ``aggregate(runs) -> cells``, one cell per configuration x
+workload x load level. Pure (typed runs in, cells out).
+
+A cell holds the repetitions of its configuration at its level and, over the *valid* ones only, the
+median of each figure with an interval of that median (stats.median_interval: order statistics, or
+the range of the repetitions when they are too few for a 95% interval), the mean latency split into
+its parts (queue, GIL/CPU wait, CPU, I/O, the rest of the app, outside the app), and how the
+requests spread over the worker processes. Invalid repetitions are counted and their reasons kept,
+never mixed into a figure. Tables, charts, the ranking, the model's comparison and
+``recommend --verify`` all read cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from arena import stats
+from arena.plan.experiment import level_label
+from arena.results.runs import Run
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Figure:
+    """The median over a cell's valid repetitions and an interval of that median."""
+
+    median: float | None
+    interval: stats.Interval | None
+    n: int  # repetitions it is the median of
+
+    @classmethod
+    def of(cls, values: list) -> "Figure":
+        values = [v for v in values if v is not None]
+        return cls(stats.median(values) if values else None, stats.median_interval(values), len(values))
+
+    def scaled(self, k: float) -> "Figure":
+        """The same figure in another unit (divided by ``k``)."""
+        iv = self.interval
+        return Figure(None if self.median is None else self.median / k,
+                      None if iv is None else stats.Interval(iv.lo / k, iv.hi / k, iv.method, iv.coverage), self.n)
+
+    def overlaps(self, other: "Figure") -> bool:
+        """Whether two figures' intervals overlap (then their difference is not shown to be real). A
+        figure without an interval overlaps everything: nothing can be told apart without repetitions."""
+        a, b = self.interval, other.interval
+        return a is None or b is None or not (a.hi < b.lo or b.hi < a.lo)
+
+
+DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", "I/O", "other in app", "outside the app")
+
+
+def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[str, float | None]:
+    """Mean response time split into parts, from mean Server-Timing figures (ms).
+
+    queue: the request's wait before the app (X-Request-Start to the app's start); GIL/CPU wait:
+    cpuwall - cpu (the wall time of the app's CPU sections beyond their CPU time: waiting for the
+    GIL/GVL or for a core); CPU; I/O; other in app: app - cpuwall - io; outside the app: the response
+    time minus queue and app (network, the server's own work, parsing)."""
+    g = server_timing.get
+    app, cpu, cpuwall, io = g("app"), g("cpu"), g("cpuwall"), g("io")
+    queue = g("queue")
+    parts: dict[str, float | None] = dict.fromkeys(DECOMPOSITION)
+    parts["queue"] = queue
+    if cpu is not None and cpuwall is not None:
+        parts["GIL/CPU wait"] = max(0.0, cpuwall - cpu)
+        parts["CPU"] = cpu
+    parts["I/O"] = io
+    if app is not None:
+        parts["other in app"] = max(0.0, app - (cpuwall or 0) - (io or 0))
+        parts["outside the app"] = max(0.0, response_ms - app - (queue or 0))
+    return parts
+
+
+def mean_timing_ms(run: Run) -> dict[str, float]:
+    """A run's mean Server-Timing figures, ms, by metric name."""
+    m = run.load.measured
+    return {k: h.mean / 1000 for k, h in m.server_timing.items() if h.mean is not None}
+
+
+def run_decomposition(run: Run) -> dict[str, float | None] | None:
+    """One run's mean latency in parts (None when its app reported no Server-Timing)."""
+    m = run.load.measured if run.load else None
+    if m is None or not m.server_timing or not m.response_time or m.response_time.mean is None:
+        return None
+    return decomposition(mean_timing_ms(run), m.response_time.mean / 1000)
+
+
+@dataclass(frozen=True)
+class Cell:
+    config: str
+    label: str
+    server: str
+    app: str
+    workload: str
+    processes: int | None
+    threads: int | None
+    connections: int | None
+    model: str
+    level: float
+    runs: tuple[Run, ...] = field(repr=False)  # every repetition, valid or not
+    throughput: Figure
+    p50_us: Figure
+    p90_us: Figure
+    p99_us: Figure
+    pss_bytes: Figure
+    uss_bytes: Figure
+    cpu_s: Figure
+    flags: tuple[str, ...]  # why the invalid repetitions were left out (each reason once)
+    decomposition: dict[str, float | None] | None  # median over valid repetitions of each part, ms
+    balance: tuple[float, ...]  # share of requests per worker process, busiest first (summed over valid runs)
+
+    @property
+    def valid_runs(self) -> tuple[Run, ...]:
+        return tuple(r for r in self.runs if r.valid)
+
+    @property
+    def valid(self) -> int:
+        return len(self.valid_runs)
+
+    @property
+    def total(self) -> int:
+        return len(self.runs)
+
+    @property
+    def level_label(self) -> str:
+        return level_label(self.model, self.level)
+
+
+def _balance(runs: tuple[Run, ...]) -> tuple[float, ...]:
+    counts: list[int] = []
+    for r in runs:
+        per = sorted(r.load.measured.workers.values(), reverse=True) if r.load else []
+        n = max(len(counts), len(per))
+        counts = [a + b for a, b in zip(counts + [0] * (n - len(counts)), per + [0] * (n - len(per)))]
+    total = sum(counts)
+    return tuple(100 * c / total for c in counts) if total else ()
+
+
+def _decomposition(runs: tuple[Run, ...]) -> dict[str, float | None] | None:
+    parts = [p for p in (run_decomposition(r) for r in runs) if p is not None]
+    if not parts:
+        return None
+    return {k: Figure.of([p[k] for p in parts]).median for k in DECOMPOSITION}
+
+
+def cell(runs: list[Run]) -> Cell:
+    """The cell of one configuration's repetitions at one workload and level."""
+    first = runs[0]
+    ok = tuple(r for r in runs if r.valid)
+    return Cell(
+        first.config, first.label, first.server, first.app, first.workload, first.processes, first.threads,
+        first.connections, first.model, first.level, tuple(runs),
+        throughput=Figure.of([r.throughput for r in ok]), p50_us=Figure.of([r.p50_us for r in ok]),
+        p90_us=Figure.of([r.p90_us for r in ok]), p99_us=Figure.of([r.p99_us for r in ok]),
+        pss_bytes=Figure.of([r.pss_bytes or None for r in ok]), uss_bytes=Figure.of([r.uss_bytes or None for r in ok]),
+        cpu_s=Figure.of([r.cpu_s for r in ok]),
+        flags=tuple(dict.fromkeys(f for r in runs if not r.valid for f in r.flags)),
+        decomposition=_decomposition(ok), balance=_balance(ok))
+
+
+def aggregate(runs: list[Run]) -> list[Cell]:
+    """One cell per (configuration, workload, load level): configurations in the order they first
+    ran, then workloads in that order, then levels ascending."""
+    groups: dict[tuple, list[Run]] = {}
+    for r in runs:
+        groups.setdefault((r.config, r.label, r.workload, r.model, r.level), []).append(r)
+    configs = list(dict.fromkeys((r.config, r.label) for r in runs))
+    order = list(dict.fromkeys(r.workload for r in runs))
+    keys = sorted(groups, key=lambda k: (configs.index(k[:2]), order.index(k[2]), k[4]))
+    return [cell(sorted(groups[k], key=lambda r: r.repetition)) for k in keys]
+
+
+# ---------------------------------------------------------------------- views of cells
+
+
+def labels(cells: list[Cell]) -> list[str]:
+    return list(dict.fromkeys(c.label for c in cells))
+
+
+def workloads(cells: list[Cell]) -> list[str]:
+    return list(dict.fromkeys(c.workload for c in cells))
+
+
+def top_level(cells: list[Cell]) -> float:
+    """The highest load level with a valid run among ``cells`` (the highest level if none is valid)."""
+    return max((c.level for c in cells if c.valid), default=max(c.level for c in cells))

@@ -1,0 +1,44 @@
+"""Stored runs -> the model's typed observations (model/calibrate.py Observation). The one place
+that knows where in a stored run the model's figures are."""
+
+from __future__ import annotations
+
+from arena.model.calibrate import Observation
+from arena.plan.experiment import Workload
+from arena.results.aggregate import MiB, mean_timing_ms
+from arena.results.runs import Run
+from arena.servers.cgroup import cpu_list
+
+
+def cores(run: Run) -> float:
+    """The server's CPU count, from the CPU list the run's environment recorded ("1", "2-3")."""
+    return float(len(cpu_list(str(run.environment.server_cpus or "1"), "server_cpus")))
+
+
+def cpu_per_request_ms(run: Run) -> float | None:
+    """The server's CPU per request over the run's window, less what the server burns idle (its
+    timers and reactors, measured after the server's start where the store has it)."""
+    res = run.resources
+    if res is None or res.cpu_s is None:
+        return None
+    cpu = res.cpu_s - (res.idle_cpu_cores or 0.0) * res.window_s
+    answered = (run.throughput or 0) * res.window_s
+    return max(cpu, 0.0) / answered * 1000 if answered > 0 else None
+
+
+def observation(run: Run, workload: Workload | None) -> Observation:
+    m = run.load.measured
+    app_cpu = m.server_timing.get("cpu")
+    cv2 = (app_cpu.stdev / app_cpu.mean) ** 2 if app_cpu and app_cpu.mean and app_cpu.stdev is not None else None
+    rt = m.response_time
+    return Observation(run.server, run.workload, run.processes, run.threads, run.level, cores(run),
+                       cpu_per_request_ms(run), mean_timing_ms(run), cv2,
+                       rt.mean / 1000 if rt and rt.mean is not None else None,
+                       run.pss_bytes / MiB if run.pss_bytes else None,
+                       workload.blocking_io if workload is not None else False)
+
+
+def observations(runs: list[Run], workloads: dict[str, Workload]) -> list[Observation]:
+    """One observation per valid run; ``workloads`` (by name, from the experiment's definition) say
+    whether a workload's I/O blocks."""
+    return [observation(r, workloads.get(r.workload)) for r in runs if r.valid and r.load is not None]

@@ -1,0 +1,106 @@
+"""A stored run as a typed value: the store decodes each row once into a :class:`Run`, whose load
+result, resources, environment and flags are objects. Everything downstream (aggregation, the
+report, the model's calibration) reads these, never the store's columns or JSON keys."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.drivers.result import LoadResult, from_dict, to_dict
+from arena.plan.experiment import level_label
+from arena.probe import ResourceResult
+
+
+def _known(cls, d: dict[str, Any]) -> dict[str, Any]:
+    """The keys of ``d`` that ``cls`` has (stores written by older versions may lack or add some)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What a run depended on besides its experiment file."""
+
+    cpu_model: str | None = None
+    cpus: int | None = None
+    kernel: str | None = None
+    python: str | None = None
+    ruby: str | None = None
+    arena: str | None = None
+    server_cpus: str | None = None  # CPU lists as "1" or "2-3"
+    load_cpus: str | None = None
+    servers: dict[str, str | None] = field(default_factory=dict)  # server name -> version
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Environment":
+        return cls(**_known(cls, d))
+
+
+def resources_from_json(d: dict[str, Any]) -> ResourceResult | None:
+    """The probe's result as stored (None for a run stored without one)."""
+    if not d or "window_s" not in d:
+        return None
+    return ResourceResult(**_known(ResourceResult, d))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured run as stored: its place in the experiment and what was measured."""
+
+    id: int
+    run_key: str
+    config: str  # ServerConfig.key: the configuration's identity
+    label: str  # ServerConfig.name: what the configuration is called where it is shown
+    server: str
+    app: str
+    workload: str
+    processes: int | None
+    threads: int | None
+    connections: int | None
+    model: str  # "closed" | "open"
+    level: float
+    repetition: int
+    driver: str
+    started_at: float
+    server_reused: bool
+    valid: bool
+    flags: tuple[str, ...]
+    throughput: float | None
+    p50_us: int | None
+    p90_us: int | None
+    p99_us: int | None
+    errors: int | None
+    cpu_s: float | None
+    pss_bytes: int | None
+    uss_bytes: int | None
+    load: LoadResult | None
+    resources: ResourceResult | None
+    environment: Environment
+
+    @property
+    def level_label(self) -> str:
+        return level_label(self.model, self.level)
+
+    def to_json(self) -> dict[str, Any]:
+        """The run as plain JSON (arena export): its columns and its documents as stored."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d.update(flags=list(self.flags), load=to_dict(self.load) if self.load else None,
+                 resources=dataclasses.asdict(self.resources) if self.resources else None,
+                 environment=dataclasses.asdict(self.environment), server_reused=int(self.server_reused),
+                 valid=int(self.valid))
+        return d
+
+
+def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
+    """A store row (its plain columns) and its parsed JSON documents -> Run."""
+    plain = {k: row[k] for k in ("id", "run_key", "config", "label", "server", "app", "workload", "processes",
+                                 "threads", "connections", "model", "level", "repetition", "driver", "started_at",
+                                 "throughput", "p50_us", "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes",
+                                 "uss_bytes")}
+    load = documents["load"]
+    return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
+               flags=tuple(documents["flags"]), load=from_dict(load) if load else None,
+               resources=resources_from_json(documents["resources"]),
+               environment=Environment.from_json(documents["environment"] or {}))

@@ -1,0 +1,178 @@
+"""The runner through its seams: a fake launcher, driver and probe, so every path (resume after an
+interruption, a server that does not start, one that dies mid-run, a driver error, validity flags)
+is tested deterministically and in milliseconds. The real servers are in test_store_and_runner.py."""
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.errors import ArenaError
+from arena.plan.experiment import parse_experiment, plan
+from arena.probe import ResourceResult
+from arena.results.store import Store
+from arena.runner import Seams, run_experiment
+
+
+def experiment(**over):
+    data = {"name": "fake", "duration": "1s", "warmup": "0s", "repetitions": 2,
+            "workload": {"path": "/work?cpu_ms=1"}, "load": {"concurrency": [1, 4]},
+            "servers": [{"server": "puma", "threads": [1, 2]}], "layout": {"server_cpus": "1", "load_cpus": "0"}}
+    data.update(over)
+    return parse_experiment(data, "fake.toml")
+
+
+def result(completed=1000, errors=0) -> LoadResult:
+    h = Histogram(completed, 1, 10, 5.0, 1.0, {"50": 5, "90": 8, "99": 9})
+    phase = Phase(1.0, completed, completed, completed, errors, 0, 0, None, float(completed), {200: completed},
+                  {"reset": errors} if errors else {}, {}, 0, 0, h, h, None, None)
+    return LoadResult("fake", "0", "closed", "u", 4, None, False, phase, None,
+                      [SeriesPoint(0.0, completed, completed, errors, 5, 8, 9, 10)], 0.1, 0.1, 1.0, None, False, [],
+                      {"interval_s": 1.0})
+
+
+@dataclass
+class FakeProcset:
+    pids_: list[int] = field(default_factory=lambda: [100, 101])
+    name: str = "fake"
+
+    def pids(self) -> list[int]:
+        return list(self.pids_)
+
+
+class FakeServer:
+    def __init__(self, spec, die_after: int | None = None):
+        self.spec, self.url, self.procset = spec, "http://127.0.0.1:1", FakeProcset()
+        self.runs, self.die_after, self.stopped = 0, die_after, False
+
+    def alive(self) -> bool:
+        return self.die_after is None or self.runs < self.die_after
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped = True
+
+
+class FakeProbe:
+    def __init__(self, procset, interval=0.5):
+        self.started = False
+
+    def start(self):
+        self.started = True
+        return self
+
+    def stop(self) -> ResourceResult:
+        return ResourceResult(1.0, 2, 0.4, 0.1, 50 << 20, 50 << 20, 40 << 20, 60 << 20, None, 2, 4, "fake")
+
+
+class Machine:
+    """Fake launcher and driver that record what they were asked to do."""
+
+    def __init__(self, fail_start=(), die_after=None, driver_errors=0, interrupt_at=None, errors_per_run=0):
+        self.started, self.driven, self.servers = [], [], []
+        self.fail_start, self.die_after = set(fail_start), die_after
+        self.driver_errors, self.interrupt_at, self.errors_per_run = driver_errors, interrupt_at, errors_per_run
+
+    def launch(self, spec):
+        self.started.append(spec)
+        if spec.threads in self.fail_start:
+            raise ArenaError(f"puma did not become ready\nlog tail ...")
+        server = FakeServer(spec, self.die_after)
+        self.servers.append(server)
+        return server
+
+    def drive(self, spec, cpus=None, live=None):
+        self.driven.append(spec)
+        if self.interrupt_at is not None and len(self.driven) == self.interrupt_at:
+            raise KeyboardInterrupt
+        if self.driver_errors:
+            self.driver_errors -= 1
+            raise ArenaError("wrk: unable to connect to 127.0.0.1:1")
+        self.servers[-1].runs += 1
+        return result(errors=self.errors_per_run)
+
+    def seams(self) -> Seams:
+        return Seams(launch=self.launch, drivers={"arena-load": self.drive}, probe=FakeProbe, idle_s=0.0)
+
+
+def test_every_run_is_stored_once_and_each_start_serves_its_levels(tmp_path):
+    exp, m = experiment(), Machine()
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store, seams=m.seams())
+        runs = store.runs("fake")
+    assert counts == {"run": 8, "skipped": 0, "failed": 0, "invalid": 0}
+    assert len(m.started) == 4 and all(s.stopped for s in m.servers)  # 2 configurations x 2 repetitions
+    assert [s.connections for s in m.driven[:2]] == [1, 4]  # levels ascending within a start
+    assert len({r.run_key for r in runs}) == 8 and all(r.valid for r in runs)
+    assert sorted(r.server_reused for r in runs) == [False] * 4 + [True] * 4
+    assert all(r.resources.cpu_s == pytest.approx(0.5) and r.resources.idle_cpu_cores is not None for r in runs)
+
+
+def test_an_interrupted_experiment_resumes_with_only_the_missing_runs(tmp_path):
+    exp = experiment()
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(exp, store, seams=Machine(interrupt_at=4).seams())
+        kept = {r.run_key for r in store.runs("fake")}
+        assert len(kept) == 3
+        again = Machine()
+        counts = run_experiment(exp, store, seams=again.seams())
+        assert counts["run"] == 5 and counts["skipped"] == 3
+        assert {r.run_key for r in store.runs("fake")} >= kept and len(store.runs("fake")) == 8
+    # the resumed sweep drove only what was missing
+    assert len(again.driven) == 5
+
+
+def test_a_server_that_does_not_start_fails_its_runs_and_the_rest_go_on(tmp_path):
+    exp, m = experiment(), Machine(fail_start={2})
+    events = []
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store, events.append, m.seams())
+        runs = store.runs("fake")
+    assert counts["failed"] == 4 and counts["run"] == 4
+    assert all(r.threads == 1 for r in runs)  # nothing of the failed configuration is stored (retried next time)
+    failed = [e for e in events if e.kind == "failed"]
+    assert len(failed) == 4 and all(e.message.startswith("the server did not start: puma did not become ready")
+                                    and "\n" not in e.message for e in failed)
+    assert [e.index for e in events] == list(range(1, 9))  # each run counted once, in order
+
+
+def test_a_server_that_dies_mid_run_is_flagged_and_its_later_levels_are_reported_not_skipped(tmp_path):
+    exp, m = experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}]), Machine(die_after=1)
+    events = []
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store, events.append, m.seams())
+        (run,) = store.runs("fake")
+    assert not run.valid and "the server died during the run" in run.flags
+    assert counts == {"run": 1, "skipped": 0, "failed": 1, "invalid": 1}
+    (failed,) = [e for e in events if e.kind == "failed"]
+    assert "c=4" in failed.run.key and "the server died during an earlier run" in failed.message
+
+
+def test_a_driver_error_fails_that_run_only(tmp_path):
+    exp, m = experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}]), Machine(driver_errors=1)
+    events = []
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store, events.append, m.seams())
+        runs = store.runs("fake")
+    assert counts["failed"] == 1 and counts["run"] == 1 and len(runs) == 1
+    (failed,) = [e for e in events if e.kind == "failed"]
+    assert failed.message == "the driver failed: wrk: unable to connect to 127.0.0.1:1"
+
+
+def test_errors_past_the_threshold_store_an_invalid_run(tmp_path):
+    exp, m = experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}]), Machine(errors_per_run=50)
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store, seams=m.seams())
+        runs = store.runs("fake")
+    assert counts["invalid"] == 2
+    assert all(not r.valid and r.flags[0].startswith("errors 4.8% of requests") for r in runs)
+
+
+def test_the_plan_is_what_the_fakes_ran(tmp_path):
+    exp, m = experiment(), Machine()
+    with Store(tmp_path / "s.db") as store:
+        run_experiment(exp, store, seams=m.seams())
+    assert [(s.threads) for s in m.started] == [g.config.threads for g in plan(exp)]
