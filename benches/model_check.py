@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from arena.app.experiments import results  # noqa: E402
 from arena.model.recommend import candidates, guided_choice  # noqa: E402
 from arena.model.verify import compare, mape  # noqa: E402
 from arena.results.store import Store  # noqa: E402
@@ -29,11 +30,14 @@ EXPERIMENT = ROOT / "scenarios" / "model-check.toml"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", default="/tmp/arena-model-check.db")
+    ap.add_argument("--no-run", action="store_true", help="only compute, from what the store holds")
     args = ap.parse_args()
-    subprocess.run([str(ROOT / ".venv" / "bin" / "arena"), "run", str(EXPERIMENT), "--store", args.store], check=True)
+    if not args.no_run:
+        subprocess.run([str(ROOT / ".venv" / "bin" / "arena"), "run", str(EXPERIMENT), "--store", args.store], check=True)
     with Store(args.store) as store:
-        runs = store.runs("model-check")
-    points, calibrations = compare(runs)
+        res = results(store, "model-check")
+    runs = res.runs
+    points, calibrations = compare(res.cells, res.observations())
     for (server, workload), cal in calibrations.items():
         print(f"{server}: " + (cal if isinstance(cal, str) else
                                f"CPU {cal.cpu_ms} ms, I/O {cal.io_ms} ms, outside {cal.outside_ms} ms per request"))

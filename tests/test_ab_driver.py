@@ -39,7 +39,7 @@ def test_the_report_and_the_per_request_record_are_read():
 def test_failures_are_classified():
     r = ab.parse((FIX / "refused.txt").read_text(), "starttime\tseconds\tctime\tdtime\tttime\twait\n", url="u",
                  connections=1, cpu_s=None, wall_s=None, config={})
-    assert r.measured.error_counts == {"connect": 0, "receive": 6, "exceptions": 3} and r.measured.errors == 9
+    assert r.measured.error_counts == {"connect": 0, "receive": 6, "exceptions": 3, "status": 0} and r.measured.errors == 9
     assert r.measured.response_time.count == 0 and r.saturated is None
 
 
@@ -62,3 +62,11 @@ def test_argv():
     with pytest.raises(ArenaError, match="ab: no result in its output"):
         ab.parse("apr_socket_connect(): Connection refused (111)\n", "", url="u", connections=1, cpu_s=None,
                  wall_s=None, config={})
+
+
+def test_answers_that_are_not_2xx_are_errors_not_completions():
+    text = (FIX / "stdout.txt").read_text().replace("Failed requests:        0\n",
+                                                        "Failed requests:        0\nNon-2xx responses:      300\n")
+    r = ab.parse(text, (FIX / "requests.tsv").read_text(), url="http://x/", connections=4, cpu_s=None, wall_s=None,
+                 config={})
+    assert r.measured.completed == 26 and r.measured.error_counts["status"] == 300 and r.measured.errors == 300

@@ -96,7 +96,7 @@ def test_convention_variables_set_defaults_and_flags_win():
     env = {"WEB_CONCURRENCY": "3", "RAILS_MAX_THREADS": "16"}
     assert resolve_knobs(s, a, {}, env) == {"processes": 3, "threads": 16}
     assert resolve_knobs(s, a, {"processes": 1}, env) == {"processes": 1, "threads": 16}
-    with pytest.raises(ArenaError, match="^WEB_CONCURRENCY: must be a whole number from 1 to 4096, got 'lots'"):
+    with pytest.raises(ArenaError, match="^WEB_CONCURRENCY: must be a whole number from 1 to 256, got 'lots'"):
         resolve_knobs(s, a, {}, {"WEB_CONCURRENCY": "lots"})
 
 
@@ -105,7 +105,7 @@ def test_knob_errors_name_the_flag_and_what_is_allowed():
     with pytest.raises(ArenaError, match=r"^--threads: unicorn serving rack has no threads knob \(its knobs: processes\)"):
         resolve_knobs(s, a, {"threads": 4}, {})
     assert resolve_knobs(s, a, {"threads": 4}, {}, strict=False) == {"processes": 1}
-    with pytest.raises(ArenaError, match="^--processes: must be a whole number from 1 to 4096, got '0'"):
+    with pytest.raises(ArenaError, match="^--processes: must be a whole number from 1 to 256, got '0'"):
         resolve_knobs(s, a, {"processes": 0}, {})
 
 

@@ -28,7 +28,7 @@ from tests.conftest import require_server
     (["serve", "puma", "--app", "django"], "arena: error: --app: unknown app 'django' (apps: wsgi, asgi, flask,"),
     (["serve", "puma", "--cpus", "99"], "arena serve: error: argument --cpus: CPU 99 is not available, got '99'"),
     (["serve", "puma", "--processes", "0"],
-     "arena serve: error: argument --processes: must be a whole number from 1 to 4096, got '0'"),
+     "arena serve: error: argument --processes: must be a whole number from 1 to 256, got '0'"),
     (["serve", "puma", "--port", "http"], "arena serve: error: argument --port: must be a whole number from 1 to 65535"),
     (["check", "--app", "django"], "arena: error: --app: unknown app 'django'"),
     (["check", "thin", "--app", "flask"], "arena: error: --app: none of thin serves flask"),

@@ -2,6 +2,7 @@
 sweep that is interrupted and resumed)."""
 
 import json
+import math
 import os
 import re
 import signal
@@ -83,6 +84,18 @@ def test_a_newer_or_foreign_store_is_refused(tmp_path):
     junk.write_text("not sqlite at all, just text " * 100)
     with pytest.raises(ArenaError, match="not an Arena store"):
         Store(junk)
+
+
+def test_an_sqlite_file_of_something_else_is_refused_and_left_untouched(tmp_path):
+    other = tmp_path / "other.db"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE notes (t TEXT)")
+    db.commit()
+    db.close()
+    before = other.read_bytes()
+    with pytest.raises(ArenaError, match=r"not an Arena store \(an SQLite file with other tables: notes\)"):
+        Store(other)
+    assert other.read_bytes() == before  # no table added
 
 
 def test_a_changed_definition_under_the_same_name_is_refused(tmp_path):
@@ -253,3 +266,23 @@ def test_the_probe_covers_the_measured_window_not_the_drain():
         took = time.monotonic() - t0
     assert took > 0.3 + 1.0 + 1.0  # the drain happened
     assert resources.window_s == pytest.approx(1.0, abs=0.15)
+
+
+def test_a_stall_is_flagged_in_the_closed_model_beyond_counting_noise():
+    from arena.runner import poisson_cdf, stall
+
+    # a 3 s freeze in a 5 s closed run: three seconds without a completion while 4 users wait
+    frozen = result(series=(160, 0, 0, 0, 160))
+    assert stall(frozen).startswith("stalled: 0 completions in the interval at 1 s against a usual 160")
+    assert any(f.startswith("stalled") for f in flags(frozen))
+    # a slow workload's quiet second is counting noise, not a stall: 0 of a median of 3 happens
+    assert stall(result(series=(3, 0, 4, 3, 2))) is None
+    # steady, and a dip inside the noise
+    assert stall(result(series=(100,) * 10)) is None and stall(result(series=(100, 100, 80, 100, 100))) is None
+    # Poisson tails against known values: P(X <= 0 | 10) = e^-10; P(X <= 2 | 3) = 8.5 e^-3 (R: ppois)
+    assert poisson_cdf(0, 10) == pytest.approx(math.exp(-10)) and poisson_cdf(2, 3) == pytest.approx(8.5 * math.exp(-3))
+    assert poisson_cdf(5000, 5000) == pytest.approx(0.5, abs=0.01)
+
+
+def test_no_success_is_its_own_flag():
+    assert "no request succeeded" in flags(result(completed=0, errors=50))

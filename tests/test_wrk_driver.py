@@ -25,7 +25,7 @@ def test_the_done_hook_gives_exact_figures():
     assert m.response_time.p("50") == exact["latency"]["percentiles"]["50"]
     assert m.response_time.p("100") == m.response_time.max == exact["latency"]["max"]  # not wrk's 0
     assert m.response_time.hdr is None and r.series == [] and m.connect_time is None  # wrk cannot give them
-    assert m.error_counts == {"connect": 0, "read": 0, "write": 0, "timeout": 0}
+    assert m.error_counts == {"connect": 0, "read": 0, "write": 0, "timeout": 0, "status": 0}
     # the text report agrees (wrk prints the rounded figures)
     assert f"{exact['requests']} requests in" in text
     assert from_dict(to_dict(r)) == r and "Throughput:" in load_summary(r)
@@ -47,3 +47,13 @@ def test_argv_and_refusals():
 def test_a_real_run_is_refused_cleanly_when_nothing_listens():
     with pytest.raises(ArenaError, match="^wrk: unable to connect"):
         wrk.run(LoadSpec("http://127.0.0.1:9/", connections=1, duration_s=1))
+
+
+def test_answers_that_are_not_2xx_or_3xx_are_errors_not_completions():
+    text = FIX.read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith(wrk.MARK))
+    d = json.loads(line[len(wrk.MARK):])
+    d["errors"]["status"] = d["requests"] - 10
+    r = wrk.parse(text.replace(line, wrk.MARK + json.dumps(d)), url="u", connections=1, cpu_s=None, wall_s=None,
+                  config={})
+    assert r.measured.completed == 10 and r.measured.error_counts["status"] == d["requests"] - 10

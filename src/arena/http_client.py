@@ -6,6 +6,8 @@ import http.client
 import socket
 from dataclasses import dataclass
 
+from arena.errors import ArenaError
+
 
 @dataclass
 class Reply:
@@ -62,6 +64,17 @@ def port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def check_host(host: str) -> None:
+    """Refuse, in one line, an address this machine cannot listen on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, 0))
+        except (OSError, UnicodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ArenaError(f"--host {host}: not an address this machine can listen on ({why})") from None
 
 
 def free_port(host: str) -> int:

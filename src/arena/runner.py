@@ -63,16 +63,27 @@ class Event:
 
 def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
                    server_died: bool, processes_lost: tuple[int, int] | None) -> list[str]:
-    """Why a run cannot be trusted (empty: valid)."""
+    """Why a run cannot be trusted (empty: valid). The rules, as the report's method section says:
+    the generator saturated or could not open its connections; errors (transport errors and answers
+    whose status is not expected) above the threshold; no request succeeded; a stall (stall());
+    throughput drifting between the run's halves beyond counting noise; the server or one of its
+    processes died."""
     flags = []
     m = result.measured
     if result.saturated:
         flags.append("generator saturated: " + "; ".join(result.saturation_reasons))
+    if result.open_failure:
+        flags.append(f"the generator could not open every connection asked for ({result.open_failure})")
     answered = m.completed + m.errors
     if answered and m.errors / answered > error_threshold:
         flags.append(f"errors {m.errors / answered:.1%} of requests (threshold {error_threshold:.1%})")
     if answered == 0:
         flags.append("no answer at all")
+    elif m.completed == 0:
+        flags.append("no request succeeded")
+    stalled = stall(result)
+    if stalled:
+        flags.append(stalled)
     drift = throughput_drift(result)
     if drift is not None and drift > drift_threshold:
         flags.append(f"throughput drifted {drift:.0%} between the run's halves (threshold {drift_threshold:.0%})")
@@ -84,6 +95,53 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     return flags
 
 
+STALL_P = 1e-4  # how unlikely an interval's count must be, as counting noise, to be called a stall
+
+
+def poisson_cdf(k: int, mean: float) -> float:
+    """P(X <= k) for X ~ Poisson(mean); a normal approximation (continuity-corrected) above a mean of 1000."""
+    if mean > 1000:
+        return 0.5 * math.erfc(-((k + 0.5 - mean) / math.sqrt(mean)) / math.sqrt(2))
+    term = total = math.exp(-mean)
+    for i in range(1, k + 1):
+        term *= mean / i
+        total += term
+    return min(1.0, total)
+
+
+def _whole_intervals(result: LoadResult) -> list:
+    """The series points whose interval lies inside the measured window (the last one, cut by the
+    end, and the drain after it are left out)."""
+    window = result.measured.duration_s
+    step = result.config.get("interval_s", 1.0)
+    return [p for p in result.series if p.t + step <= window + 1e-9]
+
+
+def stall(result: LoadResult) -> str | None:
+    """A stall in either load model: a whole interval of the measured window whose completions are
+    far below the run's usual interval, beyond counting noise (as unlikely as STALL_P for a Poisson
+    count with the usual interval's mean, and under half of it), while requests were outstanding
+    (closed model: always; open: some were sent by then and not all answered). The usual interval
+    is the upper quartile of the intervals' counts (nearest rank), so a stall that fills most of a
+    run does not become the norm. An interval with no completion among intervals of dozens is the
+    plain case. None: no stall."""
+    points = _whole_intervals(result)
+    if len(points) < 2:
+        return None
+    from arena.stats import quantile
+
+    usual = quantile([p.completed for p in points], 0.75)
+    sent = answered = 0
+    for p in points:
+        outstanding = result.model == "closed" or sent + (p.sent or 0) > answered
+        sent += p.sent or 0
+        answered += p.completed + p.errors
+        if outstanding and p.completed < usual / 2 and poisson_cdf(p.completed, usual) < STALL_P:
+            return (f"stalled: {p.completed} completions in the interval at {p.t:g} s against a usual {usual} per "
+                    f"interval, with requests outstanding")
+    return None
+
+
 def throughput_drift(result: LoadResult) -> float | None:
     """|first half - second half| / larger half, over the measured window's whole intervals, when
     that difference is beyond counting noise; None otherwise (or with too few intervals).
@@ -91,8 +149,7 @@ def throughput_drift(result: LoadResult) -> float | None:
     Completions in a half are counts: with a and b of them, Poisson noise alone gives |a - b| a
     standard deviation of sqrt(a + b), so a difference under 3 of those is not called drift (at
     ~45 completions a half that is about 40%: slow workloads need longer runs to show drift)."""
-    window = result.measured.duration_s
-    whole = [p.completed for p in result.series if p.t + result.config.get("interval_s", 1.0) <= window + 1e-9]
+    whole = [p.completed for p in _whole_intervals(result)]
     if len(whole) < 2:
         return None
     half = len(whole) // 2
@@ -139,7 +196,7 @@ def environment(exp: Experiment) -> dict:
 def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
     closed = run.level.model == "closed"
     return LoadSpec(
-        url=url + run.workload.path, method=run.workload.method,
+        url=url + run.workload.path, method=run.workload.method, expect_status=run.workload.expect_status,
         connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
         duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=exp.keep_alive,
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition)

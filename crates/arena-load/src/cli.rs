@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::engine::{Arrival, Config, Model};
+use crate::engine::{Arrival, Config, Model, StatusSet};
 use crate::http::Template;
 use crate::pacer::Stop;
 
@@ -78,6 +78,13 @@ pub struct Args {
     /// Print each interval of the series on stderr as one JSON line as soon as it is complete
     #[arg(long)]
     pub live: bool,
+    /// The statuses that count as success: classes, ranges or statuses, e.g. 2xx,3xx or 200-204,404.
+    /// Any other answer is an error (class "status").
+    #[arg(long, default_value = "2xx,3xx")]
+    pub expect_status: String,
+    /// The run is invalid (exit 1) when errors pass this share of the answered requests
+    #[arg(long, default_value_t = 0.01)]
+    pub max_error_rate: f64,
 }
 
 /// `10s`, `250ms`, `2m`, `1.5s`, `100us`, or a plain number of seconds.
@@ -150,11 +157,25 @@ fn get() -> String {
 }
 
 fn header(flag: &str, text: &str) -> Result<(String, String), String> {
+    if text.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+        return Err(format!("{flag}: must not hold control characters such as CR or LF, got '{}'", text.escape_debug()));
+    }
     match text.split_once(':') {
         Some((n, v)) if !n.trim().is_empty() && n.trim().bytes().all(|b| b.is_ascii_graphic()) => {
             Ok((n.trim().to_string(), v.trim().to_string()))
         }
         _ => Err(format!("{flag}: must be 'Name: value', got '{text}'")),
+    }
+}
+
+/// A request target goes on the request line as it is: no space, CR, LF or other control byte
+/// (they would end the line and inject headers). Percent-encode them instead.
+fn plain(flag: &str, target: &str) -> Result<(), String> {
+    if target.bytes().all(|b| b.is_ascii_graphic() || b >= 0x80) {
+        Ok(())
+    } else {
+        Err(format!("{flag}: the path must not hold spaces or control characters (percent-encode them), got '{}'",
+                    target.escape_debug()))
     }
 }
 
@@ -168,6 +189,7 @@ fn method(flag: &str, m: &str) -> Result<(), String> {
 
 pub fn config(a: &Args) -> Result<Config, String> {
     let target = parse_url(&a.url, a.allow_remote)?;
+    plain("URL", &target.path)?;
     let keep_alive = !a.no_keepalive;
     let mut headers = Vec::new();
     for h in &a.headers {
@@ -188,7 +210,11 @@ pub fn config(a: &Args) -> Result<Config, String> {
             for (i, e) in entries.iter().enumerate() {
                 method(&format!("--mix {name}: entry {i}: method"), &e.method)?;
                 if !e.path.starts_with('/') {
-                    return Err(format!("--mix {name}: entry {i}: path must start with /, got '{}'", e.path));
+                    return Err(format!("--mix {name}: entry {i}: path must start with /, got '{}'", e.path.escape_debug()));
+                }
+                plain(&format!("--mix {name}: entry {i}: path"), &e.path)?;
+                for (k, v) in &e.headers {
+                    header(&format!("--mix {name}: entry {i}: headers"), &format!("{k}: {v}"))?;
                 }
                 let mut hs = headers.clone();
                 hs.extend(e.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -241,6 +267,10 @@ pub fn config(a: &Args) -> Result<Config, String> {
     if connect_timeout_ns == 0 || response_timeout_ns == 0 {
         return Err("--connect-timeout/--timeout: must be above 0".into());
     }
+    let expect = StatusSet::parse(&a.expect_status).map_err(|e| format!("--expect-status: {e}"))?;
+    if !(0.0..=1.0).contains(&a.max_error_rate) {
+        return Err(format!("--max-error-rate: must be a share from 0 to 1, got '{}'", a.max_error_rate));
+    }
     Ok(Config {
         addr: target.addr,
         templates,
@@ -254,6 +284,8 @@ pub fn config(a: &Args) -> Result<Config, String> {
         interval_ns,
         threads: a.threads,
         seed: a.seed,
+        expect,
+        max_error_rate: a.max_error_rate,
         live: a.live,
     })
 }
@@ -293,6 +325,17 @@ mod tests {
     }
 
     #[test]
+    fn expected_statuses() {
+        let s = StatusSet::parse("2xx,3xx").unwrap();
+        assert!(s.contains(200) && s.contains(399) && !s.contains(400) && !s.contains(199));
+        let custom = StatusSet::parse("200-204, 404").unwrap();
+        assert!(custom.contains(204) && custom.contains(404) && !custom.contains(205));
+        assert_eq!(custom.describe(), "200-204,404");
+        assert_eq!(s.describe(), "2xx,3xx");
+        assert!(StatusSet::parse("204-200").is_err() && StatusSet::parse("").is_err() && StatusSet::parse("6xx").is_err());
+    }
+
+    #[test]
     fn flags_make_the_model() {
         let c = args(&["http://127.0.0.1:1/", "-d", "2s", "--warmup", "1s"]).unwrap();
         assert_eq!(c.model, Model::Closed { connections: 10, think_ns: 0 });
@@ -311,6 +354,10 @@ mod tests {
             (vec!["http://127.0.0.1:1/", "-d", "1s", "-H", "nocolon"], "--header: must be 'Name: value', got 'nocolon'"),
             (vec!["http://127.0.0.1:1/", "-d", "1s", "-m", "get"], "--method: must be an HTTP method"),
             (vec!["http://127.0.0.1:1/", "-d", "x"], "--duration: must be a duration"),
+            (vec!["http://127.0.0.1:1/a\r\nX-Injected: 1", "-d", "1s"], "URL: the path must not hold spaces or control characters"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "-H", "A: b\r\nC: d"], "--header: must not hold control characters"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "--expect-status", "2xx,9xx"], "--expect-status: '9xx' is not a status"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "--max-error-rate", "2"], "--max-error-rate: must be a share from 0 to 1"),
         ] {
             let err = args(&argv).unwrap_err();
             assert!(err.starts_with(want) && !err.contains('\n'), "{argv:?}: {err}");

@@ -60,8 +60,53 @@ pub struct Config {
     pub interval_ns: u64,
     pub threads: usize,
     pub seed: u64,
+    /// The statuses that count as success; any other answer is an error (class "status").
+    pub expect: StatusSet,
+    /// Errors beyond this share of the answered requests make the run invalid.
+    pub max_error_rate: f64,
     /// Print each completed interval of the series on stderr (one JSON line) while running.
     pub live: bool,
+}
+
+/// A set of HTTP statuses as inclusive ranges: "2xx,3xx" is [(200, 299), (300, 399)].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusSet(pub Vec<(u16, u16)>);
+
+impl StatusSet {
+    pub fn contains(&self, status: u16) -> bool {
+        self.0.iter().any(|(lo, hi)| (*lo..=*hi).contains(&status))
+    }
+
+    /// "2xx,3xx", "200-204", "404": classes, ranges or single statuses, comma-separated.
+    pub fn parse(text: &str) -> Result<StatusSet, String> {
+        let mut out = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let bad = || format!("'{part}' is not a status (100-599), a class such as 2xx, or a range such as 200-204");
+            let range = if let Some(class) = part.strip_suffix("xx") {
+                let c: u16 = class.parse().map_err(|_| bad())?;
+                (c * 100, c * 100 + 99)
+            } else if let Some((a, b)) = part.split_once('-') {
+                (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?)
+            } else {
+                let v: u16 = part.parse().map_err(|_| bad())?;
+                (v, v)
+            };
+            if !(100..=599).contains(&range.0) || !(100..=599).contains(&range.1) || range.0 > range.1 {
+                return Err(bad());
+            }
+            out.push(range);
+        }
+        Ok(StatusSet(out))
+    }
+
+    /// As given on the command line, for the result document.
+    pub fn describe(&self) -> String {
+        self.0.iter().map(|(lo, hi)| match (lo, hi) {
+            (lo, hi) if lo == hi => lo.to_string(),
+            (lo, hi) if lo % 100 == 0 && *hi == lo + 99 => format!("{}xx", lo / 100),
+            (lo, hi) => format!("{lo}-{hi}"),
+        }).collect::<Vec<_>>().join(",")
+    }
 }
 
 /// What one worker hands back.
@@ -74,6 +119,11 @@ pub struct WorkerResult {
     pub unsent: u64,
     /// Sent but unanswered when the run ended (interrupted, or no time left to wait).
     pub in_flight: u64,
+    pub peak_conns: usize,
+    pub open_failure: Option<String>,
+    /// Whether the hard bound (the end, plus the longest timeout, plus HARD_MARGIN_NS) cut the
+    /// wait for answers still in flight.
+    pub cut: bool,
     /// When this worker stopped issuing (ns since start).
     pub issue_end_ns: u64,
     /// Time of the last measured completion (ns since start).
@@ -96,6 +146,8 @@ fn epoch_us() -> u64 {
 const TIMER: Token = Token(usize::MAX);
 /// Timeouts are checked and idle intervals closed this often.
 const HOUSEKEEPING_NS: u64 = 10_000_000;
+/// Past a time-bounded run's end and its longest timeout, how long answers are still waited for.
+pub const HARD_MARGIN_NS: u64 = 1_000_000_000;
 const READ_BUF: usize = 8 * 1024;
 
 /// A one-shot timer on CLOCK_MONOTONIC at absolute times.
@@ -185,6 +237,10 @@ pub struct Worker<'a> {
     intervals: Sender<IntervalPart>,
     unsent: u64,
     last_done: u64,
+    /// The most connections open at once, and the first reason a connection could not be opened
+    /// on this side (descriptors, ports), if any.
+    peak_conns: usize,
+    open_failure: Option<String>,
 }
 
 impl<'a> Worker<'a> {
@@ -216,7 +272,7 @@ impl<'a> Worker<'a> {
             cfg, start, poll, timer, conns: Vec::new(), free_slots: Vec::new(), idle: Vec::new(),
             open_conns: 0, max_conns, pending: VecDeque::new(), source, armed: 0,
             warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
-            interval: IntervalPart::new(0), intervals, unsent: 0, last_done: 0,
+            interval: IntervalPart::new(0), intervals, unsent: 0, last_done: 0, peak_conns: 0, open_failure: None,
         };
         for _ in 0..users {
             if let Some(req) = w.source.issue(0) {
@@ -239,8 +295,17 @@ impl<'a> Worker<'a> {
     pub fn run(mut self) -> io::Result<WorkerResult> {
         let mut events = Events::with_capacity(1024);
         let mut next_housekeeping = 0;
+        // Whatever the target does, a time-bounded run ends by its end plus the longest timeout
+        // plus a margin: a request still unanswered then is reported in flight, not waited for.
+        let hard_end = self.cfg.stop.end_ns
+            .map(|end| end + self.cfg.response_timeout_ns.max(self.cfg.connect_timeout_ns) + HARD_MARGIN_NS);
+        let mut cut = false;
         loop {
             let now = self.now();
+            if hard_end.is_some_and(|h| now >= h) {
+                cut = self.conns.iter().flatten().any(|c| c.flight.is_some() || c.req.is_some());
+                break;
+            }
             let past_end = self.cfg.stop.end_ns.is_some_and(|end| now >= end);
             if self.source.issuing() && (past_end || INTERRUPTED.load(Ordering::Relaxed)) {
                 self.source.halt(now); // think times not yet over: those requests are never issued
@@ -263,7 +328,8 @@ impl<'a> Worker<'a> {
                     break;
                 }
             }
-            let wake = self.source.next_wake().map_or(next_housekeeping, |t| t.min(next_housekeeping));
+            let wake = [self.source.next_wake(), Some(next_housekeeping), hard_end].into_iter().flatten().min()
+                .expect("housekeeping is always set");
             let deadline = self.start + wake.max(now + 1);
             if deadline != self.armed {
                 self.timer.set_abs(deadline);
@@ -280,17 +346,20 @@ impl<'a> Worker<'a> {
                     self.armed = 0; // fired: a one-shot timer is disarmed
                     continue;
                 }
-                self.on_event(event.token().0, event.is_writable(), event.is_readable() || event.is_read_closed() || event.is_error());
+                let closed = event.is_read_closed() || event.is_error();
+                self.on_event(event.token().0, event.is_writable(), event.is_readable() || closed, closed);
             }
         }
         let end = self.now();
         let in_flight = self.conns.iter().flatten().filter(|c| c.flight.is_some()).count() as u64;
+        // requests still waiting for their connection to open were issued but never sent
+        self.unsent += self.conns.iter().flatten().filter(|c| c.req.is_some()).count() as u64;
         let index = self.interval_index(end.max(self.cfg.warmup_ns));
         self.close_intervals_before(index + 1);
         Ok(WorkerResult {
             warmup: self.warmup, measured: self.measured, schedule_lag: self.schedule_lag, unsent: self.unsent,
             in_flight, issue_end_ns: self.source.issue_end().unwrap_or(end),
-            last_done_ns: self.last_done,
+            last_done_ns: self.last_done, peak_conns: self.peak_conns, open_failure: self.open_failure, cut,
         })
     }
 
@@ -326,7 +395,16 @@ impl<'a> Worker<'a> {
         let stream = match TcpStream::connect(self.cfg.addr) {
             Ok(s) => s,
             Err(e) => {
-                let kind = if e.kind() == io::ErrorKind::ConnectionRefused { ErrorKind::Refused } else { ErrorKind::Reset };
+                let kind = match e.raw_os_error() {
+                    _ if e.kind() == io::ErrorKind::ConnectionRefused => ErrorKind::Refused,
+                    // the generator's own limits, not the server's answer: out of descriptors,
+                    // ports or buffers
+                    Some(libc::EMFILE | libc::ENFILE | libc::EADDRNOTAVAIL | libc::ENOBUFS | libc::ENOMEM) => {
+                        self.open_failure.get_or_insert_with(|| e.to_string());
+                        ErrorKind::Local
+                    }
+                    _ => ErrorKind::Reset,
+                };
                 self.fail(req, kind, now);
                 return;
             }
@@ -348,9 +426,12 @@ impl<'a> Worker<'a> {
         }
         self.conns[slot] = Some(conn);
         self.open_conns += 1;
+        self.peak_conns = self.peak_conns.max(self.open_conns);
     }
 
-    fn on_event(&mut self, slot: usize, writable: bool, readable: bool) {
+    /// `closed`: the peer closed (or the socket failed). Edge-triggered: this event is the only
+    /// notice, so whatever reads or writes it calls for must run to the end of the stream now.
+    fn on_event(&mut self, slot: usize, writable: bool, readable: bool, closed: bool) {
         let now = self.now();
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
         match conn.state {
@@ -374,8 +455,8 @@ impl<'a> Worker<'a> {
                     }
                 }
             }
-            State::Writing if writable => self.write(slot, now),
-            State::Reading if readable => self.read(slot, now),
+            State::Writing if writable || closed => self.write(slot, now),
+            State::Reading if readable => self.read(slot, now, closed),
             State::Idle if readable => {
                 // the server closed an idle keep-alive connection (or sent bytes unasked)
                 let mut probe = [0u8; 1];
@@ -436,7 +517,7 @@ impl<'a> Worker<'a> {
         self.set_interest(slot, false);
     }
 
-    fn read(&mut self, slot: usize, now: u64) {
+    fn read(&mut self, slot: usize, now: u64, closed: bool) {
         loop {
             let conn = self.conns[slot].as_mut().expect("live");
             if conn.rlen == conn.rbuf.len() {
@@ -461,8 +542,9 @@ impl<'a> Worker<'a> {
                     if conn.rbuf.len() > crate::http::MAX_HEAD * 2 {
                         return self.drop_conn(slot, Some(ErrorKind::Malformed), now);
                     }
-                    // a short read means the socket is drained: wait for the next edge
-                    if n < room {
+                    // a short read means the socket is drained: wait for the next edge, unless the
+                    // peer has closed (no edge will come: read on to the end of the stream)
+                    if n < room && !closed {
                         return;
                     }
                 }
@@ -512,6 +594,14 @@ impl<'a> Worker<'a> {
     }
 
     fn complete(&mut self, flight: InFlight, now: u64, head: &crate::http::Head, bytes: u64) {
+        if !self.cfg.expect.contains(head.status) {
+            // an answer, but not a success: an error of its own class, kept out of the latencies
+            self.phase(flight.req.warm).record_unexpected(head.status, bytes);
+            if !flight.req.warm {
+                self.interval_at(now).errors += 1;
+            }
+            return self.next_for_user(now);
+        }
         self.phase(flight.req.warm).record_response(flight.req.intended, flight.sent, now, head, bytes);
         if !flight.req.warm {
             self.last_done = now;
@@ -544,7 +634,9 @@ impl<'a> Worker<'a> {
         let _ = self.poll.registry().deregister(&mut conn.stream);
         self.open_conns -= 1;
         self.free_slots.push(slot);
-        self.idle.retain(|s| *s != slot);
+        if conn.state == State::Idle {
+            self.idle.retain(|s| *s != slot); // only an idle connection is in the list (O(n): rare)
+        }
         let lost = conn.flight.map(|f| f.req).or(conn.req);
         match (lost, error) {
             (Some(req), Some(kind)) => self.fail(req, kind, now),

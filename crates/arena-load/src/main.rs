@@ -25,6 +25,25 @@ fn install_signal_handlers() {
     }
 }
 
+/// Exit statuses: 0 a valid run, 1 a run whose result says it is invalid (written all the same),
+/// 2 bad arguments, 3 the run could not be made or its result not written, 130 interrupted (the
+/// partial result is written).
+const EXIT_INVALID: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_FAILED: u8 = 3;
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Load generators open many sockets: raise the soft limit on open files to the hard one.
+fn raise_open_files_limit() {
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = match cli::Args::try_parse() {
         Ok(a) => a,
@@ -32,22 +51,23 @@ fn main() -> ExitCode {
         Err(e) => {
             let text = e.to_string();
             eprintln!("arena-load: {}", text.lines().next().unwrap_or("bad arguments"));
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let cfg = match cli::config(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("arena-load: error: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     install_signal_handlers();
+    raise_open_files_limit();
     let outcome = match run::run(&cfg) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("arena-load: error: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_FAILED);
         }
     };
     let doc = output::document(&cfg, &args.url, &outcome);
@@ -61,7 +81,14 @@ fn main() -> ExitCode {
     };
     if let Err(e) = written {
         eprintln!("arena-load: error: cannot write the result: {e}");
-        return ExitCode::from(1);
+        return ExitCode::from(EXIT_FAILED);
+    }
+    if outcome.interrupted {
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    if !doc.validity.valid {
+        eprintln!("arena-load: invalid run: {}", doc.validity.reasons.join("; "));
+        return ExitCode::from(EXIT_INVALID);
     }
     ExitCode::SUCCESS
 }

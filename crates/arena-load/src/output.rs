@@ -1,4 +1,4 @@
-//! The result document (schemas/load-result.schema.json, `schema_version` 1).
+//! The result document (schemas/load-result.schema.json, `schema_version` 2).
 //!
 //! Histograms travel in HdrHistogram's standard compressed form (the V2 encoding, deflated, then
 //! base64: what `encodeIntoCompressedByteBuffer` + base64 gives in the Java and Python libraries),
@@ -20,7 +20,7 @@ use crate::http::TIMING_METRICS;
 use crate::record::{ErrorCounts, Phase, SeriesPoint};
 use crate::run::Outcome;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 /// Generator CPU busier than this fraction of its threads' time: the generator limited the run.
 pub const SATURATED_UTILIZATION: f64 = 0.9;
 /// Open model: the loop took most requests (p90) from the schedule this late (µs): it could not
@@ -43,6 +43,14 @@ pub struct Document {
     pub warmup: Option<PhaseOut>,
     pub series: Vec<SeriesPoint>,
     pub generator: Generator,
+    pub validity: Validity,
+}
+
+/// arena-load's own verdict on the run (its exit status follows it: 1 when invalid).
+#[derive(Serialize)]
+pub struct Validity {
+    pub valid: bool,
+    pub reasons: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -70,6 +78,8 @@ pub struct ConfigOut {
     pub threads: usize,
     pub seed: u64,
     pub mix: Vec<MixOut>,
+    pub expect_status: String,
+    pub max_error_rate: f64,
 }
 
 #[derive(Serialize)]
@@ -147,6 +157,11 @@ pub struct Generator {
     pub schedule_lag: Option<Hist>,
     pub saturated: bool,
     pub saturation_reasons: Vec<String>,
+    /// The most connections open at once, and why one could not be opened here (if so).
+    pub peak_connections: usize,
+    pub open_failure: Option<String>,
+    /// The run's hard bound (end + longest timeout + 1 s) cut the wait for answers in flight.
+    pub cut_at_bound: bool,
 }
 
 pub fn hist(h: &Histogram<u64>) -> Hist {
@@ -226,6 +241,7 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             connect_timeout_s: cfg.connect_timeout_ns as f64 / 1e9, timeout_s: cfg.response_timeout_ns as f64 / 1e9,
             interval_s: cfg.interval_ns as f64 / 1e9, threads: cfg.threads, seed: cfg.seed,
             mix: cfg.templates.iter().map(|t| MixOut { weight: t.weight, method: t.method.clone(), target: t.target.clone() }).collect(),
+            expect_status: cfg.expect.describe(), max_error_rate: cfg.max_error_rate,
         },
         interrupted: out.interrupted,
         measured: phase(&out.measured, measured_s, out.unsent, out.in_flight),
@@ -241,9 +257,33 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             utilization,
             schedule_lag: open.then(|| hist(&out.schedule_lag)),
             saturated: !reasons.is_empty(),
-            saturation_reasons: reasons,
+            saturation_reasons: reasons.clone(),
+            peak_connections: out.peak_connections,
+            open_failure: out.open_failure.clone(),
+            cut_at_bound: out.cut,
         },
+        validity: validity(cfg, out, &reasons),
     }
+}
+
+/// Why the run cannot be trusted (none: it can): the generator saturated, no request succeeded,
+/// errors beyond `max_error_rate` of the answered requests, or connections it could not open on
+/// its own side.
+pub fn validity(cfg: &Config, out: &Outcome, saturation: &[String]) -> Validity {
+    let m = &out.measured;
+    let mut reasons: Vec<String> = saturation.iter().map(|r| format!("generator saturated: {r}")).collect();
+    let errors = m.errors.total();
+    if m.completed == 0 {
+        reasons.push(format!("no request succeeded ({errors} errors)"));
+    } else if errors as f64 > cfg.max_error_rate * (m.completed + errors) as f64 {
+        reasons.push(format!("errors {:.1}% of the answered requests (limit {:.1}%)",
+                             100.0 * errors as f64 / (m.completed + errors) as f64, 100.0 * cfg.max_error_rate));
+    }
+    if let Some(why) = &out.open_failure {
+        reasons.push(format!("could not open every connection asked for: {} requests failed here ({why}); \
+                              most open at once: {}", m.errors.local + out.warmup.errors.local, out.peak_connections));
+    }
+    Validity { valid: reasons.is_empty(), reasons }
 }
 
 #[cfg(test)]

@@ -30,6 +30,10 @@ pub enum ErrorKind {
     Reset,
     ResponseTimeout,
     Malformed,
+    /// An answer whose status is not in the expected set.
+    Status,
+    /// The generator could not open a connection on its own side (descriptors, ports).
+    Local,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -39,6 +43,8 @@ pub struct ErrorCounts {
     pub reset: u64,
     pub response_timeout: u64,
     pub malformed: u64,
+    pub status: u64,
+    pub local: u64,
 }
 
 impl ErrorCounts {
@@ -49,11 +55,13 @@ impl ErrorCounts {
             ErrorKind::Reset => &mut self.reset,
             ErrorKind::ResponseTimeout => &mut self.response_timeout,
             ErrorKind::Malformed => &mut self.malformed,
+            ErrorKind::Status => &mut self.status,
+            ErrorKind::Local => &mut self.local,
         } += 1;
     }
 
     pub fn total(&self) -> u64 {
-        self.refused + self.connect_timeout + self.reset + self.response_timeout + self.malformed
+        self.refused + self.connect_timeout + self.reset + self.response_timeout + self.malformed + self.status + self.local
     }
 
     fn merge(&mut self, o: &ErrorCounts) {
@@ -62,6 +70,8 @@ impl ErrorCounts {
         self.reset += o.reset;
         self.response_timeout += o.response_timeout;
         self.malformed += o.malformed;
+        self.status += o.status;
+        self.local += o.local;
     }
 }
 
@@ -130,6 +140,14 @@ impl Phase {
                 self.workers_other += 1;
             }
         }
+    }
+
+    /// An answer that is not a success (its status is not expected): counted by status and as an
+    /// error, not as a completed request, and kept out of the latency histograms.
+    pub fn record_unexpected(&mut self, status: u16, bytes: u64) {
+        self.bytes_received += bytes;
+        *self.status.entry(status).or_default() += 1;
+        self.errors.add(ErrorKind::Status);
     }
 
     pub fn merge(&mut self, o: &Phase) {

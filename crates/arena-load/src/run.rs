@@ -24,6 +24,12 @@ pub struct Outcome {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
     pub interrupted: bool,
+    /// The most connections open at once (all threads), and the first reason one could not be
+    /// opened on the generator's side.
+    pub peak_connections: usize,
+    pub open_failure: Option<String>,
+    /// The run's hard bound cut the wait for answers still in flight.
+    pub cut: bool,
 }
 
 fn rusage() -> (f64, f64) {
@@ -68,6 +74,7 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         started_at, warmup: Phase::default(), measured: Phase::default(), series, schedule_lag: histogram(),
         unsent: 0, in_flight: 0, window_ns: (cfg.warmup_ns, cfg.warmup_ns), wall_s, cpu_user_s: user1 - user0,
         cpu_system_s: sys1 - sys0, interrupted: crate::engine::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed),
+        peak_connections: 0, open_failure: None, cut: false,
     };
     let (mut issue_end, mut last_done) = (0, 0);
     for r in results {
@@ -79,6 +86,9 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         out.in_flight += r.in_flight;
         issue_end = issue_end.max(r.issue_end_ns);
         last_done = last_done.max(r.last_done_ns);
+        out.peak_connections += r.peak_conns;
+        out.open_failure = out.open_failure.or(r.open_failure);
+        out.cut |= r.cut;
     }
     // A run bounded by time measures its schedule's window; one bounded by count (or cut short)
     // measures until its last answer.

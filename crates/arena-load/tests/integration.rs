@@ -23,6 +23,12 @@ enum Mode {
     Hangup,
     /// Answer at once with status 200 for /a and 201 for anything else.
     ByPath,
+    /// Write these bytes after the request, then close the connection.
+    Raw(&'static [u8]),
+    /// Answer every request at once with this status (and an empty body).
+    Status(u16),
+    /// Accept a connection and close it at once, without reading.
+    AcceptClose,
 }
 
 /// Serve on a free loopback port, one thread per connection; returns the base URL.
@@ -31,6 +37,10 @@ fn server(mode: Mode) -> String {
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
+            if matches!(mode, Mode::AcceptClose) {
+                drop(stream);
+                continue;
+            }
             std::thread::spawn(move || serve(stream, mode));
         }
     });
@@ -58,7 +68,17 @@ fn serve(mut s: TcpStream, mode: Mode) {
         buf.drain(..end);
         match mode {
             Mode::Silent => std::thread::sleep(Duration::from_secs(3600)),
-            Mode::Hangup => return,
+            Mode::Hangup | Mode::AcceptClose => return,
+            Mode::Raw(bytes) => {
+                let _ = s.write_all(bytes);
+                return;
+            }
+            Mode::Status(code) => {
+                let resp = format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n");
+                if s.write_all(resp.as_bytes()).is_err() || close {
+                    return;
+                }
+            }
             Mode::ByPath => {
                 let resp = format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n");
                 if s.write_all(resp.as_bytes()).is_err() || close {
@@ -216,7 +236,7 @@ fn sigint_ends_the_run_and_keeps_the_result() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert!(t.elapsed() < Duration::from_secs(5), "took {:?} to stop", t.elapsed());
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(130)); // interrupted: the partial result is written all the same
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["interrupted"], true);
     assert!(n(&doc["measured"]["requests"]["completed"]) > 50);
@@ -307,4 +327,61 @@ fn live_prints_each_interval_while_running() {
     }
     assert!(lines[0].0 < Duration::from_millis(1500), "first line after {:?}", lines[0].0);
     assert!(n(&series[0]["completed"]) > 10);
+}
+
+
+#[test]
+fn a_body_that_ends_with_the_close_is_a_response_and_a_cut_one_is_a_reset() {
+    // HTTP/1.0 without Content-Length: the body ends when the server closes (data and FIN arrive
+    // together: the read must go on to the end of the stream, not wait for another edge)
+    const WHOLE: &[u8] = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello, until the close";
+    let url = server(Mode::Raw(WHOLE));
+    let r = load(&url, &["-c", "2", "-d", "1s", "--timeout", "3s"]);
+    let m = &r["measured"];
+    assert!(n(&m["requests"]["completed"]) > 50, "{}", m["requests"]);
+    assert_eq!((n(&m["errors"]["response_timeout"]), n(&m["requests"]["errors"])), (0, 0));
+    assert_eq!(n(&m["bytes"]["received"]), n(&m["requests"]["completed"]) * WHOLE.len() as u64); // whole responses
+    // a close in the middle of a declared body, or before a chunked body's last chunk: resets
+    for raw in [&b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part of it"[..],
+                &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n"[..]] {
+        let url = server(Mode::Raw(raw));
+        let r = load(&url, &["-c", "2", "-d", "1s", "--timeout", "3s"]);
+        let e = &r["measured"]["errors"];
+        assert!(n(&e["reset"]) > 50 && n(&e["response_timeout"]) == 0, "{}", e);
+        assert_eq!(n(&r["measured"]["requests"]["completed"]), 0);
+    }
+}
+
+#[test]
+fn answers_outside_the_expected_statuses_are_errors_and_the_exit_status_says_so() {
+    let url = server(Mode::Status(404));
+    let out = binary(&url, &["-c", "2", "-d", "500ms"]).wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "an invalid run exits 1");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = &doc["measured"];
+    assert_eq!(n(&m["requests"]["completed"]), 0);
+    assert!(n(&m["errors"]["status"]) > 20 && n(&m["status"]["404"]) == n(&m["errors"]["status"]));
+    assert_eq!(n(&m["latency"]["response_time"]["count"]), 0); // errors are kept out of the latencies
+    assert_eq!(doc["validity"]["valid"], false);
+    assert!(doc["validity"]["reasons"][0].as_str().unwrap().starts_with("no request succeeded"));
+    assert!(schema().is_valid(&doc));
+    // an app that answers 404 on purpose: told so, the run is valid
+    let out = binary(&url, &["-c", "2", "-d", "500ms", "--expect-status", "404"]).wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(n(&doc["measured"]["requests"]["completed"]) > 20 && doc["validity"]["valid"] == true);
+}
+
+#[test]
+fn a_run_ends_within_its_bound_whatever_the_target_does() {
+    // a server that accepts and closes at once, thousands of connections asked for: the run stops
+    // by its end + the longest timeout + 1 s, however the connections fail
+    let url = server(Mode::AcceptClose);
+    let t = Instant::now();
+    let out = binary(&url, &["-c", "5000", "-d", "2s", "--timeout", "3s", "--connect-timeout", "1s"]).wait_with_output().unwrap();
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(2 + 3 + 1 + 2), "took {took:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["validity"]["valid"], false); // nothing succeeded, and it says so
+    assert_eq!(out.status.code(), Some(1));
 }

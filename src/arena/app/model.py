@@ -31,6 +31,14 @@ class Load:
         return level_label(self.model, self.level)
 
 
+def _computed(compute):
+    """The model's answer, or a one-line error where the numbers are beyond what it can compute."""
+    try:
+        return compute()
+    except (ArithmeticError, ValueError) as e:
+        raise ArenaError(f"the model cannot compute this configuration with these figures ({type(e).__name__}: {e})") from None
+
+
 def calibration(res: Results, server: str, workload: str | None = None) -> Calibration:
     """``server``'s calibration from the experiment's lowest-load runs."""
     if not any(r.server == server for r in res.runs):
@@ -87,8 +95,8 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
             loads = sorted(set(loads), key=lambda x: (x.model, x.level))
     if not loads:
         raise ArenaError("--concurrency or --rate: give the load levels to predict")
-    rows = [Predicted(x, predict_one(cal, processes, threads, x.model, x.level), seen.get((x.model, x.level)))
-            for x in loads]
+    rows = [Predicted(x, _computed(lambda: predict_one(cal, processes, threads, x.model, x.level)),
+                      seen.get((x.model, x.level))) for x in loads]
     return Predictions(cal, server_config(cal.server, processes, threads, cal.cores), rows, res is not None)
 
 
@@ -124,7 +132,7 @@ def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_
         cal = calibration(res, server)
         if memory_max_mib and cal.memory_per_process_mib is None:
             raise ArenaError(f"--memory-max: {server} has no memory figures in {res.name}")
-        ranked = candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores)
+        ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores))
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cores or cal.cores, (fits or ranked)[:top], fits[:top]))
     return Recommendation(load, p99_max_ms, memory_max_mib, out)

@@ -9,17 +9,22 @@ from __future__ import annotations
 import signal
 import sys
 
-from rich.console import Console
+# Before anything slow is imported: a signal that comes while Arena is still starting is kept and
+# acted on as soon as main() runs (a background job inherits SIGINT ignored; without this, a Ctrl-C
+# in the first half second would be lost, or a traceback from the middle of an import).
+_early: list[int] = []
+for _sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_sig, lambda signum, frame: _early.append(signum))
 
-from arena.cli import (check, export, load, ls, predict, recommend, report, run, serve, servers, show)
-from arena.cli.args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, Parser
-from arena.errors import ArenaError
+from rich.console import Console  # noqa: E402
 
-COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, ls, export, report, predict, recommend, check)}
+from arena.cli import (check, export, load, ls, predict, reap, recommend, report, run, serve, servers,  # noqa: E402
+                       show)
+from arena.cli.args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, Parser  # noqa: E402
+from arena.errors import ArenaError, Terminated  # noqa: E402
 
-
-class Terminated(BaseException):
-    """SIGTERM to Arena: unwinds like Ctrl-C so every started server is stopped on the way out."""
+COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, ls, export, report, predict, recommend, check,
+                                reap)}
 
 
 def _on_sigterm(signum, frame):
@@ -36,6 +41,10 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from arena.app.reap import mark, reap_own
+
+    since = mark()
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     # Explicitly: a process started as a background job inherits SIGINT *ignored*, and Python then
     # installs no KeyboardInterrupt handler; Ctrl-C must stop Arena (and what it started) anyway.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -44,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     out = Console() if sys.stdout.isatty() else Console(width=200)
     try:
+        if _early:  # a signal came before the handlers above were in place
+            raise Terminated() if signal.SIGTERM in _early else KeyboardInterrupt()
         return COMMANDS[args.command].run(args, out)
     except ArenaError as e:
         print(f"arena: error: {e}", file=sys.stderr)  # plain: never wrapped or styled
@@ -54,3 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated:
         print("arena: terminated", file=sys.stderr)
         return EXIT_TERMINATED
+    finally:
+        # Whatever ended the command (an error, a second Ctrl-C in the middle of a cleanup), leave
+        # nothing it started behind: its servers, their groups and work dirs, drivers' temp dirs.
+        reap_own(since)
+        for s, handler in before.items():
+            signal.signal(s, handler)

@@ -6,9 +6,14 @@ import argparse
 import math
 
 from arena.errors import ArenaError
+from arena.servers.catalog import KNOB_MAX
 from arena.servers.cgroup import parse_cpu_list
 
 EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 130, 143
+# The model's input bounds: the exact MVA is quadratic in the clients (2,000 take about 3 s here),
+# and times beyond an hour per request are a mistake, not a workload.
+MODEL_CLIENTS = 2000
+MODEL_MS = 3_600_000.0
 
 
 def count(flag: str, lo: int = 1, hi: int = 4096):
@@ -21,29 +26,33 @@ def count(flag: str, lo: int = 1, hi: int = 4096):
     return parse
 
 
-def positive(flag: str, zero: bool = False):
-    """A finite number above 0 (or from 0 with ``zero``)."""
+def positive(flag: str, zero: bool = False, lo: float | None = None, hi: float = 1e9):
+    """A finite number above 0 (or from 0 with ``zero``, or from ``lo``), at most ``hi``."""
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = math.nan
-        if not (value >= 0 if zero else value > 0) or value == math.inf:
-            raise argparse.ArgumentTypeError(f"must be a number {'>= 0' if zero else 'above 0'}, got '{text}'")
+        low_ok = value >= lo if lo is not None else (value >= 0 if zero else value > 0)
+        if not (low_ok and value <= hi):
+            least = f"from {lo:g}" if lo is not None else ">= 0" if zero else "above 0"
+            raise argparse.ArgumentTypeError(f"must be a number {least}, at most {hi:g}, got '{text}'")
         return value
 
     parse.__name__ = flag
     return parse
 
 
-def duration(flag: str):
-    """``10s``, ``500ms``, ``2m`` or a plain number of seconds -> seconds (experiment files' rule)."""
+def duration(flag: str, most: float):
+    """``10s``, ``500ms``, ``2m`` or a plain number of seconds, at most ``most`` -> seconds
+    (experiment files' rule)."""
     from arena.plan.experiment import parse_duration
 
     def parse(text: str) -> float:
         value = parse_duration(text)
-        if value is None or value >= 10**9:
-            raise argparse.ArgumentTypeError(f"must be a duration such as 10s, 500ms or 2m, got '{text}'")
+        if value is None or value > most:
+            raise argparse.ArgumentTypeError(f"must be a duration such as 10s, 500ms or 2m, at most {most:g}s, "
+                                             f"got '{text}'")
         return value
 
     parse.__name__ = flag
@@ -73,14 +82,23 @@ class Parser(argparse.ArgumentParser):
 
 def add_knobs(p: argparse.ArgumentParser) -> None:
     """The server knobs (catalog.KNOBS) and the server's CPUs."""
-    p.add_argument("--processes", type=count("--processes"), help="worker processes")
-    p.add_argument("--threads", type=count("--threads"), help="threads per process")
-    p.add_argument("--connections", type=count("--connections"), help="connection limit (where the server has one)")
+    p.add_argument("--processes", type=count("--processes", 1, KNOB_MAX["processes"]), help="worker processes")
+    p.add_argument("--threads", type=count("--threads", 1, KNOB_MAX["threads"]), help="threads per process")
+    p.add_argument("--connections", type=count("--connections", 1, KNOB_MAX["connections"]),
+                   help="connection limit (where the server has one)")
     p.add_argument("--cpus", type=cpus, help="CPU list for the server, e.g. 1 or 0-1 (default: all)")
 
 
 def add_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="arena.db", help="results store (default arena.db)")
+
+
+def reap_first(out) -> None:
+    """Before a command starts anything: remove what dead Arena processes left, and say so."""
+    from arena.app.reap import reap_stale
+
+    for item in reap_stale():
+        out.print(f"reaped {item} (left by an Arena process that is gone)", highlight=False, markup=False)
 
 
 def write(path: str, text: str, flag: str) -> None:

@@ -4,7 +4,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.check import check
-from arena.cli.args import EXIT_FAILED, add_knobs
+from arena.cli.args import reap_first, EXIT_FAILED, add_knobs
 
 NAME = "check"
 
@@ -30,6 +30,7 @@ def run(args, out) -> int:
                       str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
         out.print(f"{r.server:17} {r.app:8} {r.status}", highlight=False)
 
+    reap_first(out)
     results = check(args.servers or None, args.apps, processes=args.processes, threads=args.threads,
                     cpus=args.cpus, on_result=row)
     out.print(table)

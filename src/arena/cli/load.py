@@ -1,8 +1,9 @@
 """``arena load``: arena-load at a URL, an ab/wrk-style summary."""
 
 from arena.app.load import load
-from arena.cli.args import EXIT_INTERRUPTED, count, cpus, duration, positive
+from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, count, cpus, duration, positive
 from arena.drivers.spec import LoadSpec
+from arena.plan.experiment import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
 from arena.report.summary import load_summary
 
 NAME = "load"
@@ -15,10 +16,10 @@ def add(sub) -> None:
                     help="closed model: connections (default 10); open model: the most opened (default 1000)")
     lo.add_argument("-r", "--rate", type=positive("--rate"), help="open model: arrivals per second")
     lo.add_argument("--arrival", choices=("constant", "poisson"), default="constant", help="open model arrivals")
-    lo.add_argument("-d", "--duration", type=duration("--duration"), help="measured time, e.g. 10s (default 10s)")
+    lo.add_argument("-d", "--duration", type=duration("--duration", MAX_DURATION_S), help="measured time, e.g. 10s (default 10s)")
     lo.add_argument("-n", "--requests", type=count("--requests", 1, 10**12), help="measured requests")
-    lo.add_argument("--warmup", type=duration("--warmup"), default=0.0, help="warm-up, kept apart (e.g. 2s)")
-    lo.add_argument("--think", type=duration("--think"), default=0.0, help="closed model: pause between requests")
+    lo.add_argument("--warmup", type=duration("--warmup", MAX_WARMUP_S), default=0.0, help="warm-up, kept apart (e.g. 2s)")
+    lo.add_argument("--think", type=duration("--think", MAX_TIMEOUT_S), default=0.0, help="closed model: pause between requests")
     lo.add_argument("-t", "--threads", type=count("--threads", 1, 256), default=1, help="generator threads")
     lo.add_argument("-m", "--method", default="GET")
     lo.add_argument("-H", "--header", action="append", default=[], dest="headers", help="'Name: value' (repeatable)")
@@ -26,21 +27,28 @@ def add(sub) -> None:
     lo.add_argument("--mix", help="JSON file of weighted requests")
     lo.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     lo.add_argument("--request-start", action="store_true", help="stamp X-Request-Start at the real send time")
-    lo.add_argument("--timeout", type=duration("--timeout"), default=30.0, help="response timeout (default 30s)")
-    lo.add_argument("--connect-timeout", type=duration("--connect-timeout"), default=5.0)
+    lo.add_argument("--timeout", type=duration("--timeout", MAX_TIMEOUT_S), default=30.0, help="response timeout (default 30s)")
+    lo.add_argument("--connect-timeout", type=duration("--connect-timeout", MAX_TIMEOUT_S), default=5.0)
     lo.add_argument("--seed", type=count("--seed", 0, 2**63), default=1)
     lo.add_argument("--cpus", type=cpus, help="CPU list for the generator (keep it apart from the server's)")
     lo.add_argument("--json", help="also write arena-load's JSON result to this file")
     lo.add_argument("--allow-remote", action="store_true", help="allow a target that is not loopback")
+    lo.add_argument("--expect-status", help="statuses that count as success, e.g. 2xx,404 (default 2xx,3xx)")
 
 
 def run(args, out) -> int:
+    reap_first(out)
     spec = LoadSpec(
         url=args.url, connections=args.connections, rate=args.rate, arrival=args.arrival, duration_s=args.duration,
         requests=args.requests, warmup_s=args.warmup, think_ms=args.think * 1000, threads=args.threads,
         method=args.method, headers=args.headers, body=args.body, mix_file=args.mix,
         keep_alive=not args.no_keepalive, request_start=args.request_start, connect_timeout_s=args.connect_timeout,
-        timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote)
-    result = load(spec, cpus=args.cpus, json_path=args.json)
-    print(load_summary(result))
-    return EXIT_INTERRUPTED if result.interrupted else 0
+        timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status)
+    loaded = load(spec, cpus=args.cpus, json_path=args.json)
+    print(load_summary(loaded.result))
+    if loaded.result.interrupted:
+        return EXIT_INTERRUPTED
+    if loaded.flags:
+        print("INVALID: " + "; ".join(loaded.flags))
+        return EXIT_FAILED
+    return 0

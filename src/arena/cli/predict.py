@@ -4,7 +4,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Load, calibration, given_calibration, load_experiment_results, predict
-from arena.cli.args import add_store, count, listof, positive
+from arena.cli.args import MODEL_CLIENTS, MODEL_MS, add_store, count, listof, positive
 from arena.errors import ArenaError
 
 NAME = "predict"
@@ -18,15 +18,16 @@ def add(sub) -> None:
     pr.add_argument("--workload", help="the experiment's workload to calibrate from (default: its first)")
     pr.add_argument("--processes", type=count("--processes"))
     pr.add_argument("--threads", type=count("--threads"))
-    pr.add_argument("--cores", type=positive("--cores"), help="server cores (default: the experiment's, else 1)")
+    pr.add_argument("--cores", type=positive("--cores", lo=0.01, hi=4096), help="server cores (default: the experiment's, else 1)")
     levels = pr.add_mutually_exclusive_group()
-    levels.add_argument("--concurrency", type=listof(count("--concurrency", 1, 100_000)), help="closed load, e.g. 1,8,32")
-    levels.add_argument("--rate", type=listof(positive("--rate")), help="open load in requests/s, e.g. 50,100")
-    pr.add_argument("--cpu-ms", type=positive("--cpu-ms"), help="CPU per request (with --io-ms: no calibration)")
-    pr.add_argument("--io-ms", type=positive("--io-ms", zero=True), help="I/O wait per request (releases the GIL)")
-    pr.add_argument("--outside-ms", type=positive("--outside-ms", zero=True), default=0.0, help="time outside the server")
+    levels.add_argument("--concurrency", type=listof(count("--concurrency", 1, MODEL_CLIENTS)), help="closed load, e.g. 1,8,32")
+    levels.add_argument("--rate", type=listof(positive("--rate", hi=1e7)), help="open load in requests/s, e.g. 50,100")
+    pr.add_argument("--cpu-ms", type=positive("--cpu-ms", lo=0.001, hi=MODEL_MS), help="CPU per request (with --io-ms: no calibration)")
+    pr.add_argument("--io-ms", type=positive("--io-ms", zero=True, hi=MODEL_MS), help="I/O wait per request (releases the GIL)")
+    pr.add_argument("--outside-ms", type=positive("--outside-ms", zero=True, hi=MODEL_MS), default=0.0,
+                    help="time outside the server")
     pr.add_argument("--blocking-io", action="store_true", help="the I/O wait holds its process (non-yielding call)")
-    pr.add_argument("--cpu-cv2", type=positive("--cpu-cv2", zero=True), default=1.0,
+    pr.add_argument("--cpu-cv2", type=positive("--cpu-cv2", zero=True, hi=100), default=1.0,
                     help="variability of the CPU per request: (stdev/mean)^2, 0 constant, 1 exponential (default)")
 
 

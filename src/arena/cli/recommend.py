@@ -4,7 +4,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Load, load_experiment_results, recommend, verify
-from arena.cli.args import EXIT_FAILED, add_store, count, listof, positive
+from arena.cli.args import reap_first, EXIT_FAILED, MODEL_CLIENTS, add_store, count, listof, positive
 
 NAME = "recommend"
 
@@ -14,11 +14,11 @@ def add(sub) -> None:
     rc.add_argument("experiment", help="calibrate from this experiment's runs")
     add_store(rc)
     target = rc.add_mutually_exclusive_group(required=True)
-    target.add_argument("--concurrency", type=count("--concurrency", 1, 100_000), help="the load: closed, N clients")
-    target.add_argument("--rate", type=positive("--rate"), help="the load: open, requests/s")
+    target.add_argument("--concurrency", type=count("--concurrency", 1, MODEL_CLIENTS), help="the load: closed, N clients")
+    target.add_argument("--rate", type=positive("--rate", hi=1e7), help="the load: open, requests/s")
     rc.add_argument("--p99-max", type=positive("--p99-max"), metavar="MS", help="p99 target at that load")
     rc.add_argument("--memory-max", type=positive("--memory-max"), metavar="MIB", help="memory budget (PSS)")
-    rc.add_argument("--cores", type=positive("--cores"), help="server cores (default: the experiment's)")
+    rc.add_argument("--cores", type=positive("--cores", lo=0.01, hi=4096), help="server cores (default: the experiment's)")
     rc.add_argument("--servers", type=listof(str), help="only these servers (default: every server of the experiment)")
     rc.add_argument("--top", type=count("--top", 1, 50), default=3, help="candidates shown (and verified) per server")
     rc.add_argument("--verify", action="store_true", help="run the top candidates on the real servers and compare")
@@ -50,6 +50,7 @@ def run(args, out) -> int:
     if not (args.verify and top is not None):
         return 0 if top is not None else EXIT_FAILED
 
+    reap_first(out)
     def progress(e) -> None:
         if e.kind == "run":
             out.print(f"  {e.run.key}: {e.result.measured.achieved_rps:.1f} req/s", highlight=False, markup=False)

@@ -4,7 +4,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from arena.app.experiments import plan_file, run_file
-from arena.cli.args import EXIT_FAILED, add_store
+from arena.cli.args import reap_first, EXIT_FAILED, add_store
 
 NAME = "run"
 
@@ -28,6 +28,7 @@ def run(args, out) -> int:
             out.print(f"start {i}: {escape(g.config.name)} #{g.repetition}: "
                       + ", ".join(escape(r.key.split(' ', 1)[1]) for r in g.runs), highlight=False)
         return 0
+    reap_first(out)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=out, transient=False) as progress:
@@ -53,4 +54,4 @@ def run(args, out) -> int:
     out.print(f"{counts.done} runs done ({counts.invalid} invalid), {counts.skipped} already in the store, "
               f"{counts.failed} failed; results in {args.store} (arena show {exp.name} --store {args.store})",
               highlight=False)
-    return EXIT_FAILED if counts.failed else 0
+    return EXIT_FAILED if counts.failed or counts.invalid else 0

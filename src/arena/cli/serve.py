@@ -1,7 +1,7 @@
 """``arena serve``: one server in the foreground until Ctrl-C."""
 
 from arena.app.servers import serve
-from arena.cli.args import add_knobs, count
+from arena.cli.args import reap_first, add_knobs, count
 from arena.servers.launch import ServerSpec
 
 NAME = "serve"
@@ -27,6 +27,7 @@ def run(args, out) -> int:
                   highlight=False)
         out.print("Ctrl-C stops it and everything it started.")
 
+    reap_first(out)
     spec = ServerSpec(args.server, args.app, args.processes, args.threads, args.connections, args.cpus,
                       args.port, args.host)
     stopped = serve(spec, ready)

@@ -18,6 +18,7 @@ from arena.drivers.external import failure, generator_fields, histogram, per_sec
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import LoadResult, Phase
 from arena.errors import ArenaError
+from arena.servers.cgroup import owned_name
 
 CAPABILITIES = Capabilities("ab", models=("closed",), bounds=("duration", "requests"), methods=("GET", "HEAD"),
                             bodies=False, keep_alive_off=True, live=False, server_timing=False, balance=False, hdr=True)
@@ -69,10 +70,12 @@ def parse(stdout: str, gnuplot_tsv: str, *, url: str, connections: int, cpu_s: f
     # ab's own classes: it cannot tell a refused connection from a reset (both land in receive or
     # exceptions), so they are kept as ab reports them. Length mismatches (a body whose length
     # differs from the first) are not errors for dynamic bodies: reported, not counted.
-    errors = {"connect": connect_err, "receive": receive_err, "exceptions": exceptions}
+    # Answers that are not 2xx are errors of class "status" (ab cannot tell 3xx from 4xx): they are
+    # in ab's complete count and its latencies, which cannot be split.
+    errors = {"connect": connect_err, "receive": receive_err, "exceptions": exceptions, "status": non2xx}
     rt = histogram(int(r[4]) * 1000 for r in rows)
     measured = Phase(
-        duration_s=duration, issued=None, sent=None, completed=complete, errors=sum(errors.values()), unsent=None,
+        duration_s=duration, issued=None, sent=None, completed=complete - non2xx, errors=sum(errors.values()), unsent=None,
         in_flight=None, offered_rps=None, achieved_rps=rps, status={}, error_counts=errors, workers={},
         bytes_sent=sent_bytes, bytes_received=_field(stdout, "Total transferred", int), response_time=rt,
         service_time=rt, connect_time=histogram(int(r[2]) * 1000 for r in rows), send_lag=None, server_timing={},
@@ -96,7 +99,7 @@ def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
 
 
 def _run_once(spec: LoadSpec, seconds: float | None, cpus: list[int] | None) -> LoadResult:
-    with tempfile.TemporaryDirectory(prefix="arena-ab-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_name("ab") + "-") as tmp:  # reaped if Arena dies
         gnuplot = Path(tmp) / "requests.tsv"
         argv = build_argv(spec, seconds, gnuplot)
         limit = (max(1, math.ceil(seconds)) if seconds is not None else 3600) + spec.timeout_s + 30

@@ -15,9 +15,21 @@ from typing import Callable, Iterable
 from arena.drivers.spec import LoadSpec
 from arena.drivers.result import PERCENTILES, Histogram, LoadResult, SeriesPoint
 from arena.errors import ArenaError
+from arena.servers.cgroup import die_with_parent
 from arena.stats import hdr_value_at_quantile, quantile
 
 SATURATED_UTILIZATION = 0.9  # as arena-load's own rule
+
+
+def child_setup(cpus: list[int] | None) -> Callable[[], None]:
+    """Between fork and exec of a load generator: pin it to ``cpus`` and have it stopped if Arena
+    dies (it must not outlive a killed Arena)."""
+    def setup() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        die_with_parent()
+
+    return setup
 
 
 @dataclass
@@ -35,7 +47,7 @@ def run_tool(tool: str, argv: list[str], *, cpus: list[int] | None, limit_s: flo
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # its own CPU, by difference
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+                                preexec_fn=child_setup(cpus))
     except FileNotFoundError:
         raise ArenaError(f"driver = \"{tool}\": {tool} is not installed ({install})") from None
     try:

@@ -39,6 +39,7 @@ from arena.drivers.native import ROOT
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import LoadResult, Phase
 from arena.errors import ArenaError
+from arena.servers.cgroup import owned_name
 
 MAX_THREADS = 1000
 
@@ -173,14 +174,14 @@ def parse(jtl: str, *, url: str, threads: int, rate: float | None, version: str 
         answered = code.isdigit()
         if answered:
             status[int(code)] = status.get(int(code), 0) + 1
-        else:
-            cls = error_class(code)
+        cls = None if answered and 200 <= int(code) < 400 else "status" if answered else error_class(code)
+        if cls is not None:  # a transport error, or an answer that is not a success (not 2xx/3xx)
             errors[cls] = errors.get(cls, 0) + 1
         received += int(r.get("bytes") or 0)
         sent += int(r.get("sentBytes") or 0)
         connect = r.get("Connect")
         records.append((int(r["timeStamp"]), int(r["elapsed"]), int(connect) if connect not in (None, "") else None,
-                        not answered))
+                        cls is not None))
     t0 = min((s for s, *_ in records), default=0)
     end = max((s + e for s, e, *_ in records), default=t0)
     duration = (end - t0) / 1000
@@ -218,7 +219,7 @@ def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
 def _run_once(spec: LoadSpec, seconds: float | None, cpus: list[int] | None) -> LoadResult:
     if seconds is None:
         test_plan(spec, 0)  # raises: no request count
-    with tempfile.TemporaryDirectory(prefix="arena-jmeter-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_name("jmeter") + "-") as tmp:  # reaped if Arena dies
         d = Path(tmp)
         (d / "plan.jmx").write_text(test_plan(spec, seconds))
         jar = home() / "bin" / "ApacheJMeter.jar"

@@ -13,12 +13,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from arena.drivers.external import child_setup
 from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
-from arena.errors import ArenaError
+from arena.errors import ArenaError, Terminated
+from arena.servers.cgroup import owned_name
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "schemas" / "load-result.schema.json"
+
+
+EXIT_WITH_RESULT = (0, 1, 130)  # arena-load's exit statuses that come with a result file
 
 
 def binary() -> Path:
@@ -30,7 +35,8 @@ def binary() -> Path:
 
 CAPABILITIES = Capabilities("arena-load", models=("closed", "open"), bounds=("duration", "requests"),
                             methods=("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), bodies=True,
-                            keep_alive_off=True, live=True, server_timing=True, balance=True, hdr=True)
+                            keep_alive_off=True, live=True, server_timing=True, balance=True, hdr=True,
+                            expect_status=True)
 
 
 def build_argv(spec: LoadSpec, exe: Path, output: Path) -> list[str]:
@@ -55,6 +61,8 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path) -> list[str]:
         argv += ["--body", spec.body]
     if spec.mix_file is not None:
         argv += ["--mix", spec.mix_file]
+    if spec.expect_status is not None:
+        argv += ["--expect-status", spec.expect_status]
     argv += [flag for flag, on in (("--no-keepalive", not spec.keep_alive), ("--request-start", spec.request_start),
                                    ("--allow-remote", spec.allow_remote)) if on]
     return argv
@@ -70,17 +78,19 @@ def run(spec: LoadSpec, cpus: list[int] | None = None,
     second interruption kills it. The request to stop is SIGTERM: after a terminal's Ctrl-C
     arena-load's one-shot SIGINT handler is spent, and another SIGINT would kill it unwritten."""
     exe = binary()
-    with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_name("load") + "-") as tmp:  # reaped if Arena dies
         out = Path(tmp) / "result.json"
         argv = build_argv(spec, exe, out) + (["--live"] if live else [])
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+                                preexec_fn=child_setup(cpus))
         messages: list[str] = []
         reader = threading.Thread(target=_read_stderr, args=(proc.stderr, live, messages), daemon=True)
         reader.start()
+        stopped_by: BaseException | None = None
         try:
             proc.wait()
-        except BaseException:
+        except BaseException as e:
+            stopped_by = e
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait()
@@ -89,8 +99,13 @@ def run(spec: LoadSpec, cpus: list[int] | None = None,
                 proc.wait()
                 raise
         reader.join()
-        if proc.returncode != 0:
-            raise ArenaError(messages[-1].removeprefix("arena-load: error: ") if messages
+        if isinstance(stopped_by, Terminated):
+            raise stopped_by  # SIGTERM ends Arena (exit 143): the partial result is not wanted
+        # 0: valid; 1: invalid, and 130: interrupted, both with their result written (Arena judges
+        # the run itself); anything else: no result
+        if proc.returncode not in EXIT_WITH_RESULT or not out.exists():
+            errors = [m for m in messages if m.startswith("arena-load: error: ")] or messages
+            raise ArenaError(errors[-1].removeprefix("arena-load: error: ") if errors
                              else f"arena-load exited {proc.returncode}")
         doc = json.loads(out.read_text())
     validate(doc)
@@ -155,4 +170,5 @@ def parse(doc: dict[str, Any]) -> LoadResult:
         cpu_per_request_us=g["cpu_per_request_us"],
         schedule_lag=Histogram.from_json(g["schedule_lag"]) if g["schedule_lag"] else None,
         saturated=g["saturated"], saturation_reasons=list(g["saturation_reasons"]), config=c, raw=doc,
+        open_failure=g["open_failure"],
     )

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-ERROR_CLASSES = ("refused", "connect_timeout", "reset", "response_timeout", "malformed")
+# Transport errors, and two more: "status" (an answer whose status is not expected: by default
+# anything but 2xx and 3xx) and "local" (a connection the generator could not open on its side).
+ERROR_CLASSES = ("refused", "connect_timeout", "reset", "response_timeout", "malformed", "status", "local")
 # The precomputed percentiles of a Histogram, by name (as arena-load's output.rs PERCENTILES).
 PERCENTILES = (("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999),
                ("99.99", 0.9999), ("100", 1.0))
@@ -97,6 +99,7 @@ class LoadResult:
     saturation_reasons: list[str]
     config: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] | None = field(default=None, repr=False)  # the tool's own document, if any
+    open_failure: str | None = None  # why the generator could not open every connection, if so
 
 
 def to_dict(r: LoadResult) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from arena.drivers.external import failure, generator_fields, run_tool, with_war
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import Histogram, LoadResult, Phase
 from arena.errors import ArenaError
+from arena.servers.cgroup import owned_name
 
 RC = """verbose = false
 json_output = true
@@ -77,7 +78,7 @@ def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
 
 
 def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadResult:
-    with tempfile.TemporaryDirectory(prefix="arena-siege-") as home:
+    with tempfile.TemporaryDirectory(prefix=owned_name("siege") + "-") as home:  # reaped if Arena dies
         rc = Path(home) / "siegerc"
         rc.write_text(RC.format(connection="keep-alive" if spec.keep_alive else "close"))
         argv = build_argv(spec, seconds, rc)

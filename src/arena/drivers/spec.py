@@ -34,6 +34,7 @@ class LoadSpec:
     interval_s: float = 1.0
     seed: int = 1
     allow_remote: bool = False
+    expect_status: str | None = None  # the statuses that count as success (None: 2xx and 3xx)
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,11 @@ class Capabilities:
     server_timing: bool  # reads the Server-Timing header
     balance: bool  # reads X-Arena-Pid: requests per worker process
     hdr: bool  # full latency histograms (HdrHistogram), not only a few percentiles
+    expect_status: bool = False  # can be told which statuses count as success (else: its own rule)
     open_note: str = ""  # how the open model is run, where it is not arena-load's
 
     def problems(self, *, model: str, requests: bool, method: str, keep_alive: bool,
-                 body: bool = False) -> list[tuple[str, object, str]]:
+                 body: bool = False, expect_status: str | None = None) -> list[tuple[str, object, str]]:
         """(key, value, why) for each part of a run this driver cannot do; empty: it can."""
         out: list[tuple[str, object, str]] = []
         if model not in self.models:
@@ -70,11 +72,15 @@ class Capabilities:
             out.append(("keep_alive", False, f"a connection per request is not supported by this driver ({sends})"))
         if body and not self.bodies:
             out.append(("body", "a body", "this driver sends no request body"))
+        if expect_status is not None and not self.expect_status:
+            out.append(("expect_status", expect_status, "this driver cannot be told which statuses are successes "
+                                                        "(it counts its own: non-2xx)"))
         return out
 
     def check(self, spec: LoadSpec) -> None:
         """Refuse ``spec`` in one line if this driver cannot run it."""
         found = self.problems(model="open" if spec.rate is not None else "closed", requests=spec.requests is not None,
-                              method=spec.method, keep_alive=spec.keep_alive, body=spec.body is not None)
+                              method=spec.method, keep_alive=spec.keep_alive, body=spec.body is not None,
+                              expect_status=spec.expect_status)
         if found:
             raise ArenaError(f"driver = \"{self.tool}\": {found[0][2]}")

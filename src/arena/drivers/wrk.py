@@ -21,6 +21,7 @@ from arena.drivers.external import failure, generator_fields, run_tool, with_war
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.drivers.result import PERCENTILES, Histogram, LoadResult, Phase
 from arena.errors import ArenaError
+from arena.servers.cgroup import owned_name
 
 MARK = "ARENA-WRK-RESULT "
 
@@ -68,10 +69,12 @@ def parse(stdout: str, *, url: str, connections: int, cpu_s: float | None, wall_
     hist = Histogram(n, lat["min"] if n else None, lat["max"] if n else None, lat["mean"] if n else None,
                      lat["stdev"] if n else None, {**lat["percentiles"], "100": lat["max"]} if n else {}, None)
     duration = d["duration_us"] / 1e6
-    errors = {k: errs[k] for k in ("connect", "read", "write", "timeout")}
+    # answers that are not 2xx/3xx are errors of class "status"; wrk's latencies include them
+    errors = {k: errs[k] for k in ("connect", "read", "write", "timeout", "status")}
+    ok = n - errs["status"]
     measured = Phase(
-        duration_s=duration, issued=None, sent=None, completed=n, errors=sum(errors.values()), unsent=None,
-        in_flight=None, offered_rps=None, achieved_rps=n / duration if duration else 0.0, status={},
+        duration_s=duration, issued=None, sent=None, completed=ok, errors=sum(errors.values()), unsent=None,
+        in_flight=None, offered_rps=None, achieved_rps=ok / duration if duration else 0.0, status={},
         error_counts=errors, workers={}, bytes_sent=None, bytes_received=d["bytes"], response_time=hist,
         service_time=hist, connect_time=None, send_lag=None, server_timing={},
     )
@@ -90,7 +93,7 @@ def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
 
 
 def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadResult:
-    with tempfile.TemporaryDirectory(prefix="arena-wrk-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_name("wrk") + "-") as tmp:  # reaped if Arena dies
         script = Path(tmp) / "done.lua"
         script.write_text(DONE_SCRIPT)
         argv = build_argv(spec, seconds, script)

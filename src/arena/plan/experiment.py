@@ -7,6 +7,7 @@ described in schemas/experiment.schema.json and shown in scenarios/quick.toml.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import random
 import re
@@ -76,6 +77,7 @@ class Workload:
     path: str  # the request target, query included
     method: str = "GET"
     name: str = "default"
+    expect_status: str | None = None  # the statuses that count as success, e.g. "2xx,404" (None: 2xx and 3xx)
 
     @property
     def blocking_io(self) -> bool:
@@ -184,13 +186,15 @@ class _Reader:
             raise self.fail(key, v, f"must be a number from {lo:g} to {hi:g}")
         return float(v)
 
-    def duration(self, key: str, default: str | None) -> float | None:
+    def duration(self, key: str, default: str | None, most: float) -> float | None:
+        """A duration from 0 to ``most`` seconds."""
         v = self.table.get(key, default)
         if v is None:
             return None
         seconds = parse_duration(v)
-        if seconds is None:
-            raise self.fail(key, v, "must be a duration such as \"10s\", \"500ms\", \"2m\" or a number of seconds")
+        if seconds is None or seconds > most:
+            raise self.fail(key, v, "must be a duration such as \"10s\", \"500ms\", \"2m\" or a number of seconds, "
+                                    f"at most {_human(most)}")
         return seconds
 
     def counts(self, key: str, lo: int, hi: int) -> list[int | None]:
@@ -204,8 +208,21 @@ class _Reader:
         return list(dict.fromkeys(values))
 
 
+def _human(seconds: float) -> str:
+    return f"{seconds / 3600:g}h" if seconds >= 3600 else f"{seconds:g}s"
+
+
+# Bounds of a run's times: a run is bounded in time; a longer one is a mistake, not a measurement.
+MAX_DURATION_S = 24 * 3600.0
+MAX_WARMUP_S = 3600.0
+MAX_TIMEOUT_S = 3600.0
+
+
 def _show(v: Any) -> str:
-    return f'"{v}"' if isinstance(v, str) else repr(v).replace("True", "true").replace("False", "false")
+    """A value as the file would write it, on one line (control characters escaped)."""
+    if isinstance(v, str):
+        return '"' + re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", v) + '"'
+    return re.sub(r"[\x00-\x1f\x7f]", "?", repr(v).replace("True", "true").replace("False", "false"))
 
 
 def parse_duration(v: Any) -> float | None:
@@ -213,7 +230,7 @@ def parse_duration(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        return float(v) if v >= 0 else None
+        return float(v) if 0 <= v < math.inf else None  # NaN and infinity are not durations
     if not isinstance(v, str):
         return None
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*", v)
@@ -235,9 +252,15 @@ def default_layout(available: list[int]) -> tuple[tuple[int, ...], tuple[int, ..
 def load_experiment(path: str | Path) -> Experiment:
     file = str(path)
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ArenaError(f"{file}: no such experiment file") from None
+    except IsADirectoryError:
+        raise ArenaError(f"{file}: is a directory, not an experiment file") from None
+    except UnicodeDecodeError as e:
+        raise ArenaError(f"{file}: not UTF-8 text (byte {e.start}: {e.reason}); TOML files are UTF-8") from None
+    except OSError as e:
+        raise ArenaError(f"{file}: cannot read it ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ArenaError(f"{file}: not valid TOML: {e}") from None
     return parse_experiment(data, file)
@@ -289,8 +312,14 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     for i, raw in enumerate(servers_raw):
         servers += _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app)
     servers = list(dict.fromkeys(servers))
+    seen: dict[str, ServerConfig] = {}
+    for c in servers:
+        if c.name in seen and seen[c.name] != c:
+            raise top.fail("servers", c.name, f"two configurations have this label ({seen[c.name].key} and {c.key}); "
+                                              "each needs its own, or their runs would be merged into one row")
+        seen[c.name] = c
 
-    duration = top.duration("duration", None if "requests" in data else "10s")
+    duration = top.duration("duration", None if "requests" in data else "10s", MAX_DURATION_S)
     requests = top.integer("requests", None, 1, 10**12)
     if duration == 0:
         raise top.fail("duration", data.get("duration"), "must be above 0")
@@ -305,10 +334,10 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     return Experiment(
         name=name, file=file, description=top.string("description", ""), driver=driver, servers=tuple(servers),
         levels=tuple(levels), workloads=tuple(workloads), duration_s=duration, requests=requests,
-        warmup_s=top.duration("warmup", "2s"), repetitions=top.integer("repetitions", 3, 1, 100),
+        warmup_s=top.duration("warmup", "2s", MAX_WARMUP_S), repetitions=top.integer("repetitions", 3, 1, 100),
         seed=top.integer("seed", 1, 0, 2**63 - 1), reuse_server=top.boolean("reuse_server", True),
         keep_alive=keep_alive, request_start=top.boolean("request_start", True),
-        timeout_s=top.duration("timeout", "30s"), error_threshold=top.number("error_threshold", 0.01, 0, 1),
+        timeout_s=top.duration("timeout", "30s", MAX_TIMEOUT_S), error_threshold=top.number("error_threshold", 0.01, 0, 1),
         drift_threshold=top.number("drift_threshold", 0.25, 0, 10), server_cpus=server_cpus, load_cpus=load_cpus,
         source=data,
     )
@@ -330,24 +359,37 @@ def _check_driver(top: _Reader, driver: str, model: str, requests: bool, keep_al
     """Refuse, now and not after the first server start, what the driver cannot run."""
     caps = DRIVERS[driver].capabilities
     for w in workloads:
-        found = caps.problems(model=model, requests=requests, method=w.method, keep_alive=keep_alive)
+        asked = dict(model=model, requests=requests, method=w.method, keep_alive=keep_alive, expect_status=w.expect_status)
+        found = caps.problems(**asked)
         if found:
             key, value, why = found[0]
-            able = [name for name, d in DRIVERS.items()
-                    if not d.capabilities.problems(model=model, requests=requests, method=w.method, keep_alive=keep_alive)]
-            where = "workload.method" if key == "method" else key
+            able = [name for name, d in DRIVERS.items() if not d.capabilities.problems(**asked)]
+            where = f"workload.{key}" if key in ("method", "expect_status") else key
             raise top.fail(where, value, f"driver \"{driver}\": {why} (drivers that can: {', '.join(able) or 'none'})")
 
 
+STATUS_PART = re.compile(r"[1-5]xx|[1-5][0-9]{2}(-[1-5][0-9]{2})?")
+
+
 def _workload(r: _Reader, named: bool) -> Workload:
-    r.unknown({"path", "method", "name"} if named else {"path", "method"})
+    r.unknown({"path", "method", "name", "expect_status"} if named else {"path", "method", "expect_status"})
+    expect = r.string("expect_status")
+    if expect is not None:
+        parts = [p.strip() for p in expect.split(",")]
+        if not all(STATUS_PART.fullmatch(p) and (len(p) != 7 or p[:3] <= p[4:]) for p in parts):
+            raise r.fail("expect_status", expect, "must be statuses, classes or ranges, comma-separated, such as "
+                                                  "\"2xx,3xx\", \"200-204\" or \"2xx,404\"")
     path = r.string("path", "/work?cpu_ms=5&io_ms=10")
     if not path.startswith("/"):
         raise r.fail("path", path, "must start with /")
+    if not re.fullmatch(r"[\x21-\x7e]+", path):
+        raise r.fail("path", path, "must be printable ASCII without spaces "
+                                                                       "(percent-encode anything else): CR, LF and "
+                                                                       "other control characters would change the request")
     name = r.string("name") if named else "default"
     if not name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,31}", name):
         raise r.fail("name", name, "must be 1-32 letters, digits, '.', '_', '/' or '-'")
-    return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name)
+    return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name, expect)
 
 
 def _table(r: _Reader, key: str) -> dict[str, Any]:
@@ -371,11 +413,13 @@ def _server_grid(r: _Reader, default_app: str | None) -> list[ServerConfig]:
     knobs = catalog.knobs_for(entry, APPS[app])
     axes = {}
     for knob in ("processes", "threads", "connections"):
-        values = r.counts(knob, 1, 4096)
-        if values != [None] and knob not in knobs:
+        if r.get(knob) is not None and knob not in knobs:
             raise r.fail(knob, r.get(knob), f"{name} serving {app} has no {knob} knob (its knobs: {', '.join(knobs) or 'none'})")
+        values = r.counts(knob, 1, (knobs[knob].hi or catalog.KNOB_MAX[knob]) if knob in knobs else 1)
         axes[knob] = values
     label = r.string("label")
+    if label is not None and (not label.strip() or re.search(r"[\x00-\x1f\x7f]", label)):
+        raise r.fail("label", label, "must be a name without control characters")
     grid = itertools.product(axes["processes"], axes["threads"], axes["connections"])
     configs = [ServerConfig(name, app, p, t, c) for p, t, c in grid]
     if label is not None:

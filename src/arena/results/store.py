@@ -80,6 +80,11 @@ class Store:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as e:
             raise ArenaError(f"--store {self.path}: not an Arena store ({e})") from None
+        if version == 0:
+            foreign = [r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            if foreign:  # an SQLite file of something else: never add Arena's tables to it
+                raise ArenaError(f"--store {self.path}: not an Arena store (an SQLite file with other tables: "
+                                 f"{', '.join(foreign[:5])})")
         if version > SCHEMA_VERSION:
             raise ArenaError(f"--store {self.path}: schema version {version} is newer than this Arena's "
                              f"({SCHEMA_VERSION}); use a newer Arena or another store")

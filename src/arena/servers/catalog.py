@@ -30,6 +30,9 @@ from arena.subjects import APPS, App
 
 MODELS = ("process", "thread", "hybrid", "event", "async")
 KNOBS = ("processes", "threads", "connections")
+# The most a knob may be set to: beyond these a start fails slowly (forks, memory, file descriptors)
+# rather than measuring anything; a server entry may lower its own.
+KNOB_MAX = {"processes": 256, "threads": 1024, "connections": 100_000}
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class Knob:
     default: int | None
     args: tuple[str, ...] = ()  # flags added when the knob is set; () when the template uses it
     env: str | None = None  # the convention variable whose value overrides ``default``
-    hi: int = 4096
+    hi: int | None = None  # the most it may be set to (None: KNOB_MAX of its name)
     interfaces: tuple[str, ...] = ()  # only for these app interfaces; () = all it serves
     args_unless: int | None = None  # at this value the flags are left out (the server's own mode)
     why: str = ""  # where the default comes from
@@ -263,16 +266,17 @@ def resolve_knobs(server: Server, app: App, requested: Mapping[str, int | None],
                 raise ArenaError(f"--{name}: {server.name} serving {app.name} has no {name} knob (its knobs: {have})")
     resolved: dict[str, int | None] = {}
     for name, knob in knobs.items():
+        hi = knob.hi or KNOB_MAX[name]
         value, source = requested.get(name), f"--{name}"
         if value is None and knob.env and environ.get(knob.env):
             raw, source = environ[knob.env], knob.env
             if not re.fullmatch(r"[0-9]+", raw.strip()):
-                raise ArenaError(f"{knob.env}: must be a whole number from 1 to {knob.hi}, got '{raw}'")
+                raise ArenaError(f"{knob.env}: must be a whole number from 1 to {hi}, got '{raw}'")
             value = int(raw)
         if value is None:
             value = knob.default
-        if value is not None and not (1 <= value <= knob.hi):
-            raise ArenaError(f"{source}: must be a whole number from 1 to {knob.hi}, got '{value}'")
+        if value is not None and not (1 <= value <= hi):
+            raise ArenaError(f"{source}: must be a whole number from 1 to {hi}, got '{value}'")
         resolved[name] = value
     return resolved
 

@@ -461,7 +461,7 @@ def choose_backend(requested: str | None = None) -> str:
 
 def create(server: str, cpus: list[int] | None, backend: str | None = None) -> ProcessSet:
     """A new, empty process set for one start of ``server``."""
-    name = f"{PREFIX}{os.getpid()}-{next(_seq)}-{server}"
+    name = owned_name(server)
     chosen = choose_backend(backend)
     try:
         if chosen == "v1":
@@ -476,6 +476,33 @@ def create(server: str, cpus: list[int] | None, backend: str | None = None) -> P
     return ProcessTree(name, cpus)
 
 
+_issued: list[str] = []  # every name owned_name gave out, in order
+
+
+def owned_name(kind: str) -> str:
+    """A fresh name for something this process owns (a group, a work dir, a driver's temp dir):
+    ``arena-<owner pid>-<seq>-<kind>``, so a later Arena can tell it is stale once the owner died."""
+    name = f"{PREFIX}{os.getpid()}-{next(_seq)}-{kind}"
+    _issued.append(name)
+    return name
+
+
+def issued_since(mark: int) -> list[str]:
+    """The names given out since ``len(issued_since(0))`` was ``mark``."""
+    return _issued[mark:]
+
+
+def die_with_parent() -> None:
+    """In a child between fork and exec: get SIGTERM when Arena dies (PR_SET_PDEATHSIG), so a load
+    generator does not outlive a killed Arena. Linux only; elsewhere a no-op."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 OWNED = re.compile(rf"{PREFIX}(\d+)-\d+-")
 
 
@@ -486,12 +513,13 @@ def stale(name: str) -> bool:
     return bool(m) and not Path(f"/proc/{m.group(1)}").exists()
 
 
-def reap_stale() -> list[str]:
-    """Kill and remove the groups of Arena processes that died without cleaning up (e.g. SIGKILL)."""
+def reap_groups(doomed: Callable[[str], bool]) -> list[str]:
+    """Kill every process of Arena's groups (and tagged process trees) whose name ``doomed``
+    accepts, and remove the groups. Returns what was reaped."""
     reaped = []
     for root in set(v1_roots().values()) | ({v2_root()} - {None}):
         for d in root.glob(f"{PREFIX}*"):
-            if not d.is_dir() or not stale(d.name):
+            if not d.is_dir() or not doomed(d.name):
                 continue
             for knob, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
                 if (d / knob).exists():  # a frozen task takes no SIGKILL until thawed
@@ -511,7 +539,12 @@ def reap_stale() -> list[str]:
             tag = Path(f"/proc/{pid}/environ").read_bytes().split(f"{ProcessTree.TAG}=".encode())[1].split(b"\0")[0]
         except (OSError, IndexError):
             continue
-        if stale(tag.decode()):
+        if doomed(tag.decode()):
             _signal(pid, signal.SIGKILL)
             reaped.append(f"pid {pid} ({tag.decode()})")
     return reaped
+
+
+def reap_stale() -> list[str]:
+    """Kill and remove the groups of Arena processes that died without cleaning up (e.g. SIGKILL)."""
+    return reap_groups(stale)

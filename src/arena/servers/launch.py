@@ -20,9 +20,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from arena.errors import ArenaError
-from arena.http_client import Client, free_port, port_free
+from arena.http_client import Client, check_host, free_port, port_free
 from arena.servers import catalog
 from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale
 from arena.subjects import get_app
@@ -190,10 +191,11 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), os.environ, strict=spec.strict_knobs)
     if catalog.resolve_executable(server) is None:
         raise ArenaError(f"server: {server.name} is not installed ({server.install_hint})")
+    _reap_once()  # first: a dead Arena's orphan may hold the port asked for
+    check_host(spec.host)
     if spec.port is not None and not port_free(spec.host, spec.port):
         raise ArenaError(f"--port: {spec.host}:{spec.port} is in use, choose another or leave it out")
     port = spec.port or free_port(spec.host)
-    _reap_once()
 
     procset = create(server.name, spec.cpus, backend)
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: see reap_stale_workdirs
@@ -233,20 +235,26 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
 _reaped = False
 
 
-def _reap_once() -> None:
-    """Before this process's first start: clean up after Arena processes that died uncleanly."""
+def reap() -> list[str]:
+    """Clean up after Arena processes that died uncleanly: their servers' processes and groups,
+    their work dirs and their drivers' temp dirs. Returns what was reaped."""
     global _reaped
+    _reaped = True
+    return reap_stale() + [str(d) for d in reap_stale_workdirs()]
+
+
+def _reap_once() -> None:
+    """Before this process's first start, if nothing has reaped yet."""
     if not _reaped:
-        reap_stale()
-        reap_stale_workdirs()
-        _reaped = True
+        reap()
 
 
-def reap_stale_workdirs(tmp: Path | None = None) -> list[Path]:
-    """Remove the workdirs of dead Arena processes, except failed starts' (kept for their log)."""
+def reap_stale_workdirs(tmp: Path | None = None, doomed: Callable[[str], bool] = stale) -> list[Path]:
+    """Remove the work dirs (and drivers' temp dirs) of dead Arena processes (or those ``doomed``
+    accepts), except failed starts' (kept for their log)."""
     removed = []
     for d in Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*"):
-        if d.is_dir() and stale(d.name) and not (d / KEEP_MARK).exists():
+        if d.is_dir() and doomed(d.name) and not (d / KEEP_MARK).exists():
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed

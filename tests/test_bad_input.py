@@ -1,0 +1,84 @@
+"""Every bad experiment file in tests/fixtures/bad-experiments and every bad command line in the
+table below: exit status 2, one line of error that names the file, key or flag and the value, and
+never a traceback. Each file's first line says what its error must contain."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.cli import main
+
+BAD = Path(__file__).parent / "fixtures" / "bad-experiments"
+
+
+def one_line_error(argv, capsys) -> str:
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    captured = capsys.readouterr()
+    assert code == 2, (argv, captured.out, captured.err)
+    assert "Traceback" not in captured.err + captured.out
+    assert captured.err.count("\n") == 1, captured.err
+    return captured.err
+
+
+@pytest.mark.parametrize("path", sorted(BAD.glob("*.toml")), ids=lambda p: p.stem)
+def test_a_bad_experiment_file_is_one_line(path, capsys):
+    expect = path.read_bytes().splitlines()[0].decode().removeprefix("# expect: ")
+    err = one_line_error(["run", str(path), "--dry-run"], capsys)
+    assert err.startswith(f"arena: error: {path}: ") and expect in err, err
+
+
+def test_a_directory_or_a_missing_file_is_one_line(tmp_path, capsys):
+    assert f"{tmp_path}: is a directory" in one_line_error(["run", str(tmp_path), "--dry-run"], capsys)
+    assert "no such experiment file" in one_line_error(["run", str(tmp_path / "none.toml"), "--dry-run"], capsys)
+
+
+BAD_LINES = [
+    (["serve", "puma", "--host", "203.0.113.7"], "--host 203.0.113.7: not an address this machine can listen on"),
+    (["serve", "puma", "--host", "no-such-host.invalid", "--port", "8080"], "--host no-such-host.invalid: not an address"),
+    (["serve", "puma", "--processes", "4096"], "--processes: must be a whole number from 1 to 256"),
+    (["serve", "nope"], "nope"),
+    (["load", "http://127.0.0.1:9/", "-d", "1s", "--json", "/nonexistent/dir/r.json"],
+     "--json /nonexistent/dir/r.json: cannot write it"),
+    (["load", "http://127.0.0.1:9/", "-d", "inf"], "--duration: must be a duration"),
+    (["load", "http://127.0.0.1:9/", "-d", "1e9"], "--duration: must be a duration"),
+    (["load", "http://127.0.0.1:9/a%0d%0a b", "-d", "1s"], "the path must not hold spaces or control characters"),
+    (["load", "http://127.0.0.1:9/", "-d", "1s", "-H", "A: b\r\nC: d"], "--header: must not hold control characters"),
+    (["load", "http://10.1.2.3/", "-d", "1s"], "is not a loopback address"),
+    (["predict", "--server", "puma", "--cpu-ms", "1e308", "--io-ms", "0", "--concurrency", "1"], "--cpu-ms: must be"),
+    (["predict", "--server", "puma", "--cpu-ms", "5", "--io-ms", "1e300", "--concurrency", "1"], "--io-ms: must be"),
+    (["predict", "--server", "puma", "--cpu-ms", "5", "--io-ms", "0", "--concurrency", "1", "--cores", "1e-300"],
+     "--cores: must be"),
+    (["predict", "--server", "puma", "--cpu-ms", "5", "--io-ms", "0", "--concurrency", "100000"], "--concurrency: must be"),
+    (["predict", "--server", "puma", "--cpu-ms", "nan", "--io-ms", "0", "--concurrency", "1"], "--cpu-ms: must be"),
+    (["recommend", "x", "--concurrency", "0"], "--concurrency: must be"),
+    (["show", "--store", "/nonexistent/none.db"], "--store /nonexistent/none.db: no such store"),
+    (["report", "--p99-max", "-3"], "--p99-max"),
+    (["run"], "the following arguments are required: experiment"),
+    (["nope"], "invalid choice: 'nope'"),
+]
+
+
+@pytest.mark.parametrize("argv, expect", BAD_LINES, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_a_bad_command_line_is_one_line(argv, expect, capsys):
+    assert expect in one_line_error(argv, capsys)
+
+
+def test_an_empty_store_is_an_error_not_a_blank_line(tmp_path, capsys):
+    from arena.results.store import Store
+
+    Store(tmp_path / "empty.db").close()
+    assert "the store has no experiment" in one_line_error(["show", "--store", str(tmp_path / "empty.db")], capsys)
+
+
+def test_no_traceback_when_run_as_a_program(tmp_path):
+    """The same through the entry point, as a user runs it (the in-process table cannot see an import-time trace)."""
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"name = \"\xff\"\n")
+    r = subprocess.run([sys.executable, "-m", "arena", "run", str(bad), "--dry-run"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not UTF-8" in r.stderr

@@ -1,0 +1,125 @@
+"""Ctrl-C, SIGTERM and SIGKILL to a real `arena run` of a clustered Puma: the exit status says what
+happened, and nothing is left behind (no process, cgroup, work dir or load generator's temp dir),
+whether Arena stopped itself or a later Arena reaped what a killed one left."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.servers import cgroup
+from tests.conftest import require_server
+
+EXPERIMENT = """
+name = "signals"
+duration = "3s"
+warmup = "0s"
+repetitions = 3
+[workload]
+path = "/work?cpu_ms=2"
+[load]
+concurrency = [2]
+[[servers]]
+server = "puma"
+processes = 2
+threads = 2
+"""
+
+
+def leftovers_of(pid: int) -> list[str]:
+    """Whatever Arena process ``pid`` owned that still exists: groups, dirs, processes."""
+    mark = f"{cgroup.PREFIX}{pid}-"
+    roots = set(cgroup.v1_roots().values()) | ({cgroup.v2_root()} - {None})
+    found = [str(d) for r in roots for d in r.glob(f"{mark}*")]
+    found += [str(d) for d in Path(tempfile.gettempdir()).glob(f"{mark}*")]
+    found += [f"pid {p}" for p in cgroup.tagged_pids(f"{cgroup.ProcessTree.TAG}={mark}".encode())]
+    return found
+
+
+def start(tmp_path: Path) -> subprocess.Popen:
+    exp = tmp_path / "signals.toml"
+    exp.write_text(EXPERIMENT)
+    return subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(tmp_path / "s.db")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def wait_for_load(proc: subprocess.Popen) -> None:
+    """Until the first run is under way (its server is up and the load started)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(d.name.endswith("-puma") for r in set(cgroup.v1_roots().values()) | ({cgroup.v2_root()} - {None})
+               for d in r.glob(f"{cgroup.PREFIX}{proc.pid}-*")):
+            time.sleep(1.5)  # the ready check, the idle probe, then load
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server never started")
+
+
+@pytest.mark.integration
+def test_repeated_ctrl_c_leaves_nothing_and_exits_130(tmp_path):
+    require_server("puma")
+    proc = start(tmp_path)
+    wait_for_load(proc)
+    for _ in range(5):  # an impatient user: five Ctrl-Cs 20-80 ms apart
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(random.uniform(0.02, 0.08))
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out
+    assert leftovers_of(proc.pid) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("to_group", [False, True], ids=["arena", "process-group"])
+def test_sigterm_exits_143_and_leaves_nothing(tmp_path, to_group):
+    require_server("puma")
+    proc = start(tmp_path)
+    wait_for_load(proc)
+    if to_group:  # Arena and its load generator together, as `kill -TERM -PGID` or a container stop
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:  # Arena alone, as a service manager does
+        proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out
+    assert "Traceback" not in out and leftovers_of(proc.pid) == []
+
+
+@pytest.mark.integration
+def test_a_sigint_at_once_is_not_lost(tmp_path):
+    exp = tmp_path / "signals.toml"
+    exp.write_text(EXPERIMENT)
+    # as a background job: SIGINT is inherited ignored, and Arena must still honour it
+    proc = subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(tmp_path / "s.db")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(0.15)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and leftovers_of(proc.pid) == []
+
+
+@pytest.mark.integration
+def test_what_a_killed_arena_left_is_reaped_by_the_next_command(tmp_path):
+    require_server("puma")
+    proc = start(tmp_path)
+    wait_for_load(proc)
+    os.kill(proc.pid, signal.SIGKILL)  # Arena only: its server and load generator are orphaned
+    proc.communicate(timeout=30)
+    left = leftovers_of(proc.pid)
+    assert any("-puma" in x for x in left)  # the server's group (and its processes) outlived Arena
+    deadline = time.monotonic() + 10  # the load generator dies with Arena (PR_SET_PDEATHSIG)
+    while any(x.endswith("-load") for x in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    reap = subprocess.run([sys.executable, "-m", "arena", "reap"], capture_output=True, text=True, timeout=60)
+    assert reap.returncode == 0, reap.stderr
+    assert f"{cgroup.PREFIX}{proc.pid}-" in reap.stdout and "removed" in reap.stdout
+    assert leftovers_of(proc.pid) == []
+    again = subprocess.run([sys.executable, "-m", "arena", "reap"], capture_output=True, text=True, timeout=60)
+    assert "nothing left by dead Arena processes" in again.stdout
