@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from arena.results import store as store_mod
 from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
+from arena.drivers.spec import LoadSpec
 from arena.runner import throughput_drift, validity_flags
 from arena.results.store import SCHEMA_VERSION, Store
 from tests.conftest import require_server
@@ -286,3 +288,56 @@ def test_a_stall_is_flagged_in_the_closed_model_beyond_counting_noise():
 
 def test_no_success_is_its_own_flag():
     assert "no request succeeded" in flags(result(completed=0, errors=50))
+
+
+@pytest.mark.integration
+def test_a_freeze_inside_a_closed_run_makes_it_invalid():
+    """A real server frozen (its cgroup) for 2 s in the middle of a 5 s closed run at c=4: fewer
+    than 1% errors and no drift between the halves (the stall spans both), yet the run is flagged."""
+    from arena.drivers import native
+    from arena.servers.launch import ServerSpec, start
+
+    require_server("puma")
+    with start(ServerSpec("puma", "rack", threads=4, cpus=[1])) as server:
+        if server.procset.backend == "none":
+            pytest.skip("freezing needs a cgroup")
+        timer = threading.Timer(1.5, server.procset.freeze)
+        thaw = threading.Timer(3.5, server.procset.thaw)
+        timer.start()
+        thaw.start()
+        try:
+            result = native.run(LoadSpec(f"{server.url}/work?cpu_ms=1", connections=4, duration_s=5.0, timeout_s=30),
+                                cpus=[0])
+        finally:
+            timer.join()
+            thaw.join()
+    assert result.measured.errors == 0 and throughput_drift(result) is None  # the older rules see nothing
+    found = flags(result)
+    assert any(f.startswith("stalled: ") for f in found), found
+
+
+@pytest.mark.integration
+def test_error_answers_make_an_invalid_run_and_a_failing_exit(tmp_path):
+    """A workload whose every request is refused by the app (a 400: cpu_ms beyond the contract's
+    bound) is stored invalid, and `arena run` and `arena load` exit 1."""
+    require_server("puma")
+    exp = tmp_path / "e.toml"
+    exp.write_text('name = "bad-requests"\nduration = "1s"\nwarmup = "0s"\nrepetitions = 1\n'
+                   '[workload]\npath = "/work?cpu_ms=999999"\n[load]\nconcurrency = [2]\n'
+                   '[[servers]]\nserver = "puma"\nthreads = 2\n')
+    r = arena("run", str(exp), "--store", str(tmp_path / "s.db"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 invalid" in r.stdout
+    with Store(tmp_path / "s.db") as s:
+        (run,) = s.runs("bad-requests")
+    assert not run.valid and run.load.measured.completed == 0
+    assert run.load.measured.error_counts["status"] > 10 and run.load.measured.status == {400: run.load.measured.errors}
+    assert "no request succeeded" in run.flags and run.throughput == 0
+
+    from arena.servers.launch import ServerSpec, start
+
+    with start(ServerSpec("puma", "rack", threads=2, cpus=[1])) as server:
+        bad = arena("load", f"{server.url}/work?cpu_ms=999999", "-c", "2", "-d", "1s", "--cpus", "0")
+        ok = arena("load", f"{server.url}/nope", "-c", "2", "-d", "1s", "--cpus", "0", "--expect-status", "404")
+    assert bad.returncode == 1 and "INVALID: " in bad.stdout and "no request succeeded" in bad.stdout
+    assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -70,4 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         # nothing it started behind: its servers, their groups and work dirs, drivers' temp dirs.
         reap_own(since)
         for s, handler in before.items():
-            signal.signal(s, handler)
+            # As the program (argv None), Arena is exiting: more Ctrl-Cs must not kill the
+            # interpreter while it shuts down (it resets Python handlers to the default) and turn
+            # the exit status 130 into death by signal. Called from code, restore its handlers.
+            signal.signal(s, signal.SIG_IGN if argv is None else handler)

@@ -207,8 +207,11 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
         f"{len(runs)} runs reused a server started for a lower level of the same configuration (after their own "
         f"warm-up). Server and load generator on separate CPUs (server {env.server_cpus if env else '-'}, load "
         f"{env.load_cpus if env else '-'}). Percentiles: nearest rank.",
-        "A run is invalid when the generator saturated, errors passed the threshold, throughput drifted between its "
-        "halves beyond noise, or a server process died.",
+        "A run is invalid when the generator saturated or could not open its connections; errors (transport errors, "
+        "and answers whose status is not expected: by default anything but 2xx and 3xx) passed the threshold; no "
+        "request succeeded; an interval of its per-second series stalled (far below the run's usual interval, the "
+        "upper quartile, beyond Poisson counting noise, while requests were outstanding); its throughput drifted "
+        "between its halves beyond counting noise; or the server or one of its processes died.",
         INTERVALS,
     ]
     if len(envs) > 1:

@@ -23,7 +23,7 @@ def chart_csv(chart: Chart) -> str:
                 w.writerow([r, c, "" if v is None else v])
         return out.getvalue()
     extra = [chart.y2_label] if any(s.axis == "y2" for s in chart.series) else []
-    w.writerow(["group", "series", chart.x_label, chart.y_label, "ci95_low", "ci95_high"] + (["axis"] if extra else []))
+    w.writerow(["group", "series", chart.x_label, chart.y_label, "interval_low", "interval_high"] + (["axis"] if extra else []))
     for s in chart.series:
         for i, (x, y) in enumerate(zip(s.x, s.y)):
             lo = s.lo[i] if s.lo and s.lo[i] is not None else ""
