@@ -78,7 +78,7 @@ class Machine:
     def launch(self, spec):
         self.started.append(spec)
         if spec.threads in self.fail_start:
-            raise ArenaError(f"puma did not become ready\nlog tail ...")
+            raise ArenaError("puma did not become ready\nlog tail ...")
         server = FakeServer(spec, self.die_after)
         self.servers.append(server)
         return server

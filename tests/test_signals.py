@@ -61,33 +61,36 @@ def wait_for_load(proc: subprocess.Popen) -> None:
     raise AssertionError("the server never started")
 
 
-@pytest.mark.integration
-def test_repeated_ctrl_c_leaves_nothing_and_exits_130(tmp_path):
+def stopped_under_load(tmp_path, send) -> int:
+    """Start a run, let its load begin, ``send(proc)`` signals, and return Arena's exit status once
+    it is gone, after checking it left nothing and printed no traceback."""
     require_server("puma")
     proc = start(tmp_path)
     wait_for_load(proc)
-    for _ in range(5):  # an impatient user: five Ctrl-Cs 20-80 ms apart
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(random.uniform(0.02, 0.08))
+    send(proc)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
-    assert "Traceback" not in out
+    assert "Traceback" not in out, out
     assert leftovers_of(proc.pid) == []
+    return proc.returncode
+
+
+@pytest.mark.integration
+def test_repeated_ctrl_c_leaves_nothing_and_exits_130(tmp_path):
+    def impatient(proc) -> None:  # five Ctrl-Cs 20-80 ms apart
+        for _ in range(5):
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(random.uniform(0.02, 0.08))
+
+    assert stopped_under_load(tmp_path, impatient) == 130
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("to_group", [False, True], ids=["arena", "process-group"])
 def test_sigterm_exits_143_and_leaves_nothing(tmp_path, to_group):
-    require_server("puma")
-    proc = start(tmp_path)
-    wait_for_load(proc)
-    if to_group:  # Arena and its load generator together, as `kill -TERM -PGID` or a container stop
-        os.killpg(proc.pid, signal.SIGTERM)
-    else:  # Arena alone, as a service manager does
-        proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 143, out
-    assert "Traceback" not in out and leftovers_of(proc.pid) == []
+    # Arena alone, as a service manager does; or Arena and its load generator together, as
+    # `kill -TERM -PGID` or a container stop
+    send = (lambda p: os.killpg(p.pid, signal.SIGTERM)) if to_group else (lambda p: p.send_signal(signal.SIGTERM))
+    assert stopped_under_load(tmp_path, send) == 143
 
 
 @pytest.mark.integration

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from arena import stats
-from arena.plan.experiment import level_label
-from arena.results.runs import Run
+from arena.results.runs import Placement, Run
 
 MiB = 1024 * 1024
 
@@ -87,17 +86,9 @@ def run_decomposition(run: Run) -> dict[str, float | None] | None:
 
 
 @dataclass(frozen=True)
-class Cell:
-    config: str
-    label: str
-    server: str
-    app: str
-    workload: str
-    processes: int | None
-    threads: int | None
-    connections: int | None
-    model: str
-    level: float
+class Cell(Placement):
+    """One configuration's repetitions at one workload and load level, and their figures."""
+
     runs: tuple[Run, ...] = field(repr=False)  # every repetition, valid or not
     throughput: Figure
     p50_us: Figure
@@ -121,10 +112,6 @@ class Cell:
     @property
     def total(self) -> int:
         return len(self.runs)
-
-    @property
-    def level_label(self) -> str:
-        return level_label(self.model, self.level)
 
 
 def _balance(runs: tuple[Run, ...]) -> tuple[float, ...]:

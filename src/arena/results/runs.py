@@ -46,11 +46,10 @@ def resources_from_json(d: dict[str, Any]) -> ResourceResult | None:
 
 
 @dataclass(frozen=True)
-class Run:
-    """One measured run as stored: its place in the experiment and what was measured."""
+class Placement:
+    """Where in an experiment a run (or a cell of runs) is: a configuration at a workload and load
+    level."""
 
-    id: int
-    run_key: str
     config: str  # ServerConfig.key: the configuration's identity
     label: str  # ServerConfig.name: what the configuration is called where it is shown
     server: str
@@ -61,6 +60,18 @@ class Run:
     connections: int | None
     model: str  # "closed" | "open"
     level: float
+
+    @property
+    def level_label(self) -> str:
+        return level_label(self.model, self.level)
+
+
+@dataclass(frozen=True)
+class Run(Placement):
+    """One measured run as stored: its place in the experiment and what was measured."""
+
+    id: int
+    run_key: str
     repetition: int
     driver: str
     started_at: float
@@ -78,10 +89,6 @@ class Run:
     load: LoadResult | None
     resources: ResourceResult | None
     environment: Environment
-
-    @property
-    def level_label(self) -> str:
-        return level_label(self.model, self.level)
 
     def to_json(self) -> dict[str, Any]:
         """The run as plain JSON (arena export): its columns and its documents as stored."""
