@@ -176,3 +176,33 @@ def test_the_plan_is_what_the_fakes_ran(tmp_path):
     with Store(tmp_path / "s.db") as store:
         run_experiment(exp, store, seams=m.seams())
     assert [(s.threads) for s in m.started] == [g.config.threads for g in plan(exp)]
+
+
+def test_the_engine_runs_shows_exports_and_reports_an_experiment_file(tmp_path):
+    """The engine functions the CLI calls, called directly (with the fakes for the machine)."""
+    import csv
+    import io
+    import json
+
+    from arena.app.experiments import export, run_file, summaries
+    from arena.app.report import report
+
+    f = tmp_path / "fake.toml"
+    f.write_text('name = "fake"\nduration = "1s"\nwarmup = "0s"\nrepetitions = 2\n[workload]\npath = "/work"\n'
+                 '[load]\nconcurrency = [1, 4]\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
+                 '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+    db = str(tmp_path / "s.db")
+    seen = []
+    assert run_file(str(f), db, seen.append, dry_run=True) is None and not (tmp_path / "s.db").exists()
+    assert len(seen[0].groups) == 4 and seen[0].estimate_s > 0
+    counts = run_file(str(f), db, seams=Machine().seams())
+    assert (counts.done, counts.skipped, counts.failed, counts.invalid) == (8, 0, 0, 0)
+    assert run_file(str(f), db, seams=Machine().seams()).skipped == 8  # resumed: nothing to do
+    (shown,) = summaries(db)
+    assert shown.answer[0].startswith("best: puma[rack] t=") and len(shown.table.rows) == 4
+    assert all(row[shown.table.head.index("req/s interval")].startswith("range ") for row in shown.table.rows)
+    rows = list(csv.DictReader(io.StringIO(export(db, "fake", "csv"))))
+    assert len(rows) == 8 and {r["valid"] for r in rows} == {"1"} and json.loads(rows[0]["flags"]) == []
+    assert json.loads(export(db, "fake", "json"))[0]["load"]["tool"] == "fake"
+    done = report(db, output=str(tmp_path / "r.html"))
+    assert done.name == "fake" and done.runs == 8 and done.charts > 5 and (tmp_path / "r.html").stat().st_size > 10_000

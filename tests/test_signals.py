@@ -126,3 +126,35 @@ def test_what_a_killed_arena_left_is_reaped_by_the_next_command(tmp_path):
     assert leftovers_of(proc.pid) == []
     again = subprocess.run([sys.executable, "-m", "arena", "reap"], capture_output=True, text=True, timeout=60)
     assert "nothing left by dead Arena processes" in again.stdout
+
+
+@pytest.mark.integration
+def test_serve_on_the_port_a_killed_arena_left_taken_reaps_it_first(tmp_path):
+    from arena.http_client import free_port
+
+    require_server("puma")
+    port = free_port("127.0.0.1")
+
+    def serve() -> tuple[subprocess.Popen, list[str]]:
+        proc = subprocess.Popen([sys.executable, "-m", "arena", "serve", "puma", "--port", str(port), "--processes", "2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "Ctrl-C stops it" in line or "error" in line:
+                break
+        return proc, lines
+
+    first, _ = serve()
+    os.kill(first.pid, signal.SIGKILL)  # its Puma keeps the port
+    first.communicate(timeout=30)
+    second, lines = serve()
+    try:
+        text = "".join(lines)
+        assert "reaped /sys/fs/cgroup" in text or "reaped pid" in text, text
+        assert f"127.0.0.1:{port}" in text and "serving" in text, text
+    finally:
+        os.killpg(second.pid, signal.SIGINT)
+        out, _ = second.communicate(timeout=60)
+    assert second.returncode == 0 and "no process left" in out, out
+    assert leftovers_of(first.pid) == [] and leftovers_of(second.pid) == []

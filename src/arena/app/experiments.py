@@ -12,6 +12,7 @@ from typing import Callable
 
 from arena.errors import ArenaError
 from arena.plan.experiment import Experiment, Group, estimate_s, load_experiment, plan, workloads_of
+from arena.report.data import Table
 from arena.results.aggregate import Cell, aggregate
 from arena.results.observe import observations
 from arena.results.runs import Run
@@ -47,12 +48,47 @@ class RunCounts:
     invalid: int
 
 
-def run_file(exp: Experiment, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
-             seams: Seams = Seams()) -> RunCounts:
-    """Run what of ``exp`` the store does not hold yet (resume)."""
+def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
+             on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
+             seams: Seams = Seams()) -> RunCounts | None:
+    """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
+    run what of it the store does not hold yet (resume)."""
+    planned = plan_file(path)
+    on_plan(planned)
+    if dry_run:
+        return None
     with open_store(store_path, must_exist=False) as store:
-        counts = run_experiment(exp, store, on_event, seams)
+        counts = run_experiment(planned.experiment, store, on_event, seams)
     return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What ``arena show`` prints of one experiment: the answer, the comparison table, the runs."""
+
+    results: Results
+    answer: list[str]
+    table: Table
+
+
+def summaries(store_path: str, name: str | None = None) -> list[Summary]:
+    """The experiment ``name`` (default: every experiment in the store), each with its answer and
+    its comparison table."""
+    from arena.report.data import comparison_table
+    from arena.results.aggregate import workloads
+    from arena.results.ranking import answer_lines, answers
+
+    with open_store(store_path) as store:
+        names = [name] if name else [e["name"] for e in store.experiments()]
+        if not names:
+            raise ArenaError(f"--store {store_path}: the store has no experiment")
+        found = [results(store, n) for n in names]
+    out = []
+    for res in found:
+        many = len(workloads(res.cells)) > 1
+        lines = [line for a in answers(res.cells) for line in answer_lines(a, many)]
+        out.append(Summary(res, lines, comparison_table(res.cells)))
+    return out
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,14 @@ def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_
     return Recommendation(load, p99_max_ms, memory_max_mib, out)
 
 
+def recommendation(store_path: str, experiment: str, load: Load, p99_max_ms: float | None = None,
+                   memory_max_mib: float | None = None, cores: float | None = None, servers: list[str] | None = None,
+                   top: int = 3) -> tuple[Results, Recommendation]:
+    """``arena recommend``: the experiment's results and the recommendation calibrated from them."""
+    res = load_experiment_results(store_path, experiment)
+    return res, recommend(res, load, p99_max_ms, memory_max_mib, cores, servers, top)
+
+
 @dataclass(frozen=True)
 class Verification:
     experiment: str
@@ -174,3 +182,31 @@ def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callabl
 def load_experiment_results(store_path: str, name: str) -> Results:
     with open_store(store_path) as store:
         return results(store, name)
+
+
+@dataclass(frozen=True)
+class Given:
+    """Figures the user gives instead of an experiment to calibrate from (ms per request)."""
+
+    cpu_ms: float | None
+    io_ms: float | None
+    outside_ms: float = 0.0
+    blocking_io: bool = False
+    cpu_cv2: float = 1.0
+
+
+def prediction(server: str, processes: int | None, threads: int | None, loads: list[Load], *,
+               store_path: str | None = None, experiment: str | None = None, workload: str | None = None,
+               given: Given | None = None, cores: float | None = None) -> Predictions:
+    """``arena predict``: calibrated from an experiment's runs, or from given figures."""
+    asked = given is not None and (given.cpu_ms is not None or given.io_ms is not None)
+    if experiment is not None:
+        if asked:
+            raise ArenaError("--cpu-ms/--io-ms: give them without an experiment (with one, they come from its runs)")
+        res = load_experiment_results(store_path or "arena.db", experiment)
+        return predict(calibration(res, server, workload), processes, threads, loads, res, cores)
+    if given is None or given.cpu_ms is None or given.io_ms is None:
+        raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
+    cal = given_calibration(server, cores or 1.0, given.cpu_ms, given.io_ms, given.outside_ms, given.blocking_io,
+                            given.cpu_cv2)
+    return predict(cal, processes, threads, loads, None, cores)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from arena.app.experiments import Results, latest, open_store, results
@@ -37,6 +38,25 @@ def write_report(report: data.Report, path: str) -> str:
     except OSError as e:
         raise ArenaError(f"--output {path}: cannot write it ({e.strerror})") from None
     return str(Path(path).resolve())
+
+
+@dataclass(frozen=True)
+class Written:
+    name: str
+    runs: int
+    charts: int
+    path: str  # the HTML file, absolute
+    exported: list[Path]  # with an export directory: each chart's CSV and picture
+
+
+def report(store_path: str, name: str | None = None, limits: Limits = Limits(), output: str | None = None,
+           export_dir: str | None = None, fmt: str = "svg") -> Written:
+    """``arena report``: the experiment's report written as HTML (and its charts as files)."""
+    res = load_results(store_path, name)
+    built = build_report(res, limits)
+    path = write_report(built, output or default_path(res.name))
+    files = export_charts(built, export_dir, fmt) if export_dir else []
+    return Written(res.name, len(res.runs), len(built.charts), path, files)
 
 
 def export_charts(report: data.Report, directory: str, fmt: str) -> list[Path]:

@@ -3,9 +3,8 @@
 from rich.markup import escape
 from rich.table import Table
 
-from arena.app.model import Load, calibration, given_calibration, load_experiment_results, predict
+from arena.app.model import Given, Load, prediction
 from arena.cli.args import MODEL_CLIENTS, MODEL_MS, add_store, count, listof, positive
-from arena.errors import ArenaError
 
 NAME = "predict"
 
@@ -52,19 +51,11 @@ def print_calibration(out, cal) -> None:
 
 
 def run(args, out) -> int:
-    if args.experiment:
-        if args.cpu_ms is not None or args.io_ms is not None:
-            raise ArenaError("--cpu-ms/--io-ms: give them without an experiment (with one, they come from its runs)")
-        res = load_experiment_results(args.store, args.experiment)
-        cal = calibration(res, args.server, args.workload)
-        print_calibration(out, cal)
-    else:
-        if args.cpu_ms is None or args.io_ms is None:
-            raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
-        res = None
-        cal = given_calibration(args.server, args.cores or 1.0, args.cpu_ms, args.io_ms, args.outside_ms,
-                                args.blocking_io, args.cpu_cv2)
-    got = predict(cal, args.processes, args.threads, loads(args), res, args.cores)
+    given = Given(args.cpu_ms, args.io_ms, args.outside_ms, args.blocking_io, args.cpu_cv2)
+    got = prediction(args.server, args.processes, args.threads, loads(args), store_path=args.store,
+                     experiment=args.experiment, workload=args.workload, given=given, cores=args.cores)
+    if got.calibrated:
+        print_calibration(out, got.calibration)
     config, cores = got.config, got.calibration.cores
     threads = "unbounded (event loop)" if config.threads is None else str(config.threads)
     table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s), {cores:g} core(s), "

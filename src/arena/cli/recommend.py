@@ -3,7 +3,7 @@
 from rich.markup import escape
 from rich.table import Table
 
-from arena.app.model import Load, load_experiment_results, recommend, verify
+from arena.app.model import Load, recommendation, verify
 from arena.cli.args import reap_first, EXIT_FAILED, MODEL_CLIENTS, add_store, count, listof, positive
 
 NAME = "recommend"
@@ -26,8 +26,8 @@ def add(sub) -> None:
 
 def run(args, out) -> int:
     load = Load("closed", float(args.concurrency)) if args.concurrency else Load("open", args.rate)
-    res = load_experiment_results(args.store, args.experiment)
-    rec = recommend(res, load, args.p99_max, args.memory_max, args.cores, args.servers, args.top)
+    res, rec = recommendation(args.store, args.experiment, load, args.p99_max, args.memory_max, args.cores,
+                              args.servers, args.top)
     limits = ", ".join(x for x in (f"p99 <= {args.p99_max:g} ms" if args.p99_max else "",
                                    f"memory <= {args.memory_max:g} MiB" if args.memory_max else "") if x) or "none"
     what = f"{int(load.level)} clients" if load.model == "closed" else f"{load.level:g} requests/s"

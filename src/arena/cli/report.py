@@ -1,6 +1,8 @@
 """``arena report``: an experiment's HTML report (and its charts as files)."""
 
-from arena.app.report import build_report, default_path, export_charts, load_results, write_report
+import os
+
+from arena.app.report import report
 from arena.cli.args import add_store, positive
 from arena.results.ranking import Limits
 
@@ -19,14 +21,10 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
-    res = load_results(args.store, args.experiment)
-    report = build_report(res, Limits(args.p99_max, args.memory_max))
-    path = write_report(report, args.output or default_path(res.name))
-    out.print(f"report of {res.name} ({len(res.runs)} runs, {len(report.charts)} charts): {path}", highlight=False)
+    done = report(args.store, args.experiment, Limits(args.p99_max, args.memory_max), args.output, args.export,
+                  args.format)
+    out.print(f"report of {done.name} ({done.runs} runs, {done.charts} charts): {done.path}", highlight=False)
     if args.export:
-        import os
-
-        files = export_charts(report, args.export, args.format)
-        out.print(f"{len(files)} files (CSV and {args.format.upper()} per chart) in {os.path.abspath(args.export)}",
-                  highlight=False)
+        out.print(f"{len(done.exported)} files (CSV and {args.format.upper()} per chart) in "
+                  f"{os.path.abspath(args.export)}", highlight=False)
     return 0

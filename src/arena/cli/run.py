@@ -3,7 +3,7 @@
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from arena.app.experiments import plan_file, run_file
+from arena.app.experiments import run_file
 from arena.cli.args import reap_first, EXIT_FAILED, add_store
 
 NAME = "run"
@@ -17,21 +17,24 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
-    planned = plan_file(args.experiment)
-    exp = planned.experiment
-    out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {len(exp.workloads)} workloads x "
-              f"{len(exp.levels)} levels x {exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
-              f"load CPUs {list(exp.load_cpus)}; about {planned.estimate_s / 60:.0f} min; store {args.store}",
-              highlight=False)
-    if args.dry_run:
-        for i, g in enumerate(planned.groups, 1):
-            out.print(f"start {i}: {escape(g.config.name)} #{g.repetition}: "
-                      + ", ".join(escape(r.key.split(' ', 1)[1]) for r in g.runs), highlight=False)
-        return 0
-    reap_first(out)
+    def planned(p) -> None:
+        exp = p.experiment
+        out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {len(exp.workloads)} workloads x "
+                  f"{len(exp.levels)} levels x {exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
+                  f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {args.store}",
+                  highlight=False)
+        if args.dry_run:
+            for i, g in enumerate(p.groups, 1):
+                out.print(f"start {i}: {escape(g.config.name)} #{g.repetition}: "
+                          + ", ".join(escape(r.key.split(' ', 1)[1]) for r in g.runs), highlight=False)
+        else:
+            reap_first(out)
+        names.append(exp.name)
+
+    names: list[str] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
-    with Progress(*columns, console=out, transient=False) as progress:
+    with Progress(*columns, console=out, transient=False, disable=args.dry_run) as progress:
         task = progress.add_task("runs", total=None, last="")
 
         def on_event(e) -> None:
@@ -50,8 +53,10 @@ def run(args, out) -> int:
             elif e.kind == "failed":
                 progress.console.print(f"  {e.run.key}: FAILED: {e.message}", highlight=False, markup=False)
 
-        counts = run_file(exp, args.store, on_event)
+        counts = run_file(args.experiment, args.store, planned, on_event, dry_run=args.dry_run)
+    if counts is None:
+        return 0
     out.print(f"{counts.done} runs done ({counts.invalid} invalid), {counts.skipped} already in the store, "
-              f"{counts.failed} failed; results in {args.store} (arena show {exp.name} --store {args.store})",
+              f"{counts.failed} failed; results in {args.store} (arena show {names[0]} --store {args.store})",
               highlight=False)
     return EXIT_FAILED if counts.failed or counts.invalid else 0

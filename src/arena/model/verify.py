@@ -55,10 +55,16 @@ def compare(cells: list[Cell], observations: list[Observation]) -> tuple[
         cal = calibrations[key]
         if isinstance(cal, str):
             continue
+        try:
+            predicted = predict(cal, c.processes, c.threads, c.model, c.level)
+        except (ValueError, ArithmeticError) as e:  # a calibration the model cannot use: say why, per server
+            calibrations[key] = f"cannot predict from this calibration: {e}"
+            points = [p for p in points if (p.server, p.workload) != key]
+            continue
         low = min(o.level for o in observations if o.server == c.server and o.workload == c.workload)
         config = server_config(c.server, c.processes, c.threads, cal.cores)
         points.append(Point(c.label, c.server, c.workload, config.processes, config.threads, c.model, c.level,
-                            c.throughput.median, predict(cal, c.processes, c.threads, c.model, c.level), c.level == low))
+                            c.throughput.median, predicted, c.level == low))
     points.sort(key=lambda pt: (pt.workload, pt.label, pt.level))
     return points, calibrations
 
