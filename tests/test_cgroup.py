@@ -171,3 +171,11 @@ def test_stale_workdir_reaping_touches_only_dead_owners_dirs(tmp_path):
     (kept_log / KEEP_MARK).touch()
     assert reap_stale_workdirs(tmp_path) == [gone]
     assert not gone.exists() and kept_log.exists() and mine.exists() and other.exists()
+
+
+def test_an_exact_cpu_total_is_split_in_the_sampled_proportion():
+    from arena.servers.cgroup import split_cpu
+
+    assert split_cpu(0.4, 38, 2) == pytest.approx((0.38, 0.02))  # 0.396 in ticks, 0.4 exactly
+    assert split_cpu(1.0, 0, 0) == (1.0, 0.0)
+    assert sum(split_cpu(0.123456, 7, 3)) == pytest.approx(0.123456)

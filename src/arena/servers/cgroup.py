@@ -146,6 +146,14 @@ class ProcessSet(ABC):
         """Delete the (empty) group."""
 
 
+def split_cpu(total: float, user: int, system: int) -> tuple[float, float]:
+    """An exact CPU total split into (user, system) in the proportion of sampled counts."""
+    if user + system <= 0:
+        return total, 0.0
+    u = total * user / (user + system)
+    return u, total - u
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -246,11 +254,16 @@ class CgroupV1(ProcessSet):
         d = self.dirs.get("cpuacct")
         if d is None:
             return None
-        if (d / "cpuacct.usage_user").exists():  # nanoseconds
-            return int(_read(d / "cpuacct.usage_user")) / 1e9, int(_read(d / "cpuacct.usage_sys")) / 1e9
-        ticks = dict(line.split() for line in _read(d / "cpuacct.stat").splitlines())
-        hz = os.sysconf("SC_CLK_TCK")
-        return int(ticks["user"]) / hz, int(ticks["system"]) / hz
+        # cpuacct.usage is the scheduler's exact runtime (ns); the user/system split (usage_user,
+        # usage_sys, cpuacct.stat) is sampled at ticks and can miss a whole tick of a short window,
+        # so the exact total is split in the sampled proportion.
+        total = int(_read(d / "cpuacct.usage")) / 1e9
+        if (d / "cpuacct.usage_user").exists():
+            user, system = int(_read(d / "cpuacct.usage_user")), int(_read(d / "cpuacct.usage_sys"))
+        else:
+            ticks = dict(line.split() for line in _read(d / "cpuacct.stat").splitlines())
+            user, system = int(ticks["user"]), int(ticks["system"])
+        return split_cpu(total, user, system)
 
     def memory_peak(self) -> int | None:
         d = self.dirs.get("memory")
