@@ -7,8 +7,10 @@ SHELL := /bin/bash
 # build uWSGI; apache2-utils (ab), wrk and siege are the studies' load generators (JMeter comes
 # from Maven Central: see install-jmeter); chromium is the browser of the report's test (driven by
 # Playwright, which downloads no browser).
+# postgresql is the managed database service (Arena runs its own clusters as the package's unprivileged
+# user "postgres"; the package's own cluster is never started: see the policy-rc.d guard below).
 APT_PACKAGES := ruby ruby-rack ruby-webrick puma unicorn thin passenger ruby-sinatra ruby-rails \
-	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege chromium
+	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege chromium postgresql
 UV_VERSION := 0.13.8
 PYTHON ?= python3
 TOOLS := .tools
@@ -27,7 +29,7 @@ install-system:
 		if [ "$$(id -u)" != 0 ]; then echo "make: need root to install: $$missing" >&2; exit 1; fi; \
 		echo "installing Debian packages: $$missing"; \
 		apt-get update -qq; \
-		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+		$(call no_service_starts,apt-get install -y -qq --no-install-recommends $$missing >/dev/null); \
 	fi
 
 install-python: $(VENV)/.synced
@@ -51,14 +53,16 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 	$(UV) sync --locked --python $(PYTHON)
 	touch $@
 
-# The benchmarks' static server. Debian's package would also start a system nginx on port 80:
-# a policy-rc.d that refuses service starts is in place for the install (unless one exists).
+# Run an install command with a policy-rc.d that refuses service starts in place (unless one exists):
+# Debian's nginx and postgresql packages would otherwise start system services (port 80, 5432).
+no_service_starts = guard=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '\#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
+	chmod +x /usr/sbin/policy-rc.d; guard=1; fi; rc=0; { $(1); } || rc=$$?; [ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d; \
+	[ $$rc -eq 0 ]
+
+# The benchmarks' static server.
 install-bench:
 	@if ! command -v nginx >/dev/null; then \
-		guard=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
-			chmod +x /usr/sbin/policy-rc.d; guard=1; fi; \
-		apt-get install -y -qq --no-install-recommends nginx-light >/dev/null || apt-get install -y -qq nginx >/dev/null; \
-		[ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d; \
+		$(call no_service_starts,apt-get install -y -qq --no-install-recommends nginx-light >/dev/null || apt-get install -y -qq nginx >/dev/null); \
 	fi
 
 # The load generator. Rust comes from the machine's toolchain (edition 2024: Rust >= 1.85).

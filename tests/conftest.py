@@ -13,3 +13,23 @@ def require_server(name: str) -> None:
         if os.environ.get("ARENA_REQUIRE_ALL") == "1":
             pytest.fail(message)
         pytest.skip(message)
+
+
+_copies: dict[str, str] = {}
+
+
+def report_store() -> str:
+    """A copy of tests/fixtures/report/store.db for this test session: opening a store upgrades it
+    to the current schema, and a test must not change its fixture."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    if "report" not in _copies:
+        where = tempfile.mkdtemp(prefix="report-fixture-")
+        atexit.register(shutil.rmtree, where, True)
+        copy = Path(where) / "store.db"
+        shutil.copy(Path(__file__).parent / "fixtures" / "report" / "store.db", copy)
+        _copies["report"] = str(copy)
+    return _copies["report"]

@@ -6,13 +6,14 @@ from pathlib import Path
 import pytest
 
 from arena.app.experiments import results
+from tests.conftest import report_store
 from arena.cli import main
 from arena.model.calibrate import calibrate, server_config
 from arena.model.recommend import candidates, guided_choice
 from arena.model.verify import compare, mape
 from arena.results.store import Store
 
-STORE = str(Path(__file__).parent / "fixtures" / "report" / "store.db")
+STORE = report_store()
 NAME = "tiny-grid"
 
 

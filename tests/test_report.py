@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from arena import stats
+from tests.conftest import report_store
 from arena.app.experiments import results
 from arena.app.report import build_report
 from arena.cli import main
@@ -30,13 +31,13 @@ EVIL = '<script>alert(1)</script>'
 
 @pytest.fixture(scope="module")
 def stored():
-    with Store(FIX / "store.db") as s:
+    with Store(report_store()) as s:
         return s.definition(NAME), s.runs(NAME)
 
 
 @pytest.fixture(scope="module")
 def report():
-    with Store(FIX / "store.db") as s:
+    with Store(report_store()) as s:
         return build_report(results(s, NAME))
 
 
@@ -157,7 +158,7 @@ def test_the_comparison_interval_is_of_the_median(stored, tmp_path, capsys):
         if len(tp) == 2:
             assert row[col] == f"range {min(tp):.4g} .. {max(tp):.4g}"
         assert row[table.head.index("req/s")].startswith(f"{c.throughput.median:.4g}"[:3])
-    assert main(["show", NAME, "--store", str(FIX / "store.db")]) == 0
+    assert main(["show", NAME, "--store", report_store()]) == 0
     out = capsys.readouterr().out
     assert "best: " in out and "range " in out and out.index("best: ") < out.index("req/s interval")
 
@@ -229,20 +230,20 @@ def test_exports_write_csv_and_svg(page, tmp_path):
 
 def test_arena_report_command(tmp_path, capsys):
     out = tmp_path / "r.html"
-    assert main(["report", NAME, "--store", str(FIX / "store.db"), "-o", str(out), "--p99-max", "50"]) == 0
+    assert main(["report", NAME, "--store", report_store(), "-o", str(out), "--p99-max", "50"]) == 0
     assert out.stat().st_size > 3_000_000 and "p99 &lt;= 50 ms" in out.read_text()
     assert str(out) in capsys.readouterr().out
     # the store's most recent experiment when none is named
     copy = tmp_path / "s.db"
-    shutil.copy(FIX / "store.db", copy)
+    shutil.copy(report_store(), copy)
     assert main(["report", "--store", str(copy), "-o", str(tmp_path / "d.html")]) == 0
 
 
 def test_report_errors_are_one_line(tmp_path, capsys):
-    assert main(["report", "nope", "--store", str(FIX / "store.db"), "-o", str(tmp_path / "x.html")]) == 2
+    assert main(["report", "nope", "--store", report_store(), "-o", str(tmp_path / "x.html")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("arena: error: experiment: no experiment named 'nope'") and err.count("\n") == 1
-    assert main(["report", NAME, "--store", str(FIX / "store.db"), "-o", "/nonexistent/dir/r.html"]) == 2
+    assert main(["report", NAME, "--store", report_store(), "-o", "/nonexistent/dir/r.html"]) == 2
     assert "--output /nonexistent/dir/r.html: cannot write it" in capsys.readouterr().err
     assert main(["report", "--store", str(tmp_path / "missing.db")]) == 2
     assert "no such store" in capsys.readouterr().err

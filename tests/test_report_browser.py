@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from arena.app.experiments import results
+from tests.conftest import report_store
 from arena.app.report import build_report
 from arena.report.html import render
 from arena.results.store import Store
@@ -44,7 +45,7 @@ def test_the_report_renders_in_chromium(tmp_path):
     _require_browser()
     from playwright.sync_api import sync_playwright
 
-    with Store(FIX / "store.db") as s:
+    with Store(report_store()) as s:
         built = build_report(results(s, "tiny-grid"))
     text, made = render(built), built.charts
     report = tmp_path / "report.html"

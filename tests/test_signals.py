@@ -42,9 +42,9 @@ def leftovers_of(pid: int) -> list[str]:
     return found
 
 
-def start(tmp_path: Path) -> subprocess.Popen:
+def start(tmp_path: Path, experiment: str = EXPERIMENT) -> subprocess.Popen:
     exp = tmp_path / "signals.toml"
-    exp.write_text(EXPERIMENT)
+    exp.write_text(experiment)
     return subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(tmp_path / "s.db")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -61,11 +61,11 @@ def wait_for_load(proc: subprocess.Popen) -> None:
     raise AssertionError("the server never started")
 
 
-def stopped_under_load(tmp_path, send) -> int:
+def stopped_under_load(tmp_path, send, experiment: str = EXPERIMENT) -> int:
     """Start a run, let its load begin, ``send(proc)`` signals, and return Arena's exit status once
     it is gone, after checking it left nothing and printed no traceback."""
     require_server("puma")
-    proc = start(tmp_path)
+    proc = start(tmp_path, experiment)
     wait_for_load(proc)
     send(proc)
     out, _ = proc.communicate(timeout=60)
@@ -82,6 +82,13 @@ def test_repeated_ctrl_c_leaves_nothing_and_exits_130(tmp_path):
             time.sleep(random.uniform(0.02, 0.08))
 
     assert stopped_under_load(tmp_path, impatient) == 130
+
+
+@pytest.mark.integration
+def test_ctrl_c_with_a_database_and_an_api_service_leaves_neither(tmp_path):
+    with_services = EXPERIMENT.replace("[[servers]]", '[[services]]\nkind = "postgres"\nrows = 100\n'
+                                                      '[[services]]\nkind = "http"\n[[servers]]')
+    assert stopped_under_load(tmp_path, lambda p: os.killpg(p.pid, signal.SIGINT), with_services) == 130
 
 
 @pytest.mark.integration

@@ -29,7 +29,7 @@ def run_row(key: str, **over) -> dict:
     base.update(run_key=key, config="puma[rack] t=5", label="puma[rack] t=5", server="puma", app="rack",
                 workload="default", model="closed",
                 level=4, repetition=1, driver="arena-load", started_at=time.time(), server_reused=0, valid=1,
-                flags=[], throughput=100.0, load={}, resources={}, environment={})
+                flags=[], throughput=100.0, load={}, resources={}, environment={}, services={})
     base.update(over)
     return base
 
@@ -58,14 +58,14 @@ def test_an_old_store_is_upgraded_step_by_step(tmp_path, monkeypatch):
 
 def test_a_version_1_store_gains_workloads_and_keeps_its_runs(tmp_path, monkeypatch):
     path = tmp_path / "v1.db"
-    v1_columns = tuple(c for c in store_mod.RUN_COLUMNS if c != "workload")
+    v1_columns = tuple(c for c in store_mod.RUN_COLUMNS if c not in ("workload", "services"))
     monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
     monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
     monkeypatch.setattr(store_mod, "RUN_COLUMNS", v1_columns)
     with Store(path) as s:  # as the first Arena wrote it
         eid = s.experiment_id("e", "e.toml", {})
         row = run_row("old run")
-        del row["workload"]
+        del row["workload"], row["services"]
         s.save_run(eid, row)
         assert s.version == 1
     monkeypatch.undo()
@@ -264,7 +264,7 @@ def test_the_probe_covers_the_measured_window_not_the_drain():
     (group,) = plan(exp)
     with start(ServerSpec("puma", "rack", threads=1, cpus=list(exp.server_cpus))) as server:
         t0 = time.monotonic()
-        _, resources, _ = measure(exp, group.runs[0], server)
+        _, resources, _, _ = measure(exp, group.runs[0], server)
         took = time.monotonic() - t0
     assert took > 0.3 + 1.0 + 1.0  # the drain happened
     assert resources.window_s == pytest.approx(1.0, abs=0.15)

@@ -15,7 +15,8 @@ import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Mapping
+from contextlib import ExitStack
+from typing import Any, Callable, Mapping
 
 from arena import __version__ as arena_version
 from arena.drivers import DRIVERS
@@ -27,6 +28,7 @@ from arena.probe import Probe, ResourceResult
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, start
+from arena.services import start_service
 from arena.results.store import Store
 
 
@@ -42,6 +44,7 @@ class Seams:
         default_factory=lambda: {name: d.run for name, d in DRIVERS.items()})
     probe: Callable[..., Probe] = Probe
     idle_s: float = 1.0
+    start_service: Callable[..., Any] = start_service
 
 
 @dataclass
@@ -204,20 +207,32 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
 
 def measure(exp: Experiment, run: RunSpec, server: RunningServer,
             live: Callable[[SeriesPoint], None] | None = None,
-            seams: Seams = Seams()) -> tuple[LoadResult, ResourceResult, list[str]]:
+            seams: Seams = Seams(), services: Mapping[str, Any] = {}) -> tuple[
+                LoadResult, ResourceResult, list[str], dict[str, ResourceResult]]:
     """One run on a ready server: the probe covers the measured window, from the end of the warm-up
     to the end of the measured duration (not the drain of late answers after it: their CPU would be
     charged to the window's requests). A run bounded by a request count is probed until it ends. (The
     external tools run their warm-up as a separate run and start late by their own start-up time:
     for them the window is approximate.)
-    ``live`` gets the run's per-second figures while it runs, where the driver can give them."""
+    ``live`` gets the run's per-second figures while it runs, where the driver can give them.
+    Each service (by kind) is probed over the same window as the server."""
     before = stable_pids(server)
-    probe = seams.probe(server.procset, interval=0.5)
-    stopped: list[ResourceResult] = []
-    timers = [threading.Timer(exp.warmup_s, probe.start)]
+    probes = {"": seams.probe(server.procset, interval=0.5),
+              **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
+    stopped: dict[str, ResourceResult] = {}
+
+    def start_all() -> None:
+        for p in probes.values():
+            p.start()
+
+    def stop_all() -> None:
+        for k, p in probes.items():
+            if p.started:
+                stopped[k] = p.stop()
+
+    timers = [threading.Timer(exp.warmup_s, start_all)]
     if exp.duration_s is not None and exp.requests is None:
-        timers.append(threading.Timer(exp.warmup_s + exp.duration_s,
-                                      lambda: stopped.append(probe.stop()) if probe.started else None))
+        timers.append(threading.Timer(exp.warmup_s + exp.duration_s, stop_all))
     for t in timers:
         t.start()
     try:
@@ -226,11 +241,15 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
         for t in timers:
             t.cancel()
             t.join()
-    resources = stopped[0] if stopped else (probe if probe.started else seams.probe(server.procset).start()).stop()
+    if not stopped:  # bounded by a request count: probed until the driver returned
+        if not probes[""].started:
+            start_all()
+        stop_all()
+    resources = stopped.pop("")
     lost = before - set(server.procset.pids())
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None)
-    return result, resources, flags
+    return result, resources, flags, stopped
 
 
 def idle_cpu_cores(server: RunningServer, seams: Seams = Seams()) -> float | None:
@@ -250,7 +269,8 @@ def stable_pids(server: RunningServer) -> set[int]:
 
 
 def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceResult, flags: list[str],
-        env: dict, started_at: float, reused: bool, idle_cpu_cores: float | None = None) -> dict:
+        env: dict, started_at: float, reused: bool, idle_cpu_cores: float | None = None,
+        services: Mapping[str, ResourceResult] = {}) -> dict:
     rt = result.measured.response_time
     c = run.config
     return {
@@ -263,7 +283,7 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
         "p90_us": rt.p("90") if rt else None, "p99_us": rt.p("99") if rt else None, "errors": result.measured.errors,
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
         "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
-        "environment": env,
+        "environment": env, "services": {kind: asdict(res) for kind, res in services.items()},
     }
 
 
@@ -280,13 +300,28 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     env = environment(exp)
     counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
     progress = _Progress(total, counts, on_event)
-    for group in groups:
-        todo = [r for r in group.runs if r.key not in done]
-        for r in group.runs:
-            if r.key in done:
-                progress.emit("skipped", r)
-        if todo:
-            _run_group(exp, group, todo, store, experiment_id, env, progress, seams)
+    todo = {g: [r for r in g.runs if r.key not in done] for g in groups}
+    with ExitStack() as stack:
+        services: dict[str, Any] = {}
+        if any(todo.values()):  # services only when something will run
+            try:
+                for spec in exp.services:
+                    services[spec.kind] = stack.enter_context(seams.start_service(spec, list(exp.service_cpus)))
+            except ArenaError as e:
+                why = f"service {spec.kind} did not start: {str(e).splitlines()[0]}"
+                for r in (r for g in groups for r in g.runs):
+                    if r.key in done:
+                        progress.emit("skipped", r)
+                    else:  # not saved: the next `arena run` tries again
+                        progress.emit("failed", r, message=why)
+                return counts
+            env["services"] = {kind: svc.describe() for kind, svc in services.items()}
+        for group in groups:
+            for r in group.runs:
+                if r.key in done:
+                    progress.emit("skipped", r)
+            if todo[group]:
+                _run_group(exp, group, todo[group], store, experiment_id, env, progress, seams, services)
     return counts
 
 
@@ -309,9 +344,11 @@ class _Progress:
 
 
 def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store, experiment_id: int, env: dict,
-               progress: _Progress, seams: Seams) -> None:
+               progress: _Progress, seams: Seams, services: Mapping[str, Any] = {}) -> None:
     c = group.config
-    spec = ServerSpec(c.server, c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus))
+    addresses = {k: v for svc in services.values() for k, v in svc.env.items()}
+    spec = ServerSpec(c.server, c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
+                      env=addresses)
     try:
         server = seams.launch(spec)
     except ArenaError as e:
@@ -332,14 +369,14 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
                     progress.live(r, point)
 
             try:
-                result, resources, flags = measure(exp, r, server, live=live, seams=seams)
+                result, resources, flags, probed = measure(exp, r, server, live=live, seams=seams, services=services)
             except ArenaError as e:
                 progress.emit("failed", r, message=f"the driver failed: {str(e).splitlines()[0]}")
                 continue
             if result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0,
-                                              idle_cpu_cores=idle))
+                                              idle_cpu_cores=idle, services=probed))
             progress.emit("run", r, result=result, flags=flags)
             if flags:
                 progress.counts["invalid"] += 1

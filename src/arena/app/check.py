@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from arena.errors import ArenaError
+from arena.services import started_services
 from arena.http_client import port_free
 from arena.probe import sample_once
 from arena.servers import catalog
@@ -46,11 +47,11 @@ def plan(servers: Iterable[str] | None, apps: Iterable[str] | None) -> list[tupl
 
 
 def check_one(server: str, app: str, processes: int | None = None, threads: int | None = None,
-              cpus: list[int] | None = None) -> CheckResult:
+              cpus: list[int] | None = None, env: dict[str, str] | None = None) -> CheckResult:
     entry = catalog.get_server(server)
     if not catalog.available(entry):
         return CheckResult(server, app, "skip", problems=[f"not installed: {entry.install_hint}"])
-    spec = ServerSpec(server, app, processes=processes, threads=threads, cpus=cpus, strict_knobs=False)
+    spec = ServerSpec(server, app, processes=processes, threads=threads, cpus=cpus, strict_knobs=False, env=env or {})
     try:
         running = start(spec)
     except ArenaError as e:
@@ -76,10 +77,14 @@ def check_one(server: str, app: str, processes: int | None = None, threads: int 
 
 def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = None, *,
           processes: int | None = None, threads: int | None = None, cpus: list[int] | None = None,
-          on_result: Callable[[CheckResult], None] = lambda r: None) -> list[CheckResult]:
+          services: Iterable[str] = (), on_result: Callable[[CheckResult], None] = lambda r: None,
+          on_service: Callable[[object], None] = lambda s: None) -> list[CheckResult]:
+    """Every pair of ``plan``, with the ``services`` (kinds, default settings) started first and
+    stopped after."""
     results = []
-    for server, app in plan(servers, apps):
-        result = check_one(server, app, processes, threads, cpus)
-        on_result(result)
-        results.append(result)
+    with started_services(services, cpus, on_service) as env:
+        for server, app in plan(servers, apps):
+            result = check_one(server, app, processes, threads, cpus, env)
+            on_result(result)
+            results.append(result)
     return results

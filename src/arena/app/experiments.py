@@ -129,7 +129,7 @@ def export(store_path: str, name: str, fmt: str) -> str:
         runs = store.runs(name)
     if fmt == "json":
         return json.dumps([r.to_json() for r in runs], indent=1)
-    flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment")]
+    flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment", "services")]
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["experiment", *flat])

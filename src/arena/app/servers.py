@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from arena.errors import ArenaError
@@ -11,6 +11,7 @@ from arena.http_client import port_free
 from arena.servers import catalog
 from arena.servers.cgroup import survivors
 from arena.servers.launch import RunningServer, ServerSpec, start
+from arena.services import started_services
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,16 @@ class Stopped:
     port: int
 
 
-def serve(spec: ServerSpec, on_ready: Callable[[RunningServer], None] = lambda s: None) -> Stopped:
-    """Start one server, tell ``on_ready``, keep it until Ctrl-C (KeyboardInterrupt), stop it and
-    check that nothing of it is left. A server that exits by itself is an error with its log's tail."""
+def serve(spec: ServerSpec, on_ready: Callable[[RunningServer], None] = lambda s: None,
+          services: list[str] = (), on_service: Callable[[object], None] = lambda s: None) -> Stopped:
+    """Start the ``services`` (kinds) and one server pointed at them, tell ``on_service`` and
+    ``on_ready``, keep them until Ctrl-C (KeyboardInterrupt), stop them and check that nothing of the
+    server is left. A server that exits by itself is an error with its log's tail."""
+    with started_services(services, spec.cpus, on_service) as env:
+        return _serve(replace(spec, env={**spec.env, **env}), on_ready)
+
+
+def _serve(spec: ServerSpec, on_ready: Callable[[RunningServer], None]) -> Stopped:
     running = start(spec)
     with running:
         on_ready(running)

@@ -4,6 +4,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.check import check
+from arena.services import KINDS
 from arena.cli.args import reap_first, EXIT_FAILED, add_knobs
 
 NAME = "check"
@@ -14,6 +15,8 @@ def add(sub) -> None:
     c.add_argument("servers", nargs="*", metavar="SERVER", help="servers to check (default: all)")
     c.add_argument("--app", action="append", dest="apps", help="only this app (repeatable)")
     add_knobs(c)
+    c.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
+                   help="start this service first and point every server at it (repeatable): postgres, http")
 
 
 def run(args, out) -> int:
@@ -32,7 +35,8 @@ def run(args, out) -> int:
 
     reap_first(out)
     results = check(args.servers or None, args.apps, processes=args.processes, threads=args.threads,
-                    cpus=args.cpus, on_result=row)
+                    cpus=args.cpus, services=args.services, on_result=row,
+                    on_service=lambda svc: out.print(f"service: {svc.describe()}", highlight=False, markup=False))
     out.print(table)
     failed = sum(r.status == "fail" for r in results)
     skipped = sum(r.status == "skip" for r in results)

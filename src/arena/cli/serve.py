@@ -1,6 +1,7 @@
 """``arena serve``: one server in the foreground until Ctrl-C."""
 
 from arena.app.servers import serve
+from arena.services import KINDS
 from arena.cli.args import reap_first, add_knobs, count
 from arena.servers.launch import ServerSpec
 
@@ -11,6 +12,8 @@ def add(sub) -> None:
     s = sub.add_parser(NAME, help="run one server in the foreground (Ctrl-C stops everything)")
     s.add_argument("server", help="a server name from `arena servers`")
     add_knobs(s)
+    s.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
+                   help="start this service first and point the server at it (repeatable): postgres, http")
     s.add_argument("--app", help="subject app (default: the first the server serves)")
     s.add_argument("--port", type=count("--port", 1, 65535), help="port (default: a free one)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -30,6 +33,7 @@ def run(args, out) -> int:
     reap_first(out)
     spec = ServerSpec(args.server, args.app, args.processes, args.threads, args.connections, args.cpus,
                       args.port, args.host)
-    stopped = serve(spec, ready)
+    stopped = serve(spec, ready, args.services,
+                    lambda svc: out.print(f"service: {svc.describe()}", highlight=False, markup=False))
     out.print(f"stopped {stopped.server}: no process left, port {stopped.port} free")
     return 0

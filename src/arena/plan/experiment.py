@@ -20,10 +20,11 @@ from arena.drivers import DRIVERS
 from arena.errors import ArenaError
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list, parse_cpu_list
+from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS
 
 MODELS = ("closed", "open")
-TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed",
+TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
             "layout", "workload", "workloads", "load", "servers"}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections"}
@@ -111,6 +112,8 @@ class Experiment:
     server_cpus: tuple[int, ...]
     load_cpus: tuple[int, ...]
     source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    services: tuple[ServiceSpec, ...] = ()  # started before the servers, stopped after them
+    service_cpus: tuple[int, ...] = ()  # where they run (default: the servers' CPUs, as on one box)
 
 
 @dataclass(frozen=True)
@@ -328,8 +331,17 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     _check_driver(top, driver, model, requests is not None, keep_alive, workloads)
 
     lay = _Reader(file, _table(top, "layout"), "layout.")
-    lay.unknown({"server_cpus", "load_cpus"})
+    lay.unknown({"server_cpus", "load_cpus", "service_cpus"})
     server_cpus, load_cpus = _layout(lay)
+    services = _services(top)
+    service_cpus = server_cpus
+    if lay.get("service_cpus") is not None:
+        try:
+            service_cpus = tuple(parse_cpu_list(str(lay.get("service_cpus")), flag=f"{file}: layout.service_cpus"))
+        except ArenaError as e:
+            raise ArenaError(str(e).replace("layout.service_cpus: ", f"layout.service_cpus = {_show(lay.get('service_cpus'))}: ", 1)) from None
+        if set(service_cpus) & set(load_cpus):
+            raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
 
     return Experiment(
         name=name, file=file, description=top.string("description", ""), driver=driver, servers=tuple(servers),
@@ -339,6 +351,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         keep_alive=keep_alive, request_start=top.boolean("request_start", True),
         timeout_s=top.duration("timeout", "30s", MAX_TIMEOUT_S), error_threshold=top.number("error_threshold", 0.01, 0, 1),
         drift_threshold=top.number("drift_threshold", 0.25, 0, 10), server_cpus=server_cpus, load_cpus=load_cpus,
+        services=services, service_cpus=service_cpus,
         source=data,
     )
 
@@ -426,6 +439,25 @@ def _server_grid(r: _Reader, default_app: str | None) -> list[ServerConfig]:
         configs = [ServerConfig(c.server, c.app, c.processes, c.threads, c.connections,
                                 label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}") for c in configs]
     return configs
+
+
+def _services(top: _Reader) -> tuple[ServiceSpec, ...]:
+    """[[services]]: each a kind (postgres, http) and its settings, checked now; one of each kind."""
+    raw = top.get("services", [])
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise top.fail("services", raw, "must be [[services]] tables, each with a kind")
+    out = []
+    for i, table in enumerate(raw):
+        r = _Reader(top.file, table, f"services[{i}].")
+        kind = r.string("kind", None, KINDS)
+        if kind is None:
+            raise r.fail("kind", None, f"must be one of {', '.join(KINDS)}")
+        settings = {k: v for k, v in table.items() if k != "kind"}
+        check_settings(kind, settings, f"{top.file}: services[{i}].")
+        if any(s.kind == kind for s in out):
+            raise r.fail("kind", kind, "is already declared (one service of each kind)")
+        out.append(ServiceSpec(kind, settings))
+    return tuple(out)
 
 
 def _layout(r: _Reader) -> tuple[tuple[int, ...], tuple[int, ...]]:

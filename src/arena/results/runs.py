@@ -32,6 +32,7 @@ class Environment:
     server_cpus: str | None = None  # CPU lists as "1" or "2-3"
     load_cpus: str | None = None
     servers: dict[str, str | None] = field(default_factory=dict)  # server name -> version
+    services: dict[str, str] = field(default_factory=dict)  # service kind -> what ran (version, settings)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Environment":
@@ -89,6 +90,7 @@ class Run(Placement):
     load: LoadResult | None
     resources: ResourceResult | None
     environment: Environment
+    services: dict[str, ResourceResult] = field(default_factory=dict)  # by kind, over the run's window
 
     def to_json(self) -> dict[str, Any]:
         """The run as plain JSON (arena export): its columns and its documents as stored."""
@@ -96,6 +98,7 @@ class Run(Placement):
         d.update(flags=list(self.flags), load=to_dict(self.load) if self.load else None,
                  resources=dataclasses.asdict(self.resources) if self.resources else None,
                  environment=dataclasses.asdict(self.environment), server_reused=int(self.server_reused),
+                 services={k: dataclasses.asdict(v) for k, v in self.services.items()},
                  valid=int(self.valid))
         return d
 
@@ -110,4 +113,5 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
     return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
                flags=tuple(documents["flags"]), load=from_dict(load) if load else None,
                resources=resources_from_json(documents["resources"]),
-               environment=Environment.from_json(documents["environment"] or {}))
+               environment=Environment.from_json(documents["environment"] or {}),
+               services={k: r for k, r in ((k, resources_from_json(v)) for k, v in documents["services"].items()) if r})

@@ -55,13 +55,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN workload TEXT NOT NULL DEFAULT 'default';
     """,
+    # 3: the services' resources over each run's window (JSON: kind -> the probe's result)
+    """
+    ALTER TABLE runs ADD COLUMN services TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-DOCUMENTS = ("flags", "load", "resources", "environment")  # the columns that hold JSON
+DOCUMENTS = ("flags", "load", "resources", "environment", "services")  # the columns that hold JSON
 
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
-               "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment")
+               "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
+               "services")
 
 
 class Store:

@@ -45,6 +45,7 @@ class ServerSpec:
     port: int | None = None
     host: str = "127.0.0.1"
     strict_knobs: bool = True
+    env: dict[str, str] = field(default_factory=dict)  # added to its environment: the services' addresses
 
     def requested_knobs(self) -> dict[str, int | None]:
         return {"processes": self.processes, "threads": self.threads, "connections": self.connections}
@@ -86,20 +87,7 @@ class RunningServer:
             return
         with _signals_held():
             try:
-                # With the main process already dead nobody can conduct a graceful shutdown: kill now.
-                graceful = self.proc.poll() is None
-                if graceful:
-                    self.proc.send_signal(self.server.stop_signal)
-                deadline = time.monotonic() + (self.server.grace_s if graceful else 0)
-                while time.monotonic() < deadline:
-                    self.proc.poll()  # reap our direct child so it leaves the set
-                    if not self.procset.pids():
-                        break
-                    time.sleep(0.02)
-                self.killed = self.procset.pids()
-                self.procset.kill_all()
-                self.proc.wait(timeout=10)
-                self.procset.remove()
+                self.killed = stop_confined(self.proc, self.procset, self.server.stop_signal, self.server.grace_s)
             finally:
                 self.stopped = True
                 _live.discard(self)
@@ -116,13 +104,34 @@ class RunningServer:
     __hash__ = object.__hash__
 
 
-_live: set[RunningServer] = set()
+def stop_confined(proc: subprocess.Popen, procset: ProcessSet, sig: int, grace_s: float) -> list[int]:
+    """Stop a confined process and everything it spawned: ``sig`` to its main process (when that
+    still lives: with it dead nobody can conduct a graceful shutdown), up to ``grace_s`` for the
+    set to empty, then SIGKILL to what is left, and the group removed. Returns the pids killed."""
+    graceful = proc.poll() is None
+    if graceful:
+        proc.send_signal(sig)
+    deadline = time.monotonic() + (grace_s if graceful else 0)
+    while time.monotonic() < deadline:
+        proc.poll()  # reap our direct child so it leaves the set
+        if not procset.pids():
+            break
+        time.sleep(0.02)
+    killed = procset.pids()
+    procset.kill_all()
+    proc.wait(timeout=10)
+    procset.remove()
+    return killed
+
+
+_live: set = set()  # running servers and services: anything with stop()
 
 
 def stop_all() -> None:
-    """Stop every server this process started and has not stopped (atexit, signal handlers)."""
-    for server in list(_live):
-        server.stop()
+    """Stop every server and service this process started and has not stopped (atexit, the CLI's
+    way out). Servers first: they may be using a service."""
+    for thing in sorted(_live, key=lambda t: not isinstance(t, RunningServer)):
+        thing.stop()
 
 
 atexit.register(stop_all)
@@ -191,7 +200,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), os.environ, strict=spec.strict_knobs)
     if catalog.resolve_executable(server) is None:
         raise ArenaError(f"server: {server.name} is not installed ({server.install_hint})")
-    _reap_once()  # first: a dead Arena's orphan may hold the port asked for
+    reap_before_start()  # first: a dead Arena's orphan may hold the port asked for
     check_host(spec.host)
     if spec.port is not None and not port_free(spec.host, spec.port):
         raise ArenaError(f"--port: {spec.host}:{spec.port} is in use, choose another or leave it out")
@@ -208,7 +217,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         with open(workdir / "server.log", "ab") as log:
             started_at = time.monotonic()
             proc = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=workdir, env=server_env(server, procset, workdir, cmd.env),
+                                    cwd=workdir, env=server_env(server, procset, workdir, {**cmd.env, **spec.env}),
                                     preexec_fn=procset.preexec(), start_new_session=True)
     except BaseException:
         procset.kill_all()
@@ -243,8 +252,8 @@ def reap() -> list[str]:
     return reap_stale() + [str(d) for d in reap_stale_workdirs()]
 
 
-def _reap_once() -> None:
-    """Before this process's first start, if nothing has reaped yet."""
+def reap_before_start() -> None:
+    """Before this process's first start (of a server or a service), if nothing has reaped yet."""
     if not _reaped:
         reap()
 

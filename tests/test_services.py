@@ -1,0 +1,123 @@
+"""The services' lifecycle with the real programs: a managed PostgreSQL (initdb, run as an
+unprivileged user, seeded) and a downstream HTTP service, each confined like a server, ready when
+they answer, stopped without a trace; a crash at start is one line with the log's tail; an
+experiment starts them before its servers, probes them with every run and stores what it probed."""
+
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from arena.errors import ArenaError
+from arena.http_client import Client, port_free
+from arena.results.store import Store
+from arena.servers import cgroup
+from arena.services import ServiceSpec, start_service
+from tests.conftest import require_server
+from tests.test_signals import leftovers_of
+
+
+def gone(svc) -> None:
+    assert cgroup.survivors(svc.procset.name) == []
+    roots = set(cgroup.v1_roots().values()) | ({cgroup.v2_root()} - {None})
+    assert not [d for r in roots for d in r.glob(svc.procset.name)]
+
+
+@pytest.mark.integration
+def test_postgres_starts_seeded_and_leaves_nothing():
+    import psycopg
+
+    with start_service(ServiceSpec("postgres", {"rows": 1000, "max_connections": 12}), [1]) as pg:
+        assert pg.procset.pids() and all(os.sched_getaffinity(p) == {1} for p in pg.procset.pids())
+        assert all(Path(f"/proc/{p}").stat().st_uid != 0 for p in pg.procset.pids())  # not root
+        with psycopg.connect(pg.dsn) as c:
+            count, total, first = c.execute("SELECT count(*), sum(price), min(name) FROM items").fetchone()
+            assert c.execute("SHOW max_connections").fetchone() == ("12",)
+            assert c.execute("SELECT count(*) FROM items WHERE category = 7").fetchone() == (10,)
+        # the deterministic table: price = (id * 7919 mod 10000) / 100
+        assert (count, total) == (1000, sum(Decimal(i * 7919 % 10000) / 100 for i in range(1, 1001)))
+        workdir, port = pg.workdir, pg.port
+    assert not workdir.exists() and port_free("127.0.0.1", port)
+    gone(pg)
+
+
+@pytest.mark.integration
+def test_a_postgres_that_cannot_start_is_one_error_with_its_log_and_leaves_nothing():
+    before = set(Path("/tmp").glob(f"{cgroup.PREFIX}{os.getpid()}-*-postgres-*"))
+    with pytest.raises(ArenaError) as e:
+        start_service(ServiceSpec("postgres", {"shared_buffers": "100000GB"}), [1])
+    first, *tail = str(e.value).splitlines()
+    assert first.startswith("service postgres: ") and "last lines of its log" in first and tail
+    assert set(Path("/tmp").glob(f"{cgroup.PREFIX}{os.getpid()}-*-postgres-*")) == before
+
+
+@pytest.mark.integration
+def test_the_downstream_service_answers_with_the_latency_asked_for():
+    require_server("uvicorn")
+    with start_service(ServiceSpec("http", {"distribution": "lognormal", "sigma": 0.5}), [1]) as api:
+        assert api.env["ARENA_API_DIST"] == "lognormal" and api.env["ARENA_API_URL"] == api.server.url
+        with Client(api.server.host, api.server.port) as c:
+            r = c.get("/work?io_ms=15&bytes=300")
+        assert r.status == 200 and len(r.body) == 300 and "io;dur=" in r.headers["server-timing"]
+    gone(api)
+
+
+EXPERIMENT = """
+name = "with-services"
+duration = "1s"
+warmup = "0s"
+repetitions = 1
+[workload]
+path = "/work?cpu_ms=1"
+[load]
+concurrency = [2]
+[[services]]
+kind = "postgres"
+rows = 500
+[[services]]
+kind = "http"
+[[servers]]
+server = "puma"
+threads = 2
+"""
+
+
+@pytest.mark.integration
+def test_an_experiment_starts_its_services_first_and_stores_their_resources(tmp_path):
+    require_server("puma")
+    (tmp_path / "e.toml").write_text(EXPERIMENT)
+    r = subprocess.run([sys.executable, "-m", "arena", "run", str(tmp_path / "e.toml"), "--store", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Store(tmp_path / "s.db") as s:
+        (run,) = s.runs("with-services")
+    assert set(run.services) == {"postgres", "http"}
+    for res in run.services.values():
+        assert res.window_s == pytest.approx(1.0, abs=0.2) and res.pss_bytes > 0 and res.cpu_s is not None
+    assert run.environment.services["postgres"].startswith("PostgreSQL 15") and "500 rows" in run.environment.services["postgres"]
+    assert "postgres" not in subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.integration
+def test_a_killed_arena_s_database_is_reaped(tmp_path):
+    import signal
+    import time
+
+    from tests.test_signals import wait_for_load
+
+    require_server("puma")
+    (tmp_path / "e.toml").write_text(EXPERIMENT.replace('duration = "1s"', 'duration = "5s"'))
+    proc = subprocess.Popen([sys.executable, "-m", "arena", "run", str(tmp_path / "e.toml"), "--store",
+                             str(tmp_path / "s.db")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    wait_for_load(proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert any("-postgres" in x for x in leftovers_of(proc.pid))
+    reap = subprocess.run([sys.executable, "-m", "arena", "reap"], capture_output=True, text=True, timeout=60)
+    assert reap.returncode == 0 and "-postgres" in reap.stdout
+    time.sleep(0.2)
+    assert leftovers_of(proc.pid) == []
