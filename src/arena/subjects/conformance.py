@@ -104,7 +104,15 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
     if r:
         t = r.timing()
         c.expect("work", len(r.body) == 1000 and set(r.body) == {ord("x")}, f"body of {len(r.body)} bytes, expected 1000 x")
-        c.expect("work", 20 <= t.get("cpu", 0) <= 26, f"cpu {t.get('cpu')} ms, expected 20 (to 26)")
+        # The CPU phase burns at least cpu_ms; above it the thread's CPU clock also counts a GC pause
+        # or time a VM's vCPU was stolen, so the loop is judged by the best of up to three requests.
+        cpus = [t.get("cpu", 0)]
+        while not 20 <= min(cpus) <= 26 and len(cpus) < 3:
+            again = c.get("work", "/work?cpu_ms=20")
+            if not again:
+                break
+            cpus.append(again.timing().get("cpu", 0))
+        c.expect("work", 20 <= min(cpus) <= 26, f"cpu {', '.join(f'{x:g}' for x in cpus)} ms, expected 20 (to 26)")
         c.expect("work", 30 <= t.get("io", 0) <= 250, f"io {t.get('io')} ms, expected 30 (to 250)")
         c.expect("work", t.get("cpuwall", 0) >= t.get("cpu", 0) - 0.5, f"cpuwall {t.get('cpuwall')} < cpu {t.get('cpu')}")
         c.expect("work", t.get("app", 0) >= t.get("cpuwall", 0) + t.get("io", 0) - 0.5,
