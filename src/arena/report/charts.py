@@ -150,17 +150,20 @@ def _merge(hists):
     return first
 
 
+NOISE_FLOOR = 0.05  # run-to-run differences of a few percent are common on a shared machine
+
+
 def heatmap_range(z: list[list[float | None]], widths: list[float]) -> tuple[float, float] | None:
     """The ends of a heatmap's colour scale: the cells' lowest and highest value, widened
     symmetrically so that the scale spans at least the widest interval (or range) of any cell's
-    median, and at least 10% of the highest value when no cell has repetitions to tell the noise.
-    So cells that differ by less than the noise get neighbouring colours, never the scale's opposite
-    ends. None for an empty grid."""
+    median and at least NOISE_FLOOR of the highest value (two repetitions' range understates the
+    noise). So cells that differ by less than the noise get neighbouring colours, never the scale's
+    opposite ends. None for an empty grid."""
     values = [v for row in z for v in row if v is not None]
     if not values:
         return None
     lo, hi = min(values), max(values)
-    noise = max(widths, default=0.0) or 0.1 * max(abs(lo), abs(hi))
+    noise = max(max(widths, default=0.0), NOISE_FLOOR * max(abs(lo), abs(hi)))
     if hi - lo < noise:
         mid = (lo + hi) / 2
         lo, hi = mid - noise / 2, mid + noise / 2
@@ -193,8 +196,8 @@ def heatmaps(cells: list[Cell], workload: str, many: bool) -> list[Chart]:
                                 rows=[str(p) for p in procs], columns=[str(t) for t in threads],
                                 z_range=heatmap_range(z, widths),
                                 note="median of valid repetitions; empty cell: not run or no valid run; the colour "
-                                     "scale spans at least the widest interval of a cell, so differences inside the "
-                                     "noise get neighbouring colours"))
+                                     "scale spans at least the widest interval of a cell and 5% of the highest value, "
+                                     "so differences inside the noise get neighbouring colours"))
     return charts
 
 
