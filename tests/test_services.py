@@ -6,6 +6,7 @@ experiment starts them before its servers, probes them with every run and stores
 import os
 import subprocess
 import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -104,7 +105,6 @@ def test_an_experiment_starts_its_services_first_and_stores_their_resources(tmp_
 @pytest.mark.integration
 def test_a_killed_arena_s_database_is_reaped(tmp_path):
     import signal
-    import time
 
     from tests.test_signals import wait_for_load
 
@@ -121,3 +121,53 @@ def test_a_killed_arena_s_database_is_reaped(tmp_path):
     assert reap.returncode == 0 and "-postgres" in reap.stdout
     time.sleep(0.2)
     assert leftovers_of(proc.pid) == []
+
+
+@pytest.fixture(scope="module")
+def services_env():
+    from arena.services import started_services
+
+    with started_services(["postgres", "http"], [1]) as env:
+        yield env
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("app", ["wsgi", "asgi", "flask", "rack", "sinatra", "rails"])
+def test_every_app_implementation_serves_db_and_api(app, services_env):
+    """The /db and /api checks of the contract against each implementation, pointed at a real
+    PostgreSQL and a real downstream service (two processes or threads, so the pool is per process)."""
+    from arena.servers.launch import ServerSpec, start
+    from arena.subjects import conformance
+    from tests.test_servers_integration import APP_SERVER
+
+    require_server(APP_SERVER[app])
+    with start(ServerSpec(APP_SERVER[app], app, threads=2, strict_knobs=False, env=services_env)) as running:
+        failures = conformance.run(running.host, running.port, app, server=running.server.name,
+                                   pids=running.procset.pids, services={"postgres", "http"})
+    assert [str(f) for f in failures] == []
+
+
+@pytest.mark.integration
+def test_a_pool_that_cannot_serve_in_time_is_a_503_naming_the_pool(services_env):
+    """One connection per process, a 1 s wait: while a 3 s query holds it, a second request gets the
+    one-line 503 (and a database that refuses connections would give its own line the same way)."""
+    import threading
+
+    from arena.servers.launch import ServerSpec, start
+
+    require_server("gunicorn-gthread")
+    env = {**services_env, "ARENA_POOL": "1", "ARENA_POOL_TIMEOUT": "1"}
+    with start(ServerSpec("gunicorn-gthread", "wsgi", processes=1, threads=2, env=env, cpus=[1])) as s:
+        with Client(s.host, s.port) as warm:
+            assert warm.get("/db").status == 200  # the pool exists and holds its one connection
+        def hold() -> None:  # a 3 s query on the one connection
+            with Client(s.host, s.port, timeout=30) as c:
+                c.get("/db?q=sleep&ms=3000")
+
+        slow = threading.Thread(target=hold)
+        slow.start()
+        time.sleep(0.3)
+        with Client(s.host, s.port, timeout=30) as c:
+            r = c.get("/db")
+        slow.join()
+    assert r.status == 503 and r.body == b"db: no pooled connection within 1 s (pool of 1 per process)\n"

@@ -47,7 +47,8 @@ def plan(servers: Iterable[str] | None, apps: Iterable[str] | None) -> list[tupl
 
 
 def check_one(server: str, app: str, processes: int | None = None, threads: int | None = None,
-              cpus: list[int] | None = None, env: dict[str, str] | None = None) -> CheckResult:
+              cpus: list[int] | None = None, env: dict[str, str] | None = None,
+              services: Iterable[str] = ()) -> CheckResult:
     entry = catalog.get_server(server)
     if not catalog.available(entry):
         return CheckResult(server, app, "skip", problems=[f"not installed: {entry.install_hint}"])
@@ -58,7 +59,8 @@ def check_one(server: str, app: str, processes: int | None = None, threads: int 
         return CheckResult(server, app, "fail", version=catalog.version(server), problems=[str(e)])
     result = CheckResult(server, app, "pass", running.version, running.knobs, running.startup_s)
     with running:
-        failures = conformance.run(running.host, running.port, app, server=server, pids=running.procset.pids)
+        failures = conformance.run(running.host, running.port, app, server=server, pids=running.procset.pids,
+                                   services=services)
         result.problems += [str(f) for f in failures]
         sample = sample_once(running.procset)
         result.pss_bytes, result.processes = sample.pss, sample.processes
@@ -84,7 +86,7 @@ def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = Non
     results = []
     with started_services(services, cpus, on_service) as env:
         for server, app in plan(servers, apps):
-            result = check_one(server, app, processes, threads, cpus, env)
+            result = check_one(server, app, processes, threads, cpus, env, services)
             on_result(result)
             results.append(result)
     return results

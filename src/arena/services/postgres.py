@@ -99,7 +99,8 @@ class RunningPostgres:
     def env(self) -> dict[str, str]:
         """What a server gets to reach it: a URL (TCP) and libpq's own variables (the socket)."""
         return {"ARENA_DATABASE_URL": f"postgresql://{ROLE}@127.0.0.1:{self.port}/{DATABASE}",
-                "PGHOST": self.socket_dir, "PGPORT": str(self.port), "PGDATABASE": DATABASE, "PGUSER": ROLE}
+                "PGHOST": self.socket_dir, "PGPORT": str(self.port), "PGDATABASE": DATABASE, "PGUSER": ROLE,
+                "ARENA_DB_ROWS": str(self.settings.rows)}
 
     def describe(self) -> str:
         s = self.settings

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from arena.http_client import Client, Reply
 
@@ -87,12 +87,53 @@ def _json(checker: _Checker, check: str, reply: Reply) -> object:
 
 
 def run(host: str, port: int, app: str, server: str | None = None,
-        pids: Callable[[], list[int]] | None = None) -> list[Failure]:
-    """Run every conformance check against host:port serving ``app``; return the failures."""
+        pids: Callable[[], list[int]] | None = None, services: Iterable[str] = ()) -> list[Failure]:
+    """Run every conformance check against host:port serving ``app``; return the failures.
+    ``services``: the kinds the server was pointed at (/db and /api are checked against them, or
+    checked to answer 503 naming the missing one)."""
     with Client(host, port, timeout=30) as client:
         c = _Checker(client)
         _check_endpoints(c, app, server, pids)
+        _check_services(c, set(services))
         return c.failures
+
+
+def _check_services(c: _Checker, services: set[str]) -> None:
+    """/db and /api (spec: /db, /api): with the service, real answers and their Server-Timing; without
+    it, a 503 that names what is missing."""
+    if "postgres" not in services:
+        r = c.get("db", "/db", status=503)
+        if r:
+            c.expect("db", b"no database service" in r.body, f"body {r.body[:80]!r}: must name the missing service")
+    else:
+        r = c.get("db", "/db?q=point")
+        if r:
+            rows = _json(c, "db", r)
+            c.expect("db", isinstance(rows, list) and len(rows) == 1 and set(rows[0]) == {"id", "category", "name", "price"},
+                     f"point: body {r.body[:100]!r}, expected one row with id, category, name, price")
+            t = r.timing()
+            c.expect("db", "pool" in t and "db" in t and t["io"] >= t["db"] - 0.5, f"point: Server-Timing {t}")
+            if isinstance(rows, list) and rows:
+                row = rows[0]
+                c.expect("db", row.get("name") == f"item-{row.get('id')}" and row.get("category") == row.get("id", 0) % 100,
+                         f"point: row {row} is not the seeded one")
+        r = c.get("db", "/db?q=range&rows=3")
+        if r:
+            ids = [row.get("id") for row in _json(c, "db", r) or []]
+            c.expect("db", len(ids) == 3 and ids == list(range(ids[0], ids[0] + 3)), f"range: ids {ids}, expected 3 in a row")
+        r = c.get("db", "/db?q=sleep&ms=20")
+        if r:
+            c.expect("db", r.timing().get("db", 0) >= 20, f"sleep: db {r.timing().get('db')} ms, expected >= 20")
+        c.get("db", "/db?q=nope", status=400)
+    if "http" not in services:
+        r = c.get("api", "/api", status=503)
+        if r:
+            c.expect("api", b"no downstream service" in r.body, f"body {r.body[:80]!r}: must name the missing service")
+    else:
+        r = c.get("api", "/api?ms=15&bytes=50")
+        if r:
+            c.expect("api", _json(c, "api", r) == {"status": 200, "bytes": 50}, f"body {r.body[:80]!r}")
+            c.expect("api", r.timing().get("api", 0) >= 15, f"api {r.timing().get('api')} ms, expected >= 15")
 
 
 def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[], list[int]] | None) -> None:

@@ -24,7 +24,7 @@ from typing import Callable, Generator
 # Big integers from /pi (10000 digits) exceed CPython's default 4300-digit str() limit.
 sys.set_int_max_str_digits(0)
 
-ENDPOINTS = ("work", "fib", "pi", "sort", "json", "sleep", "server", "health")
+ENDPOINTS = ("work", "fib", "pi", "sort", "json", "sleep", "db", "api", "server", "health")
 MIX_ENDPOINTS = ENDPOINTS  # every endpoint can be drawn by /mix
 
 
@@ -77,6 +77,9 @@ PARAMS: dict[str, dict[str, Param]] = {
     "sort": {"n": Param("integer", 1000, 0, 1_000_000)},
     "json": {"min": Param("integer", 10, 0, 100_000), "max": Param("integer", 100, 0, 100_000)},
     "sleep": {"ms": Param("number", 0, 0, 60_000)},
+    "db": {"q": Param("word", "point", words=("point", "range", "write", "sleep")),
+           "rows": Param("integer", 10, 1, 10_000), "ms": Param("number", 10, 0, 60_000)},
+    "api": {"ms": Param("number", 10, 0, 60_000), "bytes": Param("integer", 100, 0, 10 * 1024 * 1024)},
     "server": {},
     "health": {},
 }
@@ -98,12 +101,42 @@ class NotFound(BadRequest):
     status = 404
 
 
+class Unavailable(BadRequest):
+    """A service the request needs is missing, or no pooled connection came in time."""
+
+    status = 503
+
+
+class BadGateway(BadRequest):
+    """The downstream service failed."""
+
+    status = 502
+
+
 @dataclass
 class Wait:
     """A wait the driver performs: ``blocking`` waits must hold the thread and any event loop."""
 
     seconds: float
     blocking: bool = False
+
+
+@dataclass
+class Query:
+    """A database round trip the driver performs with its process's pool; it sends back
+    (rows, seconds waiting for a connection, seconds of the query)."""
+
+    sql: str
+    params: tuple
+    fetch: bool  # rows come back (else the status of a write)
+
+
+@dataclass
+class Call:
+    """A GET to the downstream service the driver performs on its kept-alive connection; it sends
+    back (status, body length, seconds)."""
+
+    target: str
 
 
 @dataclass
@@ -121,6 +154,9 @@ class _Phases:
     cpu: float = 0.0
     cpuwall: float = 0.0
     io: float = 0.0
+    pool: float | None = None  # waiting for a pooled database connection
+    db: float | None = None  # the query
+    api: float | None = None  # the downstream call
 
 
 # ---------------------------------------------------------------- parameters
@@ -329,7 +365,54 @@ def server_timing(phases: _Phases, app_s: float, queue_s: float | None) -> str:
     parts = [] if queue_s is None else [f"queue;dur={max(queue_s, 0.0) * 1000:.3f}"]
     parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={phases.cpu * 1000:.3f}",
               f"cpuwall;dur={phases.cpuwall * 1000:.3f}", f"io;dur={phases.io * 1000:.3f}"]
+    parts += [f"{name};dur={v * 1000:.3f}" for name, v in (("pool", phases.pool), ("db", phases.db), ("api", phases.api))
+              if v is not None]
     return ", ".join(parts)
+
+
+# ---------------------------------------------------------------- database and downstream calls
+
+DB_ROWS_DEFAULT = 10_000
+COLUMNS = ("id", "category", "name", "price")
+
+
+def db_rows() -> int:
+    """Rows of the seeded ``items`` table (the service tells the servers: ARENA_DB_ROWS)."""
+    return int(os.environ.get("ARENA_DB_ROWS", DB_ROWS_DEFAULT))
+
+
+def have_database() -> bool:
+    return bool(os.environ.get("PGHOST") or os.environ.get("ARENA_DATABASE_URL"))
+
+
+def db_query(args: dict, rng: random.Random) -> Query:
+    """The query of /db?q=...: a primary-key lookup, a range scan of ``rows`` rows, an update in a
+    transaction, or a server-side wait (spec: /db)."""
+    if not have_database():
+        raise Unavailable("db: no database service (start one: [[services]] kind = \"postgres\", "
+                          "or arena serve --service postgres)")
+    n = db_rows()
+    key = rng.randint(1, n)
+    if args["q"] == "point":
+        return Query("SELECT id, category, name, price::float FROM items WHERE id = %s", (key,), True)
+    if args["q"] == "range":
+        first = rng.randint(1, max(1, n - args["rows"] + 1))
+        return Query("SELECT id, category, name, price::float FROM items WHERE id BETWEEN %s AND %s ORDER BY id",
+                     (first, first + args["rows"] - 1), True)
+    if args["q"] == "write":
+        return Query("UPDATE items SET price = price + 0.01 WHERE id = %s RETURNING id, category, name, price::float",
+                     (key,), True)
+    return Query("SELECT pg_sleep(%s)", (args["ms"] / 1000,), False)
+
+
+def api_call(args: dict) -> Call:
+    """The downstream request of /api: the service's /work with this latency and size (spec: /api)."""
+    if not os.environ.get("ARENA_API_URL"):
+        raise Unavailable("api: no downstream service (start one: [[services]] kind = \"http\", "
+                          "or arena serve --service http)")
+    dist = os.environ.get("ARENA_API_DIST", "fixed")
+    sigma = os.environ.get("ARENA_API_SIGMA", "1")
+    return Call(f"/work?io_ms={args['ms']:g}&io_dist={dist}&sigma={sigma}&bytes={args['bytes']}")
 
 
 def handle(path: str, query: str, request_start: str | None,
@@ -354,11 +437,25 @@ def handle(path: str, query: str, request_start: str | None,
             args = endpoint_args(endpoint, params, prefixed=True)
         else:
             args = endpoint_args(endpoint, params)
-        body, content_type, io_s, blocking = _compute(endpoint, args, rng, app_kind, phases)
-        if io_s > 0:
+        if endpoint == "db":
+            query = db_query(args, rng)
             t0 = time.perf_counter()
-            yield Wait(io_s, blocking)
+            rows, phases.pool, phases.db = yield query
             phases.io = time.perf_counter() - t0
+            body, content_type = _json_bytes([dict(zip(COLUMNS, row)) for row in rows]), "application/json"
+        elif endpoint == "api":
+            t0 = time.perf_counter()
+            status_down, size, phases.api = yield api_call(args)
+            phases.io = time.perf_counter() - t0
+            if status_down != 200:
+                raise BadGateway(f"api: the downstream service answered {status_down}")
+            body, content_type = _json_bytes({"status": status_down, "bytes": size}), "application/json"
+        else:
+            body, content_type, io_s, blocking = _compute(endpoint, args, rng, app_kind, phases)
+            if io_s > 0:
+                t0 = time.perf_counter()
+                yield Wait(io_s, blocking)
+                phases.io = time.perf_counter() - t0
         status = 200
     except BadRequest as e:
         status, body, content_type = e.status, (str(e) + "\n").encode(), "text/plain"
@@ -391,13 +488,23 @@ def run_sync(path: str, query: str, request_start: str | None, app_kind: str) ->
     """Drive :func:`handle` in a thread (WSGI servers, Flask)."""
     gen = handle(path, query, request_start, app_kind)
     try:
-        wait = next(gen)
+        op = next(gen)
         while True:
-            sleep = _blocking_sleep() if wait.blocking else time.sleep
-            end = time.perf_counter() + wait.seconds
-            while (left := end - time.perf_counter()) > 0:
-                sleep(left)
-            wait = gen.send(None)
+            if isinstance(op, Wait):
+                sleep = _blocking_sleep() if op.blocking else time.sleep
+                end = time.perf_counter() + op.seconds
+                while (left := end - time.perf_counter()) > 0:
+                    sleep(left)
+                op = gen.send(None)
+            else:
+                from arena.subjects.python.backends import sync_io
+
+                try:
+                    result = sync_io(op)
+                except BadRequest as e:
+                    op = gen.throw(e)
+                else:
+                    op = gen.send(result)
     except StopIteration as done:
         return done.value
 
@@ -406,20 +513,31 @@ async def run_async(path: str, query: str, request_start: str | None, app_kind: 
     """Drive :func:`handle` in an event loop (ASGI): blocking waits block the loop on purpose."""
     gen = handle(path, query, request_start, app_kind)
     try:
-        wait = next(gen)
+        op = next(gen)
         while True:
-            end = time.perf_counter() + wait.seconds
-            while (left := end - time.perf_counter()) > 0:
-                if wait.blocking:
-                    time.sleep(left)
+            if isinstance(op, Wait):
+                end = time.perf_counter() + op.seconds
+                while (left := end - time.perf_counter()) > 0:
+                    if op.blocking:
+                        time.sleep(left)
+                    else:
+                        await asyncio.sleep(left)
+                op = gen.send(None)
+            else:
+                from arena.subjects.python.backends import async_io
+
+                try:
+                    result = await async_io(op)
+                except BadRequest as e:
+                    op = gen.throw(e)
                 else:
-                    await asyncio.sleep(left)
-            wait = gen.send(None)
+                    op = gen.send(result)
     except StopIteration as done:
         return done.value
 
 
-STATUS_TEXT = {200: "200 OK", 400: "400 Bad Request", 404: "404 Not Found"}
+STATUS_TEXT = {200: "200 OK", 400: "400 Bad Request", 404: "404 Not Found", 502: "502 Bad Gateway",
+               503: "503 Service Unavailable"}
 
 
 def wire_headers(resp: Response) -> list[tuple[str, str]]:

@@ -5,7 +5,7 @@ require "json"
 require "uri"
 
 module ArenaWorkload
-  ENDPOINTS = %w[work fib pi sort json sleep server health].freeze
+  ENDPOINTS = %w[work fib pi sort json sleep db api server health].freeze
   DISTRIBUTIONS = %w[fixed exp lognormal].freeze
   INTEGER = /\A-?[0-9]+\z/
   NUMBER = /\A-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\z/
@@ -16,6 +16,16 @@ module ArenaWorkload
 
   class NotFound < BadRequest
     def status = 404
+  end
+
+  # A service the request needs is missing, or no pooled connection came in time.
+  class Unavailable < BadRequest
+    def status = 503
+  end
+
+  # The downstream service failed.
+  class BadGateway < BadRequest
+    def status = 502
   end
 
   # One query parameter: kind ("number", "integer" or "word"), default, bounds or words.
@@ -54,6 +64,8 @@ module ArenaWorkload
     "sort" => { "n" => int(1000, 0, 1_000_000) },
     "json" => { "min" => int(10, 0, 100_000), "max" => int(100, 0, 100_000) },
     "sleep" => { "ms" => num(0, 0, 60_000) },
+    "db" => { "q" => word("point", %w[point range write sleep]), "rows" => int(10, 1, 10_000), "ms" => num(10, 0, 60_000) },
+    "api" => { "ms" => num(10, 0, 60_000), "bytes" => int(100, 0, 10 * 1024 * 1024) },
     "server" => {},
     "health" => {}
   }.freeze
@@ -263,12 +275,104 @@ module ArenaWorkload
 
   def self.ms(seconds) = format("%.3f", seconds * 1000)
 
+  # ---------------------------------------------------------------- database and downstream calls
+  # Per process (created on first use, so a forking server's workers never share a socket): a
+  # ConnectionPool of ruby-pg connections of ARENA_POOL (default 5) waiting up to ARENA_POOL_TIMEOUT
+  # seconds (default 5), configured by libpq's PG* variables; and a kept-alive Net::HTTP connection
+  # to ARENA_API_URL per thread.
+
+  DB_COLUMNS = %w[id category name price].freeze
+  POOL_SIZE = Integer(ENV.fetch("ARENA_POOL", "5"))
+  POOL_TIMEOUT = Float(ENV.fetch("ARENA_POOL_TIMEOUT", "5"))
+  @pools = {}
+  @pools_lock = Mutex.new
+
+  def self.db_pool
+    @pools_lock.synchronize do
+      @pools[Process.pid] ||= begin
+        require "pg"
+        require "connection_pool"
+        ConnectionPool.new(size: POOL_SIZE, timeout: POOL_TIMEOUT) do
+          if ENV["PGHOST"]
+            PG.connect(host: ENV["PGHOST"], port: ENV["PGPORT"], dbname: ENV["PGDATABASE"], user: ENV["PGUSER"])
+          else
+            PG.connect(ENV.fetch("ARENA_DATABASE_URL"))
+          end
+        end
+      end
+    end
+  end
+
+  def self.db_rows = Integer(ENV.fetch("ARENA_DB_ROWS", "10000"))
+
+  # Returns [rows, pool wait, query time] for /db?q=... (spec: /db).
+  def self.db(args, rng)
+    unless ENV["PGHOST"] || ENV["ARENA_DATABASE_URL"]
+      raise Unavailable, 'db: no database service (start one: [[services]] kind = "postgres", or arena serve --service postgres)'
+    end
+    n = db_rows
+    key = rng.rand(1..n)
+    sql, params = case args["q"]
+                  when "point" then ["SELECT id, category, name, price::float FROM items WHERE id = $1", [key]]
+                  when "range"
+                    first = rng.rand(1..[1, n - args["rows"] + 1].max)
+                    ["SELECT id, category, name, price::float FROM items WHERE id BETWEEN $1 AND $2 ORDER BY id",
+                     [first, first + args["rows"] - 1]]
+                  when "write"
+                    ["UPDATE items SET price = price + 0.01 WHERE id = $1 RETURNING id, category, name, price::float", [key]]
+                  else ["SELECT pg_sleep($1)", [args["ms"] / 1000.0]]
+                  end
+    pool = db_pool # loads pg and connection_pool: the rescue clauses below name their errors
+    t0 = mono
+    pool_s = db_s = 0.0
+    begin
+      rows = pool.with do |conn|
+        pool_s = mono - t0
+        t1 = mono
+        result = conn.exec_params(sql, params)
+        out = args["q"] == "sleep" ? [] : result.values
+        db_s = mono - t1
+        out
+      end
+    rescue ConnectionPool::TimeoutError
+      raise Unavailable, "db: no pooled connection within #{fmt(POOL_TIMEOUT)} s (pool of #{POOL_SIZE} per process)"
+    rescue PG::Error => e
+      raise Unavailable, "db: #{e.message.strip.lines.first&.strip}"
+    end
+    [rows.map { |row| DB_COLUMNS.zip([Integer(row[0]), Integer(row[1]), row[2], Float(row[3])]).to_h }, pool_s, db_s]
+  end
+
+  # Returns [status, body length, seconds] of the downstream /work call of /api (spec: /api).
+  def self.api(args)
+    base = ENV["ARENA_API_URL"]
+    raise Unavailable, 'api: no downstream service (start one: [[services]] kind = "http", or arena serve --service http)' unless base
+    require "net/http"
+    target = "/work?io_ms=#{fmt(args['ms'])}&io_dist=#{ENV.fetch('ARENA_API_DIST', 'fixed')}" \
+             "&sigma=#{ENV.fetch('ARENA_API_SIGMA', '1')}&bytes=#{args['bytes']}"
+    2.times do |attempt| # a kept-alive connection the service closed is opened again, once
+      http = (Thread.current[:arena_api] ||= begin
+        uri = URI(base)
+        Net::HTTP.new(uri.host, uri.port).tap { |h| h.keep_alive_timeout = 60; h.read_timeout = 120; h.start }
+      end)
+      t0 = mono
+      begin
+        resp = http.request(Net::HTTP::Get.new(target))
+        return [Integer(resp.code), (resp.body || "").bytesize, mono - t0]
+      rescue StandardError => e
+        http.finish if http.started?
+        Thread.current[:arena_api] = nil
+        raise BadGateway, "api: #{e.class}: #{e.message}" if attempt == 1
+      end
+    end
+  end
+
   # Serves one request: returns [status, headers, body]. The waits are Ruby's sleep, which releases
   # the GVL; no Ruby server here runs the app in an event loop, so io=block is the same wait.
   def self.handle(path, query, request_start, app_kind)
     start_wall = Time.now.to_f
     start = mono
     cpu = cpuwall = io = 0.0
+    extra = []
     endpoint = path.delete_prefix("/").delete_suffix("/")
     endpoint = "/" if endpoint.empty?
     queue = nil
@@ -287,7 +391,22 @@ module ArenaWorkload
       else
         args = endpoint_args(endpoint, params)
       end
-      body, type, io_s, cpu, cpuwall = compute(endpoint, args, rng, app_kind)
+      if endpoint == "db"
+        t0 = mono
+        rows, pool_s, db_s = db(args, rng)
+        io = mono - t0
+        extra << "pool;dur=#{ms(pool_s)}" << "db;dur=#{ms(db_s)}"
+        body, type, io_s = JSON.generate(rows), "application/json", 0.0
+      elsif endpoint == "api"
+        t0 = mono
+        down, size, api_s = api(args)
+        io = mono - t0
+        extra << "api;dur=#{ms(api_s)}"
+        raise BadGateway, "api: the downstream service answered #{down}" unless down == 200
+        body, type, io_s = JSON.generate({ "status" => down, "bytes" => size }), "application/json", 0.0
+      else
+        body, type, io_s, cpu, cpuwall = compute(endpoint, args, rng, app_kind)
+      end
       if io_s.positive?
         t0 = mono
         # the whole wait, even if the thread is woken early (Thread#wakeup ends a sleep)
@@ -305,6 +424,7 @@ module ArenaWorkload
     timing = []
     timing << "queue;dur=#{ms([queue, 0.0].max)}" unless queue.nil?
     timing << "app;dur=#{ms(mono - start)}" << "cpu;dur=#{ms(cpu)}" << "cpuwall;dur=#{ms(cpuwall)}" << "io;dur=#{ms(io)}"
+    timing.concat(extra)
     headers = {
       "Content-Type" => type, "Content-Length" => body.bytesize.to_s, "Server-Timing" => timing.join(", "),
       "X-Arena-Pid" => Process.pid.to_s, "X-Arena-Thread" => thread_id.to_s,
