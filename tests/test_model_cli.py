@@ -1,7 +1,6 @@
 """`arena predict` and `arena recommend` on the report fixture's store (a real 2 x 2 grid of Puma and
 gunicorn gthread at concurrency 1 and 4), and their one-line errors."""
 
-from pathlib import Path
 
 import pytest
 
