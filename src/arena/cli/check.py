@@ -36,7 +36,7 @@ def run(args, out) -> int:
     reap_first(out)
     results = check(args.servers or None, args.apps, processes=args.processes, threads=args.threads,
                     cpus=args.cpus, services=args.services, on_result=row,
-                    on_service=lambda svc: out.print(f"service: {svc.describe()}", highlight=False, markup=False))
+                    on_service=lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
     out.print(table)
     failed = sum(r.status == "fail" for r in results)
     skipped = sum(r.status == "skip" for r in results)

@@ -34,6 +34,6 @@ def run(args, out) -> int:
     spec = ServerSpec(args.server, args.app, args.processes, args.threads, args.connections, args.cpus,
                       args.port, args.host)
     stopped = serve(spec, ready, args.services,
-                    lambda svc: out.print(f"service: {svc.describe()}", highlight=False, markup=False))
+                    lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
     out.print(f"stopped {stopped.server}: no process left, port {stopped.port} free")
     return 0

@@ -56,9 +56,14 @@ class RunningDownstream:
                 "ARENA_API_SIGMA": f"{self.settings.sigma:g}"}
 
     def describe(self) -> str:
+        """What ran, the same every time it runs with these settings (stored with each run)."""
         s = self.settings
-        return (f"downstream HTTP: {s.server} x {s.processes} at {self.server.url} ({s.distribution} latency"
+        return (f"downstream HTTP: {s.server} {self.server.version or ''} x {s.processes} ({s.distribution} latency"
                 + (f", sigma {s.sigma:g}" if s.distribution == "lognormal" else "") + ")")
+
+    @property
+    def address(self) -> str:
+        return self.server.url
 
     def stop(self) -> None:
         self.server.stop()

@@ -103,10 +103,15 @@ class RunningPostgres:
                 "ARENA_DB_ROWS": str(self.settings.rows)}
 
     def describe(self) -> str:
+        """What ran, the same every time it runs with these settings (stored with each run)."""
         s = self.settings
-        return (f"PostgreSQL {self.version} on 127.0.0.1:{self.port} and {self.socket_dir} (max_connections "
-                f"{s.max_connections}, shared_buffers {s.shared_buffers}, fsync {'on' if s.fsync else 'off'}, "
-                f"synchronous_commit {'on' if s.synchronous_commit else 'off'}; items: {s.rows} rows)")
+        return (f"PostgreSQL {self.version} (max_connections {s.max_connections}, shared_buffers {s.shared_buffers}, "
+                f"fsync {'on' if s.fsync else 'off'}, synchronous_commit {'on' if s.synchronous_commit else 'off'}; "
+                f"items: {s.rows} rows)")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port} and {self.socket_dir}"
 
     def log_tail(self, lines: int = 15) -> str:
         return launch.log_tail(self.log_path, lines)
