@@ -152,9 +152,10 @@ def test_serve_on_the_port_a_killed_arena_left_taken_reaps_it_first(tmp_path):
                 break
         return proc, lines
 
-    first, _ = serve()
+    first, first_lines = serve()
     os.kill(first.pid, signal.SIGKILL)  # its Puma keeps the port
     first.communicate(timeout=30)
+    assert "serving" in "".join(first_lines), first_lines
     second, lines = serve()
     try:
         text = "".join(lines)
@@ -163,5 +164,5 @@ def test_serve_on_the_port_a_killed_arena_left_taken_reaps_it_first(tmp_path):
     finally:
         os.killpg(second.pid, signal.SIGINT)
         out, _ = second.communicate(timeout=60)
-    assert second.returncode == 0 and "no process left" in out, out
+    assert second.returncode == 0 and "no process left" in out, (second.returncode, text + out)
     assert leftovers_of(first.pid) == [] and leftovers_of(second.pid) == []

@@ -44,11 +44,11 @@ def serve(spec: ServerSpec, on_ready: Callable[[RunningServer], None] = lambda s
 def _serve(spec: ServerSpec, on_ready: Callable[[RunningServer], None]) -> Stopped:
     running = start(spec)
     with running:
-        on_ready(running)
-        try:
+        try:  # from the ready message on, Ctrl-C is the normal way to end `arena serve`
+            on_ready(running)
             while running.alive() or running.procset.pids():
                 time.sleep(0.2)
-        except KeyboardInterrupt:  # the normal way to end `arena serve`
+        except KeyboardInterrupt:
             pass
         else:
             raise ArenaError(f"{running.server.name} exited by itself (code {running.proc.returncode}); "

@@ -51,8 +51,44 @@ class ServerSpec:
         return {"processes": self.processes, "threads": self.threads, "connections": self.connections}
 
 
-@dataclass
-class RunningServer:
+class Confined:
+    """Something Arena started in its own process set (a server, a service): a context manager that
+    stops it once, whatever interrupts the stop (signals held), and forgets it. A subclass has
+    ``proc``, ``procset``, ``workdir`` and ``stopped``, and says how it is asked to stop."""
+
+    def stop_how(self) -> tuple[int, float]:
+        """(the graceful signal, the grace period in seconds)."""
+        raise NotImplementedError
+
+    def after_stop(self) -> None:
+        """What else a stop undoes (a port to wait for)."""
+
+    def stop(self, keep_workdir: bool = False) -> None:
+        """Graceful signal, wait the grace period, kill what is left, remove the group and (unless
+        ``keep_workdir``, for a failed start's log) the work dir. Idempotent."""
+        if self.stopped:
+            return
+        with _signals_held():
+            try:
+                self.killed = stop_confined(self.proc, self.procset, *self.stop_how())
+            finally:
+                self.stopped = True
+                _live.discard(self)
+                self.after_stop()
+                if not keep_workdir:
+                    shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    __hash__ = object.__hash__
+
+
+@dataclass(eq=False)
+class RunningServer(Confined):
     spec: ServerSpec
     server: catalog.Server
     app: str
@@ -81,27 +117,11 @@ class RunningServer:
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)
 
-    def stop(self, keep_workdir: bool = False) -> None:
-        """Graceful signal, wait the grace period, kill what is left, remove the group. Idempotent."""
-        if self.stopped:
-            return
-        with _signals_held():
-            try:
-                self.killed = stop_confined(self.proc, self.procset, self.server.stop_signal, self.server.grace_s)
-            finally:
-                self.stopped = True
-                _live.discard(self)
-                _wait_port_free(self.host, self.port, timeout=5)
-                if not keep_workdir:
-                    shutil.rmtree(self.workdir, ignore_errors=True)
+    def stop_how(self) -> tuple[int, float]:
+        return self.server.stop_signal, self.server.grace_s
 
-    def __enter__(self) -> "RunningServer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    __hash__ = object.__hash__
+    def after_stop(self) -> None:
+        _wait_port_free(self.host, self.port, timeout=5)
 
 
 def stop_confined(proc: subprocess.Popen, procset: ProcessSet, sig: int, grace_s: float) -> list[int]:

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +72,8 @@ def _user() -> pwd.struct_passwd:
                          "creates one, or set ARENA_PG_USER)") from None
 
 
-@dataclass
-class RunningPostgres:
+@dataclass(eq=False)
+class RunningPostgres(launch.Confined):
     settings: PostgresSettings
     proc: subprocess.Popen
     procset: ProcessSet
@@ -83,6 +83,7 @@ class RunningPostgres:
     version: str
     startup_s: float = 0.0
     stopped: bool = False
+    killed: list[int] = field(default_factory=list)
 
     kind = "postgres"
 
@@ -116,24 +117,8 @@ class RunningPostgres:
     def log_tail(self, lines: int = 15) -> str:
         return launch.log_tail(self.log_path, lines)
 
-    def stop(self) -> None:
-        if self.stopped:
-            return
-        with launch._signals_held():
-            try:
-                launch.stop_confined(self.proc, self.procset, signal.SIGINT, GRACE_S)
-            finally:
-                self.stopped = True
-                launch._live.discard(self)
-                shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> "RunningPostgres":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    __hash__ = object.__hash__
+    def stop_how(self) -> tuple[int, float]:
+        return signal.SIGINT, GRACE_S  # PostgreSQL's fast shutdown
 
 
 def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> RunningPostgres:
