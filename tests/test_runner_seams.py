@@ -206,3 +206,40 @@ def test_the_engine_runs_shows_exports_and_reports_an_experiment_file(tmp_path):
     assert json.loads(export(db, "fake", "json"))[0]["load"]["tool"] == "fake"
     done = report(db, output=str(tmp_path / "r.html"))
     assert done.name == "fake" and done.runs == 8 and done.charts > 5 and (tmp_path / "r.html").stat().st_size > 10_000
+
+
+def test_a_pool_axis_reaches_the_server_and_is_stored_with_processes_times_pool(tmp_path):
+    """pool = ["threads", 2]: each configuration's size in its key, in ARENA_POOL for the app, and
+    stored with processes x pool (what the server's processes may open against max_connections)."""
+    exp = experiment(repetitions=1, load={"concurrency": [1]}, services=[{"kind": "postgres"}],
+                     servers=[{"server": "puma", "processes": 2, "threads": 4, "pool": ["threads", 2]}])
+    assert [c.key for c in exp.servers] == ["puma[rack] p=2 t=4 pool=4", "puma[rack] p=2 t=4 pool=2"]
+
+    class Service:  # a database that is up: what the runner needs of one
+        env = {"PGHOST": "/nowhere"}
+        procset = FakeProcset(name="pg")
+
+        def describe(self):
+            return "PostgreSQL (fake)"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    m = Machine()
+
+    def launch(spec):  # the fake launcher resolves knobs as the real one reports them
+        server = m.launch(spec)
+        server.knobs = {"processes": spec.processes, "threads": spec.threads}
+        return server
+
+    seams = Seams(launch=launch, drivers={"arena-load": m.drive}, probe=FakeProbe, idle_s=0.0,
+                  start_service=lambda spec, cpus: Service())
+    with Store(tmp_path / "s.db") as store:
+        run_experiment(exp, store, seams=seams)
+        runs = sorted(store.runs("fake"), key=lambda r: r.pool)
+    assert sorted(s.env["ARENA_POOL"] for s in m.started) == ["2", "4"] and all(s.env["PGHOST"] for s in m.started)
+    assert [(r.pool, r.db_connections) for r in runs] == [(2, 4), (4, 8)]
+    assert set(runs[0].services) == {"postgres"} and runs[0].environment.services == {"postgres": "PostgreSQL (fake)"}

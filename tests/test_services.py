@@ -172,3 +172,25 @@ def test_a_pool_that_cannot_serve_in_time_is_a_503_naming_the_pool(services_env)
             r = c.get("/db")
         slow.join()
     assert r.status == 503 and r.body == b"db: no pooled connection within 1 s (pool of 1 per process)\n"
+
+
+@pytest.mark.integration
+def test_a_pool_axis_runs_against_the_real_database(tmp_path):
+    """pool = [1, "threads"] with a /db workload: each configuration's app gets its pool size, the
+    runs store it with processes x pool, and the Server-Timing pool and db figures reach the store."""
+    require_server("puma")
+    (tmp_path / "e.toml").write_text('name = "pools"\nduration = "1s"\nwarmup = "300ms"\nrepetitions = 1\n'
+                                     '[workload]\npath = "/db?q=range&rows=5"\n[load]\nconcurrency = [4]\n'
+                                     '[[services]]\nkind = "postgres"\nrows = 1000\n'
+                                     '[[servers]]\nserver = "puma"\nprocesses = 2\nthreads = 4\npool = [1, "threads"]\n')
+    r = subprocess.run([sys.executable, "-m", "arena", "run", str(tmp_path / "e.toml"), "--store", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Store(tmp_path / "s.db") as s:
+        runs = sorted(s.runs("pools"), key=lambda run: run.pool)
+    assert [(run.pool, run.db_connections) for run in runs] == [(1, 2), (4, 8)]
+    for run in runs:
+        timing = run.load.measured.server_timing
+        assert {"pool", "db"} <= set(timing) and run.load.measured.completed > 50
+    # four clients on one connection per process wait for it; with a connection per thread, hardly
+    assert runs[0].load.measured.server_timing["pool"].mean > runs[1].load.measured.server_timing["pool"].mean

@@ -270,7 +270,8 @@ def stable_pids(server: RunningServer) -> set[int]:
 
 def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceResult, flags: list[str],
         env: dict, started_at: float, reused: bool, idle_cpu_cores: float | None = None,
-        services: Mapping[str, ResourceResult] = {}) -> dict:
+        services: Mapping[str, ResourceResult] = {}, processes: int | None = None) -> dict:
+    """The stored row of a run; ``processes``: how many the server ran (its resolved knob)."""
     rt = result.measured.response_time
     c = run.config
     return {
@@ -284,6 +285,7 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
         "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
         "environment": env, "services": {kind: asdict(res) for kind, res in services.items()},
+        "pool": c.pool, "db_connections": None if c.pool is None else (processes or 1) * c.pool,
     }
 
 
@@ -347,6 +349,8 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
                progress: _Progress, seams: Seams, services: Mapping[str, Any] = {}) -> None:
     c = group.config
     addresses = {k: v for svc in services.values() for k, v in svc.env.items()}
+    if c.pool is not None:
+        addresses["ARENA_POOL"] = str(c.pool)
     spec = ServerSpec(c.server, c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
                       env=addresses)
     try:
@@ -376,7 +380,8 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
             if result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0,
-                                              idle_cpu_cores=idle, services=probed))
+                                              idle_cpu_cores=idle, services=probed,
+                                              processes=getattr(server, "knobs", {}).get("processes")))
             progress.emit("run", r, result=result, flags=flags)
             if flags:
                 progress.counts["invalid"] += 1

@@ -64,8 +64,9 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[i..]);
 }
 
-/// Server-Timing metrics kept (others are ignored): names in the order they are recorded.
-pub const TIMING_METRICS: [&str; 5] = ["queue", "app", "cpu", "cpuwall", "io"];
+/// Server-Timing metrics kept (others are ignored): the subject contract's (spec.md), /db's and
+/// /api's included, in the order they are recorded.
+pub const TIMING_METRICS: [&str; 8] = ["queue", "app", "cpu", "cpuwall", "io", "pool", "db", "api"];
 
 /// What the recorder needs from one response.
 #[derive(Debug, Clone, Default, PartialEq)]

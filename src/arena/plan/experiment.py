@@ -27,7 +27,8 @@ MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
             "layout", "workload", "workloads", "load", "servers"}
-SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections"}
+SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool"}
+POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,14 @@ class ServerConfig:
     threads: int | None = None
     connections: int | None = None
     label: str | None = None
+    pool: int | None = None  # database connections per process (the app's ARENA_POOL); None: the app's default
 
     @property
     def key(self) -> str:
         knobs = " ".join(f"{k[0]}={v}" for k, v in (("processes", self.processes), ("threads", self.threads),
                                                       ("connections", self.connections)) if v is not None)
+        if self.pool is not None:
+            knobs += f"{' ' if knobs else ''}pool={self.pool}"
         return f"{self.server}[{self.app}]{(' ' + knobs) if knobs else ''}"
 
     @property
@@ -334,6 +338,10 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     lay.unknown({"server_cpus", "load_cpus", "service_cpus"})
     server_cpus, load_cpus = _layout(lay)
     services = _services(top)
+    pooled = next((i for i, raw in enumerate(servers_raw) if raw.get("pool") is not None), None)
+    if pooled is not None and not any(s.kind == "postgres" for s in services):
+        raise _Reader(file, servers_raw[pooled], f"servers[{pooled}].").fail(
+            "pool", servers_raw[pooled]["pool"], "sizes the database pool: declare [[services]] kind = \"postgres\"")
     service_cpus = server_cpus
     if lay.get("service_cpus") is not None:
         try:
@@ -433,12 +441,37 @@ def _server_grid(r: _Reader, default_app: str | None) -> list[ServerConfig]:
     label = r.string("label")
     if label is not None and (not label.strip() or re.search(r"[\x00-\x1f\x7f]", label)):
         raise r.fail("label", label, "must be a name without control characters")
-    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"])
-    configs = [ServerConfig(name, app, p, t, c) for p, t, c in grid]
+    pools = _pool_axis(r)
+    default_threads = knobs["threads"].default if "threads" in knobs else None
+    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools)
+    configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1))
+                                 for p, t, c, pool in grid))
     if label is not None:
         configs = [ServerConfig(c.server, c.app, c.processes, c.threads, c.connections,
-                                label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}") for c in configs]
+                                label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}", c.pool)
+                   for c in configs]
     return configs
+
+
+def _pool_axis(r: _Reader) -> list[int | str | None]:
+    """``pool``: a size, "threads" or "threads/2", or a list of them (a grid axis); absent: [None]."""
+    v = r.get("pool")
+    if v is None:
+        return [None]
+    values = v if isinstance(v, list) else [v]
+    ok = all((isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 1024) or x in POOL_RULES for x in values)
+    if not values or not ok:
+        raise r.fail("pool", v, "must be a whole number from 1 to 1024, \"threads\" or \"threads/2\", or a list of them")
+    return list(dict.fromkeys(values))
+
+
+def _pool(rule: int | str | None, threads: int) -> int | None:
+    """A pool rule for a configuration with ``threads`` threads per process -> its size."""
+    if rule == "threads":
+        return threads
+    if rule == "threads/2":
+        return max(1, threads // 2)
+    return rule
 
 
 def _services(top: _Reader) -> tuple[ServiceSpec, ...]:

@@ -91,6 +91,8 @@ class Run(Placement):
     resources: ResourceResult | None
     environment: Environment
     services: dict[str, ResourceResult] = field(default_factory=dict)  # by kind, over the run's window
+    pool: int | None = None  # database connections per process (None: the app's default)
+    db_connections: int | None = None  # processes x pool: what the server may open at once
 
     def to_json(self) -> dict[str, Any]:
         """The run as plain JSON (arena export): its columns and its documents as stored."""
@@ -108,7 +110,7 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
     plain = {k: row[k] for k in ("id", "run_key", "config", "label", "server", "app", "workload", "processes",
                                  "threads", "connections", "model", "level", "repetition", "driver", "started_at",
                                  "throughput", "p50_us", "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes",
-                                 "uss_bytes")}
+                                 "uss_bytes", "pool", "db_connections")}
     load = documents["load"]
     return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
                flags=tuple(documents["flags"]), load=from_dict(load) if load else None,

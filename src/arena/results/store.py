@@ -59,6 +59,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN services TEXT NOT NULL DEFAULT '{}';
     """,
+    # 4: the database pool per process, and the connections the server's processes may open together
+    """
+    ALTER TABLE runs ADD COLUMN pool INTEGER;
+    ALTER TABLE runs ADD COLUMN db_connections INTEGER;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 DOCUMENTS = ("flags", "load", "resources", "environment", "services")  # the columns that hold JSON
@@ -66,7 +71,7 @@ DOCUMENTS = ("flags", "load", "resources", "environment", "services")  # the col
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
-               "services")
+               "services", "pool", "db_connections")
 
 
 class Store:
