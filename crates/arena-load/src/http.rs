@@ -370,7 +370,7 @@ mod tests {
             assert_eq!(got.len(), 1, "piece {piece}");
             let (head, body) = &got[0];
             assert_eq!((head.status, *body, head.pid, head.close), (200, 5, Some(42), false));
-            assert_eq!(head.timing, [None, Some(1500), Some(250), None, None]);
+            assert_eq!(head.timing, [None, Some(1500), Some(250), None, None, None, None, None]);
         }
     }
 
@@ -430,9 +430,11 @@ mod tests {
 
     #[test]
     fn server_timing_values() {
-        let mut t = [None; 5];
-        parse_server_timing(b"queue;dur=0.5, app;desc=\"x\";dur=12.3456, CPU;dur=1e1, io, cpuwall;dur=-1, db;dur=9", &mut t);
-        assert_eq!(t, [Some(500), Some(12346), Some(10000), None, None]);
+        let mut t = [None; TIMING_METRICS.len()];
+        parse_server_timing(b"queue;dur=0.5, app;desc=\"x\";dur=12.3456, CPU;dur=1e1, io, cpuwall;dur=-1, db;dur=9, xyz;dur=4",
+                            &mut t);
+        // queue, app, cpu, cpuwall (negative: none), io (no duration), pool, db, api; xyz is not kept
+        assert_eq!(t, [Some(500), Some(12346), Some(10000), None, None, None, Some(9000), None]);
     }
 
     #[test]

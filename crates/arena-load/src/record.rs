@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn a_response_is_recorded_from_its_intended_time() {
         let mut p = Phase::default();
-        let head = Head { status: 200, timing: [Some(100), Some(900), None, None, None], pid: Some(7), close: false };
+        let head = Head { status: 200, timing: [Some(100), Some(900), None, None, None, None, None, None], pid: Some(7), close: false };
         // intended at 0, sent 2 ms late, answered 5 ms after the send
         p.record_response(0, 2_000_000, 7_000_000, &head, 10);
         assert_eq!(p.response.max(), p.response.highest_equivalent(7000));
