@@ -207,8 +207,12 @@ def test_heatmap_colours_do_not_split_noise():
 def test_decomposition_adds_up():
     parts = decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0)
     assert parts == {"queue": 4.0, "GIL/CPU wait": 2.0, "CPU": 8.0, "I/O": 15.0, "other in app": 5.0,
-                     "outside the app": 6.0}
-    assert sum(parts.values()) == 40.0
+                     "outside the app": 6.0, "pool wait": None, "database": None, "downstream API": None}
+    assert sum(v for v in parts.values() if v) == 40.0
+    # a /db request: its I/O phase split into the pool wait and the query, the parts still add up
+    db = decomposition({"app": 12.0, "cpu": 0.0, "cpuwall": 0.0, "io": 11.5, "pool": 3.0, "db": 8.0}, 14.0)
+    assert (db["pool wait"], db["database"], db["I/O"], db["downstream API"]) == (3.0, 8.0, 0.5, None)
+    assert sum(v for v in db.values() if v) == pytest.approx(14.0)
     # without a request-start stamp there is no queue figure, and the rest is outside the app
     assert decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0}, 40.0)["outside the app"] == 10.0
 

@@ -231,8 +231,9 @@ def latency_decomposition(cells: list[Cell], workload: str, many: bool) -> Chart
     for level in sorted({(c.level, c.level_label) for c in cells}):
         at = [c for c in cells if c.level == level[0] and c.decomposition]
         for part in DECOMPOSITION:
-            chart.series.append(Series(part, [c.label for c in at], [c.decomposition[part] for c in at],
-                                       group=level[1], style="bar"))
+            values = [c.decomposition[part] for c in at]
+            if any(v is not None for v in values):  # a part no app reports stays out of the legend
+                chart.series.append(Series(part, [c.label for c in at], values, group=level[1], style="bar"))
     return chart
 
 

@@ -46,7 +46,10 @@ class Figure:
         return a is None or b is None or not (a.hi < b.lo or b.hi < a.lo)
 
 
-DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", "I/O", "other in app", "outside the app")
+DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", "pool wait", "database", "downstream API", "I/O", "other in app",
+                 "outside the app")
+# the parts of the I/O phase an app reports apart (spec.md: /db, /api) -> their Server-Timing names
+IO_PARTS = (("pool wait", "pool"), ("database", "db"), ("downstream API", "api"))
 
 
 def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[str, float | None]:
@@ -54,8 +57,10 @@ def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[s
 
     queue: the request's wait before the app (X-Request-Start to the app's start); GIL/CPU wait:
     cpuwall - cpu (the wall time of the app's CPU sections beyond their CPU time: waiting for the
-    GIL/GVL or for a core); CPU; I/O; other in app: app - cpuwall - io; outside the app: the response
-    time minus queue and app (network, the server's own work, parsing)."""
+    GIL/GVL or for a core); CPU; of the I/O phase, what the app reports apart (pool wait: waiting for
+    a pooled database connection; database: the query; downstream API: the call) and the rest of it
+    (I/O); other in app: app - cpuwall - io; outside the app: the response time minus queue and app
+    (network, the server's own work, parsing). The parts add up to the response time."""
     g = server_timing.get
     app, cpu, cpuwall, io = g("app"), g("cpu"), g("cpuwall"), g("io")
     queue = g("queue")
@@ -64,7 +69,9 @@ def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[s
     if cpu is not None and cpuwall is not None:
         parts["GIL/CPU wait"] = max(0.0, cpuwall - cpu)
         parts["CPU"] = cpu
-    parts["I/O"] = io
+    apart = {part: g(metric) for part, metric in IO_PARTS if g(metric) is not None}
+    parts.update(apart)
+    parts["I/O"] = None if io is None else max(0.0, io - sum(apart.values()))
     if app is not None:
         parts["other in app"] = max(0.0, app - (cpuwall or 0) - (io or 0))
         parts["outside the app"] = max(0.0, response_ms - app - (queue or 0))
