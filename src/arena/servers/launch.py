@@ -247,18 +247,27 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     running = RunningServer(spec, server, app.name, knobs, spec.host, port, cmd.argv, proc, procset,
                             workdir, workdir / "server.log", catalog.version(server.name), started_at)
     _live.add(running)
+    ready_or_stopped(running, lambda: _wait_ready(running, ready_timeout or server.ready_timeout_s), keep_log=True)
+    running.startup_s = time.monotonic() - started_at
+    return running
+
+
+def ready_or_stopped(running: Confined, check: Callable[[], None], keep_log: bool) -> None:
+    """Run ``check`` (the ready wait, a seeding) on something just started; if it fails, stop it
+    and raise one error with its log's tail (its work dir kept, for that log, with ``keep_log``:
+    stale reaping leaves a dir with KEEP_MARK alone); if interrupted, stop it and go on unwinding."""
     try:
-        _wait_ready(running, ready_timeout or server.ready_timeout_s)
+        check()
     except ArenaError as e:
         tail = running.log_tail()
-        running.stop(keep_workdir=True)
-        (workdir / KEEP_MARK).touch()
-        raise ArenaError(f"{e}; log {running.log_path}, last lines:\n{tail}") from None
+        running.stop(keep_workdir=keep_log)
+        if keep_log:
+            (running.workdir / KEEP_MARK).touch()
+        raise ArenaError(f"{e}; log {running.log_path}, last lines:\n{tail}" if keep_log
+                         else f"{e}; last lines of its log:\n{tail}") from None
     except BaseException:
         running.stop()
         raise
-    running.startup_s = time.monotonic() - started_at
-    return running
 
 
 _reaped = False

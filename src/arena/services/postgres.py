@@ -167,16 +167,11 @@ def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> Runnin
         raise
     running = RunningPostgres(s, proc, procset, workdir, port, log_path, binaries.parts[-2])
     launch._live.add(running)
-    try:
+    def ready() -> None:
         _wait_ready(running, psycopg)
         seed(running.dsn, s.rows)
-    except ArenaError as e:
-        tail = running.log_tail()
-        running.stop()
-        raise ArenaError(f"{e}; last lines of its log:\n{tail}") from None
-    except BaseException:
-        running.stop()
-        raise
+
+    launch.ready_or_stopped(running, ready, keep_log=False)  # its temp dir holds the whole cluster
     running.startup_s = time.monotonic() - started
     return running
 

@@ -101,10 +101,14 @@ def run(host: str, port: int, app: str, server: str | None = None,
 def _check_services(c: _Checker, services: set[str]) -> None:
     """/db and /api (spec: /db, /api): with the service, real answers and their Server-Timing; without
     it, a 503 that names what is missing."""
-    if "postgres" not in services:
-        r = c.get("db", "/db", status=503)
+
+    def missing(check: str, what: bytes) -> None:
+        r = c.get(check, f"/{check}", status=503)
         if r:
-            c.expect("db", b"no database service" in r.body, f"body {r.body[:80]!r}: must name the missing service")
+            c.expect(check, what in r.body, f"body {r.body[:80]!r}: must name the missing service")
+
+    if "postgres" not in services:
+        missing("db", b"no database service")
     else:
         r = c.get("db", "/db?q=point")
         if r:
@@ -126,9 +130,7 @@ def _check_services(c: _Checker, services: set[str]) -> None:
             c.expect("db", r.timing().get("db", 0) >= 20, f"sleep: db {r.timing().get('db')} ms, expected >= 20")
         c.get("db", "/db?q=nope", status=400)
     if "http" not in services:
-        r = c.get("api", "/api", status=503)
-        if r:
-            c.expect("api", b"no downstream service" in r.body, f"body {r.body[:80]!r}: must name the missing service")
+        missing("api", b"no downstream service")
     else:
         r = c.get("api", "/api?ms=15&bytes=50")
         if r:
