@@ -222,3 +222,76 @@ def test_the_open_server_model_is_erlang_c_when_it_is_an_m_m_c_queue():
     want = q.mmc(rate, service_ms / 1000, c)
     assert got.mean_ms == pytest.approx(want.response_mean * 1000, rel=1e-6)
     assert not got.overloaded and predict_open(w, Config(c, 1, c, gil=False), 300.0).overloaded
+
+
+# ---------------------------------------------------------------------- the pool and the database
+
+
+def test_connections_busy_counts_each_process_pool_separately():
+    """2 requests over 2 processes of 2 threads, pool 1: in the same process (2 of the 6 placements)
+    one connection serves, else two: 10/6. Without a thread cap each lands in a process at random:
+    the same one half the time, 1.5. A pool as large as the threads never binds."""
+    from arena.model.server import connections_busy
+
+    assert connections_busy(2, 2, 2, 1) == pytest.approx(10 / 6)
+    assert connections_busy(2, 2, None, 1) == pytest.approx(1.5)
+    assert connections_busy(7, 1, 16, 2) == 2 and connections_busy(7, 1, 16, 16) == 7
+    assert connections_busy(4, 2, 2, 1) == pytest.approx(2)  # every process holds two, serves one
+
+
+def repairman(customers: int, up: float, servers: int, service_s: float) -> float:
+    """Throughput of the finite-source queue M/M/c//N [Kle75]: N customers each away for an
+    exponential time of mean 1/up, then served by one of c servers (exponential, mean service_s)."""
+    pi = q.birth_death([(customers - j) * up for j in range(customers)],
+                       [min(j + 1, servers) / service_s for j in range(customers)])
+    return sum(p * min(j, servers) / service_s for j, p in enumerate(pi))
+
+
+@pytest.mark.parametrize("clients,pool", [(4, 1), (8, 2), (12, 3)])
+def test_the_pool_station_is_the_finite_source_queue_when_it_binds(clients, pool):
+    """Clients that spend 20 ms outside and 5 ms holding one of ``pool`` connections (a thread each,
+    nothing else): the model's throughput is M/M/pool//clients's exactly."""
+    w = Workload(cpu_ms=0.0, io_ms=0.0, outside_ms=20.0, db_ms=5.0)
+    c = Config(1, clients, 1, routing="shared", pool=pool, db_cores=8)
+    got = predict_closed(w, c, clients).throughput
+    assert got == pytest.approx(repairman(clients, 1 / 0.020, pool, 0.005), rel=1e-9)
+    assert got < predict_closed(w, Config(1, clients, 1, routing="shared", db_cores=8), clients).throughput
+
+
+def test_the_database_on_its_own_core_is_the_repairman_of_its_cpu():
+    """Queries of 3 ms of which 1 ms is the database's CPU on its own single core, a pool that
+    never binds: N connections cycle through 2 ms of wire and 1 ms of CPU, M/M/1//N."""
+    w = Workload(cpu_ms=0.0, io_ms=0.0, db_ms=3.0, db_cpu_ms=1.0)
+    for n in (1, 3, 6):
+        got = predict_closed(w, Config(1, n, 4, routing="shared", db_cores=1), n).throughput
+        assert got == pytest.approx(repairman(n, 1 / 0.002, 1, 0.001), rel=1e-6)
+
+
+def test_a_database_sharing_the_cores_adds_its_cpu_to_the_servers():
+    """1 ms of app CPU and 0.5 ms of the database's on one shared core: at most 1 / 1.5 ms; on its
+    own core the server alone binds at 1 / 1 ms."""
+    w = Workload(cpu_ms=1.0, io_ms=0.0, db_ms=0.6, db_cpu_ms=0.5)
+    assert capacity(w, Config(1, 8, 1, routing="shared")) == pytest.approx(1000 / 1.5, rel=1e-6)
+    own = predict_closed(w, Config(1, 8, 1, routing="shared", db_cores=1), 64)
+    assert own.throughput == pytest.approx(1000, rel=0.01) and own.binding.startswith("GIL") is False
+
+
+def test_calibration_takes_the_cpu_out_of_the_waits_around_it():
+    """At the lowest load the CPU accounting (0.8 ms) and the waits (io 0.2, outside 0.2) add to
+    more than the response (1.0 ms): the waits shrink together to the 0.2 ms left. The query's
+    database CPU stays whole."""
+    from arena.model.calibrate import Observation, calibrate
+
+    def obs(response, timing, db_cpu=None):
+        return Observation("puma", "w", 1, 4, 1, 1.0, 0.8, timing, None, response, None, False, db_cpu)
+
+    timing = {"app": 0.5, "io": 0.2, "queue": 0.3}  # outside = 1.0 - 0.5 - 0.3 = 0.2
+    cal = calibrate([obs(1.0, timing)] * 3, "puma")
+    assert cal.io_ms.value == pytest.approx(0.1) and cal.outside_ms.value == pytest.approx(0.1)
+    roomy = calibrate([obs(2.0, {"app": 1.2, "io": 0.2})] * 3, "puma")  # the CPU within the app: unchanged
+    assert roomy.io_ms.value == pytest.approx(0.2) and roomy.outside_ms.value == pytest.approx(0.8)
+    with_db = calibrate([obs(1.2, {"app": 0.7, "io": 0.5, "db": 0.45, "pool": 0.05, "queue": 0.3}, db_cpu=0.3)] * 3, "puma")
+    # waits: io 0, outside 0.2, db beyond its CPU 0.15 -> room 1.2 - 0.8 - 0.3 = 0.1 of 0.35
+    assert with_db.io_ms.value == pytest.approx(0.0) and with_db.db_cpu_ms.value == pytest.approx(0.3)
+    assert with_db.db_ms.value == pytest.approx(0.3 + 0.15 * 0.1 / 0.35)
+    assert with_db.outside_ms.value == pytest.approx(0.2 * 0.1 / 0.35)

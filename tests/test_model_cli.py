@@ -94,7 +94,10 @@ def test_arena_recommend(capsys):
     (["predict", "--server", "nope", "--cpu-ms", "1", "--io-ms", "1", "--concurrency", "1"], "nope"),
     (["predict", NAME, "--store", STORE, "--server", "uvicorn"], "--server uvicorn: experiment tiny-grid has no runs of it"),
     (["predict", NAME, "--store", STORE, "--server", "puma", "--workload", "x"], "--workload x: not a workload"),
-    (["predict", NAME, "--store", STORE, "--server", "puma", "--cpu-ms", "3"], "--cpu-ms/--io-ms: give them without"),
+    (["predict", NAME, "--store", STORE, "--server", "puma", "--cpu-ms", "3"], "--cpu-ms/--io-ms/--db-ms: give them without"),
+        (["predict", NAME, "--store", STORE, "--server", "puma", "--pool", "2"], "--pool: workload "),
+        (["predict", "--server", "puma", "--cpu-ms", "1", "--io-ms", "1", "--db-ms", "1", "--db-cpu-ms", "2"],
+         "--db-cpu-ms 2: must be at most --db-ms"),
     (["recommend", "nope", "--store", STORE, "--concurrency", "4"], "no experiment named 'nope'"),
 ])
 def test_errors_are_one_line(argv, message, capsys):
@@ -145,3 +148,38 @@ def test_blocking_io_comes_from_the_workload_definition():
     assert not Workload("/block?io=blocking").blocking_io  # the parameter's value, not a substring of the URL
     found = workloads_of({"workloads": [{"name": "a", "path": "/work?io=block"}, {"name": "b", "path": "/work"}]})
     assert found["a"].blocking_io and not found["b"].blocking_io
+
+
+def test_recommend_answers_the_pool_size_within_max_connections():
+    """A workload holding a connection 8 ms of its 10 (1 ms of CPU, 1 ms outside) on 4 cores: the
+    best configurations need as many connections as requests in their database phase; with
+    max_connections 8 no candidate may ask for more than 8 in all; the smallest pool that does as
+    well as a larger one is preferred."""
+    from dataclasses import replace
+
+    from arena.app.model import given_calibration
+
+    cal = given_calibration("puma", 4, 1.0, 0.0, outside_ms=1.0, db_ms=8.0, db_cpu_ms=0.5, db_cores=1)
+    ranked = candidates(cal, "closed", 32, None, None)
+    best = ranked[0]
+    assert best.pool is not None and best.pool <= (best.threads or 1) and best.fits
+    assert any(c.pool == 1 for c in ranked) and ranked[-1].predicted.throughput < best.predicted.throughput
+    same = [c for c in ranked if (c.processes, c.threads) == (best.processes, best.threads)
+            and round(c.predicted.throughput, 1) == round(best.predicted.throughput, 1)]
+    assert min(c.pool for c in same) == best.pool  # no smaller pool does as well
+    limited = candidates(replace(cal, db_max_connections=8), "closed", 32, None, None)
+    assert all(c.processes * c.pool <= 8 for c in limited if c.fits)
+    assert any("> max_connections 8" in c.why_not for c in limited)
+    assert candidates(cal, "closed", 32, None, None, pool=[2])[0].pool == 2
+
+
+def test_predict_takes_the_pool(capsys):
+    argv = ["predict", "--server", "puma", "--threads", "8", "--cpu-ms", "1", "--io-ms", "0", "--db-ms", "8",
+            "--db-cpu-ms", "1", "--db-cores", "1", "--concurrency", "16"]
+    assert main(argv + ["--pool", "1"]) == 0
+    one = capsys.readouterr().out
+    assert main(argv + ["--pool", "8"]) == 0
+    eight = capsys.readouterr().out
+    assert "pool 1 per process" in one and "pool: 1 connection(s) per process busy" in one
+    rate = lambda out: float(next(line for line in out.splitlines() if "c=16" in line).split("│")[2])
+    assert rate(one) == pytest.approx(1000 / 8, rel=0.02) and rate(eight) > 2 * rate(one)

@@ -218,9 +218,18 @@ def test_a_pool_axis_reaches_the_server_and_is_stored_with_processes_times_pool(
     class Service:  # a database that is up: what the runner needs of one
         env = {"PGHOST": "/nowhere"}
         procset = FakeProcset(name="pg")
+        settings = type("Settings", (), {"max_connections": 6})
+        log = 0  # refusals it logs: 3 while each run goes
 
         def describe(self):
             return "PostgreSQL (fake)"
+
+        def log_mark(self):
+            self.log += 3
+            return self.log - 3
+
+        def refusals(self, mark):
+            return (self.log - mark, "sorry, too many clients already") if self.log > mark else (0, None)
 
         def __enter__(self):
             return self
@@ -241,5 +250,7 @@ def test_a_pool_axis_reaches_the_server_and_is_stored_with_processes_times_pool(
         run_experiment(exp, store, seams=seams)
         runs = sorted(store.runs("fake"), key=lambda r: r.pool)
     assert sorted(s.env["ARENA_POOL"] for s in m.started) == ["2", "4"] and all(s.env["PGHOST"] for s in m.started)
-    assert [(r.pool, r.db_connections) for r in runs] == [(2, 4), (4, 8)]
+    assert [(r.pool, r.db_connections, r.db_max_connections, r.db_refused) for r in runs] == [(2, 4, 6, 3), (4, 8, 6, 3)]
+    assert runs[1].database.note() == ("the database refused 3 connection(s) (processes x pool = 8 > max_connections 6): "
+                                       "sorry, too many clients already")
     assert set(runs[0].services) == {"postgres"} and runs[0].environment.services == {"postgres": "PostgreSQL (fake)"}

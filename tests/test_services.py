@@ -194,3 +194,30 @@ def test_a_pool_axis_runs_against_the_real_database(tmp_path):
         assert {"pool", "db"} <= set(timing) and run.load.measured.completed > 50
     # four clients on one connection per process wait for it; with a connection per thread, hardly
     assert runs[0].load.measured.server_timing["pool"].mean > runs[1].load.measured.server_timing["pool"].mean
+    assert all(run.db_max_connections == 100 and run.db_refused == 0 and run.database.note() is None for run in runs)
+
+
+@pytest.mark.integration
+def test_more_connections_than_max_connections_are_refusals_counted_not_a_hang(tmp_path):
+    """2 processes x a pool of 4 against max_connections 5: the database refuses the extra
+    connections, the app answers those requests 503 at once, the run ends on time, and the store
+    keeps the refusals PostgreSQL logged (the count and the first message) beside processes x pool."""
+    require_server("puma")
+    (tmp_path / "e.toml").write_text('name = "too-many"\nduration = "1s"\nwarmup = "200ms"\nrepetitions = 1\n'
+                                     '[workload]\npath = "/db?q=point"\n[load]\nconcurrency = [8]\n'
+                                     '[[services]]\nkind = "postgres"\nrows = 100\nmax_connections = 5\n'
+                                     '[[servers]]\nserver = "puma"\nprocesses = 2\nthreads = 4\npool = 4\n')
+    started = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "arena", "run", str(tmp_path / "e.toml"), "--store", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, timeout=300)
+    assert time.monotonic() - started < 120, "the run must end on its own bound"
+    assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: the errors make the run invalid
+    with Store(tmp_path / "s.db") as s:
+        (run,) = s.runs("too-many")
+    m = run.load.measured
+    assert run.db_connections == 8 and run.db_max_connections == 5
+    assert run.db_refused > 0 and "too many clients" in run.db_refused_first
+    assert m.completed > 0 and m.status.get(503, 0) > 0  # refused requests are 503s, served ones 200
+    note = run.database.note()
+    assert note.startswith(f"the database refused {run.db_refused} connection(s) (processes x pool = 8 > max_connections 5)")
+    assert "the database refused" in r.stdout

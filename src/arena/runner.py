@@ -29,6 +29,7 @@ from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, start
 from arena.services import start_service
+from arena.results.runs import Database
 from arena.results.store import Store
 
 
@@ -59,6 +60,7 @@ class Event:
     flags: list[str] | None = None
     message: str = ""
     point: SeriesPoint | None = None  # "live": one interval of the run in progress
+    db: Database | None = None  # "run" with a database: its connections and refusals
 
 
 # ---------------------------------------------------------------------- validity (pure)
@@ -189,6 +191,7 @@ def environment(exp: Experiment) -> dict:
         "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
         "python": platform.python_version(), "ruby": _ruby_version(), "arena": arena_version,
         "server_cpus": format_cpu_list(exp.server_cpus), "load_cpus": format_cpu_list(exp.load_cpus),
+        **({"service_cpus": format_cpu_list(exp.service_cpus)} if exp.services else {}),
         "servers": {c.server: catalog.version(c.server) for c in exp.servers},
     }
 
@@ -268,10 +271,19 @@ def stable_pids(server: RunningServer) -> set[int]:
     return first & set(server.procset.pids())
 
 
+def database_figures(pg: Any, pool: int | None, processes: int | None, mark: int | None) -> Database:
+    """The run's :class:`Database` figures; ``pg``: the running database (None: none), ``mark``:
+    where its log stood when the run began."""
+    if pg is None:
+        return Database()
+    refused, first = pg.refusals(mark) if mark is not None else (None, None)
+    return Database(None if pool is None else (processes or 1) * pool, pg.settings.max_connections, refused, first)
+
+
 def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceResult, flags: list[str],
         env: dict, started_at: float, reused: bool, idle_cpu_cores: float | None = None,
-        services: Mapping[str, ResourceResult] = {}, processes: int | None = None) -> dict:
-    """The stored row of a run; ``processes``: how many the server ran (its resolved knob)."""
+        services: Mapping[str, ResourceResult] = {}, db: Database = Database()) -> dict:
+    """The stored row of a run."""
     rt = result.measured.response_time
     c = run.config
     return {
@@ -285,7 +297,8 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
         "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
         "environment": env, "services": {kind: asdict(res) for kind, res in services.items()},
-        "pool": c.pool, "db_connections": None if c.pool is None else (processes or 1) * c.pool,
+        "pool": c.pool, "db_connections": db.connections, "db_max_connections": db.max_connections,
+        "db_refused": db.refused, "db_refused_first": db.refused_first,
     }
 
 
@@ -359,6 +372,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
         for r in todo:
             progress.emit("failed", r, message=f"the server did not start: {str(e).splitlines()[0]}")
         return
+    pg = services.get("postgres")
     with server:
         idle = idle_cpu_cores(server, seams)
         for n, r in enumerate(todo):
@@ -372,6 +386,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
                 if exp.duration_s is None or point.t < exp.duration_s:  # not the late answers after the window
                     progress.live(r, point)
 
+            mark = pg.log_mark() if pg is not None else None
             try:
                 result, resources, flags, probed = measure(exp, r, server, live=live, seams=seams, services=services)
             except ArenaError as e:
@@ -379,9 +394,9 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
                 continue
             if result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
+            db = database_figures(pg, c.pool, getattr(server, "knobs", {}).get("processes"), mark)
             store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0,
-                                              idle_cpu_cores=idle, services=probed,
-                                              processes=getattr(server, "knobs", {}).get("processes")))
-            progress.emit("run", r, result=result, flags=flags)
+                                              idle_cpu_cores=idle, services=probed, db=db))
+            progress.emit("run", r, result=result, flags=flags, db=db)
             if flags:
                 progress.counts["invalid"] += 1

@@ -11,7 +11,7 @@ from typing import Callable
 from arena import stats
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
-from arena.model.calibrate import Calibration, Estimate, server_config
+from arena.model.calibrate import Calibration, Estimate
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
 from arena.model.verify import measured, predict as predict_one
@@ -56,12 +56,14 @@ def calibration(res: Results, server: str, workload: str | None = None) -> Calib
 
 
 def given_calibration(server: str, cores: float, cpu_ms: float, io_ms: float, outside_ms: float = 0.0,
-                      blocking_io: bool = False, cpu_cv2: float = 1.0) -> Calibration:
+                      blocking_io: bool = False, cpu_cv2: float = 1.0, db_ms: float = 0.0,
+                      db_cpu_ms: float = 0.0, db_cores: float | None = None) -> Calibration:
     """A calibration from figures the user gives instead of measured runs."""
     return Calibration(server, "given", cores, Estimate.given(cpu_ms), Estimate.given(io_ms), Estimate.given(outside_ms),
                        app_cpu_ms=None, gil_wait_ms=None, app_other_ms=None, blocking_io=blocking_io,
                        cpu_cv2=Estimate.given(cpu_cv2), memory_base_mib=None, memory_per_process_mib=None,
-                       memory_per_thread_mib=None)
+                       memory_per_thread_mib=None, db_ms=Estimate.given(db_ms) if db_ms else None,
+                       db_cpu_ms=Estimate.given(db_cpu_ms) if db_ms else None, db_cores=db_cores)
 
 
 @dataclass(frozen=True)
@@ -80,24 +82,30 @@ class Predictions:
 
 
 def predict(cal: Calibration, processes: int | None, threads: int | None, loads: list[Load],
-            res: Results | None = None, cores: float | None = None) -> Predictions:
+            res: Results | None = None, cores: float | None = None, pool: int | None = None,
+            db_cores: float | None = None) -> Predictions:
     """The model's figures for one configuration at each load, beside what the experiment measured
     for it (where it ran). With no loads given, the experiment's own levels."""
     catalog.get_server(cal.server)  # a one-line error for an unknown name
     if cores:
         cal = replace(cal, cores=cores)
+    if db_cores:
+        cal = replace(cal, db_cores=db_cores)
+    if pool is not None and not cal.db_ms:
+        raise ArenaError(f"--pool: workload {cal.workload} does not query a database (no Server-Timing db in its runs)"
+                         if res is not None else "--pool: give --db-ms too (the time a request holds a connection)")
     seen: dict[tuple[str, float], float] = {}
     if res is not None:
-        seen = measured(res.cells, cal, processes, threads)
+        seen = measured(res.cells, cal, processes, threads, pool)
         if not loads:
             loads = [Load(c.model, c.level) for c in res.cells
                      if c.server == cal.server and c.workload == cal.workload and c.valid]
             loads = sorted(set(loads), key=lambda x: (x.model, x.level))
     if not loads:
         raise ArenaError("--concurrency or --rate: give the load levels to predict")
-    rows = [Predicted(x, _computed(lambda: predict_one(cal, processes, threads, x.model, x.level)),
+    rows = [Predicted(x, _computed(lambda: predict_one(cal, processes, threads, x.model, x.level, pool)),
                       seen.get((x.model, x.level))) for x in loads]
-    return Predictions(cal, server_config(cal.server, processes, threads, cal.cores), rows, res is not None)
+    return Predictions(cal, cal.config(processes, threads, pool), rows, res is not None)
 
 
 @dataclass(frozen=True)
@@ -123,16 +131,21 @@ class Recommendation:
 
 
 def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_max_mib: float | None = None,
-              cores: float | None = None, servers: list[str] | None = None, top: int = 3) -> Recommendation:
-    """Per server of the experiment (or ``servers``), the best processes x threads the model
-    predicts under the limits at ``load``."""
+              cores: float | None = None, servers: list[str] | None = None, top: int = 3,
+              pool: list[int] | None = None) -> Recommendation:
+    """Per server of the experiment (or ``servers``), the best processes x threads (x pool, where
+    the workload queries a database; ``pool``: only these sizes) the model predicts under the limits
+    at ``load``."""
     names = servers or list(dict.fromkeys(r.server for r in res.runs))
     out = []
     for server in names:
         cal = calibration(res, server)
         if memory_max_mib and cal.memory_per_process_mib is None:
             raise ArenaError(f"--memory-max: {server} has no memory figures in {res.name}")
-        ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores))
+        if pool and not cal.db_ms:
+            raise ArenaError(f"--pool: {server}'s workload {cal.workload} does not query a database "
+                             "(no Server-Timing db in its runs)")
+        ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores, pool))
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cores or cal.cores, (fits or ranked)[:top], fits[:top]))
     return Recommendation(load, p99_max_ms, memory_max_mib, out)
@@ -140,10 +153,10 @@ def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_
 
 def recommendation(store_path: str, experiment: str, load: Load, p99_max_ms: float | None = None,
                    memory_max_mib: float | None = None, cores: float | None = None, servers: list[str] | None = None,
-                   top: int = 3) -> tuple[Results, Recommendation]:
+                   top: int = 3, pool: list[int] | None = None) -> tuple[Results, Recommendation]:
     """``arena recommend``: the experiment's results and the recommendation calibrated from them."""
     res = load_experiment_results(store_path, experiment)
-    return res, recommend(res, load, p99_max_ms, memory_max_mib, cores, servers, top)
+    return res, recommend(res, load, p99_max_ms, memory_max_mib, cores, servers, top, pool)
 
 
 @dataclass(frozen=True)
@@ -165,7 +178,8 @@ def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callabl
         raise ArenaError("--verify: no candidate keeps within the limits; nothing to verify")
     apps = {r.server: r.app for r in res.runs}
     servers = [{"server": c.server, "app": apps[c.server], "processes": c.processes,
-                **({"threads": c.threads} if c.threads else {})} for c in chosen]
+                **({"threads": c.threads} if c.threads else {}), **({"pool": c.pool} if c.pool is not None else {})}
+               for c in chosen]
     model, level = rec.load.model, rec.load.level
     load = {"model": model, "concurrency" if model == "closed" else "rates": [int(level) if model == "closed" else level]}
     data = {k: v for k, v in res.definition.items() if k not in ("servers", "load", "name", "description", "repetitions")}
@@ -193,20 +207,25 @@ class Given:
     outside_ms: float = 0.0
     blocking_io: bool = False
     cpu_cv2: float = 1.0
+    db_ms: float = 0.0  # holding a pooled database connection
+    db_cpu_ms: float = 0.0  # of that, the database's CPU
 
 
 def prediction(server: str, processes: int | None, threads: int | None, loads: list[Load], *,
                store_path: str | None = None, experiment: str | None = None, workload: str | None = None,
-               given: Given | None = None, cores: float | None = None) -> Predictions:
+               given: Given | None = None, cores: float | None = None, pool: int | None = None,
+               db_cores: float | None = None) -> Predictions:
     """``arena predict``: calibrated from an experiment's runs, or from given figures."""
-    asked = given is not None and (given.cpu_ms is not None or given.io_ms is not None)
+    asked = given is not None and (given.cpu_ms is not None or given.io_ms is not None or given.db_ms)
     if experiment is not None:
         if asked:
-            raise ArenaError("--cpu-ms/--io-ms: give them without an experiment (with one, they come from its runs)")
+            raise ArenaError("--cpu-ms/--io-ms/--db-ms: give them without an experiment (with one, they come from its runs)")
         res = load_experiment_results(store_path or "arena.db", experiment)
-        return predict(calibration(res, server, workload), processes, threads, loads, res, cores)
+        return predict(calibration(res, server, workload), processes, threads, loads, res, cores, pool, db_cores)
     if given is None or given.cpu_ms is None or given.io_ms is None:
         raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
+    if given.db_cpu_ms > given.db_ms:
+        raise ArenaError(f"--db-cpu-ms {given.db_cpu_ms:g}: must be at most --db-ms ({given.db_ms:g}): it is part of it")
     cal = given_calibration(server, cores or 1.0, given.cpu_ms, given.io_ms, given.outside_ms, given.blocking_io,
-                            given.cpu_cv2)
-    return predict(cal, processes, threads, loads, None, cores)
+                            given.cpu_cv2, given.db_ms, given.db_cpu_ms, db_cores)
+    return predict(cal, processes, threads, loads, None, cores, pool)

@@ -28,6 +28,13 @@ def add(sub) -> None:
     pr.add_argument("--blocking-io", action="store_true", help="the I/O wait holds its process (non-yielding call)")
     pr.add_argument("--cpu-cv2", type=positive("--cpu-cv2", zero=True, hi=100), default=1.0,
                     help="variability of the CPU per request: (stdev/mean)^2, 0 constant, 1 exponential (default)")
+    pr.add_argument("--pool", type=count("--pool", 1, 1024), help="database connections per process (default: as many as threads)")
+    pr.add_argument("--db-ms", type=positive("--db-ms", zero=True, hi=MODEL_MS), default=0.0,
+                    help="time a request holds a database connection (its queries), without an experiment")
+    pr.add_argument("--db-cpu-ms", type=positive("--db-cpu-ms", zero=True, hi=MODEL_MS), default=0.0,
+                    help="of --db-ms, the database's own CPU")
+    pr.add_argument("--db-cores", type=positive("--db-cores", lo=0.01, hi=4096),
+                    help="the database's own cores (default: the experiment's layout; without one, it shares the server's)")
 
 
 def loads(args) -> list[Load]:
@@ -42,23 +49,30 @@ def print_calibration(out, cal) -> None:
     for label, est in (("CPU per request, ms", cal.cpu_ms), ("I/O per request, ms", cal.io_ms),
                        ("outside the server, ms", cal.outside_ms), ("app CPU (Server-Timing), ms", cal.app_cpu_ms),
                        ("GIL/CPU wait, ms", cal.gil_wait_ms), ("other in app, ms", cal.app_other_ms),
-                       ("CPU variability (cv^2)", cal.cpu_cv2)):
+                       ("CPU variability (cv^2)", cal.cpu_cv2), ("database (a connection held), ms", cal.db_ms),
+                       ("database's CPU, ms", cal.db_cpu_ms), ("pool wait, ms", cal.pool_wait_ms)):
         if est is not None:
             out.print(f"  {label:30} {est}", highlight=False)
+    if cal.db_ms:
+        where = f"its own {cal.db_cores:g} core(s)" if cal.db_cores else "the server's cores (shared)"
+        limit = f", max_connections {cal.db_max_connections}" if cal.db_max_connections else ""
+        out.print(f"  {'database on':30} {where}{limit}", highlight=False)
     if cal.memory_per_process_mib is not None:
         out.print(f"  {'memory, MiB':30} {cal.memory_base_mib:.1f} + {cal.memory_per_process_mib:.1f} per process"
                   f" + {cal.memory_per_thread_mib:.2f} per thread", highlight=False)
 
 
 def run(args, out) -> int:
-    given = Given(args.cpu_ms, args.io_ms, args.outside_ms, args.blocking_io, args.cpu_cv2)
+    given = Given(args.cpu_ms, args.io_ms, args.outside_ms, args.blocking_io, args.cpu_cv2, args.db_ms, args.db_cpu_ms)
     got = prediction(args.server, args.processes, args.threads, loads(args), store_path=args.store,
-                     experiment=args.experiment, workload=args.workload, given=given, cores=args.cores)
+                     experiment=args.experiment, workload=args.workload, given=given, cores=args.cores,
+                     pool=args.pool, db_cores=args.db_cores)
     if got.calibrated:
         print_calibration(out, got.calibration)
     config, cores = got.config, got.calibration.cores
     threads = "unbounded (event loop)" if config.threads is None else str(config.threads)
-    table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s), {cores:g} core(s), "
+    pool = f", pool {config.pool} per process" if got.calibration.db_ms and config.pool is not None else ""
+    table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s){pool}, {cores:g} core(s), "
                         f"{config.routing} routing; predicted")
     for col in ("load", "req/s", "mean ms", "p50 ms", "p99 ms", "CPU", "binds", "measured req/s"):
         table.add_column(col, overflow="fold")

@@ -21,13 +21,15 @@ def add(sub) -> None:
     rc.add_argument("--cores", type=positive("--cores", lo=0.01, hi=4096), help="server cores (default: the experiment's)")
     rc.add_argument("--servers", type=listof(str), help="only these servers (default: every server of the experiment)")
     rc.add_argument("--top", type=count("--top", 1, 50), default=3, help="candidates shown (and verified) per server")
+    rc.add_argument("--pool", type=listof(count("--pool", 1, 1024)),
+                    help="database pool sizes per process to consider, e.g. 2,5 (default: 1 up to the threads)")
     rc.add_argument("--verify", action="store_true", help="run the top candidates on the real servers and compare")
 
 
 def run(args, out) -> int:
     load = Load("closed", float(args.concurrency)) if args.concurrency else Load("open", args.rate)
     res, rec = recommendation(args.store, args.experiment, load, args.p99_max, args.memory_max, args.cores,
-                              args.servers, args.top)
+                              args.servers, args.top, args.pool)
     limits = ", ".join(x for x in (f"p99 <= {args.p99_max:g} ms" if args.p99_max else "",
                                    f"memory <= {args.memory_max:g} MiB" if args.memory_max else "") if x) or "none"
     what = f"{int(load.level)} clients" if load.model == "closed" else f"{load.level:g} requests/s"

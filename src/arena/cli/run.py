@@ -50,6 +50,9 @@ def run(args, out) -> int:
                 progress.update(task, last=f"{e.run.key}: {m.achieved_rps:.0f} req/s, p99 {(p99 or 0) / 1000:.1f} ms")
                 progress.console.print(f"  {e.run.key}: {m.achieved_rps:8.1f} req/s  p99 {(p99 or 0) / 1000:8.2f} ms{mark}",
                                        highlight=False, markup=False)
+                db = e.db.note() if e.db else None
+                if db:
+                    progress.console.print(f"    {db}", highlight=False, markup=False)
             elif e.kind == "failed":
                 progress.console.print(f"  {e.run.key}: FAILED: {e.message}", highlight=False, markup=False)
 

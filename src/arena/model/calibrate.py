@@ -48,6 +48,10 @@ class Observation:
     response_ms: float | None  # mean response time
     pss_mib: float | None
     blocking_io: bool  # the workload's I/O holds its process (from the workload's definition)
+    db_cpu_ms: float | None = None  # the database's CPU per request (its cgroup), where one ran
+    db_cores: float | None = None  # the database's own CPUs; None: it shares the server's
+    pool: int | None = None  # database connections per process (None: the server's default)
+    db_max_connections: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,11 @@ class Estimate:
     value: float  # the median over runs
     interval: stats.Interval | None
     runs: int
+
+    def scaled(self, k: float) -> "Estimate":
+        iv = self.interval
+        return Estimate(self.value * k, None if iv is None else stats.Interval(iv.lo * k, iv.hi * k, iv.method, iv.coverage),
+                        self.runs)
 
     def __str__(self) -> str:
         iv = self.interval
@@ -92,10 +101,20 @@ class Calibration:
     memory_base_mib: float | None
     memory_per_process_mib: float | None
     memory_per_thread_mib: float | None
+    db_ms: Estimate | None = None  # holding a pooled connection (the query), per request
+    db_cpu_ms: Estimate | None = None  # the database's CPU per request (its cgroup)
+    pool_wait_ms: Estimate | None = None  # at the lowest load
+    db_cores: float | None = None  # the database's own CPUs; None: it shares the server's
+    db_max_connections: int | None = None
 
     def workload_model(self) -> Workload:
         return Workload(self.cpu_ms.value, self.io_ms.value, self.outside_ms.value, self.blocking_io,
-                        self.cpu_cv2.value if self.cpu_cv2 is not None else 1.0)
+                        self.cpu_cv2.value if self.cpu_cv2 is not None else 1.0,
+                        self.db_ms.value if self.db_ms else 0.0, self.db_cpu_ms.value if self.db_cpu_ms else 0.0)
+
+    def config(self, processes: int | None, threads: int | None, pool: int | None = None) -> Config:
+        """The model's configuration of this server on these cores and this database."""
+        return server_config(self.server, processes, threads, self.cores, pool if self.db_ms else None, self.db_cores)
 
     def memory_mib(self, processes: int, threads: int | None) -> float | None:
         if self.memory_per_process_mib is None:
@@ -104,8 +123,10 @@ class Calibration:
             self.memory_per_thread_mib or 0)
 
 
-def server_config(server: str, processes: int | None, threads: int | None, cores: float) -> Config:
-    """A catalog server's knobs -> the model's configuration (defaults where a knob is not set)."""
+def server_config(server: str, processes: int | None, threads: int | None, cores: float, pool: int | None = None,
+                  db_cores: float | None = None) -> Config:
+    """A catalog server's knobs -> the model's configuration (defaults where a knob is not set; a
+    pool not set is the server's default, catalog.default_pool)."""
     s = catalog.get_server(server)
     p = processes or (s.knobs["processes"].default if "processes" in s.knobs else 1) or 1
     if s.model == "async":
@@ -115,7 +136,9 @@ def server_config(server: str, processes: int | None, threads: int | None, cores
         t = (threads or s.knobs["threads"].default or 1) if "threads" in s.knobs else None
     else:
         t = 1  # process-per-request servers, and Thin's reactor with a blocking app
-    return Config(p, t, cores, gil=s.language in ("python", "ruby"), routing=s.routing)
+    if pool is None:
+        pool = catalog.default_pool(s, {"threads": t})
+    return Config(p, t, cores, gil=s.language in ("python", "ruby"), routing=s.routing, pool=pool, db_cores=db_cores)
 
 
 def calibrate(observations: list[Observation], server: str, workload: str | None = None) -> Calibration:
@@ -131,15 +154,44 @@ def calibrate(observations: list[Observation], server: str, workload: str | None
     cpu = estimate([o.cpu_ms for o in lowest])
     if cpu is None:
         raise ValueError(f"{server}: no CPU accounting in its runs (the probe's backend could not account CPU)")
-    io = estimate([t.get("io", 0.0) for t in timing]) or Estimate.given(0.0)
-    outside = estimate([_outside_ms(o.response_ms, o.timing_ms, cpu.value, io.value) for o in lowest])
+    # the I/O phase less the database's part of it (waiting for a connection, the query): a delay
+    io = estimate([max(0.0, t.get("io", 0.0) - t.get("pool", 0.0) - t.get("db", 0.0)) for t in timing]) or Estimate.given(0.0)
+    db = estimate([t["db"] for t in timing if "db" in t])
+    db_cpu = estimate([o.db_cpu_ms for o in lowest]) if db else None
+    db_cores = lowest[0].db_cores
+    outside = estimate([_outside_ms(o.response_ms, o.timing_ms, cpu.value, io.value) for o in lowest]) or Estimate.given(0.0)
+    io, db, outside = _without_overlap(lowest, cpu, io, db, db_cpu, outside)
     app_cpu = estimate([t.get("cpu") for t in timing])
     gil = estimate([t["cpuwall"] - t["cpu"] for t in timing if "cpuwall" in t and "cpu" in t])
     other = estimate([t["app"] - t.get("cpuwall", 0) - t.get("io", 0) for t in timing if "app" in t])
     cv2 = estimate([o.cpu_cv2 for o in lowest])
     base, per_p, per_t = memory_fit(mine)
-    return Calibration(server, workload, lowest[0].cores, cpu, io, outside or Estimate.given(0.0), app_cpu, gil,
-                       other, lowest[0].blocking_io, cv2, base, per_p, per_t)
+    limit = min((o.db_max_connections for o in mine if o.db_max_connections), default=None)
+    return Calibration(server, workload, lowest[0].cores, cpu, io, outside, app_cpu, gil,
+                       other, lowest[0].blocking_io, cv2, base, per_p, per_t, db, db_cpu,
+                       estimate([t["pool"] for t in timing if "pool" in t]), db_cores, limit)
+
+
+def _without_overlap(lowest: list[Observation], cpu: Estimate, io: Estimate, db: Estimate | None,
+                     db_cpu: Estimate | None, outside: Estimate) -> tuple[Estimate, Estimate | None, Estimate]:
+    """The waits with the CPU inside them taken out. The CPU accounting holds work done inside the
+    waits the app reports (a driver encoding a query and decoding its rows, inside "db") and
+    outside the app (the server parsing a request, inside "outside"); the database's CPU is inside
+    "db" too. Where CPU and waits add up to more than the lowest load's mean response time, the
+    waits' parts that are not the database's CPU are scaled down together until they fit, so the
+    model does not count that CPU twice."""
+    response = estimate([o.response_ms for o in lowest])
+    if response is None:
+        return io, db, outside
+    db_cpu_ms = min(db_cpu.value, db.value) if db and db_cpu else 0.0
+    waits = io.value + outside.value + (db.value - db_cpu_ms if db else 0.0)
+    room = response.value - cpu.value - db_cpu_ms
+    if waits <= 0 or waits <= room:
+        return io, db, outside
+    k = max(0.0, room) / waits
+    if db:
+        db = Estimate(db_cpu_ms + (db.value - db_cpu_ms) * k, None, db.runs)
+    return io.scaled(k), db, outside.scaled(k)
 
 
 def _outside_ms(response_ms: float | None, timing: dict[str, float], cpu_ms: float, io_ms: float) -> float | None:

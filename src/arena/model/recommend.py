@@ -13,6 +13,7 @@ from arena.servers import catalog
 from arena.results.aggregate import Cell
 
 THREADS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
+POOLS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # database connections per process tried (up to the threads)
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,12 @@ class Candidate:
     memory_mib: float | None
     fits: bool
     why_not: str
+    pool: int | None = None  # database connections per process (where the workload queries one)
 
     @property
     def name(self) -> str:
-        return f"{self.server} p={self.processes}" + (f" t={self.threads}" if self.threads else "")
+        return (f"{self.server} p={self.processes}" + (f" t={self.threads}" if self.threads else "")
+                + (f" pool={self.pool}" if self.pool is not None else ""))
 
 
 def grid(server: str, cores: float) -> list[tuple[int, int | None]]:
@@ -38,27 +41,45 @@ def grid(server: str, cores: float) -> list[tuple[int, int | None]]:
     return [(p, t) for p in procs for t in threads]
 
 
+def pools(cal: Calibration, threads: int | None, given: list[int] | None = None) -> list[int | None]:
+    """The pool sizes tried with ``threads`` per process: ``given``, or POOLS up to the threads and
+    the threads themselves; [None] where the workload does not query a database."""
+    if not cal.db_ms:
+        return [None]
+    if given:
+        return list(given)
+    most = threads or max(POOLS)
+    return sorted({k for k in POOLS if k <= most} | {most})
+
+
 def candidates(cal: Calibration, model: str, level: float, p99_max_ms: float | None,
-               memory_max_mib: float | None, cores: float | None = None) -> list[Candidate]:
-    """Every grid point of ``cal.server``, best first: those that fit the limits, by predicted
-    throughput (to 0.1 req/s), then lower p99, then less memory; then the rest."""
+               memory_max_mib: float | None, cores: float | None = None,
+               pool: list[int] | None = None) -> list[Candidate]:
+    """Every grid point of ``cal.server`` (processes x threads, and pool sizes where the workload
+    queries a database), best first: those that fit the limits (p99, memory, processes x pool
+    within the database's max_connections) by predicted throughput (to 0.1 req/s), then lower p99
+    (to 0.1 ms), then the smaller pool, then less memory; then the rest."""
     if cores is not None and cores != cal.cores:
         cal = replace(cal, cores=cores)
     out = []
     for p, t in grid(cal.server, cal.cores):
-        pred = predict(cal, p, t, model, level)
-        config = server_config(cal.server, p, t, cal.cores)
-        mem = cal.memory_mib(config.processes, config.threads)
-        why = []
-        if pred.overloaded:
-            why.append("overloaded")
-        if p99_max_ms is not None and not pred.p99_ms <= p99_max_ms:
-            why.append(f"p99 {pred.p99_ms:.0f} ms > {p99_max_ms:g}")
-        if memory_max_mib is not None and mem is not None and mem > memory_max_mib:
-            why.append(f"memory {mem:.0f} MiB > {memory_max_mib:g}")
-        out.append(Candidate(cal.server, config.processes, t, pred, mem, not why, "; ".join(why)))
-    out.sort(key=lambda c: (not c.fits, -round(c.predicted.throughput, 1), c.predicted.p99_ms,
-                            c.memory_mib if c.memory_mib is not None else math.inf))
+        for k in pools(cal, server_config(cal.server, p, t, cal.cores).threads, pool):
+            pred = predict(cal, p, t, model, level, k)
+            config = cal.config(p, t, k)
+            mem = cal.memory_mib(config.processes, config.threads)
+            why = []
+            if pred.overloaded:
+                why.append("overloaded")
+            if p99_max_ms is not None and not pred.p99_ms <= p99_max_ms:
+                why.append(f"p99 {pred.p99_ms:.0f} ms > {p99_max_ms:g}")
+            if memory_max_mib is not None and mem is not None and mem > memory_max_mib:
+                why.append(f"memory {mem:.0f} MiB > {memory_max_mib:g}")
+            limit = cal.db_max_connections
+            if k is not None and limit is not None and config.processes * k > limit:
+                why.append(f"processes x pool {config.processes * k} > max_connections {limit}")
+            out.append(Candidate(cal.server, config.processes, t, pred, mem, not why, "; ".join(why), k))
+    out.sort(key=lambda c: (not c.fits, -round(c.predicted.throughput, 1), round(c.predicted.p99_ms, 1),
+                            c.pool or 0, c.memory_mib if c.memory_mib is not None else math.inf))
     return out
 
 
@@ -67,7 +88,7 @@ def guided_choice(ranked: list[Candidate], measured: dict[tuple[int, int | None]
     """A model-guided search over a measured grid: run (here: look up) the model's top ``budget``
     configurations that were measured, keep the best measured among them. Returns it and the
     configurations it ran."""
-    ran = [(c.processes, c.threads) for c in ranked if (c.processes, c.threads) in measured][:budget]
+    ran = list(dict.fromkeys((c.processes, c.threads) for c in ranked if (c.processes, c.threads) in measured))[:budget]
     if not ran:
         return None, []
     return max(ran, key=lambda k: measured[k]), ran
@@ -78,7 +99,7 @@ def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate
     out = []
     for c in chosen:
         cell = next((x for x in cells if x.server == c.server and (x.processes or 1) == c.processes
-                     and (x.threads or None) == c.threads), None)
+                     and (x.threads or None) == c.threads and (c.pool is None or x.pool == c.pool)), None)
         if cell is not None and cell.throughput.median:
             measured = cell.throughput.median
             out.append((c, cell, (c.predicted.throughput - measured) / measured))

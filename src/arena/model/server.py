@@ -34,7 +34,7 @@ bisection. This is an approximation: the means are exact for the model, the perc
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from arena.model.queueing import ShiftedGamma, Station, birth_death, mixture_quantile, mva
@@ -45,10 +45,12 @@ UNBOUNDED_THREADS = 10_000  # async servers: no thread cap below the clients' ow
 @dataclass(frozen=True)
 class Workload:
     cpu_ms: float  # CPU per request in the server's processes (app and server), holds a core (and the GIL)
-    io_ms: float  # waits that release core and GIL (sleeps, network calls, database)
+    io_ms: float  # waits that release core and GIL (sleeps, network calls), the database's apart
     outside_ms: float = 0.0  # per request outside the server's threads: network, kernel, parsing
     blocking_io: bool = False  # the wait holds the process (a non-yielding call in an event loop)
     cpu_cv2: float = 1.0  # squared coefficient of variation of the CPU per request (1: exponential)
+    db_ms: float = 0.0  # per request holding a pooled database connection (its queries), at no contention
+    db_cpu_ms: float = 0.0  # of that, the database's own CPU (its processes')
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,17 @@ class Config:
     cores: float
     gil: bool = True
     routing: str = "shared"  # "shared" accept queue, or "per-process" (connections stay with a process)
+    pool: int | None = None  # database connections per process; None: as many as it has threads
+    db_cores: float | None = None  # the database's own cores; None: it shares the server's
 
     @property
     def slots(self) -> int:
         return self.processes * (self.threads or UNBOUNDED_THREADS)
+
+
+def server_cpu_s(w: Workload, c: Config) -> float:
+    """CPU per request on the server's cores: its own, and the database's where it shares them."""
+    return (w.cpu_ms + (w.db_cpu_ms if c.db_cores is None else 0.0)) / 1000
 
 
 @dataclass(frozen=True)
@@ -97,11 +106,74 @@ def _gil_parallelism(j: int, processes: int, threads: int | None, gil: bool) -> 
     return processes * (1 - none)
 
 
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def connections_busy(j: int, processes: int, threads: int | None, pool: int | None) -> float:
+    """Expected connections in use when j requests want one, spread evenly at random over the
+    processes (at most ``threads`` in each; without a thread cap, each request's process drawn
+    uniformly), each process holding at most ``pool``: P E[min(j_p, pool)], j_p hypergeometric
+    (binomial without a cap). E[min(X, K)] = K - sum over i < K of (K - i) P(X = i)."""
+    if pool is None or (threads is not None and pool >= threads) or j <= pool:
+        return float(j)
+    if processes == 1:
+        return float(min(j, pool))
+    short = 0.0
+    for i in range(pool):
+        if threads is None:
+            log_p = _log_comb(j, i) + i * math.log(1 / processes) + (j - i) * math.log(1 - 1 / processes)
+        else:
+            slots = processes * threads
+            if i > threads or j - i > slots - threads:
+                continue
+            log_p = _log_comb(threads, i) + _log_comb(slots - threads, j - i) - _log_comb(slots, j)
+        short += (pool - i) * math.exp(log_p)
+    return processes * (pool - short)
+
+
+def _database_rates(w: Workload, db_cores: float | None, most: int) -> list[float]:
+    """Queries per second the database completes with k = 1..most connections busy: its CPU (on its
+    own cores, load dependent) and the rest of a query's time (the wire, the driver) as a delay;
+    with shared cores the database's CPU is the server's CPU station's, and k connections serve k
+    at a time."""
+    db_s = w.db_ms / 1000
+    if db_cores is None:
+        hold = max(db_s - w.db_cpu_ms / 1000, 0.0)
+        return [k / hold for k in range(1, most + 1)]
+    cpu_s = min(w.db_cpu_ms, w.db_ms) / 1000
+    stations = [Station("db-cpu", cpu_s, "ld", tuple(min(float(k), db_cores) for k in range(1, most + 1)))]
+    if db_s - cpu_s > 0:
+        stations.append(Station("db-wire", db_s - cpu_s, "delay"))
+    if cpu_s <= 0:
+        return [k / db_s for k in range(1, most + 1)]
+    return [p.throughput for p in mva(stations, most)]
+
+
+def _pool_station(w: Workload, processes: int, threads: int | None, pool: int | None, db_cores: float | None,
+                  population: int) -> Station | None:
+    """The pool and the database as one load-dependent station [QSP ch. 8]: with j requests in their
+    database phase (holding a connection or waiting for one), connections_busy(j) of them are served
+    at the database's rate for that many connections (interpolated between whole numbers)."""
+    hold = w.db_ms / 1000 - (w.db_cpu_ms / 1000 if db_cores is None else 0.0)
+    if w.db_ms <= 0 or hold <= 0:
+        return None
+    busy = [connections_busy(j, processes, threads, pool) for j in range(1, population + 1)]
+    rates = _database_rates(w, db_cores, max(1, math.ceil(max(busy))))
+
+    def rate(k: float) -> float:
+        lo = max(1, math.floor(k))
+        hi = min(lo + 1, len(rates))
+        return rates[lo - 1] + (k - lo) * (rates[hi - 1] - rates[lo - 1])
+
+    return Station("pool", hold, "ld", tuple(max(1e-9, rate(k) * hold) for k in busy))
+
+
 @lru_cache(maxsize=256)
 def inner_throughput(w: Workload, processes: int, threads: int | None, cores: float, gil: bool,
-                     population: int) -> tuple[float, ...]:
+                     population: int, pool: int | None = None, db_cores: float | None = None) -> tuple[float, ...]:
     """Throughput (requests/s) of the server's inside with m = 1..population requests in service."""
-    cpu_s, io_s = w.cpu_ms / 1000, w.io_ms / 1000
+    cpu_s, io_s = server_cpu_s(w, Config(processes, threads, cores, gil, db_cores=db_cores)), w.io_ms / 1000
     single = min(cores, 1.0) if gil and processes == 1 else cores if cores <= 1 else None
     if single is not None:  # one CPU burst at a time: a FCFS server, its service's variability counts
         stations = [Station("cpu", cpu_s / single, "queue", cv2=w.cpu_cv2)]
@@ -115,21 +187,28 @@ def inner_throughput(w: Workload, processes: int, threads: int | None, cores: fl
             stations.append(Station("io", io_s, "ld", io_alpha))
         else:
             stations.append(Station("io", io_s, "delay"))
-    if cpu_s <= 0 and io_s <= 0:
+    database = _pool_station(w, processes, threads, pool, db_cores, population)
+    if database is not None:
+        stations.append(database)
+    if cpu_s <= 0 and io_s <= 0 and database is None:
         raise ValueError("a workload needs some CPU or I/O time")
     return tuple(p.throughput for p in mva(stations, population))
+
+
+def _inner(w: Workload, c: Config, population: int) -> tuple[float, ...]:
+    return inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, population, c.pool, c.db_cores)
 
 
 def _fes_rates(w: Workload, c: Config, limit: int) -> list[float]:
     """Service rate of the server with n = 1..limit requests present (capped at its slots)."""
     inside = min(limit, c.slots)
-    rates = inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, inside)
+    rates = _inner(w, c, inside)
     return [rates[min(n, inside) - 1] for n in range(1, limit + 1)]
 
 
 def _latency_parts(w: Workload, c: Config, rates: list[float], seen: list[float]) -> list[tuple[float, ShiftedGamma]]:
     """The response time of an arrival that finds n = 0.. others present (probabilities ``seen``)."""
-    floor = (w.cpu_ms + w.io_ms) / 1000
+    floor = (w.cpu_ms + w.io_ms + w.db_ms) / 1000
     outside = w.outside_ms / 1000
     slots = c.slots
     full = rates[min(slots, len(rates)) - 1]
@@ -147,11 +226,15 @@ def _latency_parts(w: Workload, c: Config, rates: list[float], seen: list[float]
     return parts
 
 
-def _binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float) -> str:
+def _binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float, x: float = 0.0) -> str:
     if cpu_util > 0.9 * min(c.cores, c.processes if c.gil else c.cores) / c.cores:
         if c.gil and c.processes < c.cores:
             return f"GIL: {c.processes} process(es) < {c.cores:g} cores"
-        return f"CPU: {c.cores:g} core(s) busy"
+        shared = " (with the database's)" if w.db_cpu_ms and c.db_cores is None else ""
+        return f"CPU: {c.cores:g} core(s) busy{shared}"
+    if c.pool is not None and w.db_ms > 0 and (c.threads is None or c.pool < c.threads):
+        if x * w.db_ms / 1000 > 0.9 * c.processes * c.pool:
+            return f"pool: {c.pool} connection(s) per process busy, threads wait for one"
     if queued > 0.1 * max(busy, 1) and c.threads is not None:
         return f"threads: all {c.slots} busy, requests queue for one"
     if w.blocking_io and busy > 0.9 * c.processes:
@@ -185,11 +268,11 @@ def _split(w: Workload, c: Config, clients: int, think_ms: float) -> Prediction:
     side falls as X grows). Processes with as many clients behave alike: each size is solved once."""
     share = [clients // c.processes + (1 if i < clients % c.processes else 0) for i in range(c.processes)]
     sizes = {n: share.count(n) for n in set(share) if n > 0}
-    cpu_s = w.cpu_ms / 1000
+    cpu_s = server_cpu_s(w, c)
 
     def alone(n: int, total: float) -> Config:
         free = c.cores - total * (1 - n / clients) * cpu_s
-        return Config(1, c.threads, round(min(max(0.02, free), c.cores), 6), c.gil, "shared")
+        return replace(c, processes=1, cores=round(min(max(0.02, free), c.cores), 6), routing="shared")
 
     def served(total: float) -> float:
         return sum(k * _closed(w, alone(n, total), n, think_ms)[0].throughput for n, k in sizes.items())
@@ -208,7 +291,7 @@ def _split(w: Workload, c: Config, clients: int, think_ms: float) -> Prediction:
     busy = sum(k * preds[n].busy_slots for n, k in sizes.items())
     queued = sum(k * preds[n].queued for n, k in sizes.items())
     return Prediction(clients, total, mean, heavy.p50_ms, heavy.p99_ms, util, busy, queued,
-                      _binding(w, c, util, busy, queued))
+                      _binding(w, c, util, busy, queued, total))
 
 
 def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float, marginal: list[float],
@@ -216,31 +299,31 @@ def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float
     slots = c.slots
     busy = sum(min(n, slots) * p for n, p in enumerate(marginal))
     queued = sum(max(0, n - slots) * p for n, p in enumerate(marginal))
-    cpu_util = min(1.0, x * w.cpu_ms / 1000 / c.cores)
+    cpu_util = min(1.0, x * server_cpu_s(w, c) / c.cores)
     parts = _latency_parts(w, c, rates, seen)
     return Prediction(load, x, response_s * 1000, mixture_quantile(parts, 0.5) * 1000,
                       mixture_quantile(parts, 0.99) * 1000, cpu_util, busy, queued,
-                      _binding(w, c, cpu_util, busy, queued))
+                      _binding(w, c, cpu_util, busy, queued, x))
 
 
 def capacity(w: Workload, c: Config) -> float:
     """The most requests/s the server can answer: its rate with every slot busy."""
     n = min(c.slots, 4096)
     if c.routing == "per-process" and c.processes > 1:
-        one = Config(1, c.threads, c.cores / c.processes, c.gil, "shared")
+        one = replace(c, processes=1, cores=c.cores / c.processes, routing="shared")
         return c.processes * capacity(w, one)
-    return inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, n)[-1]
+    return _inner(w, c, n)[-1]
 
 
 def predict_open(w: Workload, c: Config, rate: float) -> Prediction:
     """Open load of ``rate`` requests/s (Poisson arrivals) against the flow-equivalent server."""
     cap = capacity(w, c)
     if rate >= cap:
-        return Prediction(rate, cap, math.inf, math.inf, math.inf, min(1.0, cap * w.cpu_ms / 1000 / c.cores),
+        return Prediction(rate, cap, math.inf, math.inf, math.inf, min(1.0, cap * server_cpu_s(w, c) / c.cores),
                           float(c.slots), math.inf, f"overloaded: {rate:g} req/s >= capacity {cap:.1f} req/s",
                           overloaded=True)
     if c.routing == "per-process" and c.processes > 1:
-        one = Config(1, c.threads, c.cores / c.processes, c.gil, "shared")
+        one = replace(c, processes=1, cores=c.cores / c.processes, routing="shared")
         p = predict_open(w, one, rate / c.processes)
         return Prediction(rate, rate, p.mean_ms, p.p50_ms, p.p99_ms, p.cpu_utilization, p.busy_slots * c.processes,
                           p.queued * c.processes, p.binding)
@@ -250,7 +333,7 @@ def predict_open(w: Workload, c: Config, rate: float) -> Prediction:
     rho = rate / full
     tail = int(math.ceil(math.log(1e-12) / math.log(rho))) if rho > 0 else 0
     k = slots + min(tail, 200_000)
-    inner = inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, slots)
+    inner = _inner(w, c, slots)
     rates = [inner[min(n, slots) - 1] for n in range(1, k + 1)]
     pi = birth_death([rate] * k, rates)
     mean_n = sum(n * p for n, p in enumerate(pi))

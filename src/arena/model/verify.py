@@ -30,8 +30,9 @@ class Point:
         return (self.predicted.throughput - self.measured) / self.measured
 
 
-def predict(cal: Calibration, processes: int | None, threads: int | None, model: str, level: float) -> Prediction:
-    config = server_config(cal.server, processes, threads, cal.cores)
+def predict(cal: Calibration, processes: int | None, threads: int | None, model: str, level: float,
+            pool: int | None = None) -> Prediction:
+    config = cal.config(processes, threads, pool)
     if model == "closed":
         return predict_closed(cal.workload_model(), config, int(level))
     return predict_open(cal.workload_model(), config, level)
@@ -56,7 +57,7 @@ def compare(cells: list[Cell], observations: list[Observation]) -> tuple[
         if isinstance(cal, str):
             continue
         try:
-            predicted = predict(cal, c.processes, c.threads, c.model, c.level)
+            predicted = predict(cal, c.processes, c.threads, c.model, c.level, c.pool)
         except (ValueError, ArithmeticError) as e:  # a calibration the model cannot use: say why, per server
             calibrations[key] = f"cannot predict from this calibration: {e}"
             points = [p for p in points if (p.server, p.workload) != key]
@@ -69,16 +70,16 @@ def compare(cells: list[Cell], observations: list[Observation]) -> tuple[
     return points, calibrations
 
 
-def measured(cells: list[Cell], cal: Calibration, processes: int | None,
-             threads: int | None) -> dict[tuple[str, float], float]:
+def measured(cells: list[Cell], cal: Calibration, processes: int | None, threads: int | None,
+             pool: int | None = None) -> dict[tuple[str, float], float]:
     """(model, level) -> median throughput of the valid runs of ``cal``'s server and workload in that
     configuration (knobs left unset mean the server's defaults, on both sides)."""
-    want = server_config(cal.server, processes, threads, cal.cores)
+    want = cal.config(processes, threads, pool)
     out = {}
     for c in cells:
         if c.server == cal.server and c.workload == cal.workload and c.throughput.median is not None:
-            have = server_config(c.server, c.processes, c.threads, cal.cores)
-            if (have.processes, have.threads) == (want.processes, want.threads):
+            have = cal.config(c.processes, c.threads, c.pool)
+            if (have.processes, have.threads, have.pool) == (want.processes, want.threads, want.pool):
                 out[(c.model, c.level)] = c.throughput.median
     return out
 

@@ -237,6 +237,25 @@ def latency_decomposition(cells: list[Cell], workload: str, many: bool) -> Chart
     return chart
 
 
+def cpu_by_group(cells: list[Cell], workload: str, many: bool) -> Chart | None:
+    """Cores busy per configuration, the server's and each service's stacked (None without services)."""
+    kinds = list(dict.fromkeys(k for c in cells for k in c.service_cores))
+    if not kinds:
+        return None
+    chart = Chart(_slug("cpu", workload), "cpu", _title("CPU: the server and its services", workload, many),
+                  "configuration", "cores busy", kind="stack",
+                  note="median over valid repetitions of the cores each cgroup kept busy over the measured window; "
+                       "the selector chooses the load level")
+    for level in sorted({(c.level, c.level_label) for c in cells}):
+        at = [c for c in cells if c.level == level[0] and c.valid]
+        names = [c.label for c in at]
+        chart.series.append(Series("server", names, [c.cpu_cores.median for c in at], group=level[1], style="bar"))
+        for k in kinds:
+            chart.series.append(Series(k, names, [c.service_cores[k].median if k in c.service_cores else None for c in at],
+                                       group=level[1], style="bar"))
+    return chart
+
+
 def balance(cells: list[Cell], workload: str, many: bool) -> Chart:
     """Share of the requests each worker process answered (from X-Arena-Pid), busiest first, at the
     highest load level with valid runs, summed over its valid repetitions."""
@@ -327,7 +346,9 @@ def all_charts(cells: list[Cell], runs: list[Run]) -> list[Chart]:
         cs = [c for c in cells if c.workload == w]
         charts += [throughput_vs_load(cs, w, many), latency_vs_load(cs, w, many), percentile_spectrum(cs, w, many)]
         charts += heatmaps(cs, w, many)
-        charts += [latency_decomposition(cs, w, many), balance(cs, w, many)]
+        charts += [latency_decomposition(cs, w, many)]
+        charts += [c for c in (cpu_by_group(cs, w, many),) if c is not None]
+        charts.append(balance(cs, w, many))
     charts += memory(cells)
     charts += [errors(runs), time_series(runs)]
     return charts

@@ -21,6 +21,9 @@ SECTIONS = (
     ("decomposition", "Where the latency went",
      "The mean response time split into queueing before the app, waiting for the GIL/GVL or a core while "
      "computing (cpuwall - cpu), CPU, I/O, the rest of the app, and everything outside the app."),
+    ("cpu", "CPU: the server and its services",
+     "Cores kept busy over each run's measured window by the server's processes and by each service "
+     "(the database, the downstream API), from their own cgroups: what the database takes from a box it shares."),
     ("balance", "Balance across worker processes", "Who answered the requests (the X-Arena-Pid of each response)."),
     ("memory", "Memory", "PSS and USS summed over each server's processes, and throughput per GB."),
     ("errors", "Errors", "Transport errors by class and non-2xx responses by status."),
@@ -88,12 +91,28 @@ class Report:
 
 
 def comparison_table(cells: list[Cell]) -> Table:
-    rows = [[c.label, c.level_label, f"{c.valid}/{c.total}", nice(c.throughput.median, 4), interval_text(c.throughput),
-             nice(c.p50_us.median and c.p50_us.median / 1000), nice(c.p99_us.median and c.p99_us.median / 1000),
-             interval_text(c.p99_us, 1000), nice(c.pss_bytes.median and c.pss_bytes.median / MiB),
-             "; ".join(c.flags) or "ok"] for c in cells]
-    return Table(["configuration", "level", "valid/runs", "req/s", "req/s interval", "p50 ms", "p99 ms",
-                  "p99 interval", "PSS MiB", "validity"], rows, "comparison")
+    """Per configuration (and workload, when there are several) and level: medians, intervals,
+    memory; the cores the server kept busy and each service's beside them, where services ran; what
+    the database refused; and validity."""
+    many = len(workloads(cells)) > 1
+    kinds = list(dict.fromkeys(k for c in cells for k in c.service_cores))
+    db = any(c.database.note() for c in cells)
+    head = ["configuration"] + (["workload"] if many else []) + [
+        "level", "valid/runs", "req/s", "req/s interval", "p50 ms", "p99 ms", "p99 interval", "PSS MiB"]
+    head += (["server CPU cores"] + [f"{k} CPU cores" for k in kinds] if kinds else []) + (["database"] if db else [])
+    rows = []
+    for c in cells:
+        row = [c.label] + ([c.workload] if many else []) + [
+            c.level_label, f"{c.valid}/{c.total}", nice(c.throughput.median, 4), interval_text(c.throughput),
+            nice(c.p50_us.median and c.p50_us.median / 1000), nice(c.p99_us.median and c.p99_us.median / 1000),
+            interval_text(c.p99_us, 1000), nice(c.pss_bytes.median and c.pss_bytes.median / MiB)]
+        if kinds:
+            row += [nice(c.cpu_cores.median)] + [nice(c.service_cores[k].median) if k in c.service_cores else "-"
+                                                 for k in kinds]
+        if db:
+            row.append(c.database.note() or "-")
+        rows.append(row + ["; ".join(c.flags) or "ok"])
+    return Table(head + ["validity"], rows, "comparison")
 
 
 def _ranking_table(title: str, cells: list[Cell]) -> Table:

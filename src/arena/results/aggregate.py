@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from arena import stats
-from arena.results.runs import Placement, Run
+from arena.results.runs import Database, Placement, Run
 
 MiB = 1024 * 1024
 
@@ -79,9 +79,13 @@ def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[s
 
 
 def mean_timing_ms(run: Run) -> dict[str, float]:
-    """A run's mean Server-Timing figures, ms, by metric name."""
+    """A run's mean Server-Timing figures per request, ms, by metric name. A metric only some
+    responses carry (a /mix that draws /db for some requests: their pool and db) counts as 0 in
+    the others, so the parts of every request add up."""
     m = run.load.measured
-    return {k: h.mean / 1000 for k, h in m.server_timing.items() if h.mean is not None}
+    answered = max((h.count for h in m.server_timing.values()), default=0)
+    return {k: h.mean / 1000 * h.count / answered for k, h in m.server_timing.items()
+            if h.mean is not None and answered}
 
 
 def run_decomposition(run: Run) -> dict[str, float | None] | None:
@@ -107,6 +111,14 @@ class Cell(Placement):
     flags: tuple[str, ...]  # why the invalid repetitions were left out (each reason once)
     decomposition: dict[str, float | None] | None  # median over valid repetitions of each part, ms
     balance: tuple[float, ...]  # share of requests per worker process, busiest first (summed over valid runs)
+    cpu_cores: Figure = Figure(None, None, 0)  # the server's cores busy over the window
+    service_cores: dict[str, Figure] = field(default_factory=dict)  # each service's (by kind), over the same window
+    database: Database = Database()  # processes x pool, max_connections, refusals summed over every repetition
+
+    @property
+    def pool(self) -> int | None:
+        """Database connections per process (None: the server's default)."""
+        return self.runs[0].pool
 
     @property
     def valid_runs(self) -> tuple[Run, ...]:
@@ -138,6 +150,13 @@ def _decomposition(runs: tuple[Run, ...]) -> dict[str, float | None] | None:
     return {k: Figure.of([p[k] for p in parts]).median for k in DECOMPOSITION}
 
 
+def _database(runs: list[Run]) -> Database:
+    dbs = [r.database for r in runs]
+    counted = [d.refused for d in dbs if d.refused is not None]
+    first = next((d.refused_first for d in dbs if d.refused_first), None)
+    return Database(dbs[0].connections, dbs[0].max_connections, sum(counted) if counted else None, first)
+
+
 def cell(runs: list[Run]) -> Cell:
     """The cell of one configuration's repetitions at one workload and level."""
     first = runs[0]
@@ -150,7 +169,11 @@ def cell(runs: list[Run]) -> Cell:
         pss_bytes=Figure.of([r.pss_bytes or None for r in ok]), uss_bytes=Figure.of([r.uss_bytes or None for r in ok]),
         cpu_s=Figure.of([r.cpu_s for r in ok]),
         flags=tuple(dict.fromkeys(f for r in runs if not r.valid for f in r.flags)),
-        decomposition=_decomposition(ok), balance=_balance(ok))
+        decomposition=_decomposition(ok), balance=_balance(ok),
+        cpu_cores=Figure.of([r.resources.cpu_cores for r in ok if r.resources]),
+        service_cores={k: Figure.of([r.services[k].cpu_cores for r in ok if k in r.services])
+                       for k in dict.fromkeys(k for r in ok for k in r.services)},
+        database=_database(runs))
 
 
 def aggregate(runs: list[Run]) -> list[Cell]:

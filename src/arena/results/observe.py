@@ -15,6 +15,24 @@ def cores(run: Run) -> float:
     return float(len(cpu_list(str(run.environment.server_cpus or "1"), "server_cpus")))
 
 
+def database_cores(run: Run) -> float | None:
+    """The database's own CPU count; None where it shares the server's CPUs (the default layout)."""
+    env = run.environment
+    if env.service_cpus is None:
+        return None
+    mine, server = (set(cpu_list(str(x), k)) for x, k in ((env.service_cpus, "service_cpus"),
+                                                          (env.server_cpus or "1", "server_cpus")))
+    return None if mine & server else float(len(mine))
+
+
+def database_cpu_per_request_ms(run: Run) -> float | None:
+    """The database's CPU per request over the run's window (its cgroup), where one ran."""
+    res = run.services.get("postgres")
+    if res is None or res.cpu_s is None or not run.throughput:
+        return None
+    return res.cpu_s / (run.throughput * res.window_s) * 1000
+
+
 def cpu_per_request_ms(run: Run) -> float | None:
     """The server's CPU per request over the run's window, less what the server burns idle (its
     timers and reactors, measured after the server's start where the store has it)."""
@@ -35,7 +53,8 @@ def observation(run: Run, workload: Workload | None) -> Observation:
                        cpu_per_request_ms(run), mean_timing_ms(run), cv2,
                        rt.mean / 1000 if rt and rt.mean is not None else None,
                        run.pss_bytes / MiB if run.pss_bytes else None,
-                       workload.blocking_io if workload is not None else False)
+                       workload.blocking_io if workload is not None else False,
+                       database_cpu_per_request_ms(run), database_cores(run), run.pool, run.db_max_connections)
 
 
 def observations(runs: list[Run], workloads: dict[str, Workload]) -> list[Observation]:

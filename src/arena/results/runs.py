@@ -31,6 +31,7 @@ class Environment:
     arena: str | None = None
     server_cpus: str | None = None  # CPU lists as "1" or "2-3"
     load_cpus: str | None = None
+    service_cpus: str | None = None  # where the services ran (absent: no services, or their default, the server's)
     servers: dict[str, str | None] = field(default_factory=dict)  # server name -> version
     services: dict[str, str] = field(default_factory=dict)  # service kind -> what ran (version, settings)
 
@@ -44,6 +45,32 @@ def resources_from_json(d: dict[str, Any]) -> ResourceResult | None:
     if not d or "window_s" not in d:
         return None
     return ResourceResult(**_known(ResourceResult, d))
+
+
+@dataclass(frozen=True)
+class Database:
+    """What a run asked of the database and what it refused: the connections the server's processes
+    may open together (processes x pool), the database's max_connections, and the connections it
+    refused during the run (from its own log) with the first refusal's message."""
+
+    connections: int | None = None
+    max_connections: int | None = None
+    refused: int | None = None
+    refused_first: str | None = None
+
+    @property
+    def over_limit(self) -> bool:
+        return None not in (self.connections, self.max_connections) and self.connections > self.max_connections
+
+    def note(self) -> str | None:
+        """One line where the database refused connections or could be asked for more than it
+        allows; None otherwise."""
+        asked = (f"processes x pool = {self.connections} > max_connections {self.max_connections}"
+                 if self.over_limit else None)
+        if self.refused:
+            why = f" ({asked})" if asked else ""
+            return f"the database refused {self.refused} connection(s){why}: {self.refused_first}"
+        return f"{asked}: the database may refuse connections" if asked else None
 
 
 @dataclass(frozen=True)
@@ -93,6 +120,13 @@ class Run(Placement):
     services: dict[str, ResourceResult] = field(default_factory=dict)  # by kind, over the run's window
     pool: int | None = None  # database connections per process (None: the app's default)
     db_connections: int | None = None  # processes x pool: what the server may open at once
+    db_max_connections: int | None = None  # the database's max_connections
+    db_refused: int | None = None  # connections the database refused during the run (its log)
+    db_refused_first: str | None = None  # the first refusal's message
+
+    @property
+    def database(self) -> Database:
+        return Database(self.db_connections, self.db_max_connections, self.db_refused, self.db_refused_first)
 
     def to_json(self) -> dict[str, Any]:
         """The run as plain JSON (arena export): its columns and its documents as stored."""
@@ -110,7 +144,8 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
     plain = {k: row[k] for k in ("id", "run_key", "config", "label", "server", "app", "workload", "processes",
                                  "threads", "connections", "model", "level", "repetition", "driver", "started_at",
                                  "throughput", "p50_us", "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes",
-                                 "uss_bytes", "pool", "db_connections")}
+                                 "uss_bytes", "pool", "db_connections", "db_max_connections", "db_refused",
+                                 "db_refused_first")}
     load = documents["load"]
     return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
                flags=tuple(documents["flags"]), load=from_dict(load) if load else None,

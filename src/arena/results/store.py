@@ -64,6 +64,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN pool INTEGER;
     ALTER TABLE runs ADD COLUMN db_connections INTEGER;
     """,
+    # 5: the database's max_connections, and the connections it refused during the run (count, first message)
+    """
+    ALTER TABLE runs ADD COLUMN db_max_connections INTEGER;
+    ALTER TABLE runs ADD COLUMN db_refused INTEGER;
+    ALTER TABLE runs ADD COLUMN db_refused_first TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 DOCUMENTS = ("flags", "load", "resources", "environment", "services")  # the columns that hold JSON
@@ -71,7 +77,7 @@ DOCUMENTS = ("flags", "load", "resources", "environment", "services")  # the col
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
-               "services", "pool", "db_connections")
+               "services", "pool", "db_connections", "db_max_connections", "db_refused", "db_refused_first")
 
 
 class Store:

@@ -281,6 +281,15 @@ def resolve_knobs(server: Server, app: App, requested: Mapping[str, int | None],
     return resolved
 
 
+def default_pool(server: Server, knobs: Mapping[str, int | None]) -> int | None:
+    """A process's database pool when the configuration sets none: as many connections as threads
+    (Rails' convention: the pool follows RAILS_MAX_THREADS); one for a process that serves one request
+    at a time; None (the app's own default) for an event loop, which has no thread count to follow."""
+    if knobs.get("threads"):
+        return knobs["threads"]
+    return 1 if server.model in ("process", "event") else None
+
+
 def check_app(server: Server, app: App) -> None:
     if app.interface not in server.interfaces:
         raise ArenaError(f"--app: {server.name} cannot serve '{app.name}' ({app.interface}); "

@@ -225,6 +225,10 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     if spec.port is not None and not port_free(spec.host, spec.port):
         raise ArenaError(f"--port: {spec.host}:{spec.port} is in use, choose another or leave it out")
     port = spec.port or free_port(spec.host)
+    env = dict(spec.env)
+    pool = catalog.default_pool(server, knobs)
+    if "PGHOST" in env and "ARENA_POOL" not in env and pool is not None:
+        env["ARENA_POOL"] = str(pool)
 
     procset = create(server.name, spec.cpus, backend)
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: see reap_stale_workdirs
@@ -237,7 +241,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         with open(workdir / "server.log", "ab") as log:
             started_at = time.monotonic()
             proc = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=workdir, env=server_env(server, procset, workdir, {**cmd.env, **spec.env}),
+                                    cwd=workdir, env=server_env(server, procset, workdir, {**cmd.env, **env}),
                                     preexec_fn=procset.preexec(), start_new_session=True)
     except BaseException:
         procset.kill_all()

@@ -11,6 +11,7 @@ id minutes; ANALYZEd. The same ``rows`` give the same table, byte for byte, ever
 from __future__ import annotations
 
 import os
+import re
 import pwd
 import shutil
 import signal
@@ -31,6 +32,8 @@ USER = os.environ.get("ARENA_PG_USER", "postgres")  # Debian's postgresql packag
 DATABASE, ROLE = "arena", "arena"
 READY_TIMEOUT_S = 30.0
 GRACE_S = 10.0  # SIGINT is PostgreSQL's fast shutdown: it ends sessions and checkpoints
+# the FATAL line of each connection PostgreSQL refuses for want of a slot (max_connections)
+REFUSED = re.compile(r"FATAL:\s+((?:sorry, too many clients already|remaining connection slots are reserved)[^\n]*)")
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,25 @@ class RunningPostgres(launch.Confined):
 
     def stop_how(self) -> tuple[int, float]:
         return signal.SIGINT, GRACE_S  # PostgreSQL's fast shutdown
+
+    def log_mark(self) -> int:
+        """Where its log ends now: refusals() counts from here."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def refusals(self, mark: int) -> tuple[int, str | None]:
+        """Connections the database refused since ``mark`` (its own log: every refusal is a FATAL
+        line there), and the first one's message."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(mark)
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return 0, None
+        found = REFUSED.findall(text)
+        return len(found), (found[0].strip() if found else None)
 
 
 def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> RunningPostgres:
