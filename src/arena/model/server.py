@@ -19,6 +19,13 @@ The server (P processes x T threads on C cores) is a flow-equivalent server [QSP
 - per-process routing (a keep-alive connection stays with the process that accepted it: Puma's
   cluster, gunicorn gthread, uvicorn workers) splits the clients evenly among P single-process
   servers that share the cores (each sees what the others leave: a fixed point, by bisection);
+- a database phase (``db_ms``: the time a request holds a pooled connection) is one more
+  station inside: the pool and the database together, load dependent. With j requests in that phase
+  spread over the processes, connections_busy(j) hold a connection (each process at most ``pool``),
+  and they complete at the database's rate for that many connections: its CPU (``db_cpu_ms``) on its
+  own cores with the rest of the query as a delay (exact MVA of the database alone), or, where it
+  shares the server's cores, k connections serving k at a time while its CPU joins the server's CPU
+  station (the pool is then a semaphore of ``pool`` in front of the query's non-CPU time);
 - open load: a birth-death chain with arrival rate lambda and the same state-dependent service
   rates [Kle75 §3], overloaded when lambda >= the rate with every thread busy.
 

@@ -38,19 +38,25 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, model:
     return predict_open(cal.workload_model(), config, level)
 
 
-def compare(cells: list[Cell], observations: list[Observation]) -> tuple[
-        list[Point], dict[tuple[str, str], Calibration | str]]:
-    """Every cell with valid runs: measured and predicted. Calibrations per (server, workload), or
-    why there is none."""
-    calibrations: dict[tuple[str, str], Calibration | str] = {}
+def compare(cells: list[Cell], observations: list[Observation], per_configuration: bool = False) -> tuple[
+        list[Point], dict[tuple, Calibration | str]]:
+    """Every cell with valid runs: measured and predicted. Calibrations per (server, workload) from
+    the lowest-load runs of all its configurations (or, ``per_configuration``, each configuration
+    from its own lowest-load runs: keyed (server, workload, processes, threads, pool)), or why there
+    is none."""
+    calibrations: dict[tuple, Calibration | str] = {}
     points = []
     for c in cells:
         if c.throughput.median is None:
             continue
-        key = (c.server, c.workload)
+        key: tuple = (c.server, c.workload)
+        mine = observations
+        if per_configuration:
+            key += (c.processes, c.threads, c.pool)
+            mine = [o for o in observations if (o.server, o.processes, o.threads, o.pool) == (c.server, *key[2:])]
         if key not in calibrations:
             try:
-                calibrations[key] = calibrate(observations, c.server, c.workload)
+                calibrations[key] = calibrate(mine, c.server, c.workload)
             except ValueError as e:
                 calibrations[key] = str(e)
         cal = calibrations[key]
@@ -60,9 +66,9 @@ def compare(cells: list[Cell], observations: list[Observation]) -> tuple[
             predicted = predict(cal, c.processes, c.threads, c.model, c.level, c.pool)
         except (ValueError, ArithmeticError) as e:  # a calibration the model cannot use: say why, per server
             calibrations[key] = f"cannot predict from this calibration: {e}"
-            points = [p for p in points if (p.server, p.workload) != key]
+            points = [p for p in points if (p.server, p.workload) != key[:2]]
             continue
-        low = min(o.level for o in observations if o.server == c.server and o.workload == c.workload)
+        low = min(o.level for o in mine if o.server == c.server and o.workload == c.workload)
         config = server_config(c.server, c.processes, c.threads, cal.cores)
         points.append(Point(c.label, c.server, c.workload, config.processes, config.threads, c.model, c.level,
                             c.throughput.median, predicted, c.level == low))

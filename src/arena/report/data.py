@@ -125,6 +125,7 @@ def _ranking_table(title: str, cells: list[Cell]) -> Table:
 
 def model_section(cells: list[Cell], observations) -> Section:
     """The model's predictions against the measurements: chart, calibration, every point, USL fits."""
+    from arena.model.calibrate import Calibration
     from arena.model.verify import compare, mape
 
     key, title, lead = SECTIONS[-1]
@@ -140,15 +141,26 @@ def model_section(cells: list[Cell], observations) -> Section:
     section.paragraphs.append(f"Mean absolute percentage error of throughput: {error:.1f}% over {len(predicted)} "
                               "predicted points (the calibration level excluded)." if error is not None
                               else "No point to predict beyond the calibration level.")
+    own, _ = compare(cells, observations, per_configuration=True)
+    own_error = mape(own)
+    if own_error is not None and error is not None and len({(p.server, p.workload) for p in points}) < len(
+            {(p.label, p.workload) for p in points}):
+        section.paragraphs.append(
+            f"Calibrated instead for each configuration from its own lowest-load runs (what differs between "
+            f"configurations at low load is then measured, not predicted): {own_error:.1f}% over "
+            f"{sum(not p.calibration_run for p in own)} points.")
+    db = any(isinstance(cal, Calibration) and cal.db_ms for cal in calibrations.values())
     cal_rows = []
     for (server, workload), cal in calibrations.items():
         if isinstance(cal, str):
-            cal_rows.append([server, workload, cal, "", "", "", ""])
+            cal_rows.append([server, workload, cal] + [""] * (6 if db else 4))
         else:
             cal_rows.append([server, workload, str(cal.cpu_ms), str(cal.io_ms), str(cal.outside_ms),
-                             str(cal.gil_wait_ms or "-"), f"{cal.cores:g}"])
+                             str(cal.gil_wait_ms or "-"), f"{cal.cores:g}"]
+                            + ([str(cal.db_ms or "-"), str(cal.db_cpu_ms or "-")] if db else []))
     section.tables.append(Table(["server", "workload", "CPU ms/request", "I/O ms", "outside ms", "GIL/CPU wait ms",
-                                 "cores"], cal_rows, "calibration", "Calibration (lowest-load runs)"))
+                                 "cores"] + (["database ms (connection held)", "database CPU ms"] if db else []),
+                                cal_rows, "calibration", "Calibration (lowest-load runs)"))
     from arena.plan.experiment import level_label
 
     section.tables.append(Table(
