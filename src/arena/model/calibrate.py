@@ -114,7 +114,7 @@ class Calibration:
 
     def config(self, processes: int | None, threads: int | None, pool: int | None = None) -> Config:
         """The model's configuration of this server on these cores and this database."""
-        return server_config(self.server, processes, threads, self.cores, pool if self.db_ms else None, self.db_cores)
+        return server_config(self.server, processes, threads, self.cores, pool, self.db_cores)
 
     def memory_mib(self, processes: int, threads: int | None) -> float | None:
         if self.memory_per_process_mib is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from arena.model.calibrate import Calibration, server_config
+from arena.model.calibrate import Calibration
 from arena.model.server import Prediction
 from arena.model.verify import predict
 from arena.servers import catalog
@@ -61,26 +61,30 @@ def candidates(cal: Calibration, model: str, level: float, p99_max_ms: float | N
     (to 0.1 ms), then the smaller pool, then less memory; then the rest."""
     if cores is not None and cores != cal.cores:
         cal = replace(cal, cores=cores)
-    out = []
-    for p, t in grid(cal.server, cal.cores):
-        for k in pools(cal, server_config(cal.server, p, t, cal.cores).threads, pool):
-            pred = predict(cal, p, t, model, level, k)
-            config = cal.config(p, t, k)
-            mem = cal.memory_mib(config.processes, config.threads)
-            why = []
-            if pred.overloaded:
-                why.append("overloaded")
-            if p99_max_ms is not None and not pred.p99_ms <= p99_max_ms:
-                why.append(f"p99 {pred.p99_ms:.0f} ms > {p99_max_ms:g}")
-            if memory_max_mib is not None and mem is not None and mem > memory_max_mib:
-                why.append(f"memory {mem:.0f} MiB > {memory_max_mib:g}")
-            limit = cal.db_max_connections
-            if k is not None and limit is not None and config.processes * k > limit:
-                why.append(f"processes x pool {config.processes * k} > max_connections {limit}")
-            out.append(Candidate(cal.server, config.processes, t, pred, mem, not why, "; ".join(why), k))
+    out = [_candidate(cal, p, t, k, model, level, p99_max_ms, memory_max_mib)
+           for p, t in grid(cal.server, cal.cores) for k in pools(cal, cal.config(p, t).threads, pool)]
     out.sort(key=lambda c: (not c.fits, -round(c.predicted.throughput, 1), round(c.predicted.p99_ms, 1),
                             c.pool or 0, c.memory_mib if c.memory_mib is not None else math.inf))
     return out
+
+
+def _candidate(cal: Calibration, p: int, t: int | None, pool: int | None, model: str, level: float,
+               p99_max_ms: float | None, memory_max_mib: float | None) -> Candidate:
+    """One configuration predicted, and why it does not fit the limits (empty: it fits)."""
+    pred = predict(cal, p, t, model, level, pool)
+    config = cal.config(p, t, pool)
+    mem = cal.memory_mib(config.processes, config.threads)
+    why = []
+    if pred.overloaded:
+        why.append("overloaded")
+    if p99_max_ms is not None and not pred.p99_ms <= p99_max_ms:
+        why.append(f"p99 {pred.p99_ms:.0f} ms > {p99_max_ms:g}")
+    if memory_max_mib is not None and mem is not None and mem > memory_max_mib:
+        why.append(f"memory {mem:.0f} MiB > {memory_max_mib:g}")
+    limit = cal.db_max_connections
+    if pool is not None and limit is not None and config.processes * pool > limit:
+        why.append(f"processes x pool {config.processes * pool} > max_connections {limit}")
+    return Candidate(cal.server, config.processes, t, pred, mem, not why, "; ".join(why), pool)
 
 
 def guided_choice(ranked: list[Candidate], measured: dict[tuple[int, int | None], float], budget: int) -> tuple[

@@ -75,9 +75,10 @@ class Config:
         return self.processes * (self.threads or UNBOUNDED_THREADS)
 
 
-def server_cpu_s(w: Workload, c: Config) -> float:
-    """CPU per request on the server's cores: its own, and the database's where it shares them."""
-    return (w.cpu_ms + (w.db_cpu_ms if c.db_cores is None else 0.0)) / 1000
+def server_cpu_s(w: Workload, db_cores: float | None) -> float:
+    """CPU per request on the server's cores: its own, and the database's where it shares them
+    (``db_cores`` None)."""
+    return (w.cpu_ms + (w.db_cpu_ms if db_cores is None else 0.0)) / 1000
 
 
 @dataclass(frozen=True)
@@ -139,33 +140,34 @@ def connections_busy(j: int, processes: int, threads: int | None, pool: int | No
     return processes * (pool - short)
 
 
-def _database_rates(w: Workload, db_cores: float | None, most: int) -> list[float]:
-    """Queries per second the database completes with k = 1..most connections busy: its CPU (on its
-    own cores, load dependent) and the rest of a query's time (the wire, the driver) as a delay;
-    with shared cores the database's CPU is the server's CPU station's, and k connections serve k
-    at a time."""
-    db_s = w.db_ms / 1000
-    if db_cores is None:
-        hold = max(db_s - w.db_cpu_ms / 1000, 0.0)
-        return [k / hold for k in range(1, most + 1)]
-    cpu_s = min(w.db_cpu_ms, w.db_ms) / 1000
-    stations = [Station("db-cpu", cpu_s, "ld", tuple(min(float(k), db_cores) for k in range(1, most + 1)))]
-    if db_s - cpu_s > 0:
-        stations.append(Station("db-wire", db_s - cpu_s, "delay"))
+def _database_rates(w: Workload, db_cores: float, most: int) -> list[float]:
+    """Queries per second a database on its own ``db_cores`` completes with k = 1..most connections
+    busy: exact MVA of its CPU (load dependent) and the rest of a query's time (the wire, the
+    driver) as a delay."""
+    db_s, cpu_s = w.db_ms / 1000, min(w.db_cpu_ms, w.db_ms) / 1000
     if cpu_s <= 0:
         return [k / db_s for k in range(1, most + 1)]
+    stations = [Station("db-cpu", cpu_s, "ld", tuple(min(float(k), db_cores) for k in range(1, most + 1)))]
+    if db_s > cpu_s:
+        stations.append(Station("db-wire", db_s - cpu_s, "delay"))
     return [p.throughput for p in mva(stations, most)]
 
 
 def _pool_station(w: Workload, processes: int, threads: int | None, pool: int | None, db_cores: float | None,
                   population: int) -> Station | None:
     """The pool and the database as one load-dependent station [QSP ch. 8]: with j requests in their
-    database phase (holding a connection or waiting for one), connections_busy(j) of them are served
-    at the database's rate for that many connections (interpolated between whole numbers)."""
-    hold = w.db_ms / 1000 - (w.db_cpu_ms / 1000 if db_cores is None else 0.0)
-    if w.db_ms <= 0 or hold <= 0:
+    database phase (holding a connection or waiting for one), connections_busy(j) of them are
+    served. Sharing the server's cores, the database's CPU is in the server's CPU station and each
+    busy connection serves the rest of the query at once (rate multiplier: the connections busy); on
+    its own cores, at the database's rate for that many connections (interpolated between whole
+    numbers)."""
+    shared = db_cores is None
+    hold = (w.db_ms - (w.db_cpu_ms if shared else 0.0)) / 1000
+    if hold <= 0:
         return None
     busy = [connections_busy(j, processes, threads, pool) for j in range(1, population + 1)]
+    if shared:
+        return Station("pool", hold, "ld", tuple(busy))
     rates = _database_rates(w, db_cores, max(1, math.ceil(max(busy))))
 
     def rate(k: float) -> float:
@@ -180,7 +182,7 @@ def _pool_station(w: Workload, processes: int, threads: int | None, pool: int | 
 def inner_throughput(w: Workload, processes: int, threads: int | None, cores: float, gil: bool,
                      population: int, pool: int | None = None, db_cores: float | None = None) -> tuple[float, ...]:
     """Throughput (requests/s) of the server's inside with m = 1..population requests in service."""
-    cpu_s, io_s = server_cpu_s(w, Config(processes, threads, cores, gil, db_cores=db_cores)), w.io_ms / 1000
+    cpu_s, io_s = server_cpu_s(w, db_cores), w.io_ms / 1000
     single = min(cores, 1.0) if gil and processes == 1 else cores if cores <= 1 else None
     if single is not None:  # one CPU burst at a time: a FCFS server, its service's variability counts
         stations = [Station("cpu", cpu_s / single, "queue", cv2=w.cpu_cv2)]
@@ -233,7 +235,7 @@ def _latency_parts(w: Workload, c: Config, rates: list[float], seen: list[float]
     return parts
 
 
-def _binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float, x: float = 0.0) -> str:
+def _binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float, x: float) -> str:
     if cpu_util > 0.9 * min(c.cores, c.processes if c.gil else c.cores) / c.cores:
         if c.gil and c.processes < c.cores:
             return f"GIL: {c.processes} process(es) < {c.cores:g} cores"
@@ -275,7 +277,7 @@ def _split(w: Workload, c: Config, clients: int, think_ms: float) -> Prediction:
     side falls as X grows). Processes with as many clients behave alike: each size is solved once."""
     share = [clients // c.processes + (1 if i < clients % c.processes else 0) for i in range(c.processes)]
     sizes = {n: share.count(n) for n in set(share) if n > 0}
-    cpu_s = server_cpu_s(w, c)
+    cpu_s = server_cpu_s(w, c.db_cores)
 
     def alone(n: int, total: float) -> Config:
         free = c.cores - total * (1 - n / clients) * cpu_s
@@ -306,7 +308,7 @@ def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float
     slots = c.slots
     busy = sum(min(n, slots) * p for n, p in enumerate(marginal))
     queued = sum(max(0, n - slots) * p for n, p in enumerate(marginal))
-    cpu_util = min(1.0, x * server_cpu_s(w, c) / c.cores)
+    cpu_util = min(1.0, x * server_cpu_s(w, c.db_cores) / c.cores)
     parts = _latency_parts(w, c, rates, seen)
     return Prediction(load, x, response_s * 1000, mixture_quantile(parts, 0.5) * 1000,
                       mixture_quantile(parts, 0.99) * 1000, cpu_util, busy, queued,
@@ -326,7 +328,7 @@ def predict_open(w: Workload, c: Config, rate: float) -> Prediction:
     """Open load of ``rate`` requests/s (Poisson arrivals) against the flow-equivalent server."""
     cap = capacity(w, c)
     if rate >= cap:
-        return Prediction(rate, cap, math.inf, math.inf, math.inf, min(1.0, cap * server_cpu_s(w, c) / c.cores),
+        return Prediction(rate, cap, math.inf, math.inf, math.inf, min(1.0, cap * server_cpu_s(w, c.db_cores) / c.cores),
                           float(c.slots), math.inf, f"overloaded: {rate:g} req/s >= capacity {cap:.1f} req/s",
                           overloaded=True)
     if c.routing == "per-process" and c.processes > 1:

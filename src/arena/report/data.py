@@ -141,10 +141,10 @@ def model_section(cells: list[Cell], observations) -> Section:
     section.paragraphs.append(f"Mean absolute percentage error of throughput: {error:.1f}% over {len(predicted)} "
                               "predicted points (the calibration level excluded)." if error is not None
                               else "No point to predict beyond the calibration level.")
-    own, _ = compare(cells, observations, per_configuration=True)
+    several = len({p.label for p in points}) > len({p.server for p in points})  # configurations of one server
+    own, _ = compare(cells, observations, per_configuration=True) if several else ([], {})
     own_error = mape(own)
-    if own_error is not None and error is not None and len({(p.server, p.workload) for p in points}) < len(
-            {(p.label, p.workload) for p in points}):
+    if own_error is not None and error is not None:
         section.paragraphs.append(
             f"Calibrated instead for each configuration from its own lowest-load runs (what differs between "
             f"configurations at low load is then measured, not predicted): {own_error:.1f}% over "
