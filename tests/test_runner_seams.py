@@ -70,8 +70,11 @@ class FakeProbe:
 class Machine:
     """Fake launcher and driver that record what they were asked to do."""
 
-    def __init__(self, fail_start=(), die_after=None, driver_errors=0, interrupt_at=None, errors_per_run=0):
+    def __init__(self, fail_start=(), die_after=None, driver_errors=0, interrupt_at=None, errors_per_run=0,
+                 speeds=None):
         self.started, self.driven, self.servers = [], [], []
+        self.speeds = list(speeds or [])  # the speed checks in turn (ms); then 2.0 each
+        self.checked: list[list[int]] = []
         self.fail_start, self.die_after = set(fail_start), die_after
         self.driver_errors, self.interrupt_at, self.errors_per_run = driver_errors, interrupt_at, errors_per_run
 
@@ -93,8 +96,13 @@ class Machine:
         self.servers[-1].runs += 1
         return result(errors=self.errors_per_run)
 
+    def speed(self, cpus):
+        self.checked.append(cpus)
+        return self.speeds.pop(0) if self.speeds else 2.0
+
     def seams(self) -> Seams:
-        return Seams(launch=self.launch, drivers={"arena-load": self.drive}, probe=FakeProbe, idle_s=0.0)
+        return Seams(launch=self.launch, drivers={"arena-load": self.drive}, probe=FakeProbe, idle_s=0.0,
+                     speed=self.speed)
 
 
 def test_every_run_is_stored_once_and_each_start_serves_its_levels(tmp_path):
@@ -245,7 +253,7 @@ def test_a_pool_axis_reaches_the_server_and_is_stored_with_processes_times_pool(
         return server
 
     seams = Seams(launch=launch, drivers={"arena-load": m.drive}, probe=FakeProbe, idle_s=0.0,
-                  start_service=lambda spec, cpus: Service())
+                  start_service=lambda spec, cpus: Service(), speed=m.speed)
     with Store(tmp_path / "s.db") as store:
         run_experiment(exp, store, seams=seams)
         runs = sorted(store.runs("fake"), key=lambda r: r.pool)
@@ -254,3 +262,30 @@ def test_a_pool_axis_reaches_the_server_and_is_stored_with_processes_times_pool(
     assert runs[1].database.note() == ("the database refused 3 connection(s) (processes x pool = 8 > max_connections 6): "
                                        "sorry, too many clients already")
     assert set(runs[0].services) == {"postgres"} and runs[0].environment.services == {"postgres": "PostgreSQL (fake)"}
+
+
+def test_a_run_in_a_spell_of_a_slower_machine_is_flagged_against_the_fastest_check_and_resume_keeps_it(tmp_path):
+    exp = experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}])
+    # before/after each run: run 1 at 2.0 ms; run 2's after-check 2.8 ms (40% slower than the fastest)
+    m = Machine(speeds=[2.0, 2.0, 2.0, 2.8])
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store, seams=m.seams())
+        runs = sorted(store.runs("fake"), key=lambda r: r.level)
+    assert counts["invalid"] == 1 and m.checked == [[1]] * 4
+    assert [r.speed_ms for r in runs] == [2.0, 2.8] and runs[0].valid and not runs[1].valid
+    assert runs[1].flags == ("the machine ran 40% slower around the run than at its best in this experiment "
+                             "(speed check; threshold 30%): a spell of a slower machine",)
+    # interrupted after its first run, the experiment resumes on a machine now 40% slower throughout: the
+    # reference is the stored fastest check (2.0), not the resumed invocation's own first one
+    m = Machine(speeds=[2.0, 2.0, 2.0], interrupt_at=2)
+    with Store(tmp_path / "r.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(exp, store, seams=m.seams())
+        m = Machine(speeds=[2.8, 2.8])
+        counts = run_experiment(exp, store, seams=m.seams())
+    assert counts == {"run": 1, "skipped": 1, "failed": 0, "invalid": 1}
+    # a threshold the experiment raises lets the same spell pass
+    m = Machine(speeds=[2.0, 2.0, 2.0, 2.8])
+    with Store(tmp_path / "t.db") as store:
+        assert run_experiment(experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}],
+                                         speed_threshold=0.5), store, seams=m.seams())["invalid"] == 0

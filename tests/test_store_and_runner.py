@@ -59,7 +59,8 @@ def test_an_old_store_is_upgraded_step_by_step(tmp_path, monkeypatch):
 def test_a_version_1_store_gains_workloads_and_keeps_its_runs(tmp_path, monkeypatch):
     path = tmp_path / "v1.db"
     v1_columns = tuple(c for c in store_mod.RUN_COLUMNS if c not in ("workload", "services", "pool", "db_connections",
-                                                                       "db_max_connections", "db_refused", "db_refused_first"))
+                                                                       "db_max_connections", "db_refused", "db_refused_first",
+                                                                       "speed_ms"))
     monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
     monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
     monkeypatch.setattr(store_mod, "RUN_COLUMNS", v1_columns)
@@ -127,6 +128,10 @@ def flags(r, **kw):
 
 def test_validity_rules():
     assert flags(result()) == []
+    assert flags(result(), slowdown=0.29, speed_threshold=0.3) == []
+    assert flags(result(), slowdown=0.5, speed_threshold=0.3) == [
+        "the machine ran 50% slower around the run than at its best in this experiment (speed check; threshold 30%): "
+        "a spell of a slower machine"]
     assert flags(result(saturated=True)) == ["generator saturated: generator CPU 95% busy"]
     assert flags(result(completed=980, errors=20)) == ["errors 2.0% of requests (threshold 1.0%)"]
     assert flags(result(completed=995, errors=5)) == []
@@ -265,7 +270,7 @@ def test_the_probe_covers_the_measured_window_not_the_drain():
     (group,) = plan(exp)
     with start(ServerSpec("puma", "rack", threads=1, cpus=list(exp.server_cpus))) as server:
         t0 = time.monotonic()
-        _, resources, _, _ = measure(exp, group.runs[0], server)
+        resources = measure(exp, group.runs[0], server).resources
         took = time.monotonic() - t0
     assert took > 0.3 + 1.0 + 1.0  # the drain happened
     assert resources.window_s == pytest.approx(1.0, abs=0.15)
@@ -342,3 +347,26 @@ def test_error_answers_make_an_invalid_run_and_a_failing_exit(tmp_path):
         ok = arena("load", f"{server.url}/nope", "-c", "2", "-d", "1s", "--cpus", "0", "--expect-status", "404")
     assert bad.returncode == 1 and "INVALID: " in bad.stdout and "no request succeeded" in bad.stdout
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_the_speed_reference_is_the_fastest_check_and_a_run_counts_its_slower_check():
+    from arena.speed import Reference
+
+    ref = Reference()
+    assert ref.slowdown(2.0, 2.0) == 0.0
+    assert ref.slowdown(2.0, 3.0) == pytest.approx(0.5)  # slower after the run: the spell began during it
+    assert ref.slowdown(1.6, 1.6) == 0.0 and ref.fastest_ms == 1.6  # a faster check becomes the reference
+    assert ref.slowdown(2.4, 2.0) == pytest.approx(0.5)
+    assert Reference(4.0).slowdown(2.0, 2.0) == 0.0  # a stored reference slower than now gives way
+
+
+def test_the_speed_check_times_work_on_each_cpu_and_gives_the_thread_its_cpus_back():
+    import os
+
+    from arena.speed import check_ms
+
+    own = os.sched_getaffinity(0)
+    cpu = min(own)
+    one = check_ms([cpu], trials=3)
+    assert 0.05 < one < 1000 and os.sched_getaffinity(0) == own
+    assert check_ms([], trials=1) > 0 and os.sched_getaffinity(0) == own  # no CPUs given: its own

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from contextlib import ExitStack
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from arena import __version__ as arena_version
 from arena.drivers import DRIVERS
@@ -29,6 +29,7 @@ from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, start
 from arena.services import start_service
+from arena import speed as machine_speed
 from arena.results.runs import Database
 from arena.results.store import Store
 
@@ -38,7 +39,7 @@ class Seams:
     """Where the runner meets the machine. ``launch(spec)`` starts a server and returns a running
     one (a context manager with ``url``, ``procset``, ``alive()``); ``drivers`` maps a driver's name to
     its ``run(spec, cpus, live)``; ``probe(procset, interval)`` makes a resource probe;
-    ``idle_s``: how long each start is probed idle."""
+    ``idle_s``: how long each start is probed idle; ``speed(cpus)``: the machine's speed check (ms)."""
 
     launch: Callable[[ServerSpec], RunningServer] = start
     drivers: Mapping[str, Callable[..., LoadResult]] = field(
@@ -46,6 +47,7 @@ class Seams:
     probe: Callable[..., Probe] = Probe
     idle_s: float = 1.0
     start_service: Callable[..., Any] = start_service
+    speed: Callable[[list[int]], float] = machine_speed.check_ms
 
 
 @dataclass
@@ -67,12 +69,14 @@ class Event:
 
 
 def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
-                   server_died: bool, processes_lost: tuple[int, int] | None) -> list[str]:
+                   server_died: bool, processes_lost: tuple[int, int] | None,
+                   slowdown: float | None = None, speed_threshold: float | None = None) -> list[str]:
     """Why a run cannot be trusted (empty: valid). The rules, as the report's method section says:
     the generator saturated or could not open its connections; errors (transport errors and answers
     whose status is not expected) above the threshold; no request succeeded; a stall (stall());
     throughput drifting between the run's halves beyond counting noise; the server or one of its
-    processes died."""
+    processes died; the machine ran slower around the run than at its best (``slowdown``, from
+    machine_speed.Reference) by more than ``speed_threshold``."""
     flags = []
     m = result.measured
     if result.saturated:
@@ -97,6 +101,9 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     if processes_lost is not None:
         flags.append(f"{processes_lost[0]} of the server's {processes_lost[1]} processes exited during the run "
                      "(a worker died or was replaced)")
+    if slowdown is not None and speed_threshold is not None and slowdown > speed_threshold:
+        flags.append(f"the machine ran {slowdown:.0%} slower around the run than at its best in this experiment "
+                     f"(speed check; threshold {speed_threshold:.0%}): a spell of a slower machine")
     return flags
 
 
@@ -208,17 +215,29 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition)
 
 
+class Measured(NamedTuple):
+    result: LoadResult
+    resources: ResourceResult  # the server's
+    flags: list[str]
+    services: dict[str, ResourceResult]  # each service's, by kind
+    speed_ms: float | None  # the slower of the machine's speed checks around the run
+
+
 def measure(exp: Experiment, run: RunSpec, server: RunningServer,
             live: Callable[[SeriesPoint], None] | None = None,
-            seams: Seams = Seams(), services: Mapping[str, Any] = {}) -> tuple[
-                LoadResult, ResourceResult, list[str], dict[str, ResourceResult]]:
+            seams: Seams = Seams(), services: Mapping[str, Any] = {},
+            reference: machine_speed.Reference | None = None) -> Measured:
     """One run on a ready server: the probe covers the measured window, from the end of the warm-up
     to the end of the measured duration (not the drain of late answers after it: their CPU would be
     charged to the window's requests). A run bounded by a request count is probed until it ends. (The
     external tools run their warm-up as a separate run and start late by their own start-up time:
     for them the window is approximate.)
     ``live`` gets the run's per-second figures while it runs, where the driver can give them.
-    Each service (by kind) is probed over the same window as the server."""
+    Each service (by kind) is probed over the same window as the server. With a ``reference``, the
+    machine's speed is checked on the server's and services' CPUs before and after the run, and a run
+    in a spell of a slower machine is flagged."""
+    cpus = sorted(set(exp.server_cpus) | set(exp.service_cpus))
+    checks = [seams.speed(cpus)] if reference is not None else []
     before = stable_pids(server)
     probes = {"": seams.probe(server.procset, interval=0.5),
               **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
@@ -250,9 +269,13 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
         stop_all()
     resources = stopped.pop("")
     lost = before - set(server.procset.pids())
+    if reference is not None:
+        checks.append(seams.speed(cpus))
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
-                           server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None)
-    return result, resources, flags, stopped
+                           server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
+                           slowdown=reference.slowdown(*checks) if checks else None,
+                           speed_threshold=exp.speed_threshold)
+    return Measured(result, resources, flags, stopped, max(checks) if checks else None)
 
 
 def idle_cpu_cores(server: RunningServer, seams: Seams = Seams()) -> float | None:
@@ -280,10 +303,10 @@ def database_figures(pg: Any, pool: int | None, processes: int | None, mark: int
     return Database(None if pool is None else (processes or 1) * pool, pg.settings.max_connections, refused, first)
 
 
-def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceResult, flags: list[str],
-        env: dict, started_at: float, reused: bool, idle_cpu_cores: float | None = None,
-        services: Mapping[str, ResourceResult] = {}, db: Database = Database()) -> dict:
+def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float, reused: bool,
+        idle_cpu_cores: float | None = None, db: Database = Database()) -> dict:
     """The stored row of a run."""
+    result, resources, flags = m.result, m.resources, m.flags
     rt = result.measured.response_time
     c = run.config
     return {
@@ -296,9 +319,9 @@ def row(run: RunSpec, exp: Experiment, result: LoadResult, resources: ResourceRe
         "p90_us": rt.p("90") if rt else None, "p99_us": rt.p("99") if rt else None, "errors": result.measured.errors,
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,
         "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
-        "environment": env, "services": {kind: asdict(res) for kind, res in services.items()},
+        "environment": env, "services": {kind: asdict(res) for kind, res in m.services.items()},
         "pool": c.pool, "db_connections": db.connections, "db_max_connections": db.max_connections,
-        "db_refused": db.refused, "db_refused_first": db.refused_first,
+        "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms,
     }
 
 
@@ -316,6 +339,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
     progress = _Progress(total, counts, on_event)
     todo = {g: [r for r in g.runs if r.key not in done] for g in groups}
+    reference = machine_speed.Reference(store.fastest_speed_ms(experiment_id))
     with ExitStack() as stack:
         services: dict[str, Any] = {}
         if any(todo.values()):  # services only when something will run
@@ -336,7 +360,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
                 if r.key in done:
                     progress.emit("skipped", r)
             if todo[group]:
-                _run_group(exp, group, todo[group], store, experiment_id, env, progress, seams, services)
+                _run_group(exp, group, todo[group], store, experiment_id, env, progress, seams, services, reference)
     return counts
 
 
@@ -359,7 +383,8 @@ class _Progress:
 
 
 def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store, experiment_id: int, env: dict,
-               progress: _Progress, seams: Seams, services: Mapping[str, Any] = {}) -> None:
+               progress: _Progress, seams: Seams, services: Mapping[str, Any] = {},
+               reference: machine_speed.Reference | None = None) -> None:
     c = group.config
     addresses = {k: v for svc in services.values() for k, v in svc.env.items()}
     if c.pool is not None:
@@ -388,15 +413,14 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
 
             mark = pg.log_mark() if pg is not None else None
             try:
-                result, resources, flags, probed = measure(exp, r, server, live=live, seams=seams, services=services)
+                m = measure(exp, r, server, live=live, seams=seams, services=services, reference=reference)
             except ArenaError as e:
                 progress.emit("failed", r, message=f"the driver failed: {str(e).splitlines()[0]}")
                 continue
-            if result.interrupted:
+            if m.result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             db = database_figures(pg, c.pool, getattr(server, "knobs", {}).get("processes"), mark)
-            store.save_run(experiment_id, row(r, exp, result, resources, flags, env, started_at, reused=n > 0,
-                                              idle_cpu_cores=idle, services=probed, db=db))
-            progress.emit("run", r, result=result, flags=flags, db=db)
-            if flags:
+            store.save_run(experiment_id, row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db))
+            progress.emit("run", r, result=m.result, flags=m.flags, db=db)
+            if m.flags:
                 progress.counts["invalid"] += 1

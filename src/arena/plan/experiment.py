@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.drivers import DRIVERS
+from arena import speed as machine_speed
 from arena.errors import ArenaError
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list, parse_cpu_list
@@ -26,7 +27,7 @@ from arena.subjects import APPS
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
-            "layout", "workload", "workloads", "load", "servers"}
+            "speed_threshold", "layout", "workload", "workloads", "load", "servers"}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
 
@@ -113,6 +114,7 @@ class Experiment:
     timeout_s: float
     error_threshold: float
     drift_threshold: float
+    speed_threshold: float  # a run whose machine ran this much slower than at its best is invalid (speed.py)
     server_cpus: tuple[int, ...]
     load_cpus: tuple[int, ...]
     source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -358,7 +360,9 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         seed=top.integer("seed", 1, 0, 2**63 - 1), reuse_server=top.boolean("reuse_server", True),
         keep_alive=keep_alive, request_start=top.boolean("request_start", True),
         timeout_s=top.duration("timeout", "30s", MAX_TIMEOUT_S), error_threshold=top.number("error_threshold", 0.01, 0, 1),
-        drift_threshold=top.number("drift_threshold", 0.25, 0, 10), server_cpus=server_cpus, load_cpus=load_cpus,
+        drift_threshold=top.number("drift_threshold", 0.25, 0, 10),
+        speed_threshold=top.number("speed_threshold", machine_speed.THRESHOLD, 0, 10),
+        server_cpus=server_cpus, load_cpus=load_cpus,
         services=services, service_cpus=service_cpus,
         source=data,
     )

@@ -242,7 +242,10 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
         "and answers whose status is not expected: by default anything but 2xx and 3xx) passed the threshold; no "
         "request succeeded; an interval of its per-second series stalled (far below the run's usual interval, the "
         "upper quartile, beyond Poisson counting noise, while requests were outstanding); its throughput drifted "
-        "between its halves beyond counting noise; or the server or one of its processes died.",
+        "between its halves beyond counting noise; the server or one of its processes died; or the machine ran slower "
+        "around it than at its best in the experiment by more than speed_threshold (30% by default): a fixed unit of "
+        "interpreter work is timed on the server's and services' CPUs before and after each run, so a spell of a "
+        "slower shared machine (a neighbour, a sibling hyper-thread, frequency) is not taken for the configuration.",
         INTERVALS,
     ]
     if len(envs) > 1:

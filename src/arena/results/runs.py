@@ -123,6 +123,7 @@ class Run(Placement):
     db_max_connections: int | None = None  # the database's max_connections
     db_refused: int | None = None  # connections the database refused during the run (its log)
     db_refused_first: str | None = None  # the first refusal's message
+    speed_ms: float | None = None  # the machine's speed check around the run (speed.py; lower is faster)
 
     @property
     def database(self) -> Database:
@@ -145,7 +146,7 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
                                  "threads", "connections", "model", "level", "repetition", "driver", "started_at",
                                  "throughput", "p50_us", "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes",
                                  "uss_bytes", "pool", "db_connections", "db_max_connections", "db_refused",
-                                 "db_refused_first")}
+                                 "db_refused_first", "speed_ms")}
     load = documents["load"]
     return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
                flags=tuple(documents["flags"]), load=from_dict(load) if load else None,

@@ -70,6 +70,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN db_refused INTEGER;
     ALTER TABLE runs ADD COLUMN db_refused_first TEXT;
     """,
+    # 6: the machine's speed check around the run (the slower of before and after, ms)
+    """
+    ALTER TABLE runs ADD COLUMN speed_ms REAL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 DOCUMENTS = ("flags", "load", "resources", "environment", "services")  # the columns that hold JSON
@@ -77,7 +81,8 @@ DOCUMENTS = ("flags", "load", "resources", "environment", "services")  # the col
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
-               "services", "pool", "db_connections", "db_max_connections", "db_refused", "db_refused_first")
+               "services", "pool", "db_connections", "db_max_connections", "db_refused", "db_refused_first",
+               "speed_ms")
 
 
 class Store:
@@ -163,6 +168,10 @@ class Store:
 
     def done_keys(self, experiment_id: int) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT run_key FROM runs WHERE experiment_id = ?", (experiment_id,))}
+
+    def fastest_speed_ms(self, experiment_id: int) -> float | None:
+        """The fastest speed check among the experiment's stored runs (speed.Reference): the machine at its best."""
+        return self.db.execute("SELECT MIN(speed_ms) FROM runs WHERE experiment_id = ?", (experiment_id,)).fetchone()[0]
 
     def save_run(self, experiment_id: int, values: dict[str, Any]) -> None:
         """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved)."""
