@@ -64,16 +64,13 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[i..]);
 }
 
-/// Server-Timing metrics kept (others are ignored): the subject contract's (spec.md), /db's and
-/// /api's included, in the order they are recorded.
-pub const TIMING_METRICS: [&str; 8] = ["queue", "app", "cpu", "cpuwall", "io", "pool", "db", "api"];
-
 /// What the recorder needs from one response.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Head {
     pub status: u16,
-    /// Durations in µs, indexed like TIMING_METRICS (None when absent).
-    pub timing: [Option<u64>; TIMING_METRICS.len()],
+    /// The `Server-Timing` header's value as sent (several headers joined by ", "); empty when
+    /// absent. The recorder reads every metric in it (parse_server_timing).
+    pub timing: Vec<u8>,
     pub pid: Option<u32>,
     /// The server will close the connection after this response.
     pub close: bool,
@@ -270,7 +267,10 @@ fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(Head, Body, usiz
                 }
             }
         } else if name.eq_ignore_ascii_case(b"server-timing") {
-            parse_server_timing(h.value, &mut head.timing);
+            if !head.timing.is_empty() {
+                head.timing.extend_from_slice(b", ");
+            }
+            head.timing.extend_from_slice(h.value);
         } else if name.eq_ignore_ascii_case(b"x-arena-pid") {
             head.pid = parse_u64(trim(h.value)).and_then(|p| u32::try_from(p).ok());
         }
@@ -289,23 +289,32 @@ fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(Head, Body, usiz
     Ok(Some((head, body, n)))
 }
 
-/// `queue;dur=1.5, app;dur=12.25;desc="x"` -> µs per known metric.
-pub fn parse_server_timing(value: &[u8], out: &mut [Option<u64>; TIMING_METRICS.len()]) {
+/// Longest metric name kept: a longer one is counted as dropped.
+pub const MAX_TIMING_NAME: usize = 64;
+
+/// `queue;dur=1.5, app;dur=12.25;desc="x"`: calls `each(name, µs)` for every metric with a
+/// non-negative duration (a metric without one, `io`, has nothing to record). Names are tokens
+/// (RFC 9110), compared without case by the recorder.
+pub fn parse_server_timing(value: &[u8], mut each: impl FnMut(&[u8], u64)) {
     for entry in value.split(|b| *b == b',') {
         let mut parts = entry.split(|b| *b == b';');
         let name = trim(parts.next().unwrap_or_default());
-        let Some(slot) = TIMING_METRICS.iter().position(|m| m.as_bytes().eq_ignore_ascii_case(name)) else {
+        if name.is_empty() {
             continue;
-        };
+        }
+        let mut dur = None;
         for param in parts {
             let param = trim(param);
             if param.len() > 4 && param[..4].eq_ignore_ascii_case(b"dur=") {
                 if let Some(ms) = std::str::from_utf8(&param[4..]).ok().and_then(|s| s.trim_matches('"').parse::<f64>().ok()) {
                     if ms.is_finite() && ms >= 0.0 {
-                        out[slot] = Some((ms * 1000.0).round() as u64);
+                        dur = Some((ms * 1000.0).round() as u64);
                     }
                 }
             }
+        }
+        if let Some(us) = dur {
+            each(name, us);
         }
     }
 }
@@ -370,7 +379,7 @@ mod tests {
             assert_eq!(got.len(), 1, "piece {piece}");
             let (head, body) = &got[0];
             assert_eq!((head.status, *body, head.pid, head.close), (200, 5, Some(42), false));
-            assert_eq!(head.timing, [None, Some(1500), Some(250), None, None, None, None, None]);
+            assert_eq!(head.timing, b"app;dur=1.5, cpu;dur=0.25");
         }
     }
 
@@ -430,11 +439,19 @@ mod tests {
 
     #[test]
     fn server_timing_values() {
-        let mut t = [None; TIMING_METRICS.len()];
-        parse_server_timing(b"queue;dur=0.5, app;desc=\"x\";dur=12.3456, CPU;dur=1e1, io, cpuwall;dur=-1, db;dur=9, xyz;dur=4",
-                            &mut t);
-        // queue, app, cpu, cpuwall (negative: none), io (no duration), pool, db, api; xyz is not kept
-        assert_eq!(t, [Some(500), Some(12346), Some(10000), None, None, None, Some(9000), None]);
+        let mut seen = Vec::new();
+        parse_server_timing(b"queue;dur=0.5, app;desc=\"x\";dur=12.3456, CPU;dur=1e1, io, cpuwall;dur=-1, sql.active_record;dur=9, ;dur=3",
+                            |name, us| seen.push((String::from_utf8(name.to_vec()).unwrap(), us)));
+        // io has no duration, cpuwall's is negative, the last has no name: nothing to record
+        assert_eq!(seen, [("queue".into(), 500), ("app".into(), 12346), ("CPU".into(), 10000),
+                          ("sql.active_record".into(), 9000)]);
+    }
+
+    #[test]
+    fn several_server_timing_headers_are_joined() {
+        let wire = b"HTTP/1.1 200 OK\r\nServer-Timing: app;dur=2\r\nContent-Length: 0\r\nserver-timing: db;dur=1\r\n\r\n";
+        let (head, _) = parse_all(wire, 7, false).unwrap().remove(0);
+        assert_eq!(head.timing, b"app;dur=2, db;dur=1");
     }
 
     #[test]

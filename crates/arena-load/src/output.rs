@@ -16,7 +16,6 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::engine::{Arrival, Config, Model};
-use crate::http::TIMING_METRICS;
 use crate::record::{ErrorCounts, Phase, SeriesPoint};
 use crate::run::Outcome;
 
@@ -101,6 +100,8 @@ pub struct PhaseOut {
     pub bytes: Bytes,
     pub latency: Latency,
     pub server_timing: BTreeMap<String, Hist>,
+    /// Server-Timing values not kept (a name too long, or past the bound on distinct names).
+    pub server_timing_dropped: u64,
 }
 
 #[derive(Serialize)]
@@ -193,8 +194,8 @@ fn phase(p: &Phase, duration_s: f64, unsent: u64, in_flight: u64) -> PhaseOut {
         bytes: Bytes { sent: p.bytes_sent, received: p.bytes_received },
         latency: Latency { response_time: hist(&p.response), service_time: hist(&p.service),
                            connect_time: hist(&p.connect), send_lag: hist(&p.send_lag) },
-        server_timing: TIMING_METRICS.iter().zip(&p.timing).filter(|(_, h)| h.len() > 0)
-            .map(|(name, h)| (name.to_string(), hist(h))).collect(),
+        server_timing: p.timing.iter().map(|(name, h)| (String::from_utf8_lossy(name).into_owned(), hist(h))).collect(),
+        server_timing_dropped: p.timing_dropped,
     }
 }
 

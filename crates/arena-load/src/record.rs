@@ -6,13 +6,16 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 
-use crate::http::{Head, TIMING_METRICS};
+use crate::http::{parse_server_timing, Head, MAX_TIMING_NAME};
 
 /// Histograms cover 1 µs to 1 hour at 3 significant digits (values are clamped into that range).
 pub const SIGFIG: u8 = 3;
 pub const MAX_US: u64 = 3_600_000_000;
 /// At most this many distinct X-Arena-Pid values are counted one by one (the rest are summed).
 pub const MAX_WORKERS: usize = 4096;
+/// At most this many distinct Server-Timing metric names get a histogram; values of further names
+/// are counted as dropped.
+pub const MAX_TIMING_METRICS: usize = 32;
 
 pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("valid histogram bounds")
@@ -86,7 +89,10 @@ pub struct Phase {
     pub connect: Histogram<u64>,
     /// Actual send minus intended send: waiting for the generator or for a free connection.
     pub send_lag: Histogram<u64>,
-    pub timing: Vec<Histogram<u64>>,
+    /// Server-Timing: a histogram per metric name (lower-cased), in the order first seen.
+    pub timing: Vec<(Vec<u8>, Histogram<u64>)>,
+    /// Server-Timing values not kept: their name was too long or came after MAX_TIMING_METRICS others.
+    pub timing_dropped: u64,
     pub status: BTreeMap<u16, u64>,
     pub errors: ErrorCounts,
     pub workers: BTreeMap<u32, u64>,
@@ -107,7 +113,8 @@ impl Default for Phase {
             service: histogram(),
             connect: histogram(),
             send_lag: histogram(),
-            timing: TIMING_METRICS.iter().map(|_| histogram()).collect(),
+            timing: Vec::new(),
+            timing_dropped: 0,
             status: BTreeMap::new(),
             errors: ErrorCounts::default(),
             workers: BTreeMap::new(),
@@ -128,16 +135,32 @@ impl Phase {
         self.response.saturating_record(us(done_ns.saturating_sub(intended_ns)));
         self.service.saturating_record(us(done_ns.saturating_sub(sent_ns)));
         *self.status.entry(head.status).or_default() += 1;
-        for (h, v) in self.timing.iter_mut().zip(head.timing) {
-            if let Some(v) = v {
+        parse_server_timing(&head.timing, |name, v| {
+            if let Some(h) = self.timing_for(name) {
                 h.saturating_record(v.max(1));
             }
-        }
+        });
         if let Some(pid) = head.pid {
             if self.workers.len() < MAX_WORKERS || self.workers.contains_key(&pid) {
                 *self.workers.entry(pid).or_default() += 1;
             } else {
                 self.workers_other += 1;
+            }
+        }
+    }
+
+    /// The histogram of metric `name` (any case), made on first sight while there is room; None
+    /// (and counted as dropped) otherwise.
+    fn timing_for(&mut self, name: &[u8]) -> Option<&mut Histogram<u64>> {
+        match self.timing.iter().position(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            Some(i) => Some(&mut self.timing[i].1),
+            None if name.len() <= MAX_TIMING_NAME && self.timing.len() < MAX_TIMING_METRICS => {
+                self.timing.push((name.to_ascii_lowercase(), histogram()));
+                self.timing.last_mut().map(|(_, h)| h)
+            }
+            None => {
+                self.timing_dropped += 1;
+                None
             }
         }
     }
@@ -155,8 +178,12 @@ impl Phase {
                        (&mut self.connect, &o.connect), (&mut self.send_lag, &o.send_lag)] {
             a.add(b).expect("same bounds");
         }
-        for (a, b) in self.timing.iter_mut().zip(&o.timing) {
-            a.add(b).expect("same bounds");
+        self.timing_dropped += o.timing_dropped;
+        for (name, h) in &o.timing {
+            match self.timing_for(name) {
+                Some(mine) => mine.add(h).expect("same bounds"),
+                None => self.timing_dropped += h.len().saturating_sub(1), // timing_for counted one
+            }
         }
         for (k, v) in &o.status {
             *self.status.entry(*k).or_default() += v;
@@ -266,13 +293,33 @@ mod tests {
     #[test]
     fn a_response_is_recorded_from_its_intended_time() {
         let mut p = Phase::default();
-        let head = Head { status: 200, timing: [Some(100), Some(900), None, None, None, None, None, None], pid: Some(7), close: false };
+        let head = Head { status: 200, timing: b"queue;dur=0.1, app;dur=0.9".to_vec(), pid: Some(7), close: false };
         // intended at 0, sent 2 ms late, answered 5 ms after the send
         p.record_response(0, 2_000_000, 7_000_000, &head, 10);
         assert_eq!(p.response.max(), p.response.highest_equivalent(7000));
         assert_eq!(p.service.max(), p.service.highest_equivalent(5000));
         assert_eq!((p.completed, p.status[&200], p.workers[&7], p.bytes_received), (1, 1, 1, 10));
-        assert_eq!(p.timing[0].len() + p.timing[1].len() + p.timing[2].len(), 2);
+        let names: Vec<_> = p.timing.iter().map(|(n, h)| (String::from_utf8(n.clone()).unwrap(), h.len())).collect();
+        assert_eq!(names, [("queue".into(), 1), ("app".into(), 1)]);
+    }
+
+    #[test]
+    fn every_server_timing_name_is_kept_up_to_the_bound_and_merged_by_name() {
+        let head = |t: &str| Head { status: 200, timing: t.as_bytes().to_vec(), pid: None, close: false };
+        let mut a = Phase::default();
+        a.record_response(0, 0, 1000, &head("sql.active_record;dur=2, App;dur=5"), 0);
+        let mut b = Phase::default();
+        b.record_response(0, 0, 1000, &head("app;dur=7"), 0);
+        for i in 0..MAX_TIMING_METRICS + 3 {
+            b.record_response(0, 0, 1000, &head(&format!("m{i};dur=1")), 0);
+        }
+        b.record_response(0, 0, 1000, &head(&format!("{};dur=1", "x".repeat(MAX_TIMING_NAME + 1))), 0);
+        assert_eq!((b.timing.len(), b.timing_dropped), (MAX_TIMING_METRICS, 3 + 1 + 1));
+        a.merge(&b);
+        let app = a.timing.iter().find(|(n, _)| n == b"app").map(|(_, h)| h.len());
+        assert_eq!(app, Some(2), "App and app are one metric");
+        // a's 2 names and b's 32 (app among them): 33 distinct, 32 kept; the 33rd's value is dropped
+        assert_eq!((a.timing.len(), a.timing_dropped), (MAX_TIMING_METRICS, 5 + 1));
     }
 
     #[test]

@@ -155,6 +155,7 @@ def _phase(p: dict[str, Any]) -> Phase:
         service_time=Histogram.from_json(lat["service_time"]), connect_time=Histogram.from_json(lat["connect_time"]),
         send_lag=Histogram.from_json(lat["send_lag"]),
         server_timing={k: Histogram.from_json(v) for k, v in p["server_timing"].items()},
+        server_timing_dropped=p["server_timing_dropped"],
     )
 
 

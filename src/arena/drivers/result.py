@@ -64,7 +64,8 @@ class Phase:
     service_time: Histogram | None
     connect_time: Histogram | None
     send_lag: Histogram | None
-    server_timing: dict[str, Histogram] = field(default_factory=dict)
+    server_timing: dict[str, Histogram] = field(default_factory=dict)  # by metric name, each one the server sent
+    server_timing_dropped: int = 0  # values of names past arena-load's bound on distinct names
 
 
 @dataclass(frozen=True)
