@@ -48,6 +48,9 @@ class FakeServer:
     def alive(self) -> bool:
         return self.die_after is None or self.runs < self.die_after
 
+    def described(self) -> dict:
+        return {"argv": ["fake", str(self.spec.threads)], "cwd": "/", "env": dict(self.spec.env)}
+
     def __enter__(self):
         return self
 

@@ -25,6 +25,16 @@ class Reply:
         return out
 
 
+def joined(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """Header fields by lower-cased name, a repeated one joined with ", " (as RFC 9110 combines a
+    list-valued field: two Server-Timing headers, the app's and Arena's, are one list)."""
+    out: dict[str, str] = {}
+    for name, value in headers:
+        key = name.lower()
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
+
+
 class Client:
     """One keep-alive connection to host:port, reopened when the server closes it."""
 
@@ -37,7 +47,7 @@ class Client:
                 self.conn.request("GET", path, headers=headers or {})
                 resp = self.conn.getresponse()
                 body = resp.read()
-                return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
+                return Reply(resp.status, joined(resp.getheaders()), body)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.conn.close()  # the server closed an idle keep-alive connection: retry once
                 if attempt == 2:

@@ -304,8 +304,8 @@ def database_figures(pg: Any, pool: int | None, processes: int | None, mark: int
 
 
 def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float, reused: bool,
-        idle_cpu_cores: float | None = None, db: Database = Database()) -> dict:
-    """The stored row of a run."""
+        idle_cpu_cores: float | None = None, db: Database = Database(), launch: dict | None = None) -> dict:
+    """The stored row of a run; ``launch``: how its server was started (RunningServer.described())."""
     result, resources, flags = m.result, m.resources, m.flags
     rt = result.measured.response_time
     c = run.config
@@ -321,7 +321,7 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
         "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
         "environment": env, "services": {kind: asdict(res) for kind, res in m.services.items()},
         "pool": c.pool, "db_connections": db.connections, "db_max_connections": db.max_connections,
-        "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms,
+        "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms, "launch": launch or {},
     }
 
 
@@ -389,7 +389,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
     addresses = {k: v for svc in services.values() for k, v in svc.env.items()}
     if c.pool is not None:
         addresses["ARENA_POOL"] = str(c.pool)
-    spec = ServerSpec(c.server, c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
+    spec = ServerSpec(c.server, c.user_app or c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
                       env=addresses)
     try:
         server = seams.launch(spec)
@@ -420,7 +420,8 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
             if m.result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             db = database_figures(pg, c.pool, getattr(server, "knobs", {}).get("processes"), mark)
-            store.save_run(experiment_id, row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db))
+            store.save_run(experiment_id, row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,
+                                              launch=server.described()))
             progress.emit("run", r, result=m.result, flags=m.flags, db=db)
             if m.flags:
                 progress.counts["invalid"] += 1

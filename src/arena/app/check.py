@@ -7,7 +7,7 @@ no process of it was left and its port was free again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from arena.errors import ArenaError
 from arena.services import started_services
@@ -16,7 +16,8 @@ from arena.probe import sample_once
 from arena.servers import catalog
 from arena.servers.cgroup import survivors
 from arena.servers.launch import ServerSpec, start
-from arena.subjects import conformance, get_app
+from arena.subjects import App, conformance
+from arena.subjects.user import app_for
 
 
 @dataclass
@@ -32,35 +33,51 @@ class CheckResult:
     problems: list[str] = field(default_factory=list)
 
 
-def plan(servers: Iterable[str] | None, apps: Iterable[str] | None) -> list[tuple[str, str]]:
-    """(server, app) pairs to check; unknown names are errors, pairs that cannot exist are left out."""
+def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
+         user: Mapping[str, Any] | None = None) -> list[tuple[str, str | App]]:
+    """(server, app) pairs to check; unknown names are errors, pairs that cannot exist are left out.
+    An app that is not a built-in one is a user's (subjects.user.app_for, with the ``user`` options),
+    checked with every server that serves its interface."""
     names = list(servers) if servers else list(catalog.CATALOG)
     for name in names:
         catalog.get_server(name)
     wanted = list(apps) if apps else None
-    for a in wanted or ():
-        get_app(a)
-    pairs = [(s, a) for s in names for a in catalog.CATALOG[s].apps if wanted is None or a in wanted]
+    pairs: list[tuple[str, str | App]] = []
+    for s in names:
+        entry = catalog.CATALOG[s]
+        for a in wanted or entry.apps:
+            app = app_for(a, entry.interfaces, **(user or {}))
+            if isinstance(app, App):
+                if app.interface in entry.interfaces:
+                    pairs.append((s, app))
+            elif a in entry.apps:
+                pairs.append((s, a))
     if not pairs:
         raise ArenaError(f"--app: none of {', '.join(names)} serves {', '.join(wanted or [])}")
     return pairs
 
 
-def check_one(server: str, app: str, processes: int | None = None, threads: int | None = None,
+def check_one(server: str, app: str | App, processes: int | None = None, threads: int | None = None,
               cpus: list[int] | None = None, env: dict[str, str] | None = None,
               services: Iterable[str] = ()) -> CheckResult:
+    """A built-in app: the subject contract's conformance requests; a user's app: its health path
+    answered with Arena's timing (conformance.wrapped)."""
     entry = catalog.get_server(server)
+    name = app.name if isinstance(app, App) else app
     if not catalog.available(entry):
-        return CheckResult(server, app, "skip", problems=[f"not installed: {entry.install_hint}"])
+        return CheckResult(server, name, "skip", problems=[f"not installed: {entry.install_hint}"])
     spec = ServerSpec(server, app, processes=processes, threads=threads, cpus=cpus, strict_knobs=False, env=env or {})
     try:
         running = start(spec)
     except ArenaError as e:
-        return CheckResult(server, app, "fail", version=catalog.version(server), problems=[str(e)])
-    result = CheckResult(server, app, "pass", running.version, running.knobs, running.startup_s)
+        return CheckResult(server, name, "fail", version=catalog.version(server), problems=[str(e)])
+    result = CheckResult(server, name, "pass", running.version, running.knobs, running.startup_s)
     with running:
-        failures = conformance.run(running.host, running.port, app, server=server, pids=running.procset.pids,
-                                   services=services)
+        if isinstance(app, App):
+            failures = conformance.wrapped(running.host, running.port, app.health, pids=running.procset.pids)
+        else:
+            failures = conformance.run(running.host, running.port, app, server=server, pids=running.procset.pids,
+                                       services=services)
         result.problems += [str(f) for f in failures]
         sample = sample_once(running.procset)
         result.pss_bytes, result.processes = sample.pss, sample.processes
@@ -78,6 +95,7 @@ def check_one(server: str, app: str, processes: int | None = None, threads: int 
 
 
 def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = None, *,
+          user: Mapping[str, Any] | None = None,
           processes: int | None = None, threads: int | None = None, cpus: list[int] | None = None,
           services: Iterable[str] = (), on_result: Callable[[CheckResult], None] = lambda r: None,
           on_service: Callable[[object], None] = lambda s: None) -> list[CheckResult]:
@@ -85,7 +103,7 @@ def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = Non
     stopped after."""
     results = []
     with started_services(services, cpus, on_service) as env:
-        for server, app in plan(servers, apps):
+        for server, app in plan(servers, apps, user):
             result = check_one(server, app, processes, threads, cpus, env, services)
             on_result(result)
             results.append(result)

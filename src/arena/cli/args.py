@@ -89,6 +89,23 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpus", type=cpus, help="CPU list for the server, e.g. 1 or 0-1 (default: all)")
 
 
+def add_user_app(p: argparse.ArgumentParser) -> None:
+    """How a user's app (--app config.ru or module:callable) is run."""
+    p.add_argument("--chdir", help="a Python app's directory (default: the current one); a Rack app: its config.ru's")
+    p.add_argument("--venv", help="a Python environment whose bin/ has the server (default: Arena's)")
+    p.add_argument("--interface", choices=("wsgi", "asgi"), help="a Python app's interface (default: the server's only one)")
+    p.add_argument("--health", help="the app's health path, ready when it answers below 400 (default /)")
+    p.add_argument("--warmup", action="append", default=[], metavar="PATH",
+                   help="request this path once after the app is ready (repeatable)")
+    p.add_argument("--ready-timeout", type=duration("--ready-timeout", 3600),
+                   help="how long the app may take to get ready (default: the server's)")
+
+
+def user_app_options(args) -> dict:
+    return dict(chdir=args.chdir, venv=args.venv, interface=args.interface, health=args.health,
+                warmup=args.warmup, ready_timeout_s=args.ready_timeout)
+
+
 def add_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="arena.db", help="results store (default arena.db)")
 

@@ -5,7 +5,7 @@ from rich.table import Table
 
 from arena.app.check import check
 from arena.services import KINDS
-from arena.cli.args import reap_first, EXIT_FAILED, add_knobs
+from arena.cli.args import reap_first, EXIT_FAILED, add_knobs, add_user_app, user_app_options
 
 NAME = "check"
 
@@ -13,8 +13,10 @@ NAME = "check"
 def add(sub) -> None:
     c = sub.add_parser(NAME, help="start each server with each app, run the conformance requests, stop")
     c.add_argument("servers", nargs="*", metavar="SERVER", help="servers to check (default: all)")
-    c.add_argument("--app", action="append", dest="apps", help="only this app (repeatable)")
+    c.add_argument("--app", action="append", dest="apps",
+                   help="only this app (repeatable): a built-in one, or your own (a config.ru or module:callable)")
     add_knobs(c)
+    add_user_app(c)
     c.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
                    help="start this service first and point every server at it (repeatable): postgres, http")
 
@@ -34,7 +36,7 @@ def run(args, out) -> int:
         out.print(f"{r.server:17} {r.app:8} {r.status}", highlight=False)
 
     reap_first(out)
-    results = check(args.servers or None, args.apps, processes=args.processes, threads=args.threads,
+    results = check(args.servers or None, args.apps, user=user_app_options(args), processes=args.processes, threads=args.threads,
                     cpus=args.cpus, services=args.services, on_result=row,
                     on_service=lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
     out.print(table)

@@ -2,8 +2,11 @@
 
 from arena.app.servers import serve
 from arena.services import KINDS
-from arena.cli.args import reap_first, add_knobs, count
+from arena.cli.args import reap_first, add_knobs, add_user_app, count, user_app_options
+from arena.servers import catalog
 from arena.servers.launch import ServerSpec
+from arena.subjects import App
+from arena.subjects.user import app_for
 
 NAME = "serve"
 
@@ -14,7 +17,9 @@ def add(sub) -> None:
     add_knobs(s)
     s.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
                    help="start this service first and point the server at it (repeatable): postgres, http")
-    s.add_argument("--app", help="subject app (default: the first the server serves)")
+    s.add_argument("--app", help="a built-in subject app (default: the first the server serves), or your own: "
+                                 "a config.ru (or its directory) or module:callable")
+    add_user_app(s)
     s.add_argument("--port", type=count("--port", 1, 65535), help="port (default: a free one)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
 
@@ -26,12 +31,13 @@ def run(args, out) -> int:
                   f"[bold]{running.url}[/] ({knobs}; {len(running.procset.pids())} processes; "
                   f"{running.procset.backend} {running.procset.name}; started in {running.startup_s:.2f} s)",
                   highlight=False)
-        out.print(f"log: {running.log_path}   try: curl -si '{running.url}/work?cpu_ms=20&io_ms=30&bytes=1000'",
-                  highlight=False)
+        path = app.health if isinstance(app, App) else "/work?cpu_ms=20&io_ms=30&bytes=1000"
+        out.print(f"log: {running.log_path}   try: curl -si '{running.url}{path}'", highlight=False)
         out.print("Ctrl-C stops it and everything it started.")
 
+    app = app_for(args.app, catalog.get_server(args.server).interfaces, **user_app_options(args))
     reap_first(out)
-    spec = ServerSpec(args.server, args.app, args.processes, args.threads, args.connections, args.cpus,
+    spec = ServerSpec(args.server, app, args.processes, args.threads, args.connections, args.cpus,
                       args.port, args.host)
     stopped = serve(spec, ready, args.services,
                     lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))

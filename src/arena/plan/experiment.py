@@ -12,7 +12,7 @@ import os
 import random
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from arena.errors import ArenaError
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list, parse_cpu_list
 from arena.services import KINDS, ServiceSpec, check_settings
-from arena.subjects import APPS
+from arena.subjects import APPS, App
+from arena.subjects.user import INTERFACES, user_app
 
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
@@ -43,6 +44,7 @@ class ServerConfig:
     connections: int | None = None
     label: str | None = None
     pool: int | None = None  # database connections per process (the app's ARENA_POOL); None: the app's default
+    user_app: App | None = None  # a user's app (``app`` is its name); None: the built-in subject ``app``
 
     @property
     def key(self) -> str:
@@ -281,7 +283,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     name = top.string("name") or Path(file).stem
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
         raise top.fail("name", name, "must be 1-64 letters, digits, '.', '_' or '-'")
-    default_app = top.string("app")
+    default_app = top.get("app")
     driver = top.string("driver", "arena-load", tuple(DRIVERS))
 
     if "workload" in data and "workloads" in data:
@@ -424,18 +426,56 @@ def _table(r: _Reader, key: str) -> dict[str, Any]:
     return v
 
 
-def _server_grid(r: _Reader, default_app: str | None) -> list[ServerConfig]:
+USER_APP_KEYS = {*INTERFACES, "chdir", "venv", "health", "ready_timeout", "warmup", "name"}
+
+
+def _app(r: _Reader, value: Any, entry: catalog.Server) -> App:
+    """A configuration's app: a built-in subject's name; a user's config.ru or module:callable (a
+    string); or a table naming one (``rack``, ``wsgi`` or ``asgi``) with how it is run. Paths are
+    relative to the experiment file's directory."""
+    base = Path(r.file).resolve().parent
+    if isinstance(value, str) and value in APPS:
+        app = APPS[value]
+    elif isinstance(value, str):
+        try:
+            app = user_app(value, base=base, serves=entry.interfaces)
+        except ArenaError as e:
+            raise r.fail("app", value, str(e).removeprefix("--app: ").removeprefix("--")) from None
+    elif isinstance(value, dict):
+        t = _Reader(r.file, value, f"{r.prefix}app.")
+        t.unknown(USER_APP_KEYS)
+        given = [k for k in INTERFACES if k in value]
+        if len(given) != 1:
+            raise r.fail("app", value, "a table names one of rack = \"config.ru\", wsgi = \"module:callable\" or "
+                                       "asgi = \"module:callable\"")
+        warmup = t.get("warmup", [])
+        if not isinstance(warmup, list) or not all(isinstance(p, str) for p in warmup):
+            raise t.fail("warmup", warmup, "must be a list of paths")
+        try:
+            app = user_app(t.string(given[0]), base=base, interface=given[0], chdir=t.string("chdir"),
+                           venv=t.string("venv"), health=t.string("health", "/"),
+                           ready_timeout_s=t.duration("ready_timeout", None, MAX_TIMEOUT_S), warmup=warmup,
+                           name=t.string("name"), serves=entry.interfaces, flag=f"--{given[0]}")
+        except ArenaError as e:
+            raise r.fail("app", value, str(e).removeprefix("--")) from None
+    else:
+        raise r.fail("app", value, f"must be a built-in app ({', '.join(APPS)}), a config.ru path, module:callable "
+                                   "or a table")
+    if app.interface not in entry.interfaces:
+        raise r.fail("app", value, f"{entry.name} cannot serve it (a {app.interface} app; it serves: "
+                                   f"{', '.join(entry.interfaces)})")
+    return app
+
+
+def _server_grid(r: _Reader, default_app: Any) -> list[ServerConfig]:
     r.unknown(SERVER_KEYS)
     name = r.string("server")
     if name not in catalog.CATALOG:
         raise r.fail("server", name, f"unknown server (servers: {', '.join(catalog.CATALOG)})")
     entry = catalog.CATALOG[name]
-    app = r.string("app", default_app or entry.apps[0])
-    if app not in APPS:
-        raise r.fail("app", app, f"unknown app (apps: {', '.join(APPS)})")
-    if app not in entry.apps:
-        raise r.fail("app", app, f"{name} cannot serve it (it serves: {', '.join(entry.apps)})")
-    knobs = catalog.knobs_for(entry, APPS[app])
+    resolved = _app(r, r.get("app", default_app or entry.apps[0]), entry)
+    app, user = resolved.name, resolved if resolved.user else None
+    knobs = catalog.knobs_for(entry, resolved)
     axes = {}
     for knob in ("processes", "threads", "connections"):
         if r.get(knob) is not None and knob not in knobs:
@@ -448,11 +488,10 @@ def _server_grid(r: _Reader, default_app: str | None) -> list[ServerConfig]:
     pools = _pool_axis(r)
     default_threads = knobs["threads"].default if "threads" in knobs else None
     grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools)
-    configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1))
+    configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1), user)
                                  for p, t, c, pool in grid))
     if label is not None:
-        configs = [ServerConfig(c.server, c.app, c.processes, c.threads, c.connections,
-                                label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}", c.pool)
+        configs = [replace(c, label=label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}")
                    for c in configs]
     return configs
 

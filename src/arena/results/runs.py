@@ -124,6 +124,7 @@ class Run(Placement):
     db_refused: int | None = None  # connections the database refused during the run (its log)
     db_refused_first: str | None = None  # the first refusal's message
     speed_ms: float | None = None  # the machine's speed check around the run (speed.py; lower is faster)
+    launch: dict[str, Any] = field(default_factory=dict)  # how the server was started: argv, cwd, env
 
     @property
     def database(self) -> Database:
@@ -152,4 +153,5 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
                flags=tuple(documents["flags"]), load=from_dict(load) if load else None,
                resources=resources_from_json(documents["resources"]),
                environment=Environment.from_json(documents["environment"] or {}),
-               services={k: r for k, r in ((k, resources_from_json(v)) for k, v in documents["services"].items()) if r})
+               services={k: r for k, r in ((k, resources_from_json(v)) for k, v in documents["services"].items()) if r},
+               launch=documents["launch"] or {})

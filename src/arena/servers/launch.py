@@ -18,7 +18,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -26,10 +26,13 @@ from arena.errors import ArenaError
 from arena.http_client import Client, check_host, free_port, port_free
 from arena.servers import catalog
 from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale
-from arena.subjects import get_app
+from arena.subjects import App, get_app
+from arena.subjects.user import WRAP_DIR
 
-# The conventions the catalog reads for defaults; not passed on, so a server never sees two answers.
-CONVENTION_VARS = ("WEB_CONCURRENCY", "RAILS_MAX_THREADS")
+# What a server gets of Arena's own environment: these and LC_*, nothing else, so the caller's
+# GUNICORN_CMD_ARGS, RUBYOPT, UVICORN_*, WEB_CONCURRENCY, LD_PRELOAD or PYTHONPATH never change a
+# measurement silently. The rest of its environment is what Arena sets and the configuration declares.
+ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME")
 
 
 @dataclass
@@ -37,7 +40,7 @@ class ServerSpec:
     """What to start: a server, an app, knob values (None = the entry's default), placement."""
 
     server: str
-    app: str | None = None
+    app: str | App | None = None  # a built-in app's name, or an App (a user's: subjects.user)
     processes: int | None = None
     threads: int | None = None
     connections: int | None = None
@@ -45,7 +48,7 @@ class ServerSpec:
     port: int | None = None
     host: str = "127.0.0.1"
     strict_knobs: bool = True
-    env: dict[str, str] = field(default_factory=dict)  # added to its environment: the services' addresses
+    env: dict[str, str] = field(default_factory=dict)  # added to its environment: declared, the services' addresses
 
     def requested_knobs(self) -> dict[str, int | None]:
         return {"processes": self.processes, "threads": self.threads, "connections": self.connections}
@@ -102,6 +105,8 @@ class RunningServer(Confined):
     log_path: Path
     version: str | None
     started_at: float
+    env: dict[str, str] = field(default_factory=dict)  # what it was started with (its group's variables aside)
+    cwd: str = ""
     startup_s: float = 0.0
     stopped: bool = False
     killed: list[int] = field(default_factory=list)  # pids that needed SIGKILL at stop
@@ -113,6 +118,10 @@ class RunningServer(Confined):
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def described(self) -> dict:
+        """How it was started, as stored with each run: command line, working directory, environment."""
+        return {"argv": self.argv, "cwd": self.cwd, "env": self.env}
 
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)
@@ -200,13 +209,35 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(tail)
 
 
-def server_env(server: catalog.Server, procset: ProcessSet, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in CONVENTION_VARS}
+def server_env(server: catalog.Server, workdir: Path, extra: dict[str, str],
+               environ: dict[str, str] | None = None) -> dict[str, str]:
+    """A server's environment: the allowed part of Arena's own (ENV_ALLOWED, LC_*), its home and temp
+    dir in its work dir, and ``extra`` (the entry's, the services' addresses, the app's)."""
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items() if k in ENV_ALLOWED or k.startswith("LC_")}
     env.update(HOME=str(workdir / "home"), TMPDIR=str(workdir / "tmp"), ARENA_SERVER=server.name,
                PYTHONUNBUFFERED="1")
     env.update(extra)
-    env.update(procset.env())
     return env
+
+
+def user_app_launch(app: App, workdir: Path) -> tuple[App, dict[str, str], list[str]]:
+    """What a user's app adds to a start: the app with its target (a Rack app: the config.ru Arena
+    writes in ``workdir``, its timing first), its environment and the command's prefix (``bundle
+    exec`` where a Gemfile is and bundler is installed)."""
+    user = app.user
+    if user is None:
+        return app, {}, []
+    if app.interface == "rack":
+        rackup = workdir / "arena.ru"
+        rackup.write_text(user.rackup())
+        gemfile = Path(user.chdir) / "Gemfile"
+        bundle = gemfile.is_file() and shutil.which("bundle") is not None
+        return (replace(app, target=str(rackup)), {"BUNDLE_GEMFILE": str(gemfile)} if bundle else {},
+                ["bundle", "exec"] if bundle else [])
+    env = {"ARENA_USER_APP": user.source, "ARENA_USER_DIR": user.chdir,
+           "PYTHONPATH": os.pathsep.join((str(WRAP_DIR), user.chdir))}
+    return app, env, []
 
 
 KEEP_MARK = "KEPT-FOR-ITS-LOG"  # in a failed start's workdir: stale reaping leaves it alone
@@ -215,10 +246,15 @@ KEEP_MARK = "KEPT-FOR-ITS-LOG"  # in a failed start's workdir: stale reaping lea
 def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str | None = None) -> RunningServer:
     """Start ``spec`` confined in its own process set and return it once it is ready."""
     server = catalog.get_server(spec.server)
-    app = get_app(spec.app or server.apps[0])
+    app = spec.app if isinstance(spec.app, App) else get_app(spec.app or server.apps[0])
     catalog.check_app(server, app)
-    knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), os.environ, strict=spec.strict_knobs)
-    if catalog.resolve_executable(server) is None:
+    # the convention variables (WEB_CONCURRENCY) count where the configuration declares them, not from Arena's own
+    knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), spec.env, strict=spec.strict_knobs)
+    venv_bin = Path(app.user.venv) / "bin" if app.user and app.user.venv else None
+    if catalog.resolve_executable(server, venv_bin) is None:
+        if venv_bin is not None:
+            exe = server.executable().format(bin=venv_bin, python=venv_bin / "python")
+            raise ArenaError(f"--venv: {venv_bin.parent} has no {server.name} ({exe} is missing; install it there)")
         raise ArenaError(f"server: {server.name} is not installed ({server.install_hint})")
     reap_before_start()  # first: a dead Arena's orphan may hold the port asked for
     check_host(spec.host)
@@ -235,23 +271,28 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     try:
         (workdir / "home").mkdir()
         (workdir / "tmp").mkdir()
-        cmd = catalog.build_command(server, app, knobs, host=spec.host, port=port, workdir=workdir)
+        served, app_env, prefix = user_app_launch(app, workdir)
+        cmd = catalog.build_command(server, served, knobs, host=spec.host, port=port, workdir=workdir, bin_dir=venv_bin)
         for name, text in cmd.files.items():
             (workdir / name).write_text(text)
+        argv = prefix + cmd.argv
+        cwd = app.user.chdir if app.user else str(workdir)
+        given = server_env(server, workdir, {**cmd.env, **app_env, **env})
         with open(workdir / "server.log", "ab") as log:
             started_at = time.monotonic()
-            proc = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=workdir, env=server_env(server, procset, workdir, {**cmd.env, **env}),
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=cwd, env={**given, **procset.env()},
                                     preexec_fn=procset.preexec(), start_new_session=True)
     except BaseException:
         procset.kill_all()
         procset.remove()
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    running = RunningServer(spec, server, app.name, knobs, spec.host, port, cmd.argv, proc, procset,
-                            workdir, workdir / "server.log", catalog.version(server.name), started_at)
+    running = RunningServer(spec, server, app.name, knobs, spec.host, port, argv, proc, procset,
+                            workdir, workdir / "server.log", catalog.version(server.name), started_at, given, cwd)
     _live.add(running)
-    ready_or_stopped(running, lambda: _wait_ready(running, ready_timeout or server.ready_timeout_s), keep_log=True)
+    timeout = ready_timeout or (app.user and app.user.ready_timeout_s) or server.ready_timeout_s
+    ready_or_stopped(running, lambda: _wait_ready(running, app, timeout), keep_log=True)
     running.startup_s = time.monotonic() - started_at
     return running
 
@@ -305,11 +346,12 @@ def reap_stale_workdirs(tmp: Path | None = None, doomed: Callable[[str], bool] =
 SETTLE_S = 0.5  # the process set must stay unchanged this long to count as started
 
 
-def _wait_ready(running: RunningServer, timeout: float) -> None:
-    """Poll GET /health until 200, check the answer came from our own process set, then wait until
-    the set has settled: servers that fork or spawn workers after answering (Passenger spawns up to
-    its minimum after the first request, puma's cluster boots workers one by one) are not ready
-    until every worker is up."""
+def _wait_ready(running: RunningServer, app: App, timeout: float) -> None:
+    """Poll GET the app's health path until it answers below 400, check the answer came from our own
+    process set (its X-Arena-Pid: every subject response has it, and the timing around a user's app
+    adds it), then wait until the set has settled: servers that fork or spawn workers after answering
+    (Passenger spawns up to its minimum after the first request, puma's cluster boots workers one by
+    one) are not ready until every worker is up. Then a user's app gets its warm-up requests."""
     name = f"{running.server.name} ({running.app})"
     deadline = time.monotonic() + timeout
     last = "no answer"
@@ -319,20 +361,29 @@ def _wait_ready(running: RunningServer, timeout: float) -> None:
             raise ArenaError(f"{name} exited with code {code} before it was ready")
         try:
             with Client(running.host, running.port, timeout=2) as client:
-                reply = client.get("/health")
-                if reply.status == 200:
-                    pid = int(client.get("/server").headers.get("x-arena-pid", "0"))
+                reply = client.get(app.health)
+                if reply.status < 400:
+                    pid = int(reply.headers.get("x-arena-pid", "0"))
                     if pid not in running.procset.pids():
                         raise ArenaError(f"{name}: port {running.port} is answered by pid {pid}, "
                                          "which is not one of this server's processes")
                     _wait_settled(running, deadline, name)
+                    _warm_up(running, app, client, name)
                     return
-                last = f"GET /health answered {reply.status}"
+                last = f"GET {app.health} answered {reply.status}"
         except (OSError, ValueError, http.client.HTTPException) as e:
-            last = f"GET /health: {e.__class__.__name__}: {e}"
+            last = f"GET {app.health}: {e.__class__.__name__}: {e}"
         if time.monotonic() > deadline:
             raise ArenaError(f"{name} was not ready after {timeout:.0f} s ({last})")
         time.sleep(0.05)
+
+
+def _warm_up(running: RunningServer, app: App, client: Client, name: str) -> None:
+    """A user's warm-up paths, once each: an answer of 500 or more stops the start."""
+    for path in app.user.warmup if app.user else ():
+        reply = client.get(path)
+        if reply.status >= 500:
+            raise ArenaError(f"{name}: warm-up GET {path} answered {reply.status}")
 
 
 def _wait_settled(running: RunningServer, deadline: float, name: str) -> None:

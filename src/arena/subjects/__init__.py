@@ -1,11 +1,16 @@
-"""The subject apps: one contract (spec.md), several implementations, named here."""
+"""The subject apps: one contract (spec.md), several implementations, named here; and a user's own
+app (user.py), served with Arena's timing around it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arena.errors import ArenaError
+
+if TYPE_CHECKING:
+    from arena.subjects.user import UserApp
 
 RUBY_DIR = Path(__file__).parent / "ruby"
 
@@ -17,6 +22,8 @@ class App:
     interface: str  # "wsgi" | "asgi" | "rack"
     target: str  # "module:attribute" for Python, the rackup file for Ruby
     description: str
+    health: str = "/health"  # answers below 400 when the app is ready
+    user: UserApp | None = None  # a user's app: where it lives and how it is run (None: a built-in subject)
 
 
 APPS: dict[str, App] = {

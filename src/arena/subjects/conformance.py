@@ -98,6 +98,35 @@ def run(host: str, port: int, app: str, server: str | None = None,
         return c.failures
 
 
+WRAPPED_METRICS = ("app", "cpu", "cpuwall")
+
+
+def wrapped(host: str, port: int, health: str, pids: Callable[[], list[int]] | None = None) -> list[Failure]:
+    """A user's app behind Arena's timing (subjects/wrap): its health path answers below 400 from one
+    of the server's processes, with Server-Timing app, cpu and cpuwall (and queue, given
+    X-Request-Start) in a consistent order, X-Arena-Pid and X-Arena-Thread."""
+    failures = []
+    with Client(host, port, timeout=30) as client:
+        try:
+            reply = client.get(health, {"X-Request-Start": f"t={int(time.time() * 1e6)}"})
+        except OSError as e:
+            return [Failure("health", f"GET {health}: {e.__class__.__name__}: {e}")]
+    t = reply.timing()
+    for ok, detail in (
+        (reply.status < 400, f"status {reply.status}, expected below 400"),
+        ("x-arena-thread" in reply.headers, "no X-Arena-Thread"),
+        (pids is None or int(reply.headers.get("x-arena-pid", "0")) in pids(),
+         f"X-Arena-Pid {reply.headers.get('x-arena-pid')!r} is not one of the server's processes"),
+        (all(m in t for m in (*WRAPPED_METRICS, "queue")),
+         f"Server-Timing {reply.headers.get('server-timing')!r} lacks one of {(*WRAPPED_METRICS, 'queue')}"),
+        (not t or t.get("cpuwall", 0) >= t.get("cpu", 0) - 0.5 and t.get("app", 0) >= t.get("cpu", 0) - 0.5,
+         f"Server-Timing {t}: cpu must not exceed cpuwall or app"),
+    ):
+        if not ok:
+            failures.append(Failure("timing", f"GET {health}: {detail}"))
+    return failures
+
+
 def _check_services(c: _Checker, services: set[str]) -> None:
     """/db and /api (spec: /db, /api): with the service, real answers and their Server-Timing; without
     it, a 503 that names what is missing."""

@@ -1,0 +1,121 @@
+"""A user's own app as an :class:`App`: a Rack app (its ``config.ru``) or a WSGI/ASGI callable
+(``module:callable``), served by the catalog's servers with Arena's timing wrapped around it
+(wrap/arena_timing.rb, wrap/arena_wrap.py).
+
+Where it runs: a Rack app from its config.ru's directory (``bundle exec`` when a Gemfile is there),
+a Python app from ``chdir`` (first on its path), optionally with the servers of another Python
+environment (``venv``). It is ready when its health path answers below 400; its warm-up paths are
+requested once each after that, before anything is measured.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from arena.errors import ArenaError
+
+WRAP_DIR = Path(__file__).parent / "wrap"
+RACK_WRAPPER = WRAP_DIR / "arena_timing.rb"
+PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?")
+INTERFACES = ("rack", "wsgi", "asgi")
+DEFAULT_HEALTH = "/"
+
+
+@dataclass(frozen=True)
+class UserApp:
+    """Where a user's app lives and how it is run (the built-in apps have none)."""
+
+    source: str  # the config.ru's path or module:callable, as resolved
+    chdir: str  # the server's working directory
+    venv: str | None = None  # a Python environment whose bin/ has the server (Python apps)
+    ready_timeout_s: float | None = None  # None: the server's own
+    warmup: tuple[str, ...] = ()  # paths requested once after it is ready
+
+    def rackup(self, wrapper: Path = RACK_WRAPPER) -> str:
+        """The config.ru Arena writes for a Rack app: its timing first, then the user's app."""
+        return (f"require {str(wrapper)!r}\n"
+                f"use ArenaTiming\n"
+                f"run ArenaTiming.rackup({self.source!r})\n")
+
+
+def path_or_health(value: str, flag: str) -> str:
+    if not value.startswith("/") or re.search(r"[\s\x00-\x1f\x7f]", value):
+        raise ArenaError(f"{flag}: must be a path starting with /, got '{value}'")
+    return value
+
+
+def user_app(source: str, *, base: Path, interface: str | None = None, chdir: str | None = None,
+             venv: str | None = None, health: str = DEFAULT_HEALTH, ready_timeout_s: float | None = None,
+             warmup: Iterable[str] = (), name: str | None = None, serves: Iterable[str] = (),
+             flag: str = "--app"):
+    """The App for ``source``: a config.ru (or a directory holding one) for a Rack app, or
+    ``module:callable`` (``module:factory()``) for a Python app, whose interface is ``interface`` or
+    else the only Python one among ``serves`` (the server's). Relative paths are from ``base`` (the
+    current directory for the CLI, the experiment file's directory for an experiment)."""
+    from arena.subjects import App
+
+    health = path_or_health(health, "--health")
+    warm = tuple(path_or_health(p, "--warmup") for p in warmup)
+    if PYTHON_TARGET.fullmatch(source) and not source.endswith(".ru"):
+        serves_py = [i for i in serves if i in ("wsgi", "asgi")]
+        if interface is None:
+            if len(serves_py) != 1:
+                raise ArenaError(f"--interface: {source} needs one (wsgi or asgi): the server serves "
+                                 f"{', '.join(serves_py) or 'neither'}")
+            interface = serves_py[0]
+        if interface not in ("wsgi", "asgi"):
+            raise ArenaError(f"--interface: must be wsgi or asgi for {source}, got '{interface}'")
+        where = _directory(base, chdir or ".", "--chdir")
+        env = None
+        if venv is not None:
+            env = _directory(base, venv, "--venv")
+            if not (Path(env) / "bin" / "python").exists():
+                raise ArenaError(f"--venv: {env} is not a Python environment (it has no bin/python)")
+        user = UserApp(source, where, env, ready_timeout_s, warm)
+        return App(name or source, "python", interface, f"arena_wrap:{interface}", f"{interface} app {source}",
+                   health=health, user=user)
+    if interface not in (None, "rack"):
+        raise ArenaError(f"--interface: a config.ru is a Rack app, got '{interface}'")
+    if venv is not None:
+        raise ArenaError(f"--venv: applies to a Python app (module:callable), not to {source}")
+    path = (base / source).resolve()
+    if path.is_dir():
+        path = path / "config.ru"
+    if not path.is_file():
+        if not source.endswith(".ru") and ":" not in source and "/" not in source:
+            raise ArenaError(f"{flag}: '{source}' is not a built-in app, a config.ru or module:callable")
+        raise ArenaError(f"{flag}: {path} does not exist (a Rack app's config.ru, or a directory holding one)")
+    where = _directory(base, chdir, "--chdir") if chdir else str(path.parent)
+    user = UserApp(str(path), where, None, ready_timeout_s, warm)
+    return App(name or path.parent.name, "ruby", "rack", "", f"Rack app {path}", health=health, user=user)
+
+
+def _directory(base: Path, value: str, flag: str) -> str:
+    path = (base / value).resolve()
+    if not path.is_dir():
+        raise ArenaError(f"{flag}: {path} is not a directory")
+    return str(path)
+
+
+def app_for(value: str | None, serves: Iterable[str], *, base: Path | None = None, chdir: str | None = None,
+            venv: str | None = None, interface: str | None = None, health: str | None = None,
+            warmup: Iterable[str] = (), ready_timeout_s: float | None = None):
+    """The command line's app: a built-in app's name stays a name (None: the server's first), anything
+    else is a user's app (user_app, relative to the current directory); the user's-app options
+    without one are an error."""
+    from arena.subjects import APPS
+
+    warmup = tuple(warmup)
+    if value is None or value in APPS:
+        given = [flag for flag, v in (("--chdir", chdir), ("--venv", venv), ("--interface", interface),
+                                      ("--health", health), ("--ready-timeout", ready_timeout_s),
+                                      ("--warmup", warmup or None)) if v is not None]
+        if given:
+            raise ArenaError(f"{given[0]}: applies to a user's app (--app path/to/config.ru or --app module:callable), "
+                             f"not to {'the built-in app ' + value if value else 'the default app'}")
+        return value
+    return user_app(value, base=base or Path.cwd(), interface=interface, chdir=chdir, venv=venv,
+                    health=health or DEFAULT_HEALTH, ready_timeout_s=ready_timeout_s, warmup=warmup, serves=serves)

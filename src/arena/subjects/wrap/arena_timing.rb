@@ -1,0 +1,83 @@
+# Arena's timing around a user's Rack app: placed first, it adds to every response
+#
+# - Server-Timing: queue (from X-Request-Start to the middleware's start), app (the whole handler,
+#   body included), cpu (the thread's CPU time over the request) and cpuwall (the time the thread was
+#   running or ready to run: its CPU time plus its wait for a core, from /proc/thread-self/schedstat).
+#   So cpuwall - cpu is the wait for a core; a thread's wait for the GVL is off-CPU like I/O and stays
+#   in app - cpuwall. The app's own Server-Timing metrics are kept (the names queue, app, cpu and
+#   cpuwall are Arena's).
+# - X-Arena-Pid and X-Arena-Thread.
+#
+# The body is collected before the response goes out (the timing covers it), so a streamed
+# response is measured whole. Loaded by the config.ru Arena writes for a user's app (ArenaTiming.rackup).
+class ArenaTiming
+  SCHEDSTAT = "/proc/thread-self/schedstat"
+
+  # The app built from the user's rackup file (Rack 2 returns [app, options], Rack 3 the app).
+  def self.rackup(path)
+    built = Rack::Builder.parse_file(path)
+    built.is_a?(Array) ? built.first : built
+  end
+
+  def initialize(app)
+    @app = app
+  end
+
+  def call(env)
+    now = Time.now.to_f
+    start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    cpu0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+    rq0 = run_queue_s
+    queue = queue_ms(env["HTTP_X_REQUEST_START"], now)
+    status, headers, body = @app.call(env)
+    chunks = []
+    begin
+      body.each { |chunk| chunks << chunk }
+    ensure
+      body.close if body.respond_to?(:close)
+    end
+    cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - cpu0
+    wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
+    cpuwall = [cpu + run_queue_s - rq0, cpu].max
+    timing = []
+    timing << format("queue;dur=%.3f", queue) if queue
+    timing << format("app;dur=%.3f, cpu;dur=%.3f, cpuwall;dur=%.3f", wall * 1000, cpu * 1000, cpuwall * 1000)
+    headers = headers.dup
+    own = headers.keys.find { |k| k.casecmp?("server-timing") }
+    if own
+      headers[own] = "#{headers[own]}, #{timing.join(', ')}"
+    else
+      headers["server-timing"] = timing.join(", ")
+    end
+    headers["x-arena-pid"] = Process.pid.to_s
+    headers["x-arena-thread"] = thread_id.to_s
+    [status, headers, chunks]
+  end
+
+  private
+
+  # This thread's time waiting for a core so far (schedstat's second field, ns); 0 where absent.
+  def run_queue_s
+    File.read(SCHEDSTAT).split[1].to_i / 1e9
+  rescue SystemCallError
+    0.0
+  end
+
+  def queue_ms(value, now)
+    return nil if value.nil? || value.empty?
+    text = value.strip.delete_prefix("t=")
+    at = if text.include?(".")
+           Float(text)
+         else
+           n = Integer(text, 10)
+           n >= 10**15 ? n / 1e6 : n >= 10**12 ? n / 1e3 : n.to_f
+         end
+    [(now - at) * 1000, 0.0].max
+  rescue ArgumentError
+    nil
+  end
+
+  def thread_id
+    Thread.current.respond_to?(:native_thread_id) ? Thread.current.native_thread_id : Thread.current.object_id
+  end
+end

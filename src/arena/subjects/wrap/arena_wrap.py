@@ -1,0 +1,187 @@
+"""Arena's timing around a user's WSGI or ASGI app (standard library only: it is imported by the
+server in the app's own Python environment, from this directory on PYTHONPATH).
+
+The server is given ``arena_wrap:wsgi`` or ``arena_wrap:asgi``; the user's app is
+``ARENA_USER_APP`` (``module:callable``, ``module:factory()`` to call a factory), imported from
+``ARENA_USER_DIR`` (first on sys.path). Every HTTP response gains
+
+- ``Server-Timing``: ``queue`` (from ``X-Request-Start`` to the wrapper's start), ``app`` (the whole
+  handler, body included), ``cpu`` (CPU time of the request's own code) and ``cpuwall`` (the time the
+  request's code was running or ready to run: WSGI, its thread's CPU time plus its wait for a core,
+  from /proc/thread-self/schedstat; ASGI, the wall time of the request's coroutine steps). So
+  ``cpuwall - cpu`` is the wait for a core (and, in ASGI, for the GIL during a step); a WSGI thread's
+  wait for the GIL is off-CPU like I/O and stays in ``app - cpuwall``. The app's own Server-Timing
+  metrics are kept (its header is left as it is; the names queue, app, cpu and cpuwall are Arena's).
+- ``X-Arena-Pid`` and ``X-Arena-Thread``.
+
+The body is collected before the headers go out (the timing covers it), so a streamed response is
+measured whole.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def _load():
+    target = os.environ.get("ARENA_USER_APP", "")
+    where = os.environ.get("ARENA_USER_DIR")
+    if where and where not in sys.path:
+        sys.path.insert(0, where)
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise RuntimeError(f"ARENA_USER_APP: must be module:callable, got '{target}'")
+    factory = attr.endswith("()")
+    obj = importlib.import_module(module_name)
+    for part in attr.removesuffix("()").split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise RuntimeError(f"ARENA_USER_APP: module '{module_name}' has no attribute '{attr}'") from None
+    obj = obj() if factory else obj
+    if not callable(obj):
+        raise RuntimeError(f"ARENA_USER_APP: {target} is not callable")
+    return obj
+
+
+def _run_queue_s() -> float:
+    """This thread's time waiting for a core so far (schedstat's second field, ns); 0 where absent."""
+    try:
+        with open(_SCHEDSTAT, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _queue_ms(value: str | None, now: float) -> float | None:
+    """``X-Request-Start: t=<µs since the epoch>`` (or s.fraction, ms) -> the wait until ``now``, ms."""
+    if not value:
+        return None
+    text = value.strip().removeprefix("t=")
+    try:
+        if "." in text:
+            at = float(text)
+        else:
+            n = int(text)
+            at = n / 1e6 if n >= 10**15 else n / 1e3 if n >= 10**12 else float(n)
+    except ValueError:
+        return None
+    return max(0.0, (now - at) * 1000)
+
+
+def _timing(queue_ms: float | None, app_s: float, cpu_s: float, cpuwall_s: float) -> str:
+    parts = [] if queue_ms is None else [f"queue;dur={queue_ms:.3f}"]
+    parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={cpu_s * 1000:.3f}", f"cpuwall;dur={max(cpuwall_s, cpu_s) * 1000:.3f}"]
+    return ", ".join(parts)
+
+
+def _ids() -> list[tuple[str, str]]:
+    return [("X-Arena-Pid", str(os.getpid())), ("X-Arena-Thread", str(threading.get_native_id()))]
+
+
+def wrap_wsgi(app):
+    def timed(environ, start_response):
+        now, start, cpu0, rq0 = time.time(), time.perf_counter(), time.thread_time(), _run_queue_s()
+        queue = _queue_ms(environ.get("HTTP_X_REQUEST_START"), now)
+        answer: list = []
+        chunks: list[bytes] = []
+
+        def start_response_later(status, headers, exc_info=None):
+            answer[:] = [status, list(headers)]  # nothing is sent before the app returns: the last call counts
+            return chunks.append  # the legacy write() callable
+
+        body = app(environ, start_response_later)
+        try:
+            chunks.extend(body)
+        finally:
+            if hasattr(body, "close"):
+                body.close()
+        cpu = time.thread_time() - cpu0
+        wall = time.perf_counter() - start
+        status, headers = answer
+        headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _run_queue_s() - rq0)), *_ids()]
+        start_response(status, headers)
+        return chunks
+
+    return timed
+
+
+class _Steps:
+    """Drives a coroutine, adding up the CPU and wall time of its own steps: what the request's code
+    took, not the other requests the event loop ran in between."""
+
+    def __init__(self, coro):
+        self.coro, self.cpu, self.wall = coro, 0.0, 0.0
+
+    def __await__(self):
+        return self
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.send(None)
+
+    def _step(self, how, *args):
+        c, w = time.thread_time(), time.perf_counter()
+        try:
+            return how(*args)
+        finally:
+            self.cpu += time.thread_time() - c
+            self.wall += time.perf_counter() - w
+
+    def send(self, value):
+        return self._step(self.coro.send, value)
+
+    def throw(self, *exc):
+        return self._step(self.coro.throw, *exc)
+
+    def close(self):
+        return self.coro.close()
+
+
+def wrap_asgi(app):
+    async def timed(scope, receive, send):
+        if scope.get("type") != "http":
+            return await app(scope, receive, send)
+        now, start = time.time(), time.perf_counter()
+        request_start = next((v.decode("latin-1") for k, v in scope.get("headers", ())
+                              if k.lower() == b"x-request-start"), None)
+        queue = _queue_ms(request_start, now)
+        held: list[dict] = []
+
+        async def send_later(message):
+            held.append(message)  # sent once the app returns (below)
+
+        steps = _Steps(app(scope, receive, send_later))
+        await steps
+        wall = time.perf_counter() - start
+        for message in held:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [*message.get("headers", ()),
+                                      (b"server-timing", _timing(queue, wall, steps.cpu, steps.wall).encode()),
+                                      *((k.lower().encode(), v.encode()) for k, v in _ids())]
+            await send(message)
+
+    return timed
+
+
+def _app_for(kind: str):
+    app = _load()
+    return wrap_asgi(app) if kind == "asgi" else wrap_wsgi(app)
+
+
+def __getattr__(name: str):
+    """``arena_wrap:wsgi`` and ``arena_wrap:asgi``: the user's app, loaded on first use, wrapped."""
+    if name in ("wsgi", "asgi"):
+        value = _app_for(name)
+        globals()[name] = value
+        return value
+    raise AttributeError(name)

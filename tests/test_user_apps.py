@@ -1,0 +1,210 @@
+"""A user's own app: a Rack config.ru, a WSGI and an ASGI callable written into a temp dir, each
+served by a real server with Arena's timing around it, measured, stopped with nothing left; the
+app's own Server-Timing metric reaching the store; the caller's environment kept from the server;
+bad app sources, a crashing app and a missing health path as one-line errors with the log's tail."""
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.app.check import check_one
+from arena.errors import ArenaError
+from arena.http_client import Client
+from arena.plan.experiment import parse_experiment
+from arena.results.store import Store
+from arena.runner import run_experiment
+from arena.servers import cgroup
+from arena.servers.launch import ServerSpec, start
+from arena.subjects.user import app_for, user_app
+from tests.conftest import require_server
+
+RACK = """\
+class Hello
+  def call(env)
+    sleep 0.002
+    [200, { "content-type" => "text/plain", "server-timing" => "sql.active_record;dur=1.5" }, ["hello from rack"]]
+  end
+end
+run Hello.new
+"""
+
+WSGI = """\
+import time
+
+def app(environ, start_response):
+    time.sleep(0.002)
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Server-Timing", "sql.query;dur=1.5")])
+    return [b"hello ", b"from wsgi"]
+
+def make():
+    return app
+"""
+
+ASGI = """\
+import asyncio
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await asyncio.sleep(0.002)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"server-timing", b"sql.query;dur=1.5")]})
+    await send({"type": "http.response.body", "body": b"hello from asgi"})
+"""
+
+
+@pytest.fixture
+def apps(tmp_path) -> Path:
+    (tmp_path / "rackapp").mkdir()
+    (tmp_path / "rackapp" / "config.ru").write_text(RACK)
+    (tmp_path / "pyapp").mkdir()
+    (tmp_path / "pyapp" / "hello_wsgi.py").write_text(WSGI)
+    (tmp_path / "pyapp" / "hello_asgi.py").write_text(ASGI)
+    (tmp_path / "pyapp" / "broken.py").write_text("raise RuntimeError('the app cannot start: no settings')\n")
+    return tmp_path
+
+
+def timing(reply) -> dict[str, float]:
+    out = {}
+    for part in reply.headers["server-timing"].split(","):
+        name, _, rest = part.strip().partition(";")
+        out[name] = float(rest.removeprefix("dur="))
+    return out
+
+
+def assert_gone(running) -> None:
+    assert cgroup.survivors(running.procset.name) == [] and not running.workdir.exists()
+
+
+CASES = [("puma", "rackapp/config.ru", None, "sql.active_record", b"hello from rack"),
+         ("gunicorn-gthread", "hello_wsgi:app", None, "sql.query", b"hello from wsgi"),
+         ("gunicorn-gthread", "hello_wsgi:make()", None, "sql.query", b"hello from wsgi"),
+         ("uvicorn", "hello_asgi:app", None, "sql.query", b"hello from asgi"),
+         ("granian", "hello_asgi:app", "asgi", "sql.query", b"hello from asgi")]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("server,source,interface,own,body", CASES)
+def test_a_users_app_is_served_with_arenas_timing_around_it_and_its_own_metrics(apps, server, source, interface,
+                                                                                own, body):
+    require_server(server)
+    chdir = None if source.endswith(".ru") else str(apps / "pyapp")
+    app = user_app(source, base=apps, chdir=chdir, interface=interface, serves={"puma": ("rack",), "uvicorn": ("asgi",),
+                                                                                "granian": ("wsgi", "asgi")}.get(server, ("wsgi",)))
+    with start(ServerSpec(server, app, threads=2, strict_knobs=False)) as running:
+        with Client(running.host, running.port) as client:
+            reply = client.get("/", {"X-Request-Start": f"t={int(time.time() * 1e6)}"})
+        t = timing(reply)
+        assert reply.status == 200 and reply.body == body
+        assert {"queue", "app", "cpu", "cpuwall", own} <= set(t), t
+        assert t["app"] >= 2.0 - 0.1 and t["cpu"] <= t["cpuwall"] + 0.01 and t["cpu"] < t["app"], t
+        assert int(reply.headers["x-arena-pid"]) in running.procset.pids() and reply.headers["x-arena-thread"]
+        assert running.cwd == (str(apps / "rackapp") if source.endswith(".ru") else str(apps / "pyapp"))
+    assert_gone(running)
+
+
+@pytest.mark.integration
+def test_arena_check_of_a_users_app_passes_and_leaves_nothing(apps):
+    require_server("gunicorn-gthread")
+    app = app_for("hello_wsgi:app", ("wsgi",), chdir=str(apps / "pyapp"))
+    result = check_one("gunicorn-gthread", app, threads=2)
+    assert (result.status, result.problems, result.app) == ("pass", [], "hello_wsgi:app")
+
+
+@pytest.mark.integration
+def test_an_experiment_on_a_users_app_stores_its_metrics_and_how_the_server_was_started(apps, tmp_path, monkeypatch):
+    require_server("gunicorn-gthread")
+    monkeypatch.setenv("GUNICORN_CMD_ARGS", "--workers 7")  # the caller's: must not reach the server
+    monkeypatch.setenv("RUBYOPT", "-W0")
+    exp = parse_experiment({
+        "name": "own", "duration": "1s", "warmup": "200ms", "repetitions": 1, "load": {"concurrency": [2]},
+        "servers": [{"server": "gunicorn-gthread", "threads": 2,
+                     "app": {"wsgi": "hello_wsgi:app", "chdir": "pyapp", "health": "/", "warmup": ["/x"]}}],
+    }, str(apps / "own.toml"))
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store)
+        (run,) = store.runs("own")
+    assert counts["run"] == 1 and counts["failed"] == 0
+    assert run.app == "hello_wsgi:app" and run.label == "gunicorn-gthread[hello_wsgi:app] t=2"
+    assert {"app", "cpu", "cpuwall", "sql.query"} <= set(run.load.measured.server_timing)
+    assert run.load.measured.server_timing["sql.query"].count == run.load.measured.completed
+    env = run.launch["env"]
+    assert "GUNICORN_CMD_ARGS" not in env and "RUBYOPT" not in env and env["ARENA_USER_APP"] == "hello_wsgi:app"
+    assert run.launch["cwd"] == str(apps / "pyapp") and "arena_wrap:wsgi" in run.launch["argv"]
+    assert len(run.load.measured.workers) == 1  # gunicorn's default of one worker, not the caller's 7
+
+
+@pytest.mark.integration
+def test_the_callers_gunicorn_cmd_args_do_not_change_the_worker_count(monkeypatch):
+    require_server("gunicorn-gthread")
+    monkeypatch.setenv("GUNICORN_CMD_ARGS", "--workers 7")
+    monkeypatch.setenv("WEB_CONCURRENCY", "5")
+    with start(ServerSpec("gunicorn-gthread", "wsgi")) as running:
+        assert running.knobs["processes"] == 1
+        assert len(running.procset.pids()) == 2  # the arbiter and one worker
+    assert_gone(running)
+
+
+@pytest.mark.integration
+def test_a_crashing_app_and_a_missing_health_path_are_one_line_errors_with_the_log_tail(apps):
+    require_server("gunicorn-gthread")
+    crash = user_app("broken:app", base=apps, chdir="pyapp", serves=("wsgi",))
+    with pytest.raises(ArenaError) as e:
+        start(ServerSpec("gunicorn-gthread", crash), ready_timeout=20)
+    first, *rest = str(e.value).splitlines()
+    assert "gunicorn-gthread (broken:app)" in first and "log" in first
+    assert any("the app cannot start: no settings" in line for line in rest)
+    absent = user_app("hello_wsgi:nope", base=apps, chdir="pyapp", serves=("wsgi",))
+    with pytest.raises(ArenaError, match="has no attribute 'nope'"):
+        start(ServerSpec("gunicorn-gthread", absent), ready_timeout=20)
+    # a Rack app that answers its health path with 404 is not ready
+    rack = user_app("rackapp", base=apps, health="/nope", ready_timeout_s=3)
+    (apps / "rackapp" / "config.ru").write_text("run ->(env) { [404, {}, ['no']] }\n")
+    require_server("puma")
+    with pytest.raises(ArenaError, match=r"was not ready after 3 s \(GET /nope answered 404\)"):
+        start(ServerSpec("puma", rack))
+
+
+def test_bad_app_sources_are_one_line_errors_naming_the_flag(apps):
+    with pytest.raises(ArenaError, match=r"^--app: .*missing/config.ru does not exist"):
+        user_app("missing/config.ru", base=apps)
+    with pytest.raises(ArenaError, match=r"^--app: 'nonsense' is not a built-in app, a config.ru or module:callable"):
+        user_app("nonsense", base=apps)
+    with pytest.raises(ArenaError, match=r"^--chdir: .*nowhere is not a directory"):
+        user_app("pkg:app", base=apps, chdir="nowhere", serves=("wsgi",))
+    with pytest.raises(ArenaError, match=r"^--interface: pkg:app needs one \(wsgi or asgi\)"):
+        user_app("pkg:app", base=apps, serves=("wsgi", "asgi"))
+    with pytest.raises(ArenaError, match=r"^--venv: .* is not a Python environment"):
+        user_app("pkg:app", base=apps, venv="pyapp", serves=("wsgi",))
+    with pytest.raises(ArenaError, match=r"^--health: must be a path starting with /, got 'health'"):
+        user_app("pkg:app", base=apps, health="health", serves=("wsgi",))
+    with pytest.raises(ArenaError, match=r"^--chdir: applies to a user's app"):
+        app_for("rack", ("rack",), chdir="x")
+    assert app_for(None, ("rack",)) is None and app_for("rack", ("rack",)) == "rack"
+
+
+def test_a_rack_apps_rackup_puts_arenas_timing_first(apps):
+    app = user_app("rackapp", base=apps)
+    assert app.interface == "rack" and app.name == "rackapp" and app.user.chdir == str(apps / "rackapp")
+    text = app.user.rackup()
+    assert text.index("use ArenaTiming") < text.index(f"run ArenaTiming.rackup({str(apps / 'rackapp' / 'config.ru')!r})")
+
+
+def test_an_experiments_app_table_is_checked_with_the_file_and_key(apps):
+    def parse(app, server="gunicorn-gthread"):
+        return parse_experiment({"name": "e", "load": {"concurrency": [1]}, "servers": [{"server": server, "app": app}]},
+                                str(apps / "e.toml"))
+
+    exp = parse({"wsgi": "hello_wsgi:app", "chdir": "pyapp", "name": "hello"})
+    assert exp.servers[0].app == "hello" and exp.servers[0].user_app.user.chdir == str(apps / "pyapp")
+    with pytest.raises(ArenaError, match=r"e.toml: servers\[0\].app = .*: a table names one of rack"):
+        parse({"chdir": "pyapp"})
+    with pytest.raises(ArenaError, match=r"e.toml: servers\[0\].app.warmup = 3: must be a list of paths"):
+        parse({"wsgi": "hello_wsgi:app", "warmup": 3})
+    with pytest.raises(ArenaError, match=r"e.toml: servers\[0\].app = .*puma cannot serve it \(a wsgi app"):
+        parse({"wsgi": "hello_wsgi:app", "chdir": "pyapp"}, server="puma")
+    with pytest.raises(ArenaError, match=r"e.toml: servers\[0\].app = \"nonsense\": 'nonsense' is not a built-in app"):
+        parse("nonsense")
