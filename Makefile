@@ -86,7 +86,7 @@ test: install
 	cargo test --release --locked -p arena-load
 	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-# Figures, not tests: about 24 minutes (the memory benchmark runs 6, the model's sweep 7).
+# Figures, not tests: about 26 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench
 	$(VENV)/bin/python benches/loadgen_vs_peers.py
 	$(VENV)/bin/python benches/stall_truth.py
@@ -94,6 +94,7 @@ bench: install install-bench
 	$(VENV)/bin/python benches/memory.py
 	$(VENV)/bin/python benches/interrupt_cycles.py
 	$(VENV)/bin/python benches/model_check.py
+	$(VENV)/bin/python benches/wrap_overhead.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) target

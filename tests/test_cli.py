@@ -25,12 +25,12 @@ from tests.conftest import require_server
     (["serve", "unicorn", "--threads", "4"],
      "arena: error: --threads: unicorn serving rack has no threads knob (its knobs: processes)"),
     (["serve", "puma", "--app", "flask"], "arena: error: --app: puma cannot serve 'flask' (wsgi); it serves: rack,"),
-    (["serve", "puma", "--app", "django"], "arena: error: --app: unknown app 'django' (apps: wsgi, asgi, flask,"),
+    (["serve", "puma", "--app", "django"], "arena: error: --app: 'django' is not a built-in app (wsgi, asgi, flask,"),
     (["serve", "puma", "--cpus", "99"], "arena serve: error: argument --cpus: CPU 99 is not available, got '99'"),
     (["serve", "puma", "--processes", "0"],
      "arena serve: error: argument --processes: must be a whole number from 1 to 256, got '0'"),
     (["serve", "puma", "--port", "http"], "arena serve: error: argument --port: must be a whole number from 1 to 65535"),
-    (["check", "--app", "django"], "arena: error: --app: unknown app 'django'"),
+    (["check", "--app", "django"], "arena: error: --app: 'django' is not a built-in app"),
     (["check", "thin", "--app", "flask"], "arena: error: --app: none of thin serves flask"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(argv, message, capsys):

@@ -107,20 +107,19 @@ def test_a_ruby_server_that_crashes_at_start(tmp_path, server, evidence):
     _assert_start_fails_cleanly(server, App("broken", "ruby", "rack", str(broken), "raises at boot"), evidence)
 
 
-def test_a_python_server_that_crashes_at_start(tmp_path, monkeypatch):
+def test_a_python_server_that_crashes_at_start(tmp_path):
     require_server("gunicorn-sync")
     (tmp_path / "arena_broken_app.py").write_text('raise RuntimeError("arena test: broken at boot")\n')
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     _assert_start_fails_cleanly("gunicorn-sync", App("broken", "python", "wsgi", "arena_broken_app:app", "raises"),
-                                "arena test: broken at boot")
+                                "arena test: broken at boot", env={"PYTHONPATH": str(tmp_path)})
 
 
-def _assert_start_fails_cleanly(server: str, app: App, evidence: str) -> None:
+def _assert_start_fails_cleanly(server: str, app: App, evidence: str, env: dict | None = None) -> None:
     pattern = f"{cgroup.PREFIX}{os.getpid()}-*-{server}-*"
     before = set(Path(tempfile.gettempdir()).glob(pattern))
     with _extra_app(app):
         with pytest.raises(ArenaError) as e:
-            start(ServerSpec(server, "broken", processes=2, strict_knobs=False), ready_timeout=10)
+            start(ServerSpec(server, "broken", processes=2, strict_knobs=False, env=env or {}), ready_timeout=10)
     message = str(e.value)
     assert message.startswith(f"{server} (broken)")
     assert evidence in message  # the tail of its log is in the error

@@ -171,7 +171,7 @@ def test_a_crashing_app_and_a_missing_health_path_are_one_line_errors_with_the_l
 def test_bad_app_sources_are_one_line_errors_naming_the_flag(apps):
     with pytest.raises(ArenaError, match=r"^--app: .*missing/config.ru does not exist"):
         user_app("missing/config.ru", base=apps)
-    with pytest.raises(ArenaError, match=r"^--app: 'nonsense' is not a built-in app, a config.ru or module:callable"):
+    with pytest.raises(ArenaError, match=r"^--app: 'nonsense' is not a built-in app \(wsgi, .*\), a config.ru or module:callable"):
         user_app("nonsense", base=apps)
     with pytest.raises(ArenaError, match=r"^--chdir: .*nowhere is not a directory"):
         user_app("pkg:app", base=apps, chdir="nowhere", serves=("wsgi",))

@@ -86,7 +86,10 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
         path = path / "config.ru"
     if not path.is_file():
         if not source.endswith(".ru") and ":" not in source and "/" not in source:
-            raise ArenaError(f"{flag}: '{source}' is not a built-in app, a config.ru or module:callable")
+            from arena.subjects import APPS
+
+            raise ArenaError(f"{flag}: '{source}' is not a built-in app ({', '.join(APPS)}), a config.ru or "
+                             "module:callable")
         raise ArenaError(f"{flag}: {path} does not exist (a Rack app's config.ru, or a directory holding one)")
     where = _directory(base, chdir, "--chdir") if chdir else str(path.parent)
     user = UserApp(str(path), where, None, ready_timeout_s, warm)
