@@ -159,6 +159,7 @@ def test_drift_must_be_beyond_counting_noise():
 SWEEP = """
 name = "tiny"
 duration = "1s"
+speed_threshold = 10  # not about the machine's speed (test_runner_seams.py is): a spell must not fail it
 warmup = "200ms"
 repetitions = 1
 [workload]
@@ -240,7 +241,7 @@ def test_the_same_study_with_ab_and_arena_load_lands_in_one_store(tmp_path):
     db = tmp_path / "arena.db"
     for name, driver in (("by-arena-load", "arena-load"), ("by-ab", "ab")):
         exp = tmp_path / f"{name}.toml"
-        exp.write_text(f'name = "{name}"\ndriver = "{driver}"\nduration = "1s"\nwarmup = "300ms"\nrepetitions = 1\n'
+        exp.write_text(f'name = "{name}"\ndriver = "{driver}"\nduration = "1s"\nspeed_threshold = 10\nwarmup = "300ms"\nrepetitions = 1\n'
                        '[workload]\npath = "/work?cpu_ms=2"\n[load]\nconcurrency = [2]\n[[servers]]\nserver = "puma"\nthreads = 2\n')
         r = arena("run", str(exp), "--store", str(db))
         assert r.returncode == 0, r.stdout + r.stderr
