@@ -186,6 +186,19 @@ def test_bad_app_sources_are_one_line_errors_naming_the_flag(apps):
     assert app_for(None, ("rack",)) is None and app_for("rack", ("rack",)) == "rack"
 
 
+def test_arena_check_pairs_a_users_app_with_the_servers_of_its_interface(apps):
+    from arena.app.check import plan
+
+    user = {"chdir": str(apps / "pyapp")}
+    pairs = plan(["puma", "gunicorn-gthread", "waitress"], ["hello_wsgi:app"], user)
+    assert [(s, a.name) for s, a in pairs] == [("gunicorn-gthread", "hello_wsgi:app"), ("waitress", "hello_wsgi:app")]
+    with pytest.raises(ArenaError, match=r"^--interface: hello_wsgi:app needs one \(wsgi or asgi\): the servers serve "
+                                         r"asgi and wsgi"):
+        plan(["gunicorn-gthread", "uvicorn"], ["hello_wsgi:app"], user)
+    asgi = plan(["gunicorn-gthread", "uvicorn"], ["hello_asgi:app"], {**user, "interface": "asgi"})
+    assert [s for s, _ in asgi] == ["uvicorn"]
+
+
 def test_a_rack_apps_rackup_puts_arenas_timing_first(apps):
     app = user_app("rackapp", base=apps)
     assert app.interface == "rack" and app.name == "rackapp" and app.user.chdir == str(apps / "rackapp")

@@ -558,6 +558,9 @@ impl<'a> Worker<'a> {
                     let flight = conn.flight.take().expect("a response answers a request");
                     let (close, bytes) = (head.close || !self.cfg.keep_alive, conn.rbytes);
                     self.complete(flight, now, &head, bytes);
+                    if let Some(conn) = self.conns[slot].as_mut() {
+                        conn.parser.recycle(head);
+                    }
                     if close {
                         self.drop_conn(slot, None, now);
                     } else {

@@ -116,6 +116,9 @@ pub struct Parser {
     body: Option<Body>,
     /// Body bytes of the response being read.
     pub body_bytes: u64,
+    /// The last response's Server-Timing buffer, given back (`recycle`) to hold the next one's: no
+    /// allocation per response.
+    spare: Vec<u8>,
 }
 
 /// Largest response head accepted (status line and headers).
@@ -137,7 +140,7 @@ impl Parser {
         let mut used = 0;
         if self.head.is_none() {
             loop {
-                let Some((head, body, n)) = parse_head(&buf[used..], head_request)? else {
+                let Some((head, body, n)) = parse_head(&buf[used..], head_request, &mut self.spare)? else {
                     if buf.len() - used > MAX_HEAD {
                         return Err(Malformed::HeadTooLarge);
                     }
@@ -158,6 +161,11 @@ impl Parser {
             return Ok(Step::Done(self.head.take().expect("head parsed"), used));
         }
         Ok(Step::More(used))
+    }
+
+    /// Give back a finished response's head: its Server-Timing buffer holds the next one's.
+    pub fn recycle(&mut self, head: Head) {
+        self.spare = head.timing;
     }
 
     /// The connection closed: a response delimited by the close ends here; a partly received one
@@ -235,7 +243,8 @@ fn chunk_byte(state: Chunk, b: u8) -> Result<Chunk, Malformed> {
     })
 }
 
-fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(Head, Body, usize)>, Malformed> {
+/// ``spare``: a buffer for the Server-Timing value (taken only once the head is complete).
+fn parse_head(buf: &[u8], head_request: bool, spare: &mut Vec<u8>) -> Result<Option<(Head, Body, usize)>, Malformed> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut resp = httparse::Response::new(&mut headers);
     let n = match resp.parse(buf) {
@@ -244,7 +253,9 @@ fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(Head, Body, usiz
         Err(_) => return Err(Malformed::Head),
     };
     let status = resp.code.ok_or(Malformed::Head)?;
-    let mut head = Head { status, close: resp.version == Some(0), ..Head::default() };
+    let mut timing = std::mem::take(spare);
+    timing.clear();
+    let mut head = Head { status, close: resp.version == Some(0), timing, ..Head::default() };
     let mut length: Option<u64> = None;
     let mut chunked = false;
     for h in resp.headers.iter() {
@@ -445,6 +456,21 @@ mod tests {
         // io has no duration, cpuwall's is negative, the last has no name: nothing to record
         assert_eq!(seen, [("queue".into(), 500), ("app".into(), 12346), ("CPU".into(), 10000),
                           ("sql.active_record".into(), 9000)]);
+    }
+
+    #[test]
+    fn a_recycled_timing_buffer_holds_only_the_next_responses_value() {
+        let mut parser = Parser::default();
+        let first = b"HTTP/1.1 200 OK\r\nServer-Timing: app;dur=2.5, sql.query;dur=1\r\nContent-Length: 0\r\n\r\n";
+        let Ok(Step::Done(head, _)) = parser.feed(first, false) else { panic!("one whole response") };
+        let capacity = head.timing.capacity();
+        parser.recycle(head);
+        let Ok(Step::Done(head, _)) = parser.feed(b"HTTP/1.1 200 OK\r\nServer-Timing: db;dur=1\r\nContent-Length: 0\r\n\r\n", false)
+        else { panic!("one whole response") };
+        assert_eq!((head.timing.as_slice(), head.timing.capacity()), (b"db;dur=1".as_slice(), capacity));
+        parser.recycle(head);
+        let Ok(Step::Done(head, _)) = parser.feed(b"HTTP/1.1 204 No Content\r\n\r\n", false) else { panic!() };
+        assert!(head.timing.is_empty());
     }
 
     #[test]

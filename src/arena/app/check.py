@@ -38,20 +38,18 @@ def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
     """(server, app) pairs to check; unknown names are errors, pairs that cannot exist are left out.
     An app that is not a built-in one is a user's (subjects.user.app_for, with the ``user`` options),
     checked with every server that serves its interface."""
-    names = list(servers) if servers else list(catalog.CATALOG)
-    for name in names:
-        catalog.get_server(name)
+    entries = [catalog.get_server(name) for name in (servers or catalog.CATALOG)]
+    names = [e.name for e in entries]
     wanted = list(apps) if apps else None
+    # each app resolved once, against every interface the servers serve (a Python app needs
+    # --interface only where both wsgi and asgi servers are checked)
+    serves = {i for e in entries for i in e.interfaces}
+    resolved = [app_for(a, serves, **(user or {})) for a in wanted or ()]
     pairs: list[tuple[str, str | App]] = []
-    for s in names:
-        entry = catalog.CATALOG[s]
-        for a in wanted or entry.apps:
-            app = app_for(a, entry.interfaces, **(user or {}))
-            if isinstance(app, App):
-                if app.interface in entry.interfaces:
-                    pairs.append((s, app))
-            elif a in entry.apps:
-                pairs.append((s, a))
+    for entry in entries:
+        for app in resolved if wanted else entry.apps:
+            if isinstance(app, App) and app.interface in entry.interfaces or app in entry.apps:
+                pairs.append((entry.name, app))
     if not pairs:
         raise ArenaError(f"--app: none of {', '.join(names)} serves {', '.join(wanted or [])}")
     return pairs

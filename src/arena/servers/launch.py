@@ -209,12 +209,10 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(tail)
 
 
-def server_env(server: catalog.Server, workdir: Path, extra: dict[str, str],
-               environ: dict[str, str] | None = None) -> dict[str, str]:
+def server_env(server: catalog.Server, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     """A server's environment: the allowed part of Arena's own (ENV_ALLOWED, LC_*), its home and temp
     dir in its work dir, and ``extra`` (the entry's, the services' addresses, the app's)."""
-    environ = os.environ if environ is None else environ
-    env = {k: v for k, v in environ.items() if k in ENV_ALLOWED or k.startswith("LC_")}
+    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWED or k.startswith("LC_")}
     env.update(HOME=str(workdir / "home"), TMPDIR=str(workdir / "tmp"), ARENA_SERVER=server.name,
                PYTHONUNBUFFERED="1")
     env.update(extra)

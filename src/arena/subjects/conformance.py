@@ -103,8 +103,8 @@ WRAPPED_METRICS = ("app", "cpu", "cpuwall")
 
 def wrapped(host: str, port: int, health: str, pids: Callable[[], list[int]] | None = None) -> list[Failure]:
     """A user's app behind Arena's timing (subjects/wrap): its health path answers below 400 from one
-    of the server's processes, with Server-Timing app, cpu and cpuwall (and queue, given
-    X-Request-Start) in a consistent order, X-Arena-Pid and X-Arena-Thread."""
+    of the server's processes, with X-Arena-Pid and X-Arena-Thread, and Server-Timing app, cpu and
+    cpuwall (and queue, given X-Request-Start) where cpu exceeds neither cpuwall nor app."""
     failures = []
     with Client(host, port, timeout=30) as client:
         try:

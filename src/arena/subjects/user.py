@@ -53,7 +53,7 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
              flag: str = "--app"):
     """The App for ``source``: a config.ru (or a directory holding one) for a Rack app, or
     ``module:callable`` (``module:factory()``) for a Python app, whose interface is ``interface`` or
-    else the only Python one among ``serves`` (the server's). Relative paths are from ``base`` (the
+    else the only Python one among ``serves`` (the servers'). Relative paths are from ``base`` (the
     current directory for the CLI, the experiment file's directory for an experiment)."""
     from arena.subjects import App
 
@@ -63,8 +63,8 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
         serves_py = [i for i in serves if i in ("wsgi", "asgi")]
         if interface is None:
             if len(serves_py) != 1:
-                raise ArenaError(f"--interface: {source} needs one (wsgi or asgi): the server serves "
-                                 f"{', '.join(serves_py) or 'neither'}")
+                raise ArenaError(f"--interface: {source} needs one (wsgi or asgi): the servers serve "
+                                 f"{' and '.join(sorted(serves_py)) or 'neither'}")
             interface = serves_py[0]
         if interface not in ("wsgi", "asgi"):
             raise ArenaError(f"--interface: must be wsgi or asgi for {source}, got '{interface}'")

@@ -50,13 +50,28 @@ def _load():
     return obj
 
 
-def _run_queue_s() -> float:
-    """This thread's time waiting for a core so far (schedstat's second field, ns); 0 where absent."""
-    try:
-        with open(_SCHEDSTAT, "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
+class _Schedstat(threading.local):
+    """This thread's /proc/thread-self/schedstat, opened once per thread (on first use, in the thread)
+    and re-read in place: a pread costs about 1.5 µs, an open and read 13. The file closes with the
+    thread's local state."""
+
+    def __init__(self):
+        try:
+            self.file = open(_SCHEDSTAT, "rb", buffering=0)
+        except OSError:
+            self.file = None
+
+    def run_queue_s(self) -> float:
+        """The thread's time waiting for a core so far (the second field, ns); 0 where absent."""
+        if self.file is None:
+            return 0.0
+        try:
+            return int(os.pread(self.file.fileno(), 128, 0).split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+
+_schedstat = _Schedstat()
 
 
 def _queue_ms(value: str | None, now: float) -> float | None:
@@ -87,7 +102,7 @@ def _ids() -> list[tuple[str, str]]:
 
 def wrap_wsgi(app):
     def timed(environ, start_response):
-        now, start, cpu0, rq0 = time.time(), time.perf_counter(), time.thread_time(), _run_queue_s()
+        now, start, cpu0, rq0 = time.time(), time.perf_counter(), time.thread_time(), _schedstat.run_queue_s()
         queue = _queue_ms(environ.get("HTTP_X_REQUEST_START"), now)
         answer: list = []
         chunks: list[bytes] = []
@@ -105,7 +120,7 @@ def wrap_wsgi(app):
         cpu = time.thread_time() - cpu0
         wall = time.perf_counter() - start
         status, headers = answer
-        headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _run_queue_s() - rq0)), *_ids()]
+        headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _schedstat.run_queue_s() - rq0)), *_ids()]
         start_response(status, headers)
         return chunks
 
