@@ -3,7 +3,7 @@ document gives either a valid plan or one line of error naming the file, never a
 
 import math
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from arena.errors import ArenaError
@@ -41,6 +41,7 @@ def valid_or_one_line(check) -> None:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document)
+@example({"servers": [{"\r": 0}]})  # an unknown key with a control character is shown escaped
 def test_any_document_is_a_plan_or_one_line_of_error(doc):
     valid_or_one_line(lambda: parse_experiment(doc, "g.toml"))
 

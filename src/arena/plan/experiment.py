@@ -159,7 +159,8 @@ class _Reader:
         self.file, self.table, self.prefix = file, table, prefix
 
     def fail(self, key: str, value: Any, allowed: str) -> ArenaError:
-        return ArenaError(f"{self.file}: {self.prefix}{key} = {_show(value)}: {allowed}")
+        name = key if re.fullmatch(r"[^\x00-\x1f\x7f]*", key) else _show(key)  # a TOML key may be quoted
+        return ArenaError(f"{self.file}: {self.prefix}{name} = {_show(value)}: {allowed}")
 
     def unknown(self, allowed: set[str]) -> None:
         for key in self.table:
