@@ -22,8 +22,9 @@ def argv(server: str, app: str, **knobs) -> list[str]:
 def test_the_catalog_has_every_server_the_studies_use():
     assert set(CATALOG) == {
         "webrick", "thin", "thin-threaded", "unicorn", "puma", "passenger",
-        "wsgiref", "gunicorn-sync", "gunicorn-gthread", "gunicorn-gevent", "uvicorn", "hypercorn", "granian",
-        "waitress", "uwsgi"}
+        "wsgiref", "bjoern", "gunicorn-sync", "gunicorn-gthread", "gunicorn-gevent", "gunicorn-uvicorn", "daphne",
+        "uvicorn", "hypercorn", "granian", "waitress", "uwsgi"}
+    assert not set(catalog.MISSING) & set(CATALOG)  # a server is run, or said why not
 
 
 @pytest.mark.parametrize("name", list(CATALOG))
@@ -40,7 +41,7 @@ def test_every_entry_is_complete_and_builds_for_every_app(name):
 
 
 def test_puma_is_single_mode_at_one_process_and_clustered_above():
-    single = ["puma", "-e", "production", "-b", "tcp://127.0.0.1:8000", "-t", "8:8", APPS["rack"].target]
+    single = ["puma", "-C", "/w/puma.rb", "-e", "production", "-b", "tcp://127.0.0.1:8000", "-t", "8:8", APPS["rack"].target]
     assert argv("puma", "rack", threads=8) == single
     assert argv("puma", "rack", processes=1, threads=8) == single
     assert argv("puma", "rails", processes=2, threads=8) == single[:-1] + ["-w", "2", APPS["rails"].target]
@@ -114,3 +115,61 @@ def test_an_app_the_server_cannot_serve_is_refused():
         argv("puma", "flask")
     with pytest.raises(ArenaError, match="^server: unknown server 'nginx'"):
         catalog.get_server("nginx")
+
+
+def settings_argv(server: str, app: str, settings: dict, extra: tuple[str, ...] = ()) -> catalog.Command:
+    s, a = CATALOG[server], APPS[app]
+    return build_command(s, a, resolve_knobs(s, a, {}, {}), host="127.0.0.1", port=8000, workdir=WORKDIR, bin_dir=BIN,
+                         settings=catalog.check_settings(s, settings), extra_args=extra)
+
+
+def test_preload_is_each_servers_own_way_of_loading_the_app_before_forking():
+    assert "--preload" in settings_argv("puma", "rack", {"preload": True}).argv
+    assert "--preload" not in settings_argv("puma", "rack", {"preload": False}).argv
+    assert "preload_app true\n" in settings_argv("unicorn", "rack", {"preload": True}).files["unicorn.conf.rb"]
+    assert "preload_app" not in settings_argv("unicorn", "rack", {"preload": False}).files["unicorn.conf.rb"]
+    assert "--preload" in settings_argv("gunicorn-sync", "wsgi", {"preload": True}).argv
+    assert "--lazy-apps" in settings_argv("uwsgi", "wsgi", {"preload": False}).argv  # uwsgi preloads by default
+    assert "--lazy-apps" not in settings_argv("uwsgi", "wsgi", {"preload": True}).argv
+    cmd = settings_argv("passenger", "rack", {"preload": False}).argv
+    assert cmd[cmd.index("--spawn-method") + 1] == "direct"
+
+
+def test_settings_become_flags_config_lines_or_variables_before_the_target():
+    cmd = settings_argv("puma", "rack", {"keepalive_timeout": 5, "yjit": True, "preload": True}, ("--x", "1"))
+    assert cmd.files["puma.rb"].endswith("persistent_timeout 5\n") and cmd.env["RUBY_YJIT_ENABLE"] == "1"
+    assert cmd.argv[-4:] == ["--preload", "--x", "1", APPS["rack"].target]
+    cmd = settings_argv("uvicorn", "asgi", {"loop": "asyncio", "http": "h11", "max_requests": 1000})
+    assert cmd.argv[cmd.argv.index("--loop") + 1] == "asyncio"
+    assert cmd.argv[cmd.argv.index("--http") + 1] == "h11"
+    assert cmd.argv[cmd.argv.index("--limit-max-requests") + 1] == "1000"
+    cmd = settings_argv("granian", "asgi", {"runtime_threads": 2})
+    assert cmd.argv[cmd.argv.index("--runtime-threads") + 1] == "2" and cmd.argv[-1] == APPS["asgi"].target
+    assert settings_argv("gunicorn-gthread", "wsgi", {"malloc_arena_max": 2}).env["MALLOC_ARENA_MAX"] == "2"
+    assert "LD_PRELOAD" not in settings_argv("puma", "rack", {"allocator": "glibc"}).env
+
+
+def test_jemalloc_is_preloaded_from_debians_library():
+    if catalog.jemalloc() is None:
+        with pytest.raises(ArenaError, match="libjemalloc is not installed"):
+            settings_argv("puma", "rack", {"allocator": "jemalloc"})
+    else:
+        assert settings_argv("puma", "rack", {"allocator": "jemalloc"}).env["LD_PRELOAD"].endswith("libjemalloc.so.2")
+
+
+def test_a_setting_the_server_lacks_or_a_wrong_value_is_refused_in_one_line():
+    with pytest.raises(ArenaError) as e:
+        catalog.check_settings(CATALOG["unicorn"], {"loop": "asyncio"})
+    assert str(e.value) == ("--set loop=asyncio: unicorn has no setting loop "
+                            "(its settings: preload, yjit, malloc_arena_max, allocator)")
+    with pytest.raises(ArenaError, match=r"^--set loop=trio: must be auto or asyncio or uvloop \(uvicorn's loop\)$"):
+        catalog.check_settings(CATALOG["uvicorn"], {"loop": "trio"})
+    with pytest.raises(ArenaError, match="yjit"):
+        catalog.check_settings(CATALOG["gunicorn-sync"], {"yjit": True})  # YJIT is Ruby's
+    assert catalog.check_settings(CATALOG["puma"], {"yjit": "on", "preload": "false", "keepalive_timeout": "0"}) == \
+        {"preload": False, "keepalive_timeout": 0, "yjit": True}  # typed, in the server's order
+
+
+def test_the_settings_text_is_the_one_way_a_name_shows_them():
+    assert catalog.settings_text({"preload": True, "max_requests": 500, "loop": "uvloop"}) == \
+        "preload=true max_requests=500 loop=uvloop"

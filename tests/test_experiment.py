@@ -75,6 +75,20 @@ def test_open_model_rates():
     ({"layout": {"server_cpus": "0"}}, 'x.toml: server_cpus = "0": set both server_cpus and load_cpus, or neither'),
     ({"layout": {"server_cpus": "0", "load_cpus": "0"}}, 'x.toml: layout.load_cpus = "0": must not overlap server_cpus'),
     ({"layout": {"server_cpus": "0", "load_cpus": "99"}}, 'x.toml: layout.load_cpus = "99": CPU 99 is not available'),
+    ({"servers": [{"server": "unicorn", "loop": "uvloop"}]},
+     'x.toml: servers[0].loop = "uvloop": unicorn has no setting loop (its settings: preload, yjit, malloc_arena_max, '),
+    ({"servers": [{"server": "puma", "preload": "yes"}]},
+     "x.toml: servers[0].preload = \"yes\": must be true or false (puma's preload), or a list of them"),
+    ({"servers": [{"server": "puma", "keepalive_timeout": [5, -1]}]},
+     "x.toml: servers[0].keepalive_timeout = [5, -1]: must be a whole number of seconds from 0 to 86400"),
+    ({"servers": [{"server": "puma", "env": {"RUBYOPT": 1}}]},
+     'x.toml: servers[0].env.RUBYOPT = 1: a variable\'s value is a string (quote numbers: "1")'),
+    ({"servers": [{"server": "puma", "env": {"HOME": "/root"}}]},
+     'x.toml: servers[0].env.HOME = "/root": HOME is set by Arena for every server'),
+    ({"servers": [{"server": "puma", "env": "RUBYOPT=-W0"}]},
+     'x.toml: servers[0].env = "RUBYOPT=-W0": must be a table of variables'),
+    ({"servers": [{"server": "puma", "options": "--preload"}]},
+     'x.toml: servers[0].options = "--preload": must be a list of the server\'s flags'),
 ])
 def test_bad_files_name_the_file_key_value_and_what_is_allowed(change, message):
     if "layout" in change and len(os.sched_getaffinity(0)) < 2:
@@ -172,3 +186,36 @@ def test_arena_run_dry_run_refuses_wrk_with_a_rate_in_one_line(tmp_path, capsys)
     assert main(["run", str(f), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f'{f}: load.model = "open": driver "wrk"' in err
+
+
+def test_the_schema_names_every_server_setting_the_catalog_has():
+    """The experiment schema is written by hand: it must not lag behind the catalog's settings."""
+    import json
+
+    from arena.servers import catalog
+
+    schema = json.loads((ROOT / "schemas" / "experiment.schema.json").read_text())
+    props = schema["properties"]["servers"]["items"]["properties"]
+    names = {o for s in catalog.CATALOG.values() for o in catalog.options_for(s)}
+    assert names <= set(props), names - set(props)
+
+
+def test_settings_env_and_options_are_grid_axes_shown_in_the_configurations_name():
+    exp = parse({**GOOD, "servers": [{"server": "puma", "processes": 2, "preload": [False, True], "yjit": [False, True],
+                                      "env": {"MALLOC_ARENA_MAX": ["2", "4"]}, "options": [["--backlog", "64"]]}]})
+    keys = [c.key for c in exp.servers]
+    assert len(keys) == 8 == len(set(keys))
+    assert "puma[rack] p=2 preload=true yjit=false MALLOC_ARENA_MAX=4 options='--backlog 64'" in keys
+    c = next(c for c in exp.servers if c.key.startswith("puma[rack] p=2 preload=true yjit=true MALLOC_ARENA_MAX=2"))
+    assert dict(c.settings) == {"preload": True, "yjit": True} and dict(c.env) == {"MALLOC_ARENA_MAX": "2"}
+    assert c.options == ("--backlog", "64")
+    # written in any order, a configuration has one name: the server's order of settings
+    other = parse({**GOOD, "servers": [{"server": "puma", "yjit": True, "preload": True}]})
+    assert other.servers[0].key == "puma[rack] preload=true yjit=true"
+    # without settings a configuration's name is what it always was (stored runs are keyed by it)
+    assert parse({**GOOD, "servers": [{"server": "puma", "threads": 4}]}).servers[0].key == "puma[rack] t=4"
+
+
+def test_a_label_keeps_the_settings_that_tell_its_configurations_apart():
+    exp = parse({**GOOD, "servers": [{"server": "unicorn", "label": "Unicorn", "preload": [False, True]}]})
+    assert [c.name for c in exp.servers] == ["Unicorn preload=false", "Unicorn preload=true"]

@@ -181,3 +181,37 @@ def test_the_probe_accounts_a_real_servers_cpu_and_memory():
     assert r.processes == 3 and r.threads >= 3 and r.samples >= 3
     assert 0 < r.uss_bytes < r.pss_bytes < r.rss_bytes  # forked workers share pages
     assert r.memory_peak_bytes is None or r.memory_peak_bytes >= r.uss_bytes
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().partition("=")[::2] for item in raw if item)
+
+
+@pytest.mark.parametrize("server, app", [("puma", "rack"), ("unicorn", "rails")])
+def test_settings_reach_the_real_server_and_are_recorded(server, app):
+    """preload and YJIT with 2 workers: the preload is the server's own (Puma says so in its log;
+    Unicorn's master holds the Rails app, so it is about as big as a worker: without preload it is a
+    third of one), YJIT's variable is in every process's environment, and the start records it."""
+    import psutil
+
+    require_server(server)
+    spec = ServerSpec(server, app, processes=2, settings={"preload": True, "yjit": True},
+                      env={"MALLOC_ARENA_MAX": "2"}, options=("--tag", "arena-test") if server == "puma" else ())
+    with start(spec) as running:
+        pids = running.procset.pids()
+        assert len(pids) == 3
+        for pid in pids:
+            env = _environ(pid)
+            assert env["RUBY_YJIT_ENABLE"] == "1" and env["MALLOC_ARENA_MAX"] == "2"
+        if server == "puma":
+            assert "* Preloading application" in running.log_path.read_text()
+            assert running.argv[-3:-1] == ["--tag", "arena-test"]
+        else:
+            rss = {pid: psutil.Process(pid).memory_info().rss for pid in pids}
+            master = rss.pop(running.proc.pid)
+            assert master >= 0.7 * max(rss.values()), (master, rss)
+        assert running.described()["settings"] == {"preload": True, "yjit": True}
+        with Client(running.host, running.port) as client:
+            assert client.get(APPS[app].health).status == 200
+    assert_nothing_left(running)

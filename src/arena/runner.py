@@ -390,7 +390,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
     if c.pool is not None:
         addresses["ARENA_POOL"] = str(c.pool)
     spec = ServerSpec(c.server, c.user_app or c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
-                      env=addresses)
+                      env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options)
     try:
         server = seams.launch(spec)
     except ArenaError as e:

@@ -101,6 +101,39 @@ def add_user_app(p: argparse.ArgumentParser) -> None:
                    help="how long the app may take to get ready (default: the server's)")
 
 
+def assignment(flag: str):
+    """NAME=VALUE (repeatable flags: --set, --env)."""
+    def parse(text: str) -> tuple[str, str]:
+        name, eq, value = text.partition("=")
+        if not eq or not name:
+            raise argparse.ArgumentTypeError(f"must be NAME=VALUE, got '{text}'")
+        return name, value
+
+    parse.__name__ = flag
+    return parse
+
+
+def add_settings(p: argparse.ArgumentParser) -> None:
+    """A server's named settings, declared variables and raw flags (as an experiment's options)."""
+    p.add_argument("--set", type=assignment("--set"), action="append", default=[], metavar="NAME=VALUE",
+                   dest="settings", help="a server setting: preload=true, yjit=true, keepalive_timeout=5 ... "
+                                         "(`arena servers` lists each server's; repeatable)")
+    p.add_argument("--env", type=assignment("--env"), action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable for the server's environment (repeatable)")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG", dest="server_args",
+                   help="a raw flag appended to the server's command, e.g. --server-arg=--backlog=64 (repeatable)")
+
+
+def settings_options(args) -> dict:
+    """The ServerSpec fields of ``add_settings``' flags; a declared variable checked as in experiments."""
+    from arena.servers.launch import env_problem
+
+    for name, value in args.env:
+        if env_problem(name, value):
+            raise ArenaError(f"--env {name}={value}: {env_problem(name, value)}")
+    return dict(settings=dict(args.settings), env=dict(args.env), options=tuple(args.server_args))
+
+
 def user_app_options(args) -> dict:
     return dict(chdir=args.chdir, venv=args.venv, interface=args.interface, health=args.health,
                 warmup=args.warmup, ready_timeout_s=args.ready_timeout)

@@ -2,7 +2,7 @@
 
 from arena.app.servers import serve
 from arena.services import KINDS
-from arena.cli.args import reap_first, add_knobs, add_user_app, count, user_app_options
+from arena.cli.args import reap_first, add_knobs, add_settings, add_user_app, count, settings_options, user_app_options
 from arena.servers import catalog
 from arena.servers.launch import ServerSpec
 from arena.subjects import App
@@ -20,6 +20,7 @@ def add(sub) -> None:
     s.add_argument("--app", help="a built-in subject app (default: the first the server serves), or your own: "
                                  "a config.ru (or its directory) or module:callable")
     add_user_app(s)
+    add_settings(s)
     s.add_argument("--port", type=count("--port", 1, 65535), help="port (default: a free one)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
 
@@ -27,6 +28,7 @@ def add(sub) -> None:
 def run(args, out) -> int:
     def ready(running) -> None:
         knobs = ", ".join(f"{k}={'default' if v is None else v}" for k, v in running.knobs.items()) or "no knobs"
+        knobs += "".join(f", {catalog.settings_text({k: v})}" for k, v in running.settings.items())
         out.print(f"{running.server.name} {running.version or ''} serving [bold]{running.app}[/] at "
                   f"[bold]{running.url}[/] ({knobs}; {len(running.procset.pids())} processes; "
                   f"{running.procset.backend} {running.procset.name}; started in {running.startup_s:.2f} s)",
@@ -38,7 +40,7 @@ def run(args, out) -> int:
     app = app_for(args.app, catalog.get_server(args.server).interfaces, **user_app_options(args))
     reap_first(out)
     spec = ServerSpec(args.server, app, args.processes, args.threads, args.connections, args.cpus,
-                      args.port, args.host)
+                      args.port, args.host, **settings_options(args))
     stopped = serve(spec, ready, args.services,
                     lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
     out.print(f"stopped {stopped.server}: no process left, port {stopped.port} free")

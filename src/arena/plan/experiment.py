@@ -11,6 +11,7 @@ import math
 import os
 import random
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from arena import speed as machine_speed
 from arena.errors import ArenaError
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list, parse_cpu_list
+from arena.servers.launch import env_problem
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, user_app
@@ -29,7 +31,7 @@ MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
             "speed_threshold", "layout", "workload", "workloads", "load", "servers"}
-SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool"}
+SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
 
 
@@ -45,14 +47,21 @@ class ServerConfig:
     label: str | None = None
     pool: int | None = None  # database connections per process (the app's ARENA_POOL); None: the app's default
     user_app: App | None = None  # a user's app (``app`` is its name); None: the built-in subject ``app``
+    settings: tuple[tuple[str, bool | int | str], ...] = ()  # named settings (catalog.Option), in the server's order
+    env: tuple[tuple[str, str], ...] = ()  # declared variables, by name
+    options: tuple[str, ...] = ()  # raw server flags
 
     @property
     def key(self) -> str:
-        knobs = " ".join(f"{k[0]}={v}" for k, v in (("processes", self.processes), ("threads", self.threads),
-                                                      ("connections", self.connections)) if v is not None)
-        if self.pool is not None:
-            knobs += f"{' ' if knobs else ''}pool={self.pool}"
-        return f"{self.server}[{self.app}]{(' ' + knobs) if knobs else ''}"
+        """The configuration's identity (stored runs are keyed by it): server, app, knobs, pool,
+        settings, declared variables and raw flags, each shown only when set."""
+        parts = [f"{k[0]}={v}" for k, v in (("processes", self.processes), ("threads", self.threads),
+                                            ("connections", self.connections)) if v is not None]
+        parts += [f"pool={self.pool}"] if self.pool is not None else []
+        parts += [catalog.settings_text(dict(self.settings))] if self.settings else []
+        parts += [f"{k}={shlex.quote(v)}" for k, v in self.env]
+        parts += [f"options={shlex.quote(shlex.join(self.options))}"] if self.options else []
+        return f"{self.server}[{self.app}]" + "".join(f" {p}" for p in parts)
 
     @property
     def name(self) -> str:
@@ -469,11 +478,16 @@ def _app(r: _Reader, value: Any, entry: catalog.Server) -> App:
 
 
 def _server_grid(r: _Reader, default_app: Any) -> list[ServerConfig]:
-    r.unknown(SERVER_KEYS)
-    name = r.string("server")
+    name = r.get("server")
     if name not in catalog.CATALOG:
+        r.unknown(SERVER_KEYS | {o for s in catalog.CATALOG.values() for o in catalog.options_for(s)})
         raise r.fail("server", name, f"unknown server (servers: {', '.join(catalog.CATALOG)})")
     entry = catalog.CATALOG[name]
+    for key in r.table:  # another server's setting: say which this one has
+        if key not in SERVER_KEYS | set(catalog.options_for(entry)) and \
+                any(key in catalog.options_for(s) for s in catalog.CATALOG.values()):
+            raise r.fail(key, r.table[key], catalog.setting_problem(entry, key, r.table[key]))
+    r.unknown(SERVER_KEYS | set(catalog.options_for(entry)))
     resolved = _app(r, r.get("app", default_app or entry.apps[0]), entry)
     app, user = resolved.name, resolved if resolved.user else None
     knobs = catalog.knobs_for(entry, resolved)
@@ -488,13 +502,61 @@ def _server_grid(r: _Reader, default_app: Any) -> list[ServerConfig]:
         raise r.fail("label", label, "must be a name without control characters")
     pools = _pool_axis(r)
     default_threads = knobs["threads"].default if "threads" in knobs else None
-    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools)
-    configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1), user)
-                                 for p, t, c, pool in grid))
+    settings, env, options = _settings_axis(r, entry), _env_axis(r), _options_axis(r)
+    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools, settings, env, options)
+    configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1), user,
+                                              st, ev, op)
+                                 for p, t, c, pool, st, ev, op in grid))
     if label is not None:
         configs = [replace(c, label=label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}")
                    for c in configs]
     return configs
+
+
+def _axis(v: Any) -> list[Any]:
+    """A grid axis: a list of values, or one value (an axis of one)."""
+    return list(v) if isinstance(v, list) else [v]
+
+
+def _settings_axis(r: _Reader, entry: catalog.Server) -> list[tuple[tuple[str, Any], ...]]:
+    """The named settings (``preload = [false, true]``, ``yjit = true``): every combination, each
+    setting checked against the server's options and in their order."""
+    names = [o for o in catalog.options_for(entry) if o in r.table]
+    axes = []
+    for o in names:
+        values = _axis(r.get(o))
+        for v in values or [None]:
+            problem = catalog.setting_problem(entry, o, v)
+            if problem:
+                raise r.fail(o, r.get(o), problem + ("" if isinstance(r.get(o), list) else ", or a list of them"))
+        axes.append(list(dict.fromkeys(catalog.options_for(entry)[o].check(v) for v in values)))
+    return [tuple(zip(names, combo)) for combo in itertools.product(*axes)]
+
+
+def _env_axis(r: _Reader) -> list[tuple[tuple[str, str], ...]]:
+    """``env = { NAME = "value" }``, a list of values being an axis (``env.RUBY_YJIT_ENABLE = ["0", "1"]``)."""
+    table = r.get("env", {})
+    if not isinstance(table, dict):
+        raise r.fail("env", table, "must be a table of variables: env = { NAME = \"value\" }")
+    names = sorted(table)
+    for n in names:
+        for v in _axis(table[n]) or [None]:
+            problem = env_problem(n, v)
+            if problem:
+                raise _Reader(r.file, table, f"{r.prefix}env.").fail(n, table[n], problem)
+    return [tuple(zip(names, combo)) for combo in itertools.product(*(dict.fromkeys(_axis(table[n])) for n in names))]
+
+
+def _options_axis(r: _Reader) -> list[tuple[str, ...]]:
+    """``options``: raw flags appended to the server's command, a list of strings; a list of such
+    lists is an axis."""
+    v = r.get("options", [])
+    sets = v if isinstance(v, list) and v and all(isinstance(x, list) for x in v) else [v]
+    for flags in sets:
+        if not isinstance(flags, list) or not all(isinstance(f, str) and "\x00" not in f for f in flags):
+            raise r.fail("options", v, "must be a list of the server's flags, e.g. [\"--backlog\", \"64\"], "
+                                       "or a list of such lists")
+    return list(dict.fromkeys(tuple(flags) for flags in sets))
 
 
 def _pool_axis(r: _Reader) -> list[int | str | None]:

@@ -9,6 +9,10 @@ default in most; a per-request log line would be measured as server cost in some
 Template fields: {host} {port} {target} (the app's module:attr or rackup file) {interface}
 {bin} (the Python environment's bin dir) {python} {venv} {workdir} {config} (the generated config
 file) and each knob by name: {processes} {threads} {connections}.
+
+Besides the knobs, an entry names its settings (:class:`Option`: preload, max requests, keep-alive
+timeout, event loop, ...) and each language has common ones (YJIT, the allocator): a configuration
+sets them by name, checked here, and each value becomes flags, config-file lines or variables.
 """
 
 from __future__ import annotations
@@ -49,6 +53,71 @@ class Knob:
 
 
 @dataclass(frozen=True)
+class Option:
+    """A named server setting and what a value adds to the start: flags (before the app's target),
+    lines of the config file, environment variables. ``{value}`` in any of them is the value; a
+    ``bool`` option adds ``args``/``config``/``env`` when true and ``args_off`` when false."""
+
+    kind: str  # "bool", "count" (a whole number from 1), "seconds" (a whole number from 0), "choice"
+    args: tuple[str, ...] = ()
+    args_off: tuple[str, ...] = ()
+    config: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    choices: tuple[str, ...] = ()
+    why: str = ""  # what it is and the server's own default
+
+    def allowed(self) -> str:
+        return {"bool": "true or false", "count": "a whole number from 1 to 10000000",
+                "seconds": "a whole number of seconds from 0 to 86400"}.get(self.kind) or " or ".join(self.choices)
+
+    def check(self, value: object) -> bool | int | str | None:
+        """``value`` as this option's type (a string from the command line is read too), or None when
+        it is not one."""
+        if self.kind == "bool":
+            if isinstance(value, str):
+                value = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}.get(value.lower())
+            return value if isinstance(value, bool) else None
+        if self.kind in ("count", "seconds"):
+            if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value):
+                value = int(value)
+            lo, hi = (1, 10_000_000) if self.kind == "count" else (0, 86_400)
+            ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+            return value if ok else None
+        return value if value in self.choices else None
+
+
+JEMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
+                  "/usr/lib/libjemalloc.so.2")
+
+
+def jemalloc() -> str | None:
+    """Debian's libjemalloc (package libjemalloc2), for LD_PRELOAD; None when it is not installed."""
+    return next((p for p in JEMALLOC_PATHS if os.path.exists(p)), None)
+
+
+# Settings every server of a language has (they act on the interpreter or the C library).
+COMMON_OPTIONS: dict[str, dict[str, Option]] = {
+    lang: {
+        **({"yjit": Option("bool", env=(("RUBY_YJIT_ENABLE", "1"),),
+                           why="Ruby's JIT (RUBY_YJIT_ENABLE=1); off by default")} if lang == "ruby" else {}),
+        "malloc_arena_max": Option("count", env=(("MALLOC_ARENA_MAX", "{value}"),),
+                                   why="glibc malloc's arenas (MALLOC_ARENA_MAX); default 8 per core"),
+        "allocator": Option("choice", choices=("glibc", "jemalloc"), env=(("LD_PRELOAD", "{jemalloc}"),),
+                            why="jemalloc through LD_PRELOAD (Debian's libjemalloc2); default glibc malloc"),
+    }
+    for lang in ("ruby", "python")
+}
+
+
+def _keepalive(*args: str, why: str) -> Option:
+    return Option("seconds", args=args, why=why)
+
+
+def _max_requests(*args: str, why: str) -> Option:
+    return Option("count", args=args, why=why)
+
+
+@dataclass(frozen=True)
 class Server:
     name: str
     language: str  # "python" | "ruby"
@@ -69,6 +138,7 @@ class Server:
     # anew from one queue (no keep-alive, or a front process that queues for them), "per-process"
     # when a keep-alive connection stays with the process that accepted it.
     routing: str = "per-process"
+    options: Mapping[str, Option] = field(default_factory=dict)  # its named settings (COMMON_OPTIONS too)
 
     @property
     def apps(self) -> tuple[str, ...]:
@@ -86,16 +156,30 @@ WEB_CONCURRENCY = "WEB_CONCURRENCY"
 RAILS_MAX_THREADS = "RAILS_MAX_THREADS"
 
 
-def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, Knob], description: str) -> Server:
-    """The gunicorn entries differ only in the worker class and its one knob."""
+GUNICORN_OPTIONS = {
+    "preload": Option("bool", args=("--preload",), why="gunicorn --preload: load the app before forking; off"),
+    "max_requests": _max_requests("--max-requests", "{value}", why="gunicorn --max-requests: recycle a worker "
+                                                                    "after this many; 0 (never) by default"),
+}
+
+
+THIN_TIMEOUT = _keepalive("--timeout", "{value}", why="thin --timeout (an idle connection's life); 30 s")
+
+
+def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, Knob], description: str,
+              name: str | None = None, dist: str = "gunicorn", interfaces: tuple[str, ...] = ("wsgi",)) -> Server:
+    """The gunicorn entries differ in the worker class and its one knob."""
+    keepalive = {} if worker == "sync" else {
+        "keepalive_timeout": _keepalive("--keep-alive", "{value}", why="gunicorn --keep-alive; 2 s by default")}
     return Server(
-        f"gunicorn-{worker}", "python", model, ("wsgi",),
+        name or f"gunicorn-{worker}", "python", model, interfaces,
         ("{bin}/gunicorn", "-k", worker, "-b", "{host}:{port}", "-w", "{processes}", *args,
          "--no-control-socket", "{target}"),  # no control socket: parallel instances would share one
         knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default ($WEB_CONCURRENCY or 1)"),
                **knobs},
-        version=("dist", "gunicorn"), install_hint=PIP, description=description,
+        version=("dist", dist), install_hint=PIP, description=description,
         routing="shared" if worker == "sync" else "per-process",  # the sync worker has no keep-alive
+        options={**GUNICORN_OPTIONS, **keepalive},
     )
 
 
@@ -117,6 +201,7 @@ CATALOG: dict[str, Server] = {
              "--max-conns", "{connections}"),
             knobs={"connections": Knob(1024, why="thin --max-conns default")},
             env=RUBY_ENV, grace_s=5,  # SIGTERM waits for open connections (up to 30 s): keep it short
+            options={"keepalive_timeout": THIN_TIMEOUT},
             version=("cmd", r"thin ([\d.]+)", "thin", "-v"), install_hint=f"{APT} thin",
             description="EventMachine reactor; the app runs on the reactor thread",
         ),
@@ -126,7 +211,7 @@ CATALOG: dict[str, Server] = {
              "--threaded", "--threadpool-size", "{threads}", "--max-conns", "{connections}"),
             knobs={"threads": Knob(20, why="EventMachine threadpool default"),
                    "connections": Knob(1024, why="thin --max-conns default")},
-            env=RUBY_ENV, grace_s=5,
+            env=RUBY_ENV, grace_s=5, options={"keepalive_timeout": THIN_TIMEOUT},
             version=("cmd", r"thin ([\d.]+)", "thin", "-v"), install_hint=f"{APT} thin",
             description="thin --threaded: the reactor hands each request to EventMachine's thread pool",
         ),
@@ -138,6 +223,8 @@ CATALOG: dict[str, Server] = {
                     "worker_processes {processes}\nlisten '{host}:{port}'\npid '{workdir}/unicorn.pid'\n"
                     "timeout 120\n"),
             env=RUBY_ENV, stop_signal=signal.SIGQUIT,  # unicorn: QUIT is graceful, TERM is immediate
+            options={"preload": Option("bool", config="preload_app true",
+                                       why="unicorn preload_app: load the app in the master before forking; off")},
             version=("cmd", r"unicorn v([\d.]+)", "unicorn", "-v"), install_hint=f"{APT} unicorn",
             routing="shared", description="pre-forked single-threaded workers on one shared listen socket",
         ),
@@ -145,11 +232,20 @@ CATALOG: dict[str, Server] = {
             # Puma's own rule: no workers = single mode (one process, a thread pool); -w N = clustered
             # (a master forking N workers, each with the pool).
             "puma", "ruby", "hybrid", ("rack",),
-            ("puma", "-e", "production", "-b", "tcp://{host}:{port}", "-t", "{threads}:{threads}", "{target}"),
+            # -C: Arena's config file (the settings' lines), never the app's own config/puma.rb
+            ("puma", "-C", "{config}", "-e", "production", "-b", "tcp://{host}:{port}", "-t", "{threads}:{threads}",
+             "{target}"),
+            config=("puma.rb", "# written by Arena\n"),
             knobs={"processes": Knob(1, args=("-w", "{processes}"), args_unless=1, env=WEB_CONCURRENCY,
                                      why="single mode unless WEB_CONCURRENCY (Rails' puma.rb)"),
                    "threads": Knob(5, env=RAILS_MAX_THREADS, why="Rails' puma.rb: RAILS_MAX_THREADS or 5")},
             env=RUBY_ENV,
+            options={"preload": Option("bool", args=("--preload",),
+                                       why="puma --preload (preload_app!): load the app before forking "
+                                           "(clustered mode only); off"),
+                     "keepalive_timeout": Option("seconds", config="persistent_timeout {value}",
+                                                 why="puma persistent_timeout: an idle keep-alive connection's "
+                                                     "life; 20 s by default")},
             version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), install_hint=f"{APT} puma",
             description="single mode at 1 process (a thread pool); clustered above (forked workers x threads)",
         ),
@@ -167,6 +263,10 @@ CATALOG: dict[str, Server] = {
             # Its core runs a `prespawn` helper (HEAD /) 2 s after it is online; a stop before that
             # helper is answered makes the watchdog wait for its 10 s timeout.
             env=RUBY_ENV, ready_timeout_s=60, ready_floor_s=2.5,
+            options={"preload": Option("bool", args=("--spawn-method", "smart"), args_off=("--spawn-method", "direct"),
+                                       why="passenger --spawn-method smart (preloads the app) or direct; smart"),
+                     "max_requests": _max_requests("--max-requests", "{value}", why="passenger --max-requests: "
+                                                   "recycle a process after this many; 0 (never) by default")},
             version=("cmd", r"Passenger\(R\) ([\d.]+)", "passenger", "--version"),
             install_hint=f"{APT} passenger",
             routing="shared", description="Passenger standalone, builtin engine: processes fed by its request queue",
@@ -178,6 +278,13 @@ CATALOG: dict[str, Server] = {
             version=("python",), install_hint="part of Python's standard library",
             routing="shared", description="the standard library's WSGI server: one request at a time (a baseline)",
         ),
+        Server(
+            "bjoern", "python", "event", ("wsgi",),
+            ("{python}", "-m", "arena.servers.bjoern_main", "--host", "{host}", "--port", "{port}", "{target}"),
+            stop_signal=signal.SIGINT,  # its loop stops on SIGINT; SIGTERM would end it mid-request
+            version=("dist", "bjoern"), install_hint=PIP + "; its build needs libev-dev",
+            description="libev event loop in C, one process; the WSGI app runs on the loop's thread",
+        ),
         _gunicorn("sync", "process", (), {}, "pre-forked single-threaded workers (no keep-alive)"),
         _gunicorn("gthread", "hybrid", ("--threads", "{threads}"),
                   {"threads": Knob(1, why="gunicorn --threads default")},
@@ -185,6 +292,15 @@ CATALOG: dict[str, Server] = {
         _gunicorn("gevent", "async", ("--worker-connections", "{connections}"),
                   {"connections": Knob(1000, why="gunicorn --worker-connections default")},
                   "pre-forked workers running greenlets (gevent monkey-patching)"),
+        _gunicorn("uvicorn_worker.UvicornWorker", "async", (), {},
+                  "pre-forked workers, each an asyncio event loop (uvicorn's worker class)",
+                  name="gunicorn-uvicorn", dist="uvicorn-worker", interfaces=("asgi",)),
+        Server(
+            "daphne", "python", "async", ("asgi",),
+            ("{bin}/daphne", "-b", "{host}", "-p", "{port}", "-v", "0", "{target}"),  # -v 0: no access log
+            version=("dist", "daphne"), install_hint=PIP,
+            description="Django Channels' ASGI server: one process, Twisted's reactor",
+        ),
         Server(
             "uvicorn", "python", "async", ("asgi",),
             ("{bin}/uvicorn", "--host", "{host}", "--port", "{port}", "--workers", "{processes}",
@@ -192,6 +308,14 @@ CATALOG: dict[str, Server] = {
             knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="uvicorn --workers default ($WEB_CONCURRENCY or 1)"),
                    "connections": Knob(None, args=("--limit-concurrency", "{connections}"),
                                        why="uvicorn --limit-concurrency: unlimited by default")},
+            options={"loop": Option("choice", args=("--loop", "{value}"), choices=("auto", "asyncio", "uvloop"),
+                                    why="uvicorn --loop; auto (uvloop when installed)"),
+                     "http": Option("choice", args=("--http", "{value}"), choices=("auto", "h11", "httptools"),
+                                    why="uvicorn --http; auto (httptools when installed)"),
+                     "keepalive_timeout": _keepalive("--timeout-keep-alive", "{value}",
+                                                     why="uvicorn --timeout-keep-alive; 5 s by default"),
+                     "max_requests": _max_requests("--limit-max-requests", "{value}",
+                                                   why="uvicorn --limit-max-requests; unlimited by default")},
             version=("dist", "uvicorn"), install_hint=PIP,
             description="asyncio event loop (uvloop, httptools) per worker process",
         ),
@@ -199,6 +323,9 @@ CATALOG: dict[str, Server] = {
             "hypercorn", "python", "async", ("asgi", "wsgi"),
             ("{bin}/hypercorn", "-b", "{host}:{port}", "-w", "{processes}", "{target}"),
             knobs={"processes": Knob(1, why="hypercorn --workers default")},
+            options={"keepalive_timeout": _keepalive("--keep-alive", "{value}", why="hypercorn --keep-alive; 5 s by default"),
+                     "max_requests": _max_requests("--max-requests", "{value}",
+                                                   why="hypercorn --max-requests; unlimited by default")},
             version=("dist", "hypercorn"), install_hint=PIP,
             description="asyncio event loop per worker; WSGI apps run in its thread pool",
         ),
@@ -209,6 +336,10 @@ CATALOG: dict[str, Server] = {
             knobs={"processes": Knob(1, why="granian --workers default"),
                    "threads": Knob(None, args=("--blocking-threads", "{threads}"), interfaces=("wsgi",),
                                    why="granian --blocking-threads: WSGI only (ASGI allows 1)")},
+            options={"runtime_threads": Option("count", args=("--runtime-threads", "{value}"),
+                                               why="granian --runtime-threads (Rust I/O threads per worker); 1"),
+                     "loop": Option("choice", args=("--loop", "{value}"), choices=("auto", "asyncio", "uvloop"),
+                                    why="granian --loop (ASGI); auto")},
             version=("dist", "granian"), install_hint=PIP,
             description="Rust (tokio/hyper) HTTP core; WSGI on blocking threads, ASGI on an event loop",
         ),
@@ -218,6 +349,8 @@ CATALOG: dict[str, Server] = {
              "--connection-limit={connections}", "{target}"),
             knobs={"threads": Knob(4, why="waitress --threads default"),
                    "connections": Knob(100, why="waitress --connection-limit default")},
+            options={"keepalive_timeout": _keepalive("--channel-timeout={value}",
+                                                     why="waitress --channel-timeout (an idle connection's life); 120 s")},
             version=("dist", "waitress"), install_hint=PIP,
             description="one process: an asyncore-style I/O thread and a pool of app threads",
         ),
@@ -229,10 +362,27 @@ CATALOG: dict[str, Server] = {
              "--processes", "{processes}", "--threads", "{threads}"),
             knobs={"processes": Knob(1, why="uwsgi --processes default"),
                    "threads": Knob(1, why="uwsgi --threads default")},
+            options={"preload": Option("bool", args_off=("--lazy-apps",),
+                                       why="uwsgi loads the app in the master before forking unless --lazy-apps; on"),
+                     "max_requests": _max_requests("--max-requests", "{value}",
+                                                   why="uwsgi --max-requests; 0 (never) by default")},
             version=("dist", "uwsgi"), install_hint=PIP,
             description="pre-forked processes (master), each with threads",
         ),
     )
+}
+
+
+# Widely used servers Arena does not run, and why: each installs from neither Debian's packages nor
+# PyPI on this Debian release, or no longer builds or works. Ruby gems come from Debian only.
+MISSING: dict[str, str] = {
+    "falcon": "Ruby (async fibers): not packaged by Debian; a RubyGems-only install",
+    "pitchfork": "Ruby (unicorn's successor with reforking): not packaged by Debian; a RubyGems-only install",
+    "iodine": "Ruby (C event loop): not packaged by Debian; a RubyGems-only install",
+    "agoo": "Ruby (C server): not packaged by Debian; a RubyGems-only install",
+    "rainbows": "Ruby (unicorn with threads/fibers): in Debian 12, but abandoned by its author since 2016",
+    "nginx-unit": "Ruby and Python (NGINX Unit): not packaged by Debian 12; only in NGINX's own apt repository",
+    "meinheld": "Python (greenlet WSGI): unmaintained since 2020; does not build on Python 3.11",
 }
 
 
@@ -290,6 +440,39 @@ def default_pool(server: Server, knobs: Mapping[str, int | None]) -> int | None:
     return 1 if server.model in ("process", "event") else None
 
 
+def options_for(server: Server) -> dict[str, Option]:
+    """Every named setting of ``server``: its own, then its language's (YJIT, the allocator)."""
+    return {**server.options, **COMMON_OPTIONS.get(server.language, {})}
+
+
+def setting_problem(server: Server, name: str, value: object) -> str | None:
+    """Why ``name = value`` is not a setting of ``server`` (None when it is)."""
+    options = options_for(server)
+    if name not in options:
+        return f"{server.name} has no setting {name} (its settings: {', '.join(options) or 'none'})"
+    if options[name].check(value) is None:
+        return f"must be {options[name].allowed()} ({server.name}'s {name})"
+    if name == "allocator" and value == "jemalloc" and jemalloc() is None:
+        return "libjemalloc is not installed (apt-get install libjemalloc2)"
+    return None
+
+
+def check_settings(server: Server, settings: Mapping[str, object], flag: str = "--set") -> dict[str, bool | int | str]:
+    """``settings`` checked against ``server``'s options and typed, in the options' order (so that a
+    configuration's name does not depend on the order they were written in)."""
+    for name, value in settings.items():
+        problem = setting_problem(server, name, value)
+        if problem:
+            raise ArenaError(f"{flag} {name}={value}: {problem}")
+    options = options_for(server)
+    return {name: options[name].check(settings[name]) for name in options if name in settings}
+
+
+def settings_text(settings: Mapping[str, object]) -> str:
+    """The one way a configuration's settings are written in its name: "preload=true yjit=false"."""
+    return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in settings.items())
+
+
 def check_app(server: Server, app: App) -> None:
     if app.interface not in server.interfaces:
         raise ArenaError(f"--app: {server.name} cannot serve '{app.name}' ({app.interface}); "
@@ -306,14 +489,27 @@ class Command:
     env: dict[str, str]
 
 
+def _effects(option: Option, value: bool | int | str) -> tuple[list[str], str, dict[str, str]]:
+    """What one setting's value adds: (flags, a config line, variables)."""
+    fields = {"value": value, "jemalloc": jemalloc() or ""}
+    if option.kind == "bool" and not value:
+        return [a.format_map(fields) for a in option.args_off], "", {}
+    if option.kind == "choice" and option.env and value == option.choices[0]:
+        return [], "", {}  # the first choice is the default, set by nothing (glibc malloc)
+    return ([a.format_map(fields) for a in option.args], option.config.format_map(fields),
+            {k: v.format_map(fields) for k, v in option.env})
+
+
 def python_bin() -> Path:
     """The bin dir of the Python environment Arena runs in (where the Python servers are)."""
     return Path(sys.executable).parent
 
 
 def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, host: str, port: int,
-                  workdir: Path, bin_dir: Path | None = None) -> Command:
-    """Pure: the argv, config files and environment that start ``server`` serving ``app``."""
+                  workdir: Path, bin_dir: Path | None = None, settings: Mapping[str, bool | int | str] = {},
+                  extra_args: tuple[str, ...] = ()) -> Command:
+    """Pure: the argv, config files and environment that start ``server`` serving ``app``, with its
+    named ``settings`` (checked: check_settings) and raw ``extra_args`` (after every other flag)."""
     check_app(server, app)
     bin_dir = bin_dir or python_bin()
     fields = {
@@ -323,11 +519,25 @@ def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, 
         **{k: ("" if v is None else v) for k, v in knobs.items()},
     }
     argv = [part.format_map(fields) for part in server.command]
+    flags: list[str] = []
     for name, value in knobs.items():
         if value is not None and value != server.knobs[name].args_unless:
-            argv[-1:-1] = [a.format_map(fields) for a in server.knobs[name].args]  # before the target
-    files = {server.config[0]: server.config[1].format_map(fields)} if server.config else {}
-    return Command(argv, files, dict(server.env))
+            flags += [a.format_map(fields) for a in server.knobs[name].args]
+    options, lines, env = options_for(server), [], dict(server.env)
+    for name, value in settings.items():
+        args, line, variables = _effects(options[name], value)
+        flags += args
+        lines += [line] if line else []
+        env.update(variables)
+    flags += extra_args
+    at = len(argv) - 1 if server.command[-1] == "{target}" else len(argv)  # flags go before a final target
+    argv[at:at] = flags
+    files = {}
+    if server.config:
+        files[server.config[0]] = server.config[1].format_map(fields) + "".join(f"{line}\n" for line in lines)
+    elif lines:
+        raise ArenaError(f"{server.name}: a setting needs a config file and the entry has none")
+    return Command(argv, files, env)
 
 
 # ---------------------------------------------------------------------- availability and version

@@ -33,6 +33,19 @@ from arena.subjects.user import WRAP_DIR
 # GUNICORN_CMD_ARGS, RUBYOPT, UVICORN_*, WEB_CONCURRENCY, LD_PRELOAD or PYTHONPATH never change a
 # measurement silently. The rest of its environment is what Arena sets and the configuration declares.
 ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME")
+# Set by Arena for every start: a configuration does not declare them.
+ENV_OWN = ("HOME", "TMPDIR", "PYTHONUNBUFFERED")
+
+
+def env_problem(name: str, value: object) -> str | None:
+    """Why a configuration may not declare ``name=value`` for its server (None when it may)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
+        return "a variable's name is letters, digits and '_', not starting with a digit"
+    if name.startswith("ARENA_") and name != "ARENA_POOL" or name in ENV_OWN:
+        return f"{name} is set by Arena for every server"
+    if not isinstance(value, str) or "\x00" in value:
+        return "a variable's value is a string (quote numbers: \"1\")"
+    return None
 
 
 @dataclass
@@ -49,6 +62,8 @@ class ServerSpec:
     host: str = "127.0.0.1"
     strict_knobs: bool = True
     env: dict[str, str] = field(default_factory=dict)  # added to its environment: declared, the services' addresses
+    settings: dict[str, object] = field(default_factory=dict)  # named settings (catalog.Option): preload, yjit, ...
+    options: tuple[str, ...] = ()  # raw flags, after every other flag
 
     def requested_knobs(self) -> dict[str, int | None]:
         return {"processes": self.processes, "threads": self.threads, "connections": self.connections}
@@ -107,6 +122,7 @@ class RunningServer(Confined):
     started_at: float
     env: dict[str, str] = field(default_factory=dict)  # what it was started with (its group's variables aside)
     cwd: str = ""
+    settings: dict[str, object] = field(default_factory=dict)
     startup_s: float = 0.0
     stopped: bool = False
     killed: list[int] = field(default_factory=list)  # pids that needed SIGKILL at stop
@@ -120,8 +136,9 @@ class RunningServer(Confined):
         return self.proc.poll() is None
 
     def described(self) -> dict:
-        """How it was started, as stored with each run: command line, working directory, environment."""
-        return {"argv": self.argv, "cwd": self.cwd, "env": self.env}
+        """How it was started, as stored with each run: command line, working directory, environment,
+        named settings."""
+        return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings}
 
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)
@@ -248,6 +265,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     catalog.check_app(server, app)
     # the convention variables (WEB_CONCURRENCY) count where the configuration declares them, not from Arena's own
     knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), spec.env, strict=spec.strict_knobs)
+    settings = catalog.check_settings(server, spec.settings)
     venv_bin = Path(app.user.venv) / "bin" if app.user and app.user.venv else None
     if catalog.resolve_executable(server, venv_bin) is None:
         if venv_bin is not None:
@@ -270,7 +288,8 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         (workdir / "home").mkdir()
         (workdir / "tmp").mkdir()
         served, app_env, prefix = user_app_launch(app, workdir)
-        cmd = catalog.build_command(server, served, knobs, host=spec.host, port=port, workdir=workdir, bin_dir=venv_bin)
+        cmd = catalog.build_command(server, served, knobs, host=spec.host, port=port, workdir=workdir, bin_dir=venv_bin,
+                                    settings=settings, extra_args=tuple(spec.options))
         for name, text in cmd.files.items():
             (workdir / name).write_text(text)
         argv = prefix + cmd.argv
@@ -287,7 +306,8 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     running = RunningServer(spec, server, app.name, knobs, spec.host, port, argv, proc, procset,
-                            workdir, workdir / "server.log", catalog.version(server.name), started_at, given, cwd)
+                            workdir, workdir / "server.log", catalog.version(server.name), started_at, given, cwd,
+                            settings)
     _live.add(running)
     timeout = ready_timeout or (app.user and app.user.ready_timeout_s) or server.ready_timeout_s
     ready_or_stopped(running, lambda: _wait_ready(running, app, timeout), keep_log=True)
