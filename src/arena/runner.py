@@ -210,6 +210,7 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
     closed = run.level.model == "closed"
     return LoadSpec(
         url=url + run.workload.path, method=run.workload.method, expect_status=run.workload.expect_status,
+        mix=run.workload.mix,
         connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
         duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=exp.keep_alive,
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition)

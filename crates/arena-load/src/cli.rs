@@ -198,7 +198,8 @@ pub fn config(a: &Args) -> Result<Config, String> {
     method("--method", &a.method)?;
     let templates = match &a.mix {
         None => vec![Template::new(1, &a.method, &target.host_header, &target.path, &headers,
-                                   a.body.as_deref().unwrap_or("").as_bytes(), keep_alive)],
+                                   a.body.as_deref().unwrap_or("").as_bytes(), keep_alive)
+            .map_err(|e| format!("URL or --body: {e}"))?],
         Some(file) => {
             let name = file.display();
             let text = std::fs::read_to_string(file).map_err(|e| format!("--mix {name}: cannot read: {e}"))?;
@@ -219,7 +220,8 @@ pub fn config(a: &Args) -> Result<Config, String> {
                 let mut hs = headers.clone();
                 hs.extend(e.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
                 if e.weight > 0 {
-                    out.push(Template::new(e.weight, &e.method, &target.host_header, &e.path, &hs, e.body.as_bytes(), keep_alive));
+                    out.push(Template::new(e.weight, &e.method, &target.host_header, &e.path, &hs, e.body.as_bytes(), keep_alive)
+                        .map_err(|err| format!("--mix {name}: entry {i}: {err}"))?);
                 }
             }
             out

@@ -24,7 +24,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::http::{Malformed, Parser, Step, Template};
-use crate::pacer::{Pacer, Stop};
+use crate::pacer::{Pacer, SplitMix64, Stop};
 use crate::source::{Request, Source};
 use crate::record::{histogram, us, ErrorKind, IntervalPart, Phase};
 
@@ -227,6 +227,8 @@ pub struct Worker<'a> {
     pending: VecDeque<Request>,
     /// Which request comes next and when (pacer or closed users, think time, the stop rule).
     source: Source<'a>,
+    /// Draws the values of templated requests (`/posts/{id:1..10000}`), seeded from --seed.
+    values: SplitMix64,
     /// The deadline the timerfd is armed for (0: none): re-arming costs a syscall and, in a VM,
     /// an exit to the hypervisor, so it is done only when the deadline changes.
     armed: u64,
@@ -271,6 +273,7 @@ impl<'a> Worker<'a> {
         let mut w = Worker {
             cfg, start, poll, timer, conns: Vec::new(), free_slots: Vec::new(), idle: Vec::new(),
             open_conns: 0, max_conns, pending: VecDeque::new(), source, armed: 0,
+            values: SplitMix64::new(cfg.seed ^ 0x7E3A_11C5_D1B5_4A32u64.wrapping_mul(2 + id as u64)),
             warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
             interval: IntervalPart::new(0), intervals, unsent: 0, last_done: 0, peak_conns: 0, open_failure: None,
         };
@@ -484,7 +487,7 @@ impl<'a> Worker<'a> {
         let conn = self.conns[slot].as_mut().expect("live");
         conn.wbuf.clear();
         conn.wpos = 0;
-        template.render(stamp, &mut conn.wbuf);
+        template.render(stamp, &mut self.values, &mut conn.wbuf);
         conn.flight = Some(InFlight { req, sent: now });
         conn.rbytes = 0;
         conn.state = State::Writing;

@@ -6,8 +6,9 @@
 
 use std::fmt::Write as _;
 
-/// One request of the mix, rendered once: `head` ends just before the blank line, so a per-send
-/// `X-Request-Start` header can be appended without re-rendering.
+/// One request of the mix. A fixed request is rendered once: `head` ends just before the blank
+/// line, so a per-send `X-Request-Start` header can be appended without re-rendering. A request
+/// whose path or body draws values (`/posts/{id:1..10000}`) is rendered at each send from `fields`.
 #[derive(Debug, Clone)]
 pub struct Template {
     pub weight: u32,
@@ -17,36 +18,206 @@ pub struct Template {
     pub body: Vec<u8>,
     /// HEAD responses have no body whatever their Content-Length says.
     pub is_head: bool,
+    fields: Option<Fields>,
+}
+
+/// A part of a templated path or body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    Lit(Vec<u8>),
+    /// `{name:lo..hi}`: a value drawn uniformly from lo..=hi into `slot`.
+    Draw { slot: usize, lo: u64, hi: u64 },
+    /// `{name}`: the value the same request drew for `name` earlier (in its path or body).
+    Ref(usize),
+}
+
+/// Most values one request may draw; the largest value one may hold.
+pub const MAX_FIELDS: usize = 16;
+pub const MAX_VALUE: u64 = 1_000_000_000_000_000;
+
+/// A request rendered at each send: the request line's start, the templated target, the rest of
+/// the head (without Content-Length), and the templated body.
+#[derive(Debug, Clone)]
+struct Fields {
+    target: Vec<Piece>,
+    rest: Vec<u8>,
+    body: Vec<Piece>,
+    length: bool,
+}
+
+/// Parse `text` into pieces: `{name:lo..hi}` draws a whole number, `{name}` repeats a value drawn
+/// before it; any other brace is text (a JSON body keeps its own). `names` holds the names drawn
+/// so far in this request (the path is parsed before the body).
+pub fn parse_pieces(text: &str, names: &mut Vec<String>) -> Result<Vec<Piece>, String> {
+    let mut out = Vec::new();
+    let mut lit = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let field = after.find('}').map(|close| &after[..close]).and_then(|inner| field(inner).map(|f| (inner.len(), f)));
+        match field {
+            Some((len, (name, range))) if range.is_some() || names.iter().any(|n| n == name) => {
+                lit.extend_from_slice(&rest.as_bytes()[..open]);
+                if !lit.is_empty() {
+                    out.push(Piece::Lit(std::mem::take(&mut lit)));
+                }
+                match range {
+                    Some((lo, hi)) => {
+                        if lo > hi || hi > MAX_VALUE {
+                            return Err(format!("{{{name}:{lo}..{hi}}}: a range runs from a low to a high whole number, \
+                                                at most {MAX_VALUE}"));
+                        }
+                        if names.iter().any(|n| n == name) {
+                            return Err(format!("{{{name}:{lo}..{hi}}}: {name} is drawn twice (repeat it as {{{name}}})"));
+                        }
+                        if names.len() == MAX_FIELDS {
+                            return Err(format!("{{{name}:{lo}..{hi}}}: at most {MAX_FIELDS} values per request"));
+                        }
+                        names.push(name.to_string());
+                        out.push(Piece::Draw { slot: names.len() - 1, lo, hi });
+                    }
+                    None => out.push(Piece::Ref(names.iter().position(|n| n == name).expect("a drawn name"))),
+                }
+                rest = &after[len + 1..];
+            }
+            _ => {  // not a field ({word} with no value drawn before it is text too)
+                lit.extend_from_slice(&rest.as_bytes()[..open + 1]);
+                rest = after;
+            }
+        }
+    }
+    lit.extend_from_slice(rest.as_bytes());
+    if !lit.is_empty() {
+        out.push(Piece::Lit(lit));
+    }
+    Ok(out)
+}
+
+/// `name:lo..hi` -> (name, Some((lo, hi))); `name` -> (name, None); anything else: not a field.
+fn field(inner: &str) -> Option<(&str, Option<(u64, u64)>)> {
+    let (name, range) = match inner.split_once(':') {
+        Some((name, range)) => (name, Some(range)),
+        None => (inner, None),
+    };
+    let mut chars = name.chars();
+    let ident = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ident {
+        return None;
+    }
+    match range {
+        None => Some((name, None)),
+        Some(r) => {
+            let (lo, hi) = r.split_once("..")?;
+            let digits = |s: &str| !s.is_empty() && s.len() <= 19 && s.bytes().all(|b| b.is_ascii_digit());
+            if !digits(lo) || !digits(hi) {
+                return None;
+            }
+            Some((name, Some((lo.parse().ok()?, hi.parse().ok()?))))
+        }
+    }
+}
+
+fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
 }
 
 impl Template {
+    /// A request of the mix; its target and body may draw values (parse_pieces).
     pub fn new(weight: u32, method: &str, host: &str, target: &str, headers: &[(String, String)], body: &[u8],
-               keep_alive: bool) -> Template {
-        let mut head = String::new();
-        let _ = write!(head, "{method} {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: arena-load\r\n");
+               keep_alive: bool) -> Result<Template, String> {
+        let mut names = Vec::new();
+        let target_pieces = parse_pieces(target, &mut names)?;
+        let body_text = std::str::from_utf8(body).ok();
+        let body_pieces = match body_text {
+            Some(text) => parse_pieces(text, &mut names)?,
+            None => vec![Piece::Lit(body.to_vec())],
+        };
+        let length = !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH");
+        let mut rest = String::new();
+        let _ = write!(rest, " HTTP/1.1\r\nHost: {host}\r\nUser-Agent: arena-load\r\n");
         for (name, value) in headers {
-            let _ = write!(head, "{name}: {value}\r\n");
+            let _ = write!(rest, "{name}: {value}\r\n");
         }
-        if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+        let mut tail = String::new();
+        if !keep_alive {
+            tail.push_str("Connection: close\r\n");
+        }
+        let is_head = method.eq_ignore_ascii_case("HEAD");
+        let base = Template { weight, method: method.to_string(), target: target.to_string(), head: Vec::new(),
+                              body: body.to_vec(), is_head, fields: None };
+        if !names.is_empty() {
+            let mut rest = rest.into_bytes();
+            rest.extend_from_slice(tail.as_bytes());
+            let mut start = method.as_bytes().to_vec();
+            start.push(b' ');
+            return Ok(Template { head: start, fields: Some(Fields { target: target_pieces, rest, body: body_pieces, length }),
+                                 ..base });
+        }
+        let mut head = format!("{method} {target}{rest}");
+        if length {
             let _ = write!(head, "Content-Length: {}\r\n", body.len());
         }
-        if !keep_alive {
-            head.push_str("Connection: close\r\n");
-        }
-        Template { weight, method: method.to_string(), target: target.to_string(), head: head.into_bytes(), body: body.to_vec(),
-                   is_head: method.eq_ignore_ascii_case("HEAD") }
+        head.push_str(&tail);
+        Ok(Template { head: head.into_bytes(), ..base })
+    }
+
+    /// Whether the request draws values at each send.
+    pub fn templated(&self) -> bool {
+        self.fields.is_some()
     }
 
     /// Append the request to `out`; with `stamp_us`, an `X-Request-Start: t=<µs since epoch>` header.
-    pub fn render(&self, stamp_us: Option<u64>, out: &mut Vec<u8>) {
+    /// A templated request draws its values from `rng`.
+    pub fn render(&self, stamp_us: Option<u64>, rng: &mut crate::pacer::SplitMix64, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
-        if let Some(us) = stamp_us {
-            out.extend_from_slice(b"X-Request-Start: t=");
-            push_decimal(out, us);
+        let Some(f) = &self.fields else {
+            finish_head(stamp_us, out);
+            out.extend_from_slice(&self.body);
+            return;
+        };
+        let mut values = [0u64; MAX_FIELDS];
+        for piece in f.target.iter().chain(&f.body) {
+            if let Piece::Draw { slot, lo, hi } = *piece {
+                values[slot] = lo + rng.next_u64() % (hi - lo + 1);
+            }
+        }
+        push_pieces(&f.target, &values, out);
+        out.extend_from_slice(&f.rest);
+        if f.length {
+            let len: usize = f.body.iter().map(|p| match p {
+                Piece::Lit(b) => b.len(),
+                Piece::Draw { slot, .. } | Piece::Ref(slot) => digits(values[*slot]),
+            }).sum();
+            out.extend_from_slice(b"Content-Length: ");
+            push_decimal(out, len as u64);
             out.extend_from_slice(b"\r\n");
         }
+        finish_head(stamp_us, out);
+        push_pieces(&f.body, &values, out);
+    }
+}
+
+fn finish_head(stamp_us: Option<u64>, out: &mut Vec<u8>) {
+    if let Some(us) = stamp_us {
+        out.extend_from_slice(b"X-Request-Start: t=");
+        push_decimal(out, us);
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.body);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_pieces(pieces: &[Piece], values: &[u64; MAX_FIELDS], out: &mut Vec<u8>) {
+    for p in pieces {
+        match p {
+            Piece::Lit(b) => out.extend_from_slice(b),
+            Piece::Draw { slot, .. } | Piece::Ref(slot) => push_decimal(out, values[*slot]),
+        }
     }
 }
 
@@ -482,14 +653,57 @@ mod tests {
 
     #[test]
     fn templates_render_once_and_stamp_per_send() {
-        let t = Template::new(1, "POST", "127.0.0.1:8080", "/work?cpu_ms=1", &[("X-A".into(), "b".into())], b"{}", false);
+        let mut rng = crate::pacer::SplitMix64::new(1);
+        let t = Template::new(1, "POST", "127.0.0.1:8080", "/work?cpu_ms=1", &[("X-A".into(), "b".into())], b"{}", false)
+            .unwrap();
+        assert!(!t.templated());
         let mut out = Vec::new();
-        t.render(Some(1_700_000_000_123_456), &mut out);
+        t.render(Some(1_700_000_000_123_456), &mut rng, &mut out);
         assert_eq!(String::from_utf8(out).unwrap(),
                    "POST /work?cpu_ms=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: arena-load\r\nX-A: b\r\n\
                     Content-Length: 2\r\nConnection: close\r\nX-Request-Start: t=1700000000123456\r\n\r\n{}");
         let mut out = Vec::new();
-        Template::new(1, "GET", "h", "/", &[], b"", true).render(None, &mut out);
+        Template::new(1, "GET", "h", "/", &[], b"", true).unwrap().render(None, &mut rng, &mut out);
         assert_eq!(out, b"GET / HTTP/1.1\r\nHost: h\r\nUser-Agent: arena-load\r\n\r\n");
+    }
+
+    fn drawn(t: &Template, rng: &mut crate::pacer::SplitMix64) -> String {
+        let mut out = Vec::new();
+        t.render(None, rng, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn templates_draw_values_in_their_ranges_each_send_and_repeat_them_by_name() {
+        let body = br#"{"title": "post {n:1..9}", "again": "{n}", "keep": {"x": "{word}"}}"#;
+        let t = Template::new(1, "POST", "h", "/posts/{id:5..7}/c?n={n2:10..10}", &[], body, true).unwrap();
+        assert!(t.templated());
+        let mut rng = crate::pacer::SplitMix64::new(42);
+        let mut ids = std::collections::BTreeSet::new();
+        for _ in 0..300 {
+            let text = drawn(&t, &mut rng);
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            let id: u64 = head["POST /posts/".len()..].split('/').next().unwrap().parse().unwrap();
+            assert!((5..=7).contains(&id));
+            ids.insert(id);
+            assert!(head.starts_with(&format!("POST /posts/{id}/c?n=10 HTTP/1.1\r\n")), "{head}");
+            let n = &body[r#"{"title": "post "#.len()..][..1];
+            assert_eq!(body, format!(r#"{{"title": "post {n}", "again": "{n}", "keep": {{"x": "{{word}}"}}}}"#));
+            assert!(head.ends_with(&format!("\r\nContent-Length: {}", body.len())), "{head}");
+        }
+        assert_eq!(ids.into_iter().collect::<Vec<_>>(), vec![5, 6, 7]); // every value of the range is drawn
+        // the same seed draws the same requests
+        let (mut a, mut b) = (crate::pacer::SplitMix64::new(7), crate::pacer::SplitMix64::new(7));
+        assert!((0..20).all(|_| drawn(&t, &mut a) == drawn(&t, &mut b)));
+    }
+
+    #[test]
+    fn bad_templates_are_refused_with_the_field() {
+        let mut names = Vec::new();
+        assert!(parse_pieces("/a/{id:9..1}", &mut names).unwrap_err().contains("{id:9..1}"));
+        let mut names = Vec::new();
+        assert!(parse_pieces("/a/{id:1..2}/{id:1..2}", &mut names).unwrap_err().contains("drawn twice"));
+        let mut names = Vec::new();
+        assert_eq!(parse_pieces("/a/{x}{1:2..3}{", &mut names).unwrap(), vec![Piece::Lit(b"/a/{x}{1:2..3}{".to_vec())]);
     }
 }

@@ -4,6 +4,7 @@ from arena.app.load import load
 from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, count, cpus, duration, positive
 from arena.drivers.spec import LoadSpec
 from arena.plan.experiment import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
+from arena.plan.mix import load_mix
 from arena.report.summary import load_summary
 
 NAME = "load"
@@ -24,7 +25,8 @@ def add(sub) -> None:
     lo.add_argument("-m", "--method", default="GET")
     lo.add_argument("-H", "--header", action="append", default=[], dest="headers", help="'Name: value' (repeatable)")
     lo.add_argument("--body")
-    lo.add_argument("--mix", help="JSON file of weighted requests")
+    lo.add_argument("--mix", help="a request mix file (TOML or JSON): weighted requests, path templates such as "
+                                  "/posts/{id:1..10000}")
     lo.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     lo.add_argument("--request-start", action="store_true", help="stamp X-Request-Start at the real send time")
     lo.add_argument("--timeout", type=duration("--timeout", MAX_TIMEOUT_S), default=30.0, help="response timeout (default 30s)")
@@ -41,7 +43,7 @@ def run(args, out) -> int:
     spec = LoadSpec(
         url=args.url, connections=args.connections, rate=args.rate, arrival=args.arrival, duration_s=args.duration,
         requests=args.requests, warmup_s=args.warmup, think_ms=args.think * 1000, threads=args.threads,
-        method=args.method, headers=args.headers, body=args.body, mix_file=args.mix,
+        method=args.method, headers=args.headers, body=args.body, mix=load_mix(args.mix) if args.mix else None,
         keep_alive=not args.no_keepalive, request_start=args.request_start, connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status)
     loaded = load(spec, cpus=args.cpus, json_path=args.json)

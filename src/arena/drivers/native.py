@@ -36,11 +36,11 @@ def binary() -> Path:
 CAPABILITIES = Capabilities("arena-load", models=("closed", "open"), bounds=("duration", "requests"),
                             methods=("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), bodies=True,
                             keep_alive_off=True, live=True, server_timing=True, balance=True, hdr=True,
-                            expect_status=True)
+                            expect_status=True, mixes=True)
 
 
-def build_argv(spec: LoadSpec, exe: Path, output: Path) -> list[str]:
-    """Pure: the arena-load command line for ``spec``."""
+def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = None) -> list[str]:
+    """Pure: the arena-load command line for ``spec``; its mix (if any) written as ``mix_json``."""
     argv = [str(exe), spec.url, "-o", str(output), "--warmup", f"{spec.warmup_s}s", "-t", str(spec.threads),
             "-m", spec.method, "--connect-timeout", f"{spec.connect_timeout_s}s", "--timeout", f"{spec.timeout_s}s",
             "--interval", f"{spec.interval_s}s", "--seed", str(spec.seed)]
@@ -59,8 +59,8 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path) -> list[str]:
         argv += ["-H", h]
     if spec.body is not None:
         argv += ["--body", spec.body]
-    if spec.mix_file is not None:
-        argv += ["--mix", spec.mix_file]
+    if spec.mix is not None:
+        argv += ["--mix", str(mix_json)]
     if spec.expect_status is not None:
         argv += ["--expect-status", spec.expect_status]
     argv += [flag for flag, on in (("--no-keepalive", not spec.keep_alive), ("--request-start", spec.request_start),
@@ -79,8 +79,10 @@ def run(spec: LoadSpec, cpus: list[int] | None = None,
     arena-load's one-shot SIGINT handler is spent, and another SIGINT would kill it unwritten."""
     exe = binary()
     with tempfile.TemporaryDirectory(prefix=owned_name("load") + "-") as tmp:  # reaped if Arena dies
-        out = Path(tmp) / "result.json"
-        argv = build_argv(spec, exe, out) + (["--live"] if live else [])
+        out, mix_json = Path(tmp) / "result.json", Path(tmp) / "mix.json"
+        if spec.mix is not None:
+            mix_json.write_text(json.dumps(spec.mix.arena_load()))
+        argv = build_argv(spec, exe, out, mix_json) + (["--live"] if live else [])
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 preexec_fn=child_setup(cpus))
         messages: list[str] = []

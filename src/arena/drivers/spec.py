@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from arena.errors import ArenaError
+from arena.plan.mix import Mix
 
 
 @dataclass
@@ -26,7 +27,7 @@ class LoadSpec:
     method: str = "GET"
     headers: list[str] = field(default_factory=list)
     body: str | None = None
-    mix_file: str | None = None
+    mix: Mix | None = None  # weighted requests (plan.mix) instead of method + url's path
     keep_alive: bool = True
     request_start: bool = False
     connect_timeout_s: float = 5.0
@@ -52,10 +53,12 @@ class Capabilities:
     balance: bool  # reads X-Arena-Pid: requests per worker process
     hdr: bool  # full latency histograms (HdrHistogram), not only a few percentiles
     expect_status: bool = False  # can be told which statuses count as success (else: its own rule)
+    mixes: bool = False  # can send a weighted mix of requests (a mix file)
     open_note: str = ""  # how the open model is run, where it is not arena-load's
 
     def problems(self, *, model: str, requests: bool, method: str, keep_alive: bool,
-                 body: bool = False, expect_status: str | None = None) -> list[tuple[str, object, str]]:
+                 body: bool = False, expect_status: str | None = None,
+                 mix: bool = False) -> list[tuple[str, object, str]]:
         """(key, value, why) for each part of a run this driver cannot do; empty: it can."""
         out: list[tuple[str, object, str]] = []
         if model not in self.models:
@@ -72,6 +75,8 @@ class Capabilities:
             out.append(("keep_alive", False, f"a connection per request is not supported by this driver ({sends})"))
         if body and not self.bodies:
             out.append(("body", "a body", "this driver sends no request body"))
+        if mix and not self.mixes:
+            out.append(("mix", "a mix file", f"{self.tool} sends one request, not a mix"))
         if expect_status is not None and not self.expect_status:
             out.append(("expect_status", expect_status, "this driver cannot be told which statuses are successes "
                                                         "(it counts its own: non-2xx)"))
@@ -81,6 +86,6 @@ class Capabilities:
         """Refuse ``spec`` in one line if this driver cannot run it."""
         found = self.problems(model="open" if spec.rate is not None else "closed", requests=spec.requests is not None,
                               method=spec.method, keep_alive=spec.keep_alive, body=spec.body is not None,
-                              expect_status=spec.expect_status)
+                              expect_status=spec.expect_status, mix=spec.mix is not None)
         if found:
             raise ArenaError(f"driver = \"{self.tool}\": {found[0][2]}")

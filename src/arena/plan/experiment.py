@@ -26,6 +26,7 @@ from arena.servers.launch import env_problem
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, user_app
+from arena.plan.mix import Mix, load_mix
 
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
@@ -95,6 +96,8 @@ class Workload:
     method: str = "GET"
     name: str = "default"
     expect_status: str | None = None  # the statuses that count as success, e.g. "2xx,404" (None: 2xx and 3xx)
+    mix_file: str | None = None  # a request mix file (plan.mix) instead of one path: as written in the experiment
+    mix: Mix | None = field(default=None, compare=False)  # that file, read (None where only the definition is at hand)
 
     @property
     def blocking_io(self) -> bool:
@@ -385,9 +388,10 @@ def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") 
     reads them, without the parts that depend on the machine (the CPU layout)."""
     top = _Reader(file, definition)
     if "workloads" in definition:
-        found = [_workload(_Reader(file, w, f"workloads[{i}]."), named=True) for i, w in enumerate(definition["workloads"])]
+        found = [_workload(_Reader(file, w, f"workloads[{i}]."), named=True, read_mix=False)
+                 for i, w in enumerate(definition["workloads"])]
     else:
-        found = [_workload(_Reader(file, _table(top, "workload"), "workload."), named=False)]
+        found = [_workload(_Reader(file, _table(top, "workload"), "workload."), named=False, read_mix=False)]
     return {w.name: w for w in found}
 
 
@@ -396,20 +400,23 @@ def _check_driver(top: _Reader, driver: str, model: str, requests: bool, keep_al
     """Refuse, now and not after the first server start, what the driver cannot run."""
     caps = DRIVERS[driver].capabilities
     for w in workloads:
-        asked = dict(model=model, requests=requests, method=w.method, keep_alive=keep_alive, expect_status=w.expect_status)
+        asked = dict(model=model, requests=requests, method=w.method, keep_alive=keep_alive, expect_status=w.expect_status,
+                     mix=w.mix_file is not None)
         found = caps.problems(**asked)
         if found:
             key, value, why = found[0]
             able = [name for name, d in DRIVERS.items() if not d.capabilities.problems(**asked)]
-            where = f"workload.{key}" if key in ("method", "expect_status") else key
+            where = f"workload.{key}" if key in ("method", "expect_status", "mix") else key
             raise top.fail(where, value, f"driver \"{driver}\": {why} (drivers that can: {', '.join(able) or 'none'})")
 
 
 STATUS_PART = re.compile(r"[1-5]xx|[1-5][0-9]{2}(-[1-5][0-9]{2})?")
 
 
-def _workload(r: _Reader, named: bool) -> Workload:
-    r.unknown({"path", "method", "name", "expect_status"} if named else {"path", "method", "expect_status"})
+def _workload(r: _Reader, named: bool, read_mix: bool = True) -> Workload:
+    """A [workload] table: one request (``path``, ``method``) or a request mix file (``mix``, read
+    relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone)."""
+    r.unknown({"path", "method", "name", "expect_status", "mix"} if named else {"path", "method", "expect_status", "mix"})
     expect = r.string("expect_status")
     if expect is not None:
         parts = [p.strip() for p in expect.split(",")]
@@ -426,6 +433,18 @@ def _workload(r: _Reader, named: bool) -> Workload:
     name = r.string("name") if named else "default"
     if not name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,31}", name):
         raise r.fail("name", name, "must be 1-32 letters, digits, '.', '_', '/' or '-'")
+    mix_file, mix = r.string("mix"), None
+    if mix_file is not None:
+        for key in ("path", "method"):
+            if key in r.table:
+                raise r.fail(key, r.get(key), "a workload is one request (path, method) or a mix file, not both")
+        if read_mix:
+            where = Path(r.file).resolve().parent / mix_file
+            try:
+                mix = load_mix(where)
+            except ArenaError as e:
+                raise r.fail("mix", mix_file, str(e).removeprefix(f"--mix {where}: ").removeprefix(f"{where}: ")) from None
+        return Workload("/", mix.methods[0] if mix else "GET", name, expect, mix_file, mix)
     return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name, expect)
 
 
