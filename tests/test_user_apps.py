@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from arena.report.data import app_metrics_table
+from arena.results.aggregate import aggregate
+
 from arena.app.check import check_one
 from arena.errors import ArenaError
 from arena.http_client import Client
@@ -135,6 +138,13 @@ def test_an_experiment_on_a_users_app_stores_its_metrics_and_how_the_server_was_
     assert "GUNICORN_CMD_ARGS" not in env and "RUBYOPT" not in env and env["ARENA_USER_APP"] == "hello_wsgi:app"
     assert run.launch["cwd"] == str(apps / "pyapp") and "arena_wrap:wsgi" in run.launch["argv"]
     assert len(run.load.measured.workers) == 1  # gunicorn's default of one worker, not the caller's 7
+    # the report shows the app's own metric beside Arena's parts: 1.5 ms of each request's mean
+    (cell,) = aggregate([run])
+    assert set(cell.app_metrics) == {"sql.query"} and cell.app_metrics["sql.query"].median == pytest.approx(1.5, abs=0.01)
+    table = app_metrics_table([cell])
+    assert table.head == ["configuration", "level", "mean response ms", "sql.query ms", "sql.query share"]
+    mean_ms = run.load.measured.response_time.mean / 1000
+    assert table.rows[0][3] == "1.5" and table.rows[0][4] == f"{100 * 1.5 / mean_ms:.0f}%"
 
 
 @pytest.mark.integration

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from arena.report import charts as ch
 from arena.report.style import paint
-from arena.results.aggregate import MiB, Cell, labels, workloads
+from arena.results.aggregate import MiB, Cell, Figure, labels, workloads
 from arena.results.ranking import Limits, answer_lines, answers, ranking
 from arena.results.runs import Run
 
@@ -38,10 +38,7 @@ INTERVALS = ("Intervals are of the statistic they stand beside: beside a median,
              "repetitions; with 2 to 5, the range of the repetitions is shown instead and marked as a range.")
 
 
-def nice(v: float | None, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+nice = ch.nice  # one way to print a figure in tables and charts
 
 
 def interval_text(figure, k: float = 1.0) -> str:
@@ -98,14 +95,16 @@ def comparison_table(cells: list[Cell]) -> Table:
     kinds = list(dict.fromkeys(k for c in cells for k in c.service_cores))
     db = any(c.database.note() for c in cells)
     head = ["configuration"] + (["workload"] if many else []) + [
-        "level", "valid/runs", "req/s", "req/s interval", "p50 ms", "p99 ms", "p99 interval", "PSS MiB"]
+        "level", "valid/runs", "req/s", "req/s interval", "p50 ms", "p99 ms", "p99 interval", "PSS MiB",
+        "PSS MiB/worker"]
     head += (["server CPU cores"] + [f"{k} CPU cores" for k in kinds] if kinds else []) + (["database"] if db else [])
     rows = []
     for c in cells:
         row = [c.label] + ([c.workload] if many else []) + [
             c.level_label, f"{c.valid}/{c.total}", nice(c.throughput.median, 4), interval_text(c.throughput),
             nice(c.p50_us.median and c.p50_us.median / 1000), nice(c.p99_us.median and c.p99_us.median / 1000),
-            interval_text(c.p99_us, 1000), nice(c.pss_bytes.median and c.pss_bytes.median / MiB)]
+            interval_text(c.p99_us, 1000), nice(c.pss_bytes.median and c.pss_bytes.median / MiB),
+            nice(c.pss_bytes.median and c.pss_bytes.median / MiB / (c.processes or 1))]
         if kinds:
             row += [nice(c.cpu_cores.median)] + [nice(c.service_cores[k].median) if k in c.service_cores else "-"
                                                  for k in kinds]
@@ -113,6 +112,28 @@ def comparison_table(cells: list[Cell]) -> Table:
             row.append(c.database.note() or "-")
         rows.append(row + ["; ".join(c.flags) or "ok"])
     return Table(head + ["validity"], rows, "comparison")
+
+
+def app_metrics_table(cells: list[Cell]) -> Table | None:
+    """The app's own Server-Timing metrics (a Rails app's sql.active_record, a Django app's sql) per
+    configuration and level: mean ms per request and their share of the mean response time. They
+    are the app's view and overlap Arena's parts (SQL time holds the driver's CPU and the wait)."""
+    names = list(dict.fromkeys(k for c in cells for k in c.app_metrics))
+    if not names:
+        return None
+    rows = []
+    for c in cells:
+        if not c.app_metrics:
+            continue
+        mean_ms = Figure.of([r.load.measured.response_time.mean / 1000 for r in c.valid_runs
+                             if r.load and r.load.measured.response_time and r.load.measured.response_time.mean]).median
+        row = [c.label, c.level_label, nice(mean_ms)]
+        for k in names:
+            ms = c.app_metrics[k].median if k in c.app_metrics else None
+            row += [nice(ms), f"{100 * ms / mean_ms:.0f}%" if ms is not None and mean_ms else "-"]
+        rows.append(row)
+    head = ["configuration", "level", "mean response ms"] + [h for k in names for h in (f"{k} ms", f"{k} share")]
+    return Table(head, rows, "app-metrics", "The app's own Server-Timing metrics (mean per request)")
 
 
 def _ranking_table(title: str, cells: list[Cell]) -> Table:
@@ -219,6 +240,16 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
     for key, title, lead in SECTIONS[:-1]:
         if by_section.get(key):
             sections.append(Section(key, title, lead, by_section[key]))
+    own = app_metrics_table(cells)
+    if own is not None:
+        decomposition = next((s for s in sections if s.key == "decomposition"), None)
+        if decomposition is None:
+            decomposition = Section("decomposition", *dict((k, (t, l)) for k, t, l in SECTIONS)["decomposition"])
+            sections.append(decomposition)
+        decomposition.tables.append(own)
+        decomposition.paragraphs.append(
+            "The app's own Server-Timing metrics are its view of its work (time in SQL holds the database driver's "
+            "CPU as well as the wait for the database): they overlap the parts above and are shown beside them.")
     model = model_section(cells, observations)
     if model.charts or model.paragraphs:
         sections.append(model)

@@ -50,6 +50,9 @@ DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", "pool wait", "database", "downs
                  "outside the app")
 # the parts of the I/O phase an app reports apart (spec.md: /db, /api) -> their Server-Timing names
 IO_PARTS = (("pool wait", "pool"), ("database", "db"), ("downstream API", "api"))
+# Server-Timing names with a meaning in Arena (the subject contract and the timing around a user's
+# app); any other a response carries is the app's own (a Rails app's sql.active_record)
+ARENA_METRICS = ("queue", "app", "cpu", "cpuwall", "io", *(metric for _, metric in IO_PARTS))
 
 
 def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[str, float | None]:
@@ -114,6 +117,7 @@ class Cell(Placement):
     cpu_cores: Figure = Figure(None, None, 0)  # the server's cores busy over the window
     service_cores: dict[str, Figure] = field(default_factory=dict)  # each service's (by kind), over the same window
     database: Database = Database()  # processes x pool, max_connections, refusals summed over every repetition
+    app_metrics: dict[str, Figure] = field(default_factory=dict)  # the app's own metrics, mean ms per request
 
     @property
     def pool(self) -> int | None:
@@ -150,6 +154,14 @@ def _decomposition(runs: tuple[Run, ...]) -> dict[str, float | None] | None:
     return {k: Figure.of([p[k] for p in parts]).median for k in DECOMPOSITION}
 
 
+def _app_metrics(runs: tuple[Run, ...]) -> dict[str, Figure]:
+    """The app's own Server-Timing metrics (not ARENA_METRICS): mean ms per request of each run, as
+    figures over the runs."""
+    means = [mean_timing_ms(r) for r in runs if r.load and r.load.measured.server_timing]
+    names = dict.fromkeys(k for m in means for k in m if k not in ARENA_METRICS)
+    return {k: Figure.of([m.get(k, 0.0) for m in means]) for k in names}
+
+
 def _database(runs: list[Run]) -> Database:
     dbs = [r.database for r in runs]
     counted = [d.refused for d in dbs if d.refused is not None]
@@ -173,7 +185,7 @@ def cell(runs: list[Run]) -> Cell:
         cpu_cores=Figure.of([r.resources.cpu_cores for r in ok if r.resources]),
         service_cores={k: Figure.of([r.services[k].cpu_cores for r in ok if k in r.services])
                        for k in dict.fromkeys(k for r in ok for k in r.services)},
-        database=_database(runs))
+        database=_database(runs), app_metrics=_app_metrics(ok))
 
 
 def aggregate(runs: list[Run]) -> list[Cell]:

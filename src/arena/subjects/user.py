@@ -93,7 +93,10 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
         raise ArenaError(f"{flag}: {path} does not exist (a Rack app's config.ru, or a directory holding one)")
     where = _directory(base, chdir, "--chdir") if chdir else str(path.parent)
     user = UserApp(str(path), where, None, ready_timeout_s, warm)
-    return App(name or path.parent.name, "ruby", "rack", "", f"Rack app {path}", health=health, user=user)
+    from arena.subjects import APPS
+
+    default = path.parent.name if path.parent.name not in APPS else f"{path.parent.name}/{path.name}"  # not a built-in's
+    return App(name or default, "ruby", "rack", "", f"Rack app {path}", health=health, user=user)
 
 
 def _directory(base: Path, value: str, flag: str) -> str:

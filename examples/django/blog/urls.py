@@ -1,0 +1,10 @@
+from django.urls import path
+
+from blog import views
+
+urlpatterns = [
+    path("up", views.up),
+    path("", views.posts),
+    path("posts", views.posts),
+    path("posts/<int:post_id>", views.show),
+]
