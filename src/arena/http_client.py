@@ -42,15 +42,19 @@ class Client:
         self.conn = http.client.HTTPConnection(host, port, timeout=timeout)
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
+        return self.request("GET", path, headers=headers)
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> Reply:
         for attempt in (1, 2):
             try:
-                self.conn.request("GET", path, headers=headers or {})
+                self.conn.request(method, path, body=body, headers=headers or {})
                 resp = self.conn.getresponse()
-                body = resp.read()
-                return Reply(resp.status, joined(resp.getheaders()), body)
+                data = resp.read()
+                return Reply(resp.status, joined(resp.getheaders()), data)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                self.conn.close()  # the server closed an idle keep-alive connection: retry once
-                if attempt == 2:
+                self.conn.close()  # the server closed an idle keep-alive connection: retry a GET once
+                if attempt == 2 or method != "GET":
                     raise
         raise AssertionError("unreachable")
 
