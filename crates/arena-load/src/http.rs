@@ -54,33 +54,23 @@ pub fn parse_pieces(text: &str, names: &mut Vec<String>) -> Result<Vec<Piece>, S
     let mut rest = text;
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
-        let field = after.find('}').map(|close| &after[..close]).and_then(|inner| field(inner).map(|f| (inner.len(), f)));
-        match field {
-            Some((len, (name, range))) if range.is_some() || names.iter().any(|n| n == name) => {
+        let found = after.find('}').and_then(|close| field(&after[..close]).map(|f| (close, f)));
+        let piece = match found {
+            Some((_, (name, Some((lo, hi))))) => Some(draw(name, lo, hi, names)?),
+            Some((_, (name, None))) => names.iter().position(|n| n == name).map(Piece::Ref),
+            None => None,
+        };
+        match (found, piece) {
+            (Some((close, _)), Some(piece)) => {
                 lit.extend_from_slice(&rest.as_bytes()[..open]);
                 if !lit.is_empty() {
                     out.push(Piece::Lit(std::mem::take(&mut lit)));
                 }
-                match range {
-                    Some((lo, hi)) => {
-                        if lo > hi || hi > MAX_VALUE {
-                            return Err(format!("{{{name}:{lo}..{hi}}}: a range runs from a low to a high whole number, \
-                                                at most {MAX_VALUE}"));
-                        }
-                        if names.iter().any(|n| n == name) {
-                            return Err(format!("{{{name}:{lo}..{hi}}}: {name} is drawn twice (repeat it as {{{name}}})"));
-                        }
-                        if names.len() == MAX_FIELDS {
-                            return Err(format!("{{{name}:{lo}..{hi}}}: at most {MAX_FIELDS} values per request"));
-                        }
-                        names.push(name.to_string());
-                        out.push(Piece::Draw { slot: names.len() - 1, lo, hi });
-                    }
-                    None => out.push(Piece::Ref(names.iter().position(|n| n == name).expect("a drawn name"))),
-                }
-                rest = &after[len + 1..];
+                out.push(piece);
+                rest = &after[close + 1..];
             }
-            _ => {  // not a field ({word} with no value drawn before it is text too)
+            _ => {
+                // not a field ({word} with no value drawn before it is text too)
                 lit.extend_from_slice(&rest.as_bytes()[..open + 1]);
                 rest = after;
             }
@@ -91,6 +81,21 @@ pub fn parse_pieces(text: &str, names: &mut Vec<String>) -> Result<Vec<Piece>, S
         out.push(Piece::Lit(lit));
     }
     Ok(out)
+}
+
+/// `{name:lo..hi}`: a new value of the request, checked.
+fn draw(name: &str, lo: u64, hi: u64, names: &mut Vec<String>) -> Result<Piece, String> {
+    if lo > hi || hi > MAX_VALUE {
+        return Err(format!("{{{name}:{lo}..{hi}}}: a range runs from a low to a high whole number, at most {MAX_VALUE}"));
+    }
+    if names.iter().any(|n| n == name) {
+        return Err(format!("{{{name}:{lo}..{hi}}}: {name} is drawn twice (repeat it as {{{name}}})"));
+    }
+    if names.len() == MAX_FIELDS {
+        return Err(format!("{{{name}:{lo}..{hi}}}: at most {MAX_FIELDS} values per request"));
+    }
+    names.push(name.to_string());
+    Ok(Piece::Draw { slot: names.len() - 1, lo, hi })
 }
 
 /// `name:lo..hi` -> (name, Some((lo, hi))); `name` -> (name, None); anything else: not a field.

@@ -10,29 +10,24 @@ from django.db import connection
 SCHEMA = Path(__file__).resolve().parent.parent.parent / "schema.sql"
 
 
-def _seed() -> None:
-    try:
-        with connection.cursor() as c:
-            c.execute("SELECT pg_advisory_lock(72707)")
-            try:
-                c.execute(SCHEMA.read_text())
-            finally:
-                c.execute("SELECT pg_advisory_unlock(72707)")
-    finally:
-        connection.close()
-
-
 def seed() -> None:
-    failed = []
-    thread = threading.Thread(target=lambda: _run(failed))
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with connection.cursor() as c:
+                c.execute("SELECT pg_advisory_lock(72707)")
+                try:
+                    c.execute(SCHEMA.read_text())
+                finally:
+                    c.execute("SELECT pg_advisory_unlock(72707)")
+        except BaseException as e:  # raised again in the importing thread
+            failed.append(e)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
     thread.start()
     thread.join()
     if failed:
         raise failed[0]
-
-
-def _run(failed: list) -> None:
-    try:
-        _seed()
-    except BaseException as e:  # raised again in the importing thread
-        failed.append(e)

@@ -8,6 +8,7 @@ import math
 from arena.errors import ArenaError
 from arena.servers.catalog import KNOB_MAX
 from arena.servers.cgroup import parse_cpu_list
+from arena.servers.launch import env_problem
 
 EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 130, 143
 # The model's input bounds: the exact MVA is quadratic in the clients (2,000 take about 3 s here),
@@ -126,8 +127,6 @@ def add_settings(p: argparse.ArgumentParser) -> None:
 
 def settings_options(args) -> dict:
     """The ServerSpec fields of ``add_settings``' flags; a declared variable checked as in experiments."""
-    from arena.servers.launch import env_problem
-
     for name, value in args.env:
         if env_problem(name, value):
             raise ArenaError(f"--env {name}={value}: {env_problem(name, value)}")

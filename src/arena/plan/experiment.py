@@ -502,11 +502,11 @@ def _server_grid(r: _Reader, default_app: Any) -> list[ServerConfig]:
         r.unknown(SERVER_KEYS | {o for s in catalog.CATALOG.values() for o in catalog.options_for(s)})
         raise r.fail("server", name, f"unknown server (servers: {', '.join(catalog.CATALOG)})")
     entry = catalog.CATALOG[name]
+    allowed = SERVER_KEYS | set(catalog.options_for(entry))
     for key in r.table:  # another server's setting: say which this one has
-        if key not in SERVER_KEYS | set(catalog.options_for(entry)) and \
-                any(key in catalog.options_for(s) for s in catalog.CATALOG.values()):
+        if key not in allowed and any(key in catalog.options_for(s) for s in catalog.CATALOG.values()):
             raise r.fail(key, r.table[key], catalog.setting_problem(entry, key, r.table[key]))
-    r.unknown(SERVER_KEYS | set(catalog.options_for(entry)))
+    r.unknown(allowed)
     resolved = _app(r, r.get("app", default_app or entry.apps[0]), entry)
     app, user = resolved.name, resolved if resolved.user else None
     knobs = catalog.knobs_for(entry, resolved)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from arena.report import charts as ch
 from arena.report.style import paint
-from arena.results.aggregate import MiB, Cell, Figure, labels, workloads
+from arena.results.aggregate import MiB, Cell, labels, workloads
 from arena.results.ranking import Limits, answer_lines, answers, ranking
 from arena.results.runs import Run
 
@@ -125,8 +125,7 @@ def app_metrics_table(cells: list[Cell]) -> Table | None:
     for c in cells:
         if not c.app_metrics:
             continue
-        mean_ms = Figure.of([r.load.measured.response_time.mean / 1000 for r in c.valid_runs
-                             if r.load and r.load.measured.response_time and r.load.measured.response_time.mean]).median
+        mean_ms = c.response_ms.median
         row = [c.label, c.level_label, nice(mean_ms)]
         for k in names:
             ms = c.app_metrics[k].median if k in c.app_metrics else None
@@ -244,7 +243,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
     if own is not None:
         decomposition = next((s for s in sections if s.key == "decomposition"), None)
         if decomposition is None:
-            decomposition = Section("decomposition", *dict((k, (t, l)) for k, t, l in SECTIONS)["decomposition"])
+            decomposition = Section(*next(s for s in SECTIONS if s[0] == "decomposition"))
             sections.append(decomposition)
         decomposition.tables.append(own)
         decomposition.paragraphs.append(

@@ -91,12 +91,17 @@ def mean_timing_ms(run: Run) -> dict[str, float]:
             if h.mean is not None and answered}
 
 
+def mean_response_ms(run: Run) -> float | None:
+    m = run.load.measured if run.load else None
+    return None if m is None or not m.response_time or m.response_time.mean is None else m.response_time.mean / 1000
+
+
 def run_decomposition(run: Run) -> dict[str, float | None] | None:
     """One run's mean latency in parts (None when its app reported no Server-Timing)."""
-    m = run.load.measured if run.load else None
-    if m is None or not m.server_timing or not m.response_time or m.response_time.mean is None:
+    mean = mean_response_ms(run)
+    if mean is None or not run.load.measured.server_timing:
         return None
-    return decomposition(mean_timing_ms(run), m.response_time.mean / 1000)
+    return decomposition(mean_timing_ms(run), mean)
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ class Cell(Placement):
     service_cores: dict[str, Figure] = field(default_factory=dict)  # each service's (by kind), over the same window
     database: Database = Database()  # processes x pool, max_connections, refusals summed over every repetition
     app_metrics: dict[str, Figure] = field(default_factory=dict)  # the app's own metrics, mean ms per request
+    response_ms: Figure = Figure(None, None, 0)  # the mean response time of each valid run, ms
 
     @property
     def pool(self) -> int | None:
@@ -185,7 +191,8 @@ def cell(runs: list[Run]) -> Cell:
         cpu_cores=Figure.of([r.resources.cpu_cores for r in ok if r.resources]),
         service_cores={k: Figure.of([r.services[k].cpu_cores for r in ok if k in r.services])
                        for k in dict.fromkeys(k for r in ok for k in r.services)},
-        database=_database(runs), app_metrics=_app_metrics(ok))
+        database=_database(runs), app_metrics=_app_metrics(ok),
+        response_ms=Figure.of([mean_response_ms(r) for r in ok]))
 
 
 def aggregate(runs: list[Run]) -> list[Cell]:

@@ -4,22 +4,15 @@ no command line of its own.
 ``python -m arena.servers.bjoern_main --host H --port P module:attr``
 """
 
-import argparse
-import importlib
-
 import bjoern
+
+from arena.servers.app_main import host_port_app
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="arena.servers.bjoern_main")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("target", help="module:attribute of the WSGI app")
-    args = parser.parse_args()
-    module, _, attr = args.target.partition(":")
-    app = getattr(importlib.import_module(module), attr or "app")
+    host, port, app = host_port_app("arena.servers.bjoern_main")
     try:
-        bjoern.run(app, args.host, args.port)  # SIGINT ends its loop (bjoern's own handler)
+        bjoern.run(app, host, port)  # SIGINT ends its loop (bjoern's own handler)
     except KeyboardInterrupt:
         pass
 

@@ -58,17 +58,22 @@ class Option:
     lines of the config file, environment variables. ``{value}`` in any of them is the value; a
     ``bool`` option adds ``args``/``config``/``env`` when true and ``args_off`` when false."""
 
-    kind: str  # "bool", "count" (a whole number from 1), "seconds" (a whole number from 0), "choice"
+    kind: str  # "bool", "count" or "seconds" (whole numbers: RANGES), "choice"
     args: tuple[str, ...] = ()
     args_off: tuple[str, ...] = ()
     config: str = ""
     env: tuple[tuple[str, str], ...] = ()
     choices: tuple[str, ...] = ()
+    unset: tuple[str, ...] = ()  # choices that add nothing (the server's own default: glibc malloc)
     why: str = ""  # what it is and the server's own default
 
+    RANGES = {"count": (1, 10_000_000), "seconds": (0, 86_400)}
+
     def allowed(self) -> str:
-        return {"bool": "true or false", "count": "a whole number from 1 to 10000000",
-                "seconds": "a whole number of seconds from 0 to 86400"}.get(self.kind) or " or ".join(self.choices)
+        if self.kind in self.RANGES:
+            lo, hi = self.RANGES[self.kind]
+            return f"a whole number{' of seconds' if self.kind == 'seconds' else ''} from {lo} to {hi}"
+        return "true or false" if self.kind == "bool" else " or ".join(self.choices)
 
     def check(self, value: object) -> bool | int | str | None:
         """``value`` as this option's type (a string from the command line is read too), or None when
@@ -77,10 +82,10 @@ class Option:
             if isinstance(value, str):
                 value = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}.get(value.lower())
             return value if isinstance(value, bool) else None
-        if self.kind in ("count", "seconds"):
+        if self.kind in self.RANGES:
             if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value):
                 value = int(value)
-            lo, hi = (1, 10_000_000) if self.kind == "count" else (0, 86_400)
+            lo, hi = self.RANGES[self.kind]
             ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
             return value if ok else None
         return value if value in self.choices else None
@@ -102,7 +107,8 @@ COMMON_OPTIONS: dict[str, dict[str, Option]] = {
                            why="Ruby's JIT (RUBY_YJIT_ENABLE=1); off by default")} if lang == "ruby" else {}),
         "malloc_arena_max": Option("count", env=(("MALLOC_ARENA_MAX", "{value}"),),
                                    why="glibc malloc's arenas (MALLOC_ARENA_MAX); default 8 per core"),
-        "allocator": Option("choice", choices=("glibc", "jemalloc"), env=(("LD_PRELOAD", "{jemalloc}"),),
+        "allocator": Option("choice", choices=("glibc", "jemalloc"), unset=("glibc",),
+                            env=(("LD_PRELOAD", "{jemalloc}"),),
                             why="jemalloc through LD_PRELOAD (Debian's libjemalloc2); default glibc malloc"),
     }
     for lang in ("ruby", "python")
@@ -494,8 +500,8 @@ def _effects(option: Option, value: bool | int | str) -> tuple[list[str], str, d
     fields = {"value": value, "jemalloc": jemalloc() or ""}
     if option.kind == "bool" and not value:
         return [a.format_map(fields) for a in option.args_off], "", {}
-    if option.kind == "choice" and option.env and value == option.choices[0]:
-        return [], "", {}  # the first choice is the default, set by nothing (glibc malloc)
+    if value in option.unset:
+        return [], "", {}
     return ([a.format_map(fields) for a in option.args], option.config.format_map(fields),
             {k: v.format_map(fields) for k, v in option.env})
 

@@ -3,10 +3,10 @@
 ``python -m arena.servers.wsgiref_main --host H --port P module:attr``
 """
 
-import argparse
-import importlib
 import signal
 from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from arena.servers.app_main import host_port_app
 
 
 class QuietHandler(WSGIRequestHandler):
@@ -15,14 +15,8 @@ class QuietHandler(WSGIRequestHandler):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="arena.servers.wsgiref_main")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("target", help="module:attribute of the WSGI app")
-    args = parser.parse_args()
-    module, _, attr = args.target.partition(":")
-    app = getattr(importlib.import_module(module), attr or "app")
-    server = make_server(args.host, args.port, app, handler_class=QuietHandler)
+    host, port, app = host_port_app("arena.servers.wsgiref_main")
+    server = make_server(host, port, app, handler_class=QuietHandler)
     # Graceful stop: finish the request in hand, then leave. The handler only sets a flag: an
     # exception raised from it would land anywhere, even in wsgiref's bare `except:` (and be lost).
     stopping = []
