@@ -183,3 +183,28 @@ def test_predict_takes_the_pool(capsys):
     assert "pool 1 per process" in one and "pool: 1 connection(s) per process busy" in one
     rate = lambda out: float(next(line for line in out.splitlines() if "c=16" in line).split("│")[2])
     assert rate(one) == pytest.approx(1000 / 8, rel=0.02) and rate(eight) > 2 * rate(one)
+
+
+def test_verification_runs_the_users_app_as_the_experiment_gave_it(monkeypatch, tmp_path):
+    """--verify of a user's app: the candidate is the original entry (its app, mix and settings) with
+    the recommended knobs, and its paths resolve against the original experiment file from anywhere."""
+    import tomllib
+    from pathlib import Path
+
+    from arena.app.experiments import Results
+    from arena.app.model import Load, verification_experiment
+    from arena.model.recommend import Candidate
+
+    file = Path("examples/rails/experiment.toml").resolve()
+    definition = tomllib.loads(file.read_text())
+    definition["servers"][0]["yjit"] = [False, True]
+    monkeypatch.chdir(tmp_path)
+    res = Results("rails-example", definition, [], [], str(file))
+    chosen = [Candidate("puma", 3, 4, None, None, True, ""), Candidate("unicorn", 5, None, None, None, True, "")]
+    exp = verification_experiment(res, Load("closed", 12), chosen)
+    puma = [c for c in exp.servers if c.server == "puma"]
+    unicorn = [c for c in exp.servers if c.server == "unicorn"]
+    assert [(c.processes, c.threads) for c in puma] == [(3, 4), (3, 4)] and len(unicorn) == 1
+    assert sorted(dict(c.settings)["yjit"] for c in puma) == [False, True]  # the entry's grid is kept
+    assert all(c.user_app and Path(c.user_app.user.source) == file.parent / "config.ru" for c in exp.servers)
+    assert exp.workloads[0].mix is not None and exp.levels[0].value == 12 and exp.repetitions == 1

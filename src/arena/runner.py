@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
 from arena import __version__ as arena_version
@@ -332,7 +333,8 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     "skipped" (already in the store), "failed" (not run: its server did not start, died before it,
     or its driver failed; not saved, so the next ``arena run`` tries it again) and "invalid" (saved,
     with validity flags)."""
-    experiment_id = store.experiment_id(exp.name, exp.file, exp.source)
+    file = str(Path(exp.file).resolve()) if Path(exp.file).is_file() else exp.file  # its paths resolve from anywhere
+    experiment_id = store.experiment_id(exp.name, file, exp.source)
     done = store.done_keys(experiment_id)
     groups = plan(exp)
     total = sum(len(g.runs) for g in groups)

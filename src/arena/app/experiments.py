@@ -99,6 +99,7 @@ class Results:
     definition: dict
     runs: list[Run]
     cells: list[Cell]
+    file: str = ""  # the experiment file it was run from
 
     def observations(self):
         """The model's observations of the valid runs (model/calibrate.py Observation)."""
@@ -107,7 +108,7 @@ class Results:
 
 def results(store: Store, name: str) -> Results:
     runs = store.runs(name)
-    return Results(name, store.definition(name), runs, aggregate(runs))
+    return Results(name, store.definition(name), runs, aggregate(runs), store.file(name))
 
 
 def latest(store: Store) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -162,11 +163,17 @@ def recommendation(store_path: str, experiment: str, load: Load, p99_max_ms: flo
 @dataclass(frozen=True)
 class Verification:
     experiment: str
-    pairs: list[tuple[Candidate, Cell, float]]  # candidate, its measured cell, relative error of throughput
+    pairs: list[tuple[Candidate, Cell, float | None]]  # candidate, its cell, relative error of throughput (None: no valid run)
 
     @property
     def mape(self) -> float | None:
-        return stats.mape([(c.predicted.throughput, cell.throughput.median) for c, cell, _ in self.pairs])
+        return stats.mape([(c.predicted.throughput, cell.throughput.median) for c, cell, err in self.pairs
+                           if err is not None])
+
+    @property
+    def unmeasured(self) -> list[Cell]:
+        """The cells with no valid run: nothing to compare."""
+        return [cell for _, cell, err in self.pairs if err is None]
 
 
 def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
@@ -176,21 +183,36 @@ def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callabl
     chosen = [c for s in rec.per_server for c in s.fits]
     if not chosen:
         raise ArenaError("--verify: no candidate keeps within the limits; nothing to verify")
-    apps = {r.server: r.app for r in res.runs}
-    servers = [{"server": c.server, "app": apps[c.server], "processes": c.processes,
-                **({"threads": c.threads} if c.threads else {}), **({"pool": c.pool} if c.pool is not None else {})}
-               for c in chosen]
-    model, level = rec.load.model, rec.load.level
-    load = {"model": model, "concurrency" if model == "closed" else "rates": [int(level) if model == "closed" else level]}
-    data = {k: v for k, v in res.definition.items() if k not in ("servers", "load", "name", "description", "repetitions")}
-    digest = hashlib.sha1(json.dumps([servers, load], sort_keys=True).encode()).hexdigest()[:8]
-    data.update(name=f"{res.name}-verify-{digest}"[:64], servers=servers, load=load, repetitions=1,
-                description=f"arena recommend --verify of {res.name}")
-    exp = parse_experiment(data, f"(arena recommend --verify {res.name})")
+    exp = verification_experiment(res, rec.load, chosen)
     with open_store(store_path, must_exist=False) as store:
         run_experiment(exp, store, on_event, seams)
         done = results(store, exp.name)
     return Verification(exp.name, verified(chosen, done.cells))
+
+
+RECOMMENDED_KNOBS = ("processes", "threads", "pool")
+
+
+def verification_experiment(res: Results, load: Load, chosen: list[Candidate]):
+    """The experiment that runs ``chosen`` at ``load``: each candidate is its server's entry of the
+    original experiment (its app, settings, environment and options as given there) with the
+    recommended processes, threads and pool; everything else as the original, one repetition. Paths
+    resolve against the original experiment file, so a user's app and mix file are found again."""
+    entries = res.definition.get("servers", [])
+    servers = []
+    for c in chosen:
+        entry = next((e for e in entries if e.get("server") == c.server), {"server": c.server})
+        servers.append({**{k: v for k, v in entry.items() if k not in (*RECOMMENDED_KNOBS, "label")},
+                        "processes": c.processes, **({"threads": c.threads} if c.threads else {}),
+                        **({"pool": c.pool} if c.pool is not None else {})})
+    model, level = load.model, load.level
+    load_table = {"model": model, "concurrency" if model == "closed" else "rates": [int(level) if model == "closed" else level]}
+    data = {k: v for k, v in res.definition.items() if k not in ("servers", "load", "name", "description", "repetitions")}
+    digest = hashlib.sha1(json.dumps([servers, load_table], sort_keys=True).encode()).hexdigest()[:8]
+    data.update(name=f"{res.name}-verify-{digest}"[:64], servers=servers, load=load_table, repetitions=1,
+                description=f"arena recommend --verify of {res.name}")
+    file = res.file if res.file and Path(res.file).is_file() else f"(arena recommend --verify {res.name})"
+    return parse_experiment(data, file)
 
 
 def load_experiment_results(store_path: str, name: str) -> Results:

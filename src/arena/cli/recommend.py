@@ -67,10 +67,17 @@ def run(args, out) -> int:
         table.add_column(col)
     for c, cell, err in checked.pairs:
         p99 = cell.p99_us.median
-        table.add_row(escape(c.name), f"{c.predicted.throughput:.1f}", f"{cell.throughput.median:.1f}", f"{100 * err:+.1f}%",
+        table.add_row(escape(cell.label), f"{c.predicted.throughput:.1f}",
+                      "-" if err is None else f"{cell.throughput.median:.1f}", "-" if err is None else f"{100 * err:+.1f}%",
                       f"{c.predicted.p99_ms:.1f}", "-" if p99 is None else f"{p99 / 1000:.1f}",
                       "yes" if cell.valid == cell.total else escape("; ".join(cell.flags)))
     out.print(table)
     if checked.mape is not None:
-        out.print(f"mean absolute error of throughput: {checked.mape:.1f}% over {len(checked.pairs)} runs", highlight=False)
+        out.print(f"mean absolute error of throughput: {checked.mape:.1f}% over {len(checked.pairs) - len(checked.unmeasured)} "
+                  "configurations", highlight=False)
+    if checked.unmeasured:
+        out.print(f"{len(checked.unmeasured)} configuration(s) without a valid run: not verified (their runs stay in "
+                  f"the store as experiment {checked.experiment}; `arena run` cannot repeat them there, so verify again "
+                  "with another store or compare with `arena show`)", highlight=False)
+        return EXIT_FAILED
     return 0

@@ -98,13 +98,15 @@ def guided_choice(ranked: list[Candidate], measured: dict[tuple[int, int | None]
     return max(ran, key=lambda k: measured[k]), ran
 
 
-def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate, Cell, float]]:
-    """Each candidate that was run, with its cell and the relative error of its predicted throughput."""
+def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate, Cell, float | None]]:
+    """Each candidate that was run, with its cells (more than one where the experiment's entry grids a
+    setting the recommendation does not choose) and the relative error of its predicted throughput
+    (None where no run of the cell is valid)."""
     out = []
     for c in chosen:
-        cell = next((x for x in cells if x.server == c.server and (x.processes or 1) == c.processes
-                     and (x.threads or None) == c.threads and (c.pool is None or x.pool == c.pool)), None)
-        if cell is not None and cell.throughput.median:
-            measured = cell.throughput.median
-            out.append((c, cell, (c.predicted.throughput - measured) / measured))
+        for cell in cells:
+            if (cell.server == c.server and (cell.processes or 1) == c.processes and (cell.threads or None) == c.threads
+                    and (c.pool is None or cell.pool == c.pool)):
+                measured = cell.throughput.median
+                out.append((c, cell, (c.predicted.throughput - measured) / measured if measured else None))
     return out

@@ -158,10 +158,17 @@ class Store:
         return [dict(r) for r in rows]
 
     def definition(self, name: str) -> dict[str, Any]:
-        row = self.db.execute("SELECT definition FROM experiments WHERE name = ?", (name,)).fetchone()
+        return json.loads(self._experiment(name)["definition"])
+
+    def file(self, name: str) -> str:
+        """The experiment file it was run from (its app and mix paths are relative to it)."""
+        return self._experiment(name)["file"]
+
+    def _experiment(self, name: str):
+        row = self.db.execute("SELECT file, definition FROM experiments WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise self._unknown(name)
-        return json.loads(row["definition"])
+        return row
 
     def _unknown(self, name: str) -> ArenaError:
         names = [e["name"] for e in self.experiments()]
