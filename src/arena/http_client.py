@@ -35,11 +35,26 @@ def joined(headers: list[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-class Client:
-    """One keep-alive connection to host:port, reopened when the server closes it."""
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket (the Host header says localhost)."""
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0):
-        self.conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+class Client:
+    """One keep-alive connection to host:port (or to the unix socket ``unix``), reopened when the
+    server closes it."""
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0, unix: str | None = None):
+        self.conn = (_UnixConnection(unix, timeout) if unix is not None
+                     else http.client.HTTPConnection(host, port, timeout=timeout))
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
         return self.request("GET", path, headers=headers)

@@ -30,6 +30,8 @@ from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, start
 from arena.services import start_service
+from arena.topology.deployment import start_deployment
+from arena.topology.front import version as front_version
 from arena import speed as machine_speed
 from arena.results.runs import Database
 from arena.results.store import Store
@@ -201,6 +203,8 @@ def environment(exp: Experiment) -> dict:
         "server_cpus": format_cpu_list(exp.server_cpus), "load_cpus": format_cpu_list(exp.load_cpus),
         **({"service_cpus": format_cpu_list(exp.service_cpus)} if exp.services else {}),
         "servers": {c.server: catalog.version(c.server) for c in exp.servers},
+        **({"fronts": {f: front_version(f) for f in fronts}} if (fronts := sorted({c.topology.front for c in exp.servers
+                                                                                  if c.topology.front})) else {}),
     }
 
 
@@ -221,8 +225,9 @@ class Measured(NamedTuple):
     result: LoadResult
     resources: ResourceResult  # the server's
     flags: list[str]
-    services: dict[str, ResourceResult]  # each service's, by kind
+    services: dict[str, ResourceResult]  # each service's (and the front's), by kind
     speed_ms: float | None  # the slower of the machine's speed checks around the run
+    window: tuple[float, float] | None = None  # the probed window (unix times)
 
 
 def measure(exp: Experiment, run: RunSpec, server: RunningServer,
@@ -244,12 +249,15 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     probes = {"": seams.probe(server.procset, interval=0.5),
               **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
     stopped: dict[str, ResourceResult] = {}
+    window: list[float] = []
 
     def start_all() -> None:
+        window.append(time.time())
         for p in probes.values():
             p.start()
 
     def stop_all() -> None:
+        window.append(time.time())
         for k, p in probes.items():
             if p.started:
                 stopped[k] = p.stop()
@@ -277,7 +285,8 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
                            slowdown=reference.slowdown(*checks) if checks else None,
                            speed_threshold=exp.speed_threshold)
-    return Measured(result, resources, flags, stopped, max(checks) if checks else None)
+    return Measured(result, resources, flags, stopped, max(checks) if checks else None,
+                    (window[0], window[-1]) if len(window) == 2 else None)
 
 
 def idle_cpu_cores(server: RunningServer, seams: Seams = Seams()) -> float | None:
@@ -306,8 +315,10 @@ def database_figures(pg: Any, pool: int | None, processes: int | None, mark: int
 
 
 def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float, reused: bool,
-        idle_cpu_cores: float | None = None, db: Database = Database(), launch: dict | None = None) -> dict:
-    """The stored row of a run; ``launch``: how its server was started (RunningServer.described())."""
+        idle_cpu_cores: float | None = None, db: Database = Database(), launch: dict | None = None,
+        topology: dict | None = None) -> dict:
+    """The stored row of a run; ``launch``: how its server was started (RunningServer.described());
+    ``topology``: the front's figures over the run's window (Deployment.window)."""
     result, resources, flags = m.result, m.resources, m.flags
     rt = result.measured.response_time
     c = run.config
@@ -324,6 +335,7 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
         "environment": env, "services": {kind: asdict(res) for kind, res in m.services.items()},
         "pool": c.pool, "db_connections": db.connections, "db_max_connections": db.max_connections,
         "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms, "launch": launch or {},
+        "topology": topology or {},
     }
 
 
@@ -395,12 +407,14 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
     spec = ServerSpec(c.server, c.user_app or c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
                       env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options)
     try:
-        server = seams.launch(spec)
+        server = (start_deployment(spec, c.topology, list(exp.service_cpus), seams.launch) if c.topology.front
+                  else seams.launch(spec))
     except ArenaError as e:
         for r in todo:
             progress.emit("failed", r, message=f"the server did not start: {str(e).splitlines()[0]}")
         return
     pg = services.get("postgres")
+    measured = {**services, c.topology.front: server.front} if c.topology.front else services
     with server:
         idle = idle_cpu_cores(server, seams)
         for n, r in enumerate(todo):
@@ -416,15 +430,16 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
 
             mark = pg.log_mark() if pg is not None else None
             try:
-                m = measure(exp, r, server, live=live, seams=seams, services=services, reference=reference)
+                m = measure(exp, r, server, live=live, seams=seams, services=measured, reference=reference)
             except ArenaError as e:
                 progress.emit("failed", r, message=f"the driver failed: {str(e).splitlines()[0]}")
                 continue
             if m.result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             db = database_figures(pg, c.pool, getattr(server, "knobs", {}).get("processes"), mark)
+            front = server.window(*m.window) if c.topology.front and m.window else {}
             store.save_run(experiment_id, row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,
-                                              launch=server.described()))
+                                              launch=server.described(), topology=front))
             progress.emit("run", r, result=m.result, flags=m.flags, db=db)
             if m.flags:
                 progress.counts["invalid"] += 1

@@ -27,12 +27,13 @@ from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, user_app
 from arena.plan.mix import Mix, load_mix
+from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
-            "speed_threshold", "layout", "workload", "workloads", "load", "servers"}
-SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env"}
+            "speed_threshold", "layout", "workload", "workloads", "load", "servers", "topology"}
+SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
 
 
@@ -51,6 +52,7 @@ class ServerConfig:
     settings: tuple[tuple[str, bool | int | str], ...] = ()  # named settings (catalog.Option), in the server's order
     env: tuple[tuple[str, str], ...] = ()  # declared variables, by name
     options: tuple[str, ...] = ()  # raw server flags
+    topology: Topology = BARE  # what stands before the server: a proxy, or a balancer and N instances
 
     @property
     def key(self) -> str:
@@ -62,6 +64,7 @@ class ServerConfig:
         parts += [catalog.settings_text(dict(self.settings))] if self.settings else []
         parts += [f"{k}={shlex.quote(v)}" for k, v in self.env]
         parts += [f"options={shlex.quote(shlex.join(self.options))}"] if self.options else []
+        parts += [self.topology.text] if self.topology.front else []
         return f"{self.server}[{self.app}]" + "".join(f" {p}" for p in parts)
 
     @property
@@ -297,6 +300,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
         raise top.fail("name", name, "must be 1-64 letters, digits, '.', '_' or '-'")
     default_app = top.get("app")
+    default_topology = _table(top, "topology")
     driver = top.string("driver", "arena-load", tuple(DRIVERS))
 
     if "workload" in data and "workloads" in data:
@@ -334,7 +338,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         raise top.fail("servers", servers_raw, "must be one or more [[servers]] tables")
     servers: list[ServerConfig] = []
     for i, raw in enumerate(servers_raw):
-        servers += _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app)
+        servers += _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app, default_topology)
     servers = list(dict.fromkeys(servers))
     seen: dict[str, ServerConfig] = {}
     for c in servers:
@@ -367,6 +371,11 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
             raise ArenaError(str(e).replace("layout.service_cpus: ", f"layout.service_cpus = {_show(lay.get('service_cpus'))}: ", 1)) from None
         if set(service_cpus) & set(load_cpus):
             raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
+    for c in servers:
+        try:
+            instance_cpus(list(server_cpus), c.topology)
+        except ArenaError as e:
+            raise top.fail("servers", c.name, str(e)) from None
 
     return Experiment(
         name=name, file=file, description=top.string("description", ""), driver=driver, servers=tuple(servers),
@@ -496,7 +505,7 @@ def _app(r: _Reader, value: Any, entry: catalog.Server) -> App:
     return app
 
 
-def _server_grid(r: _Reader, default_app: Any) -> list[ServerConfig]:
+def _server_grid(r: _Reader, default_app: Any, default_topology: dict[str, Any] = {}) -> list[ServerConfig]:
     name = r.get("server")
     if name not in catalog.CATALOG:
         r.unknown(SERVER_KEYS | {o for s in catalog.CATALOG.values() for o in catalog.options_for(s)})
@@ -522,10 +531,12 @@ def _server_grid(r: _Reader, default_app: Any) -> list[ServerConfig]:
     pools = _pool_axis(r)
     default_threads = knobs["threads"].default if "threads" in knobs else None
     settings, env, options = _settings_axis(r, entry), _env_axis(r), _options_axis(r)
-    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools, settings, env, options)
+    topologies = _topology_axis(r, entry, default_topology)
+    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools, settings, env, options,
+                             topologies)
     configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1), user,
-                                              st, ev, op)
-                                 for p, t, c, pool, st, ev, op in grid))
+                                              st, ev, op, tp)
+                                 for p, t, c, pool, st, ev, op, tp in grid))
     if label is not None:
         configs = [replace(c, label=label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}")
                    for c in configs]
@@ -550,6 +561,38 @@ def _settings_axis(r: _Reader, entry: catalog.Server) -> list[tuple[tuple[str, A
                 raise r.fail(o, r.get(o), problem + ("" if isinstance(r.get(o), list) else ", or a list of them"))
         axes.append(list(dict.fromkeys(catalog.options_for(entry)[o].check(v) for v in values)))
     return [tuple(zip(names, combo)) for combo in itertools.product(*axes)]
+
+
+def _topology_axis(r: _Reader, entry: catalog.Server, default: dict[str, Any]) -> list[Topology]:
+    """``topology = { proxy = "nginx", buffering = [true, false] }`` (over the file's ``[topology]``,
+    key by key): every combination, each value and each combination checked (topology.topology)."""
+    own = r.get("topology", {})
+    if not isinstance(own, dict):
+        raise r.fail("topology", own, "must be a table, e.g. topology = { proxy = \"nginx\" }")
+    table = {**default, **own}
+    names = list(table)
+    for n in names:
+        where = _Reader(r.file, table, f"{r.prefix}topology." if n in own else "topology.")
+        for v in _axis(table[n]) or [None]:
+            problem = value_problem(n, v)
+            if problem:
+                raise where.fail(n, table[n], problem + ("" if isinstance(table[n], list) else ", or a list of them"))
+    out = []
+    for combo in itertools.product(*(dict.fromkeys(_axis(table[n])) for n in names)):
+        given = dict(zip(names, combo))
+        try:
+            t = topology(given)
+        except ArenaError as e:
+            key, _, why = str(e).partition(": ")
+            where = _Reader(r.file, table, f"{r.prefix}topology." if key in own else "topology.")
+            raise where.fail(key, given.get(key), why) from None
+        if t.upstream == "unix" and entry.unix is None:
+            where = _Reader(r.file, table, f"{r.prefix}topology." if "upstream" in own else "topology.")
+            can = [s.name for s in catalog.CATALOG.values() if s.unix is not None]
+            raise where.fail("upstream", table["upstream"], f"{entry.name} cannot listen on a unix socket here "
+                                                            f"(those that can: {', '.join(can)})")
+        out.append(t)
+    return list(dict.fromkeys(out))
 
 
 def _env_axis(r: _Reader) -> list[tuple[tuple[str, str], ...]]:

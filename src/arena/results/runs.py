@@ -34,6 +34,7 @@ class Environment:
     service_cpus: str | None = None  # where the services ran (absent: no services, or their default, the server's)
     servers: dict[str, str | None] = field(default_factory=dict)  # server name -> version
     services: dict[str, str] = field(default_factory=dict)  # service kind -> what ran (version, settings)
+    fronts: dict[str, str | None] = field(default_factory=dict)  # proxy or balancer -> version
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Environment":
@@ -125,6 +126,9 @@ class Run(Placement):
     db_refused_first: str | None = None  # the first refusal's message
     speed_ms: float | None = None  # the machine's speed check around the run (speed.py; lower is faster)
     launch: dict[str, Any] = field(default_factory=dict)  # how the server was started: argv, cwd, env
+    # the front's figures over the run's window (a balancer: requests and queue time, in all and per
+    # instance: topology.haproxy.window_figures); {} for a bare server or a proxy
+    topology: dict[str, Any] = field(default_factory=dict)
 
     @property
     def database(self) -> Database:
@@ -154,4 +158,4 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
                resources=resources_from_json(documents["resources"]),
                environment=Environment.from_json(documents["environment"] or {}),
                services={k: r for k, r in ((k, resources_from_json(v)) for k, v in documents["services"].items()) if r},
-               launch=documents["launch"] or {})
+               launch=documents["launch"] or {}, topology=documents.get("topology") or {})

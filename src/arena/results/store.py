@@ -78,15 +78,19 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN launch TEXT NOT NULL DEFAULT '{}';
     """,
+    # 8: the front's figures over the run's window (JSON: a balancer's requests and queue time, per instance)
+    """
+    ALTER TABLE runs ADD COLUMN topology TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-DOCUMENTS = ("flags", "load", "resources", "environment", "services", "launch")  # the columns that hold JSON
+DOCUMENTS = ("flags", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
 
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
                "services", "pool", "db_connections", "db_max_connections", "db_refused", "db_refused_first",
-               "speed_ms", "launch")
+               "speed_ms", "launch", "topology")
 
 
 class Store:

@@ -145,6 +145,10 @@ class Server:
     # when a keep-alive connection stays with the process that accepted it.
     routing: str = "per-process"
     options: Mapping[str, Option] = field(default_factory=dict)  # its named settings (COMMON_OPTIONS too)
+    # How it binds a unix socket ({socket}) instead of host:port: (these parts of the command, those
+    # parts instead); where the command has no such parts, the first of each is replaced in its
+    # config file. None: it cannot.
+    unix: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     @property
     def apps(self) -> tuple[str, ...]:
@@ -169,6 +173,7 @@ GUNICORN_OPTIONS = {
 }
 
 
+THIN_UNIX = (("-a", "{host}", "-p", "{port}"), ("--socket", "{socket}"))
 THIN_TIMEOUT = _keepalive("--timeout", "{value}", why="thin --timeout (an idle connection's life); 30 s")
 
 
@@ -185,7 +190,7 @@ def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, K
                **knobs},
         version=("dist", dist), install_hint=PIP, description=description,
         routing="shared" if worker == "sync" else "per-process",  # the sync worker has no keep-alive
-        options={**GUNICORN_OPTIONS, **keepalive},
+        options={**GUNICORN_OPTIONS, **keepalive}, unix=(("{host}:{port}",), ("unix:{socket}",)),
     )
 
 
@@ -207,7 +212,7 @@ CATALOG: dict[str, Server] = {
              "--max-conns", "{connections}"),
             knobs={"connections": Knob(1024, why="thin --max-conns default")},
             env=RUBY_ENV, grace_s=5,  # SIGTERM waits for open connections (up to 30 s): keep it short
-            options={"keepalive_timeout": THIN_TIMEOUT},
+            options={"keepalive_timeout": THIN_TIMEOUT}, unix=THIN_UNIX,
             version=("cmd", r"thin ([\d.]+)", "thin", "-v"), install_hint=f"{APT} thin",
             description="EventMachine reactor; the app runs on the reactor thread",
         ),
@@ -217,7 +222,7 @@ CATALOG: dict[str, Server] = {
              "--threaded", "--threadpool-size", "{threads}", "--max-conns", "{connections}"),
             knobs={"threads": Knob(20, why="EventMachine threadpool default"),
                    "connections": Knob(1024, why="thin --max-conns default")},
-            env=RUBY_ENV, grace_s=5, options={"keepalive_timeout": THIN_TIMEOUT},
+            env=RUBY_ENV, grace_s=5, options={"keepalive_timeout": THIN_TIMEOUT}, unix=THIN_UNIX,
             version=("cmd", r"thin ([\d.]+)", "thin", "-v"), install_hint=f"{APT} thin",
             description="thin --threaded: the reactor hands each request to EventMachine's thread pool",
         ),
@@ -233,6 +238,7 @@ CATALOG: dict[str, Server] = {
                                        why="unicorn preload_app: load the app in the master before forking; off")},
             version=("cmd", r"unicorn v([\d.]+)", "unicorn", "-v"), install_hint=f"{APT} unicorn",
             routing="shared", description="pre-forked single-threaded workers on one shared listen socket",
+            unix=(("listen '{host}:{port}'",), ("listen '{socket}'",)),
         ),
         Server(
             # Puma's own rule: no workers = single mode (one process, a thread pool); -w N = clustered
@@ -254,6 +260,7 @@ CATALOG: dict[str, Server] = {
                                                      "life; 20 s by default")},
             version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), install_hint=f"{APT} puma",
             description="single mode at 1 process (a thread pool); clustered above (forked workers x threads)",
+            unix=(("tcp://{host}:{port}",), ("unix://{socket}",)),
         ),
         Server(
             "passenger", "ruby", "process", ("rack",),
@@ -306,6 +313,7 @@ CATALOG: dict[str, Server] = {
             ("{bin}/daphne", "-b", "{host}", "-p", "{port}", "-v", "0", "{target}"),  # -v 0: no access log
             version=("dist", "daphne"), install_hint=PIP,
             description="Django Channels' ASGI server: one process, Twisted's reactor",
+            unix=(("-b", "{host}", "-p", "{port}"), ("-u", "{socket}")),
         ),
         Server(
             "uvicorn", "python", "async", ("asgi",),
@@ -324,6 +332,7 @@ CATALOG: dict[str, Server] = {
                                                    why="uvicorn --limit-max-requests; unlimited by default")},
             version=("dist", "uvicorn"), install_hint=PIP,
             description="asyncio event loop (uvloop, httptools) per worker process",
+            unix=(("--host", "{host}", "--port", "{port}"), ("--uds", "{socket}")),
         ),
         Server(
             "hypercorn", "python", "async", ("asgi", "wsgi"),
@@ -334,6 +343,7 @@ CATALOG: dict[str, Server] = {
                                                    why="hypercorn --max-requests; unlimited by default")},
             version=("dist", "hypercorn"), install_hint=PIP,
             description="asyncio event loop per worker; WSGI apps run in its thread pool",
+            unix=(("{host}:{port}",), ("unix:{socket}",)),
         ),
         Server(
             "granian", "python", "hybrid", ("wsgi", "asgi"),
@@ -348,6 +358,7 @@ CATALOG: dict[str, Server] = {
                                     why="granian --loop (ASGI); auto")},
             version=("dist", "granian"), install_hint=PIP,
             description="Rust (tokio/hyper) HTTP core; WSGI on blocking threads, ASGI on an event loop",
+            unix=(("--host", "{host}", "--port", "{port}"), ("--uds", "{socket}")),
         ),
         Server(
             "waitress", "python", "thread", ("wsgi",),
@@ -359,6 +370,7 @@ CATALOG: dict[str, Server] = {
                                                      why="waitress --channel-timeout (an idle connection's life); 120 s")},
             version=("dist", "waitress"), install_hint=PIP,
             description="one process: an asyncore-style I/O thread and a pool of app threads",
+            unix=(("--listen={host}:{port}",), ("--unix-socket={socket}",)),
         ),
         Server(
             "uwsgi", "python", "hybrid", ("wsgi",),
@@ -374,6 +386,7 @@ CATALOG: dict[str, Server] = {
                                                    why="uwsgi --max-requests; 0 (never) by default")},
             version=("dist", "uwsgi"), install_hint=PIP,
             description="pre-forked processes (master), each with threads",
+            unix=(("{host}:{port}",), ("{socket}",)),
         ),
     )
 }
@@ -513,18 +526,22 @@ def python_bin() -> Path:
 
 def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, host: str, port: int,
                   workdir: Path, bin_dir: Path | None = None, settings: Mapping[str, bool | int | str] = {},
-                  extra_args: tuple[str, ...] = ()) -> Command:
+                  extra_args: tuple[str, ...] = (), socket: str | None = None) -> Command:
     """Pure: the argv, config files and environment that start ``server`` serving ``app``, with its
-    named ``settings`` (checked: check_settings) and raw ``extra_args`` (after every other flag)."""
+    named ``settings`` (checked: check_settings) and raw ``extra_args`` (after every other flag),
+    bound to the unix socket ``socket`` instead of host:port where one is given (Server.unix)."""
     check_app(server, app)
     bin_dir = bin_dir or python_bin()
+    command, config = server.command, server.config
+    if socket is not None:
+        command, config = unix_bound(server)
     fields = {
-        "host": host, "port": port, "target": app.target, "interface": app.interface,
+        "host": host, "port": port, "socket": socket or "", "target": app.target, "interface": app.interface,
         "bin": str(bin_dir), "python": str(bin_dir / "python"), "venv": str(bin_dir.parent),
         "workdir": str(workdir), "config": str(workdir / server.config[0]) if server.config else "",
         **{k: ("" if v is None else v) for k, v in knobs.items()},
     }
-    argv = [part.format_map(fields) for part in server.command]
+    argv = [part.format_map(fields) for part in command]
     flags: list[str] = []
     for name, value in knobs.items():
         if value is not None and value != server.knobs[name].args_unless:
@@ -536,14 +553,28 @@ def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, 
         lines += [line] if line else []
         env.update(variables)
     flags += extra_args
-    at = len(argv) - 1 if server.command[-1] == "{target}" else len(argv)  # flags go before a final target
+    at = len(argv) - 1 if command[-1] == "{target}" else len(argv)  # flags go before a final target
     argv[at:at] = flags
     files = {}
-    if server.config:
-        files[server.config[0]] = server.config[1].format_map(fields) + "".join(f"{line}\n" for line in lines)
+    if config:
+        files[config[0]] = config[1].format_map(fields) + "".join(f"{line}\n" for line in lines)
     elif lines:
         raise ArenaError(f"{server.name}: a setting needs a config file and the entry has none")
     return Command(argv, files, env)
+
+
+def unix_bound(server: Server) -> tuple[tuple[str, ...], tuple[str, str] | None]:
+    """Pure: the command and config templates of ``server`` bound to {socket} (Server.unix)."""
+    if server.unix is None:
+        raise ArenaError(f"{server.name} cannot listen on a unix socket here (upstream = \"tcp\" serves it)")
+    old, new = server.unix
+    command = server.command
+    for i in range(len(command) - len(old) + 1):
+        if command[i:i + len(old)] == old:
+            return command[:i] + new + command[i + len(old):], server.config
+    if server.config is None or old[0] not in server.config[1]:
+        raise AssertionError(f"{server.name}: its unix binding {old} is in neither its command nor its config")
+    return command, (server.config[0], server.config[1].replace(old[0], new[0]))
 
 
 # ---------------------------------------------------------------------- availability and version

@@ -64,6 +64,7 @@ class ServerSpec:
     env: dict[str, str] = field(default_factory=dict)  # added to its environment: declared, the services' addresses
     settings: dict[str, object] = field(default_factory=dict)  # named settings (catalog.Option): preload, yjit, ...
     options: tuple[str, ...] = ()  # raw flags, after every other flag
+    unix: bool = False  # listen on a unix socket in its temp dir instead of a port (behind a proxy or balancer)
 
     def requested_knobs(self) -> dict[str, int | None]:
         return {"processes": self.processes, "threads": self.threads, "connections": self.connections}
@@ -123,6 +124,8 @@ class RunningServer(Confined):
     env: dict[str, str] = field(default_factory=dict)  # what it was started with (its group's variables aside)
     cwd: str = ""
     settings: dict[str, object] = field(default_factory=dict)
+    health: str = "/"  # the app's health path
+    socket: str | None = None  # the unix socket it listens on (then ``port`` is 0)
     startup_s: float = 0.0
     stopped: bool = False
     killed: list[int] = field(default_factory=list)  # pids that needed SIGKILL at stop
@@ -147,7 +150,8 @@ class RunningServer(Confined):
         return self.server.stop_signal, self.server.grace_s
 
     def after_stop(self) -> None:
-        _wait_port_free(self.host, self.port, timeout=5)
+        if self.socket is None:
+            _wait_port_free(self.host, self.port, timeout=5)
 
 
 def stop_confined(proc: subprocess.Popen, procset: ProcessSet, sig: int, grace_s: float) -> list[int]:
@@ -274,9 +278,11 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         raise ArenaError(f"server: {server.name} is not installed ({server.install_hint})")
     reap_before_start()  # first: a dead Arena's orphan may hold the port asked for
     check_host(spec.host)
-    if spec.port is not None and not port_free(spec.host, spec.port):
+    if spec.unix:
+        catalog.unix_bound(server)  # refused before anything starts when it cannot
+    elif spec.port is not None and not port_free(spec.host, spec.port):
         raise ArenaError(f"--port: {spec.host}:{spec.port} is in use, choose another or leave it out")
-    port = spec.port or free_port(spec.host)
+    port = 0 if spec.unix else spec.port or free_port(spec.host)
     env = dict(spec.env)
     pool = catalog.default_pool(server, knobs)
     if "PGHOST" in env and "ARENA_POOL" not in env and pool is not None:
@@ -288,8 +294,9 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         (workdir / "home").mkdir()
         (workdir / "tmp").mkdir()
         served, app_env, prefix = user_app_launch(app, workdir)
+        socket = str(workdir / "server.sock") if spec.unix else None
         cmd = catalog.build_command(server, served, knobs, host=spec.host, port=port, workdir=workdir, bin_dir=venv_bin,
-                                    settings=settings, extra_args=tuple(spec.options))
+                                    settings=settings, extra_args=tuple(spec.options), socket=socket)
         for name, text in cmd.files.items():
             (workdir / name).write_text(text)
         argv = prefix + cmd.argv
@@ -307,7 +314,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         raise
     running = RunningServer(spec, server, app.name, knobs, spec.host, port, argv, proc, procset,
                             workdir, workdir / "server.log", catalog.version(server.name), started_at, given, cwd,
-                            settings)
+                            settings, app.health, socket)
     _live.add(running)
     timeout = ready_timeout or (app.user and app.user.ready_timeout_s) or server.ready_timeout_s
     ready_or_stopped(running, lambda: _wait_ready(running, app, timeout), keep_log=True)
@@ -378,12 +385,13 @@ def _wait_ready(running: RunningServer, app: App, timeout: float) -> None:
         if code is not None and not running.procset.pids():
             raise ArenaError(f"{name} exited with code {code} before it was ready")
         try:
-            with Client(running.host, running.port, timeout=2) as client:
+            with Client(running.host, running.port, timeout=2, unix=running.socket) as client:
                 reply = client.get(app.health)
                 if reply.status < 400:
                     pid = int(reply.headers.get("x-arena-pid", "0"))
                     if pid not in running.procset.pids():
-                        raise ArenaError(f"{name}: port {running.port} is answered by pid {pid}, "
+                        where = running.socket or f"port {running.port}"
+                        raise ArenaError(f"{name}: {where} is answered by pid {pid}, "
                                          "which is not one of this server's processes")
                     _wait_settled(running, deadline, name)
                     _warm_up(running, app, client, name)

@@ -1,0 +1,110 @@
+"""A whole deployment: the server's instances and the front before them, started in that order
+and stopped in the reverse one. To the runner it is one server: its URL is the front's, its
+process set all the instances' (the front is measured on its own, like a service), alive while
+every part is."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from arena.servers.launch import RunningServer, ServerSpec, start
+from arena.topology import Topology
+from arena.topology.front import RunningFront, start_front
+
+
+class Fleet:
+    """The instances' process sets as one (probe.Source): pids and CPU summed, memory peaks summed
+    (each set's own high-water mark: an upper bound of the fleet's)."""
+
+    def __init__(self, sets: list) -> None:
+        self.sets = sets
+        self.backend = sets[0].backend
+
+    @property
+    def name(self) -> str:
+        return "+".join(s.name for s in self.sets)
+
+    def pids(self) -> list[int]:
+        return [p for s in self.sets for p in s.pids()]
+
+    def cpu_times(self) -> tuple[float, float] | None:
+        times = [s.cpu_times() for s in self.sets]
+        if any(t is None for t in times):
+            return None
+        return sum(t[0] for t in times), sum(t[1] for t in times)
+
+    def memory_peak(self) -> int | None:
+        peaks = [s.memory_peak() for s in self.sets]
+        return None if any(p is None for p in peaks) else sum(peaks)
+
+
+@dataclass(eq=False)
+class Deployment:
+    topology: Topology
+    instances: list[RunningServer]
+    front: RunningFront
+    procset: Fleet = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.procset = Fleet([i.procset for i in self.instances])
+
+    @property
+    def url(self) -> str:
+        return self.front.url
+
+    @property
+    def knobs(self) -> dict:
+        return self.instances[0].knobs
+
+    @property
+    def startup_s(self) -> float:
+        return max(i.startup_s for i in self.instances) + self.front.startup_s
+
+    def alive(self) -> bool:
+        return self.front.alive() and all(i.alive() for i in self.instances)
+
+    def described(self) -> dict:
+        """How it was started: the first instance's command (the others differ only by port or
+        socket and CPUs), the topology, each instance's address and the front's command."""
+        return {**self.instances[0].described(), "topology": self.topology.describe(),
+                "instances": [{"address": i.socket or i.url,
+                               "cpus": i.spec.cpus} for i in self.instances],
+                "front": {"kind": self.front.kind, "version": self.front.version, "argv": self.front.argv}}
+
+    def window(self, since: float, until: float) -> dict:
+        """The front's figures for the requests accepted in [since, until) (unix times)."""
+        return self.front.window(since, until, len(self.instances))
+
+    def stop(self) -> None:
+        """The front first (no new requests reach the instances), then the instances."""
+        with contextlib.ExitStack() as stack:
+            for i in self.instances:
+                stack.callback(i.stop)
+            stack.callback(self.front.stop)
+
+    def __enter__(self) -> "Deployment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_deployment(spec: ServerSpec, t: Topology, front_cpus: list[int] | None,
+                     launch: Callable[[ServerSpec], RunningServer] = start) -> Deployment:
+    """Start ``t``'s instances of ``spec`` (each confined on its own, its CPUs as ``t`` places them,
+    on a unix socket in its temp dir where ``t`` says so), then its front on ``front_cpus``; on any
+    failure stop what started and raise."""
+    from arena.topology import instance_cpus
+
+    with contextlib.ExitStack() as stack:
+        instances = []
+        for cpus in instance_cpus(spec.cpus, t):
+            instances.append(stack.enter_context(launch(replace(spec, cpus=cpus, unix=t.upstream == "unix"))))
+        pids = lambda pid: any(pid in i.procset.pids() for i in instances)  # noqa: E731
+        upstreams = [i.socket or f"{i.host}:{i.port}" for i in instances]
+        health = instances[0].health
+        front = stack.enter_context(start_front(t, upstreams, front_cpus, spec.host, pids, health))
+        stack.pop_all()
+    return Deployment(t, instances, front)
