@@ -166,3 +166,13 @@ def test_serve_on_the_port_a_killed_arena_left_taken_reaps_it_first(tmp_path):
         out, _ = second.communicate(timeout=60)
     assert second.returncode == 0 and "no process left" in out, (second.returncode, text + out)
     assert leftovers_of(first.pid) == [] and leftovers_of(second.pid) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("topology", ['{ balancer = "haproxy", instances = 2, upstream = "unix" }',
+                                      '{ proxy = "nginx", upstream = "unix" }'], ids=["fleet", "proxy"])
+def test_ctrl_c_in_a_deployment_leaves_no_front_instance_or_socket(tmp_path, topology):
+    """A fleet behind HAProxy (or Puma behind nginx) on unix sockets: no haproxy, nginx or server
+    process, group, socket file or temp dir is left."""
+    fleet = EXPERIMENT.replace("threads = 2\n", f"threads = 2\ntopology = {topology}\n")
+    assert stopped_under_load(tmp_path, lambda p: os.killpg(p.pid, signal.SIGINT), fleet) == 130

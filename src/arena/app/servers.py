@@ -12,6 +12,9 @@ from arena.servers import catalog
 from arena.servers.cgroup import survivors
 from arena.servers.launch import RunningServer, ServerSpec, start
 from arena.services import started_services
+from arena.topology import BARE, Topology
+from arena.topology.deployment import Deployment, start_deployment
+from arena.topology.front import RunningFront
 
 
 @dataclass(frozen=True)
@@ -32,28 +35,35 @@ class Stopped:
     port: int
 
 
-def serve(spec: ServerSpec, on_ready: Callable[[RunningServer], None] = lambda s: None,
-          services: list[str] = (), on_service: Callable[[object], None] = lambda s: None) -> Stopped:
-    """Start the ``services`` (kinds) and one server pointed at them, tell ``on_service`` and
-    ``on_ready``, keep them until Ctrl-C (KeyboardInterrupt), stop them and check that nothing of the
-    server is left. A server that exits by itself is an error with its log's tail."""
+def serve(spec: ServerSpec, on_ready: Callable[[RunningServer | Deployment], None] = lambda s: None,
+          services: list[str] = (), on_service: Callable[[object], None] = lambda s: None,
+          topology: Topology = BARE) -> Stopped:
+    """Start the ``services`` (kinds) and one server pointed at them (or ``topology``'s instances of
+    it behind its front, the front on the server's CPUs), tell ``on_service`` and ``on_ready``, keep
+    them until Ctrl-C (KeyboardInterrupt), stop them and check that nothing is left. A server or
+    front that exits by itself is an error with its log's tail."""
     with started_services(services, spec.cpus, on_service) as env:
-        return _serve(replace(spec, env={**spec.env, **env}), on_ready)
+        return _serve(replace(spec, env={**spec.env, **env}), on_ready, topology)
 
 
-def _serve(spec: ServerSpec, on_ready: Callable[[RunningServer], None]) -> Stopped:
-    running = start(spec)
+def _serve(spec: ServerSpec, on_ready: Callable[[RunningServer | Deployment], None], topology: Topology) -> Stopped:
+    running = start_deployment(spec, topology, spec.cpus) if topology.front else start(spec)
+    parts = [*running.instances, running.front] if topology.front else [running]
     with running:
         try:  # from the ready message on, Ctrl-C is the normal way to end `arena serve`
             on_ready(running)
-            while running.alive() or running.procset.pids():
+            while all(p.alive() or p.procset.pids() for p in parts):
                 time.sleep(0.2)
         except KeyboardInterrupt:
             pass
         else:
-            raise ArenaError(f"{running.server.name} exited by itself (code {running.proc.returncode}); "
-                             f"last lines of its log:\n{running.log_tail()}")
-    left = survivors(running.procset.name)
-    if left or not port_free(running.host, running.port):
-        raise ArenaError(f"stop: {running.server.name} left processes {left} or port {running.port} taken")
-    return Stopped(running.server.name, running.port)
+            dead = next(p for p in parts if not (p.alive() or p.procset.pids()))
+            name = dead.kind if isinstance(dead, RunningFront) else spec.server
+            raise ArenaError(f"{name} exited by itself (code {dead.proc.returncode}); "
+                             f"last lines of its log:\n{dead.log_tail()}")
+    left = [pid for p in parts for pid in survivors(p.procset.name)]
+    port = running.front.port if topology.front else running.port
+    host = running.front.host if topology.front else running.host
+    if left or not port_free(host, port):
+        raise ArenaError(f"stop: {spec.server} left processes {left} or port {port} taken")
+    return Stopped(spec.server, port)

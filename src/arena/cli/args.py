@@ -6,6 +6,7 @@ import argparse
 import math
 
 from arena.errors import ArenaError
+from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
 from arena.servers.cgroup import parse_cpu_list
 from arena.servers.launch import env_problem
@@ -131,6 +132,22 @@ def settings_options(args) -> dict:
         if env_problem(name, value):
             raise ArenaError(f"--env {name}={value}: {env_problem(name, value)}")
     return dict(settings=dict(args.settings), env=dict(args.env), options=tuple(args.server_args))
+
+
+def topology_option(given: list[tuple[str, str]], server: str):
+    """``--topology KEY=VALUE`` flags -> a Topology, checked as an experiment's [topology] is."""
+    from arena.topology import parse_value, topology
+
+    values = {k: parse_value(v) for k, v in given}
+    try:
+        t = topology(values)
+    except ArenaError as e:
+        key = str(e).split(":", 1)[0]
+        raise ArenaError(f"--topology {key}={dict(given).get(key, '')}: {str(e).split(': ', 1)[-1]}") from None
+    entry = catalog.CATALOG.get(server)
+    if t.upstream == "unix" and entry is not None and entry.unix is None:
+        raise ArenaError(f"--topology upstream=unix: {server} cannot listen on a unix socket here")
+    return t
 
 
 def user_app_options(args) -> dict:

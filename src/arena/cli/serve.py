@@ -2,7 +2,8 @@
 
 from arena.app.servers import serve
 from arena.services import KINDS
-from arena.cli.args import reap_first, add_knobs, add_settings, add_user_app, count, settings_options, user_app_options
+from arena.cli.args import (reap_first, add_knobs, add_settings, add_user_app, assignment, count, settings_options,
+                            topology_option, user_app_options)
 from arena.servers import catalog
 from arena.servers.launch import ServerSpec
 from arena.subjects import App
@@ -21,20 +22,30 @@ def add(sub) -> None:
                                  "a config.ru (or its directory) or module:callable")
     add_user_app(s)
     add_settings(s)
+    s.add_argument("--topology", type=assignment("--topology"), action="append", default=[], metavar="KEY=VALUE",
+                   help="put a front before it, as an experiment's [topology]: proxy=nginx, buffering=false, "
+                        "balancer=haproxy, instances=4, balance=leastconn, maxconn=1, upstream=unix (repeatable)")
     s.add_argument("--port", type=count("--port", 1, 65535), help="port (default: a free one)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
 
 
 def run(args, out) -> int:
-    def ready(running) -> None:
+    topology = topology_option(args.topology, args.server)
+
+    def ready(deployed) -> None:
+        running = deployed.instances[0] if topology.front else deployed
         knobs = ", ".join(f"{k}={'default' if v is None else v}" for k, v in running.knobs.items()) or "no knobs"
         knobs += "".join(f", {catalog.settings_text({k: v})}" for k, v in running.settings.items())
         out.print(f"{running.server.name} {running.version or ''} serving [bold]{running.app}[/] at "
-                  f"[bold]{running.url}[/] ({knobs}; {len(running.procset.pids())} processes; "
+                  f"[bold]{running.socket or running.url}[/] ({knobs}; {len(running.procset.pids())} processes; "
                   f"{running.procset.backend} {running.procset.name}; started in {running.startup_s:.2f} s)",
                   highlight=False)
         path = app.health if isinstance(app, App) else "/work?cpu_ms=20&io_ms=30&bytes=1000"
-        out.print(f"log: {running.log_path}   try: curl -si '{running.url}{path}'", highlight=False)
+        if topology.front:
+            out.print(f"{topology.text}: {deployed.front.describe()} at [bold]{deployed.url}[/] before "
+                      f"{len(deployed.instances)} instance(s) ({deployed.front.procset.name}); "
+                      f"its config and logs: {deployed.front.workdir}", highlight=False)
+        out.print(f"log: {running.log_path}   try: curl -si '{deployed.url}{path}'", highlight=False)
         out.print("Ctrl-C stops it and everything it started.")
 
     app = app_for(args.app, catalog.get_server(args.server).interfaces, **user_app_options(args))
@@ -42,6 +53,7 @@ def run(args, out) -> int:
     spec = ServerSpec(args.server, app, args.processes, args.threads, args.connections, args.cpus,
                       args.port, args.host, **settings_options(args))
     stopped = serve(spec, ready, args.services,
-                    lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
+                    lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False),
+                    topology)
     out.print(f"stopped {stopped.server}: no process left, port {stopped.port} free")
     return 0

@@ -429,10 +429,8 @@ def tagged_pids(marker: bytes) -> list[int]:
     return out
 
 
-def survivors(name: str) -> list[int]:
-    """Every live process that belongs to the set ``name`` by any backend's mark, found by scanning
-    /proc (its cgroup paths and its environment): an independent check that a stop left nothing,
-    also after the group itself was removed."""
+def _members(name: str) -> set[int]:
+    """Every process, zombies too, that belongs to the set ``name`` by any backend's mark (/proc)."""
     found = set(tagged_pids(f"{ProcessTree.TAG}={name}".encode() + b"\0"))
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -442,7 +440,27 @@ def survivors(name: str) -> list[int]:
                         found.add(int(entry.name))
             except OSError:
                 continue
-    return sorted(pid for pid in found if not _zombie(pid))
+    return found
+
+
+def survivors(name: str) -> list[int]:
+    """Every live process that belongs to the set ``name`` by any backend's mark, found by scanning
+    /proc (its cgroup paths and its environment): an independent check that a stop left nothing,
+    also after the group itself was removed."""
+    return sorted(pid for pid in _members(name) if not _zombie(pid))
+
+
+def zombie_children(name: str) -> list[int]:
+    """This process's own exited, unreaped children in the set ``name``: what keeps a group busy
+    after a start was interrupted before its Popen existed (no one else will reap them)."""
+    def parent(pid: int) -> int | None:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    return sorted(pid for pid in _members(name) if _zombie(pid) and parent(pid) == os.getpid())
 
 
 def _zombie(pid: int) -> bool:

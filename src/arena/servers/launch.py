@@ -25,7 +25,7 @@ from typing import Callable
 from arena.errors import ArenaError
 from arena.http_client import Client, check_host, free_port, port_free
 from arena.servers import catalog
-from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale
+from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale, zombie_children
 from arena.subjects import App, get_app
 from arena.subjects.user import WRAP_DIR
 
@@ -308,9 +308,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
                                     cwd=cwd, env={**given, **procset.env()},
                                     preexec_fn=procset.preexec(), start_new_session=True)
     except BaseException:
-        procset.kill_all()
-        procset.remove()
-        shutil.rmtree(workdir, ignore_errors=True)
+        abandon(procset, workdir)
         raise
     running = RunningServer(spec, server, app.name, knobs, spec.host, port, argv, proc, procset,
                             workdir, workdir / "server.log", catalog.version(server.name), started_at, given, cwd,
@@ -320,6 +318,21 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     ready_or_stopped(running, lambda: _wait_ready(running, app, timeout), keep_log=True)
     running.startup_s = time.monotonic() - started_at
     return running
+
+
+def abandon(procset: ProcessSet, workdir: Path) -> None:
+    """Undo a start that failed or was interrupted before its process was handed back (Ctrl-C during
+    the fork leaves a child no Popen knows of): kill the set, reap those of its processes that are our
+    own children (a zombie keeps a cgroup v1 group busy), remove the group and the work dir."""
+    with _signals_held():
+        procset.kill_all()
+        for pid in zombie_children(procset.name):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped meanwhile
+                pass
+        procset.remove()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def ready_or_stopped(running: Confined, check: Callable[[], None], keep_log: bool) -> None:

@@ -182,10 +182,7 @@ def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> Runnin
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, **as_user)
     except BaseException:
-        with launch._signals_held():
-            procset.kill_all()
-            procset.remove()
-            shutil.rmtree(workdir, ignore_errors=True)
+        launch.abandon(procset, workdir)
         raise
     running = RunningPostgres(s, proc, procset, workdir, port, log_path, binaries.parts[-2])
     launch._live.add(running)

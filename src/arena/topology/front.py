@@ -130,10 +130,7 @@ def start_front(t: Topology, upstreams: list[str], cpus: list[int] | None, host:
                                                                   "HOME": str(workdir), **procset.env()},
                                     preexec_fn=procset.preexec(), start_new_session=True)
     except BaseException:
-        with launch._signals_held():
-            procset.kill_all()
-            procset.remove()
-            shutil.rmtree(workdir, ignore_errors=True)
+        launch.abandon(procset, workdir)
         raise
     running = RunningFront(kind, t, proc, procset, workdir, host, port, argv, version(kind))
     launch._live.add(running)
