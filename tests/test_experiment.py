@@ -219,3 +219,13 @@ def test_settings_env_and_options_are_grid_axes_shown_in_the_configurations_name
 def test_a_label_keeps_the_settings_that_tell_its_configurations_apart():
     exp = parse({**GOOD, "servers": [{"server": "unicorn", "label": "Unicorn", "preload": [False, True]}]})
     assert [c.name for c in exp.servers] == ["Unicorn preload=false", "Unicorn preload=true"]
+
+
+def test_the_schema_names_every_topology_key():
+    import json
+
+    from arena.topology import KEYS
+
+    schema = json.loads((ROOT / "schemas" / "experiment.schema.json").read_text())
+    assert set(schema["$defs"]["topology"]["properties"]) == set(KEYS)
+    assert schema["properties"]["servers"]["items"]["properties"]["topology"] == {"$ref": "#/$defs/topology"}

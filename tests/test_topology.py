@@ -256,3 +256,41 @@ def test_a_fleet_behind_haproxy_serves_every_request_once_counted_per_instance()
 def test_make_install_puts_both_fronts_here():
     """make install puts both fronts on the machine (the studies need them)."""
     assert shutil.which("nginx") and shutil.which("haproxy")
+
+
+@pytest.mark.integration
+def test_a_fleet_run_is_stored_with_the_balancers_figures_and_reported(tmp_path):
+    """A real run through the runner: the run keeps the balancer's per-instance counts over its window,
+    the cell aggregates them, and the report draws the chain and tabulates them."""
+    require_server("gunicorn-sync")
+    from arena.app.experiments import results
+    from arena.report import data
+    from arena.results.store import Store
+    from arena.runner import run_experiment
+
+    exp = parse_experiment({"name": "fleet", "duration": "1.5s", "warmup": "0.5s", "repetitions": 1,
+                            "speed_threshold": 10, "workload": {"path": "/work?cpu_ms=1&io_ms=2"},
+                            "load": {"concurrency": [3]},
+                            "servers": [{"server": "gunicorn-sync", "topology": {
+                                "balancer": "haproxy", "instances": 2, "balance": "leastconn", "upstream": "unix"}}]},
+                           str(tmp_path / "fleet.toml"))
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store)
+        res = results(store, "fleet")
+    assert counts["run"] == 1 and counts["failed"] == 0
+    run = res.runs[0]
+    logged = run.topology
+    assert [i["instance"] for i in logged["instances"]] == ["i0", "i1"]
+    assert sum(i["requests"] for i in logged["instances"]) == logged["requests"] > 0
+    # the balancer's window is the probe's: the requests it logged are the generator's, give or take
+    # the few in flight at either edge of the window
+    assert abs(logged["requests"] - run.load.measured.completed) <= 3 + 0.05 * run.load.measured.completed
+    assert "haproxy" in run.services and run.launch["front"]["kind"] == "haproxy"
+    cell = res.cells[0]
+    assert cell.front is not None and sum(cell.front.shares) == pytest.approx(100)
+    section = next(s for s in data.build(res.name, res.definition, res.runs, res.cells, res.observations()).sections
+                   if s.key == "topology")
+    chain_row = section.tables[0].rows[0]
+    assert chain_row[0] == cell.label and "-> haproxy" in chain_row[1] and "2 x gunicorn-sync" in chain_row[1]
+    assert "unix sockets" in chain_row[1]
+    assert section.tables[1].rows[0][7].count("/") == 1  # two instances' shares

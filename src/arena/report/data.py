@@ -135,6 +135,52 @@ def app_metrics_table(cells: list[Cell]) -> Table | None:
     return Table(head, rows, "app-metrics", "The app's own Server-Timing metrics (mean per request)")
 
 
+def chain(run: Run) -> str | None:
+    """The deployment of a run as a drawing in one line: client -> front -> instances, with where
+    each ran (None: a bare server)."""
+    launch, env = run.launch, run.environment
+    t, front = launch.get("topology"), launch.get("front")
+    if not t or not front:
+        return None
+    instances = launch.get("instances", [])
+    cpus = list(dict.fromkeys(c if isinstance(c, str) else ",".join(map(str, c))  # a list in the first stores
+                              for c in (i.get("cpus") for i in instances) if c))
+    where = f"CPUs {' | '.join(cpus)}" if cpus else "any CPU"
+    server = run.label.split(" ")[0].split("[")[0]
+    over = "unix sockets" if t.get("upstream") == "unix" else "TCP"
+    return (f"client ({run.driver}, CPUs {env.load_cpus or '-'}) -> {front['kind']} {front.get('version') or ''} "
+            f"(CPUs {env.service_cpus or env.server_cpus or '-'}) -> {len(instances)} x {server} ({where}) over {over}")
+
+
+def topology_section(cells: list[Cell]) -> Section | None:
+    """Where requests went: each configuration's chain, and per level the front's cores, the
+    balancer's queue time and how the instances shared the requests."""
+    fronted = [c for c in cells if chain(c.runs[0])]
+    if not fronted:
+        return None
+    section = Section("topology", "Topology: proxy, balancer and instances",
+                      "What stood between the clients and the server, and where each part ran. A balancer's queue "
+                      "time is its own log's Tw (waiting for an instance's free connection slot under maxconn); a "
+                      "request that waits at an instance instead (in its accept queue) shows in the app's queue "
+                      "time, counted from the client's send.")
+    chains = {c.label: chain(c.runs[0]) for c in fronted}
+    section.tables.append(Table(["configuration", "chain"], [[k, v] for k, v in chains.items()], "chain",
+                                "The deployments"))
+    rows = []
+    for c in fronted:
+        kind = c.runs[0].launch["front"]["kind"]
+        queue = (c.decomposition or {}).get("queue")
+        f = c.front
+        rows.append([c.label, c.level_label, nice(c.throughput.median, 4), nice(c.p99_us.median and c.p99_us.median / 1000),
+                     nice(queue), nice(f.queue_ms.median) if f else "-", nice(f.queue_p99_ms.median) if f else "-",
+                     " / ".join(f"{x:.0f}" for x in f.shares) if f and f.shares else "-",
+                     nice(c.service_cores[kind].median) if kind in c.service_cores else "-"])
+    section.tables.append(Table(["configuration", "level", "req/s", "p99 ms", "app queue ms (mean)",
+                                 "balancer queue ms (mean)", "balancer queue p99 ms", "requests per instance %",
+                                 "front CPU cores"], rows, "topology", "Per level: medians of the valid repetitions"))
+    return section
+
+
 def _ranking_table(title: str, cells: list[Cell]) -> Table:
     rows = [[c.label, c.workload, c.level_label, f"{c.throughput.median:.1f}", nice(c.p99_us.median and c.p99_us.median / 1000),
              nice(c.pss_bytes.median and c.pss_bytes.median / MiB), f"{c.valid}/{c.total}", "; ".join(c.flags) or "ok"]
@@ -249,6 +295,9 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
         decomposition.paragraphs.append(
             "The app's own Server-Timing metrics are its view of its work (time in SQL holds the database driver's "
             "CPU as well as the wait for the database): they overlap the parts above and are shown beside them.")
+    topology = topology_section(cells)
+    if topology is not None:
+        sections.append(topology)
     model = model_section(cells, observations)
     if model.charts or model.paragraphs:
         sections.append(model)

@@ -124,6 +124,7 @@ class Cell(Placement):
     database: Database = Database()  # processes x pool, max_connections, refusals summed over every repetition
     app_metrics: dict[str, Figure] = field(default_factory=dict)  # the app's own metrics, mean ms per request
     response_ms: Figure = Figure(None, None, 0)  # the mean response time of each valid run, ms
+    front: Front | None = None  # a balancer's figures (None: a bare server or a proxy)
 
     @property
     def pool(self) -> int | None:
@@ -141,6 +142,25 @@ class Cell(Placement):
     @property
     def total(self) -> int:
         return len(self.runs)
+
+
+@dataclass(frozen=True)
+class Front:
+    """A balancer's view of a cell's valid runs (its request log over each run's window)."""
+
+    queue_ms: Figure  # mean time a request waited in the balancer's queue, per run
+    queue_p99_ms: Figure
+    shares: tuple[float, ...]  # % of the requests each instance served (i0, i1, ...), over the runs
+
+
+def _front(runs: tuple[Run, ...]) -> Front | None:
+    logged = [r.topology for r in runs if r.topology.get("instances")]
+    if not logged:
+        return None
+    counts = [sum(t["instances"][i]["requests"] for t in logged) for i in range(len(logged[0]["instances"]))]
+    total = sum(counts)
+    return Front(Figure.of([t["queue_ms"]["mean"] for t in logged]), Figure.of([t["queue_ms"]["p99"] for t in logged]),
+                 tuple(100 * c / total for c in counts) if total else ())
 
 
 def _balance(runs: tuple[Run, ...]) -> tuple[float, ...]:
@@ -192,7 +212,7 @@ def cell(runs: list[Run]) -> Cell:
         service_cores={k: Figure.of([r.services[k].cpu_cores for r in ok if k in r.services])
                        for k in dict.fromkeys(k for r in ok for k in r.services)},
         database=_database(runs), app_metrics=_app_metrics(ok),
-        response_ms=Figure.of([mean_response_ms(r) for r in ok]))
+        response_ms=Figure.of([mean_response_ms(r) for r in ok]), front=_front(ok))
 
 
 def aggregate(runs: list[Run]) -> list[Cell]:

@@ -9,6 +9,7 @@ import contextlib
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from arena.servers.cgroup import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, start
 from arena.topology import Topology
 from arena.topology.front import RunningFront, start_front
@@ -70,7 +71,7 @@ class Deployment:
         socket and CPUs), the topology, each instance's address and the front's command."""
         return {**self.instances[0].described(), "topology": self.topology.describe(),
                 "instances": [{"address": i.socket or i.url,
-                               "cpus": i.spec.cpus} for i in self.instances],
+                               "cpus": format_cpu_list(i.spec.cpus) if i.spec.cpus else None} for i in self.instances],
                 "front": {"kind": self.front.kind, "version": self.front.version, "argv": self.front.argv}}
 
     def window(self, since: float, until: float) -> dict:
