@@ -238,10 +238,10 @@ def test_a_front_that_crashes_at_start_is_one_error_and_leaves_nothing(kind, mon
 
 @pytest.mark.integration
 def test_a_fleet_behind_haproxy_serves_every_request_once_counted_per_instance():
-    """200 requests through HAProxy (round robin, one connection per instance): each instance served
+    """200 requests through HAProxy (round robin over 2 connections): each instance served
     half, and the balancer's log counts every one."""
     require_server("gunicorn-sync")
-    fleet = topology({"balancer": "haproxy", "instances": 2, "maxconn": 1})
+    fleet = topology({"balancer": "haproxy", "instances": 2})
     with start_deployment(ServerSpec("gunicorn-sync", cpus=[1]), fleet, [1]) as d:
         result = DRIVERS["arena-load"].run(LoadSpec(url=d.url + "/work?cpu_ms=1", connections=2, requests=200,
                                                     timeout_s=10), cpus=[0])
