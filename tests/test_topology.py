@@ -94,7 +94,7 @@ def test_nginx_upstream_keepalive(on):
 
 
 def test_nginx_upstream_on_a_unix_socket():
-    text = nginx.config(topology({"proxy": "nginx", "upstream": "unix"}), "127.0.0.1", 1, "unix:/tmp/a/server.sock",
+    text = nginx.config(topology({"proxy": "nginx", "upstream": "unix"}), "127.0.0.1", 1, "/tmp/a/server.sock",
                         WORKDIR, 1, None)
     assert "server unix:/tmp/a/server.sock;" in text
 

@@ -197,14 +197,14 @@ def _ruby_version() -> str | None:
 
 def environment(exp: Experiment) -> dict:
     """What the results depend on besides the experiment file."""
+    fronts = sorted({c.topology.front for c in exp.servers if c.topology.front})
     return {
         "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
         "python": platform.python_version(), "ruby": _ruby_version(), "arena": arena_version,
         "server_cpus": format_cpu_list(exp.server_cpus), "load_cpus": format_cpu_list(exp.load_cpus),
         **({"service_cpus": format_cpu_list(exp.service_cpus)} if exp.services else {}),
         "servers": {c.server: catalog.version(c.server) for c in exp.servers},
-        **({"fronts": {f: front_version(f) for f in fronts}} if (fronts := sorted({c.topology.front for c in exp.servers
-                                                                                  if c.topology.front})) else {}),
+        **({"fronts": {f: front_version(f) for f in fronts}} if fronts else {}),
     }
 
 

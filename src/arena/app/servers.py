@@ -48,7 +48,7 @@ def serve(spec: ServerSpec, on_ready: Callable[[RunningServer | Deployment], Non
 
 def _serve(spec: ServerSpec, on_ready: Callable[[RunningServer | Deployment], None], topology: Topology) -> Stopped:
     running = start_deployment(spec, topology, spec.cpus) if topology.front else start(spec)
-    parts = [*running.instances, running.front] if topology.front else [running]
+    parts = running.parts if topology.front else [running]
     with running:
         try:  # from the ready message on, Ctrl-C is the normal way to end `arena serve`
             on_ready(running)
@@ -62,8 +62,6 @@ def _serve(spec: ServerSpec, on_ready: Callable[[RunningServer | Deployment], No
             raise ArenaError(f"{name} exited by itself (code {dead.proc.returncode}); "
                              f"last lines of its log:\n{dead.log_tail()}")
     left = [pid for p in parts for pid in survivors(p.procset.name)]
-    port = running.front.port if topology.front else running.port
-    host = running.front.host if topology.front else running.host
-    if left or not port_free(host, port):
-        raise ArenaError(f"stop: {spec.server} left processes {left} or port {port} taken")
-    return Stopped(spec.server, port)
+    if left or not port_free(running.host, running.port):
+        raise ArenaError(f"stop: {spec.server} left processes {left} or port {running.port} taken")
+    return Stopped(spec.server, running.port)

@@ -138,16 +138,11 @@ def topology_option(given: list[tuple[str, str]], server: str):
     """``--topology KEY=VALUE`` flags -> a Topology, checked as an experiment's [topology] is."""
     from arena.topology import parse_value, topology
 
-    values = {k: parse_value(v) for k, v in given}
     try:
-        t = topology(values)
+        return topology({k: parse_value(v) for k, v in given}, catalog.CATALOG.get(server))
     except ArenaError as e:
-        key = str(e).split(":", 1)[0]
-        raise ArenaError(f"--topology {key}={dict(given).get(key, '')}: {str(e).split(': ', 1)[-1]}") from None
-    entry = catalog.CATALOG.get(server)
-    if t.upstream == "unix" and entry is not None and entry.unix is None:
-        raise ArenaError(f"--topology upstream=unix: {server} cannot listen on a unix socket here")
-    return t
+        key, _, why = str(e).partition(": ")
+        raise ArenaError(f"--topology {key}={dict(given).get(key, '')}: {why}") from None
 
 
 def user_app_options(args) -> dict:

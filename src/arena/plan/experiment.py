@@ -570,28 +570,23 @@ def _topology_axis(r: _Reader, entry: catalog.Server, default: dict[str, Any]) -
     if not isinstance(own, dict):
         raise r.fail("topology", own, "must be a table, e.g. topology = { proxy = \"nginx\" }")
     table = {**default, **own}
-    names = list(table)
-    for n in names:
-        where = _Reader(r.file, table, f"{r.prefix}topology." if n in own else "topology.")
-        for v in _axis(table[n]) or [None]:
+
+    def where(key: str) -> _Reader:  # the entry's own table, or the file's [topology]
+        return _Reader(r.file, table, f"{r.prefix}topology." if key in own else "topology.")
+
+    for n, value in table.items():
+        for v in _axis(value) or [None]:
             problem = value_problem(n, v)
             if problem:
-                raise where.fail(n, table[n], problem + ("" if isinstance(table[n], list) else ", or a list of them"))
+                raise where(n).fail(n, value, problem + ("" if isinstance(value, list) else ", or a list of them"))
     out = []
-    for combo in itertools.product(*(dict.fromkeys(_axis(table[n])) for n in names)):
-        given = dict(zip(names, combo))
+    for combo in itertools.product(*(dict.fromkeys(_axis(v)) for v in table.values())):
+        given = dict(zip(table, combo))
         try:
-            t = topology(given)
+            out.append(topology(given, entry))
         except ArenaError as e:
             key, _, why = str(e).partition(": ")
-            where = _Reader(r.file, table, f"{r.prefix}topology." if key in own else "topology.")
-            raise where.fail(key, given.get(key), why) from None
-        if t.upstream == "unix" and entry.unix is None:
-            where = _Reader(r.file, table, f"{r.prefix}topology." if "upstream" in own else "topology.")
-            can = [s.name for s in catalog.CATALOG.values() if s.unix is not None]
-            raise where.fail("upstream", table["upstream"], f"{entry.name} cannot listen on a unix socket here "
-                                                            f"(those that can: {', '.join(can)})")
-        out.append(t)
+            raise where(key).fail(key, given.get(key), why) from None
     return list(dict.fromkeys(out))
 
 

@@ -143,19 +143,18 @@ def chain(run: Run) -> str | None:
     if not t or not front:
         return None
     instances = launch.get("instances", [])
-    cpus = list(dict.fromkeys(c if isinstance(c, str) else ",".join(map(str, c))  # a list in the first stores
-                              for c in (i.get("cpus") for i in instances) if c))
+    cpus = list(dict.fromkeys(i["cpus"] for i in instances if i.get("cpus")))
     where = f"CPUs {' | '.join(cpus)}" if cpus else "any CPU"
-    server = run.label.split(" ")[0].split("[")[0]
     over = "unix sockets" if t.get("upstream") == "unix" else "TCP"
     return (f"client ({run.driver}, CPUs {env.load_cpus or '-'}) -> {front['kind']} {front.get('version') or ''} "
-            f"(CPUs {env.service_cpus or env.server_cpus or '-'}) -> {len(instances)} x {server} ({where}) over {over}")
+            f"(CPUs {env.service_cpus or env.server_cpus or '-'}) -> {len(instances)} x {run.server} ({where}) over {over}")
 
 
 def topology_section(cells: list[Cell]) -> Section | None:
     """Where requests went: each configuration's chain, and per level the front's cores, the
     balancer's queue time and how the instances shared the requests."""
-    fronted = [c for c in cells if chain(c.runs[0])]
+    chains = {c.label: chain(c.runs[0]) for c in cells}
+    fronted = [c for c in cells if chains[c.label]]
     if not fronted:
         return None
     section = Section("topology", "Topology: proxy, balancer and instances",
@@ -163,8 +162,7 @@ def topology_section(cells: list[Cell]) -> Section | None:
                       "time is its own log's Tw (waiting for an instance's free connection slot under maxconn); a "
                       "request that waits at an instance instead (in its accept queue) shows in the app's queue "
                       "time, counted from the client's send.")
-    chains = {c.label: chain(c.runs[0]) for c in fronted}
-    section.tables.append(Table(["configuration", "chain"], [[k, v] for k, v in chains.items()], "chain",
+    section.tables.append(Table(["configuration", "chain"], [[k, v] for k, v in chains.items() if v], "chain",
                                 "The deployments"))
     rows = []
     for c in fronted:

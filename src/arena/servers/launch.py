@@ -384,6 +384,33 @@ def reap_stale_workdirs(tmp: Path | None = None, doomed: Callable[[str], bool] =
 SETTLE_S = 0.5  # the process set must stay unchanged this long to count as started
 
 
+HTTP_TRANSIENT = (OSError, ValueError, http.client.HTTPException)  # not up yet: try again
+
+
+def poll_ready(name: str, timeout: float, exited: Callable[[], int | None], attempt: Callable[[], str | None],
+               what: str, transient: tuple[type[BaseException], ...] = HTTP_TRANSIENT) -> None:
+    """Call ``attempt`` every 50 ms until it returns None (ready): it returns what it saw otherwise,
+    or raises ArenaError when the start cannot succeed; a ``transient`` exception is what ``what``
+    (e.g. "GET /health") met. An error once ``exited`` gives an exit code, or after ``timeout``
+    seconds with the last thing seen."""
+    deadline = time.monotonic() + timeout
+    last: str | None = "no answer"
+    while True:
+        code = exited()
+        if code is not None:
+            raise ArenaError(f"{name} exited with code {code} before it was ready")
+        try:
+            last = attempt()
+            if last is None:
+                return
+        except transient as e:
+            detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            last = f"{what}: {e.__class__.__name__}: {detail}".rstrip(": ")
+        if time.monotonic() > deadline:
+            raise ArenaError(f"{name} was not ready after {timeout:.0f} s ({last})")
+        time.sleep(0.05)
+
+
 def _wait_ready(running: RunningServer, app: App, timeout: float) -> None:
     """Poll GET the app's health path until it answers below 400, check the answer came from our own
     process set (its X-Arena-Pid: every subject response has it, and the timing around a user's app
@@ -392,29 +419,25 @@ def _wait_ready(running: RunningServer, app: App, timeout: float) -> None:
     one) are not ready until every worker is up. Then a user's app gets its warm-up requests."""
     name = f"{running.server.name} ({running.app})"
     deadline = time.monotonic() + timeout
-    last = "no answer"
-    while True:
+
+    def exited() -> int | None:  # a server that daemonizes leaves its processes behind its first one
         code = running.proc.poll()
-        if code is not None and not running.procset.pids():
-            raise ArenaError(f"{name} exited with code {code} before it was ready")
-        try:
-            with Client(running.host, running.port, timeout=2, unix=running.socket) as client:
-                reply = client.get(app.health)
-                if reply.status < 400:
-                    pid = int(reply.headers.get("x-arena-pid", "0"))
-                    if pid not in running.procset.pids():
-                        where = running.socket or f"port {running.port}"
-                        raise ArenaError(f"{name}: {where} is answered by pid {pid}, "
-                                         "which is not one of this server's processes")
-                    _wait_settled(running, deadline, name)
-                    _warm_up(running, app, client, name)
-                    return
-                last = f"GET {app.health} answered {reply.status}"
-        except (OSError, ValueError, http.client.HTTPException) as e:
-            last = f"GET {app.health}: {e.__class__.__name__}: {e}"
-        if time.monotonic() > deadline:
-            raise ArenaError(f"{name} was not ready after {timeout:.0f} s ({last})")
-        time.sleep(0.05)
+        return code if code is not None and not running.procset.pids() else None
+
+    def attempt() -> str | None:
+        with Client(running.host, running.port, timeout=2, unix=running.socket) as client:
+            reply = client.get(app.health)
+            if reply.status >= 400:
+                return f"GET {app.health} answered {reply.status}"
+            pid = int(reply.headers.get("x-arena-pid", "0"))
+            if pid not in running.procset.pids():
+                where = running.socket or f"port {running.port}"
+                raise ArenaError(f"{name}: {where} is answered by pid {pid}, which is not one of this server's processes")
+            _wait_settled(running, deadline, name)
+            _warm_up(running, app, client, name)
+        return None
+
+    poll_ready(name, timeout, exited, attempt, f"GET {app.health}")
 
 
 def _warm_up(running: RunningServer, app: App, client: Client, name: str) -> None:

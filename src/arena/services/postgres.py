@@ -196,20 +196,13 @@ def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> Runnin
 
 
 def _wait_ready(running: RunningPostgres, psycopg) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if running.proc.poll() is not None:
-            raise ArenaError(f"service postgres: exited with code {running.proc.returncode} before it was ready")
-        try:
-            with psycopg.connect(running.dsn.replace(f"dbname={DATABASE}", "dbname=postgres"), connect_timeout=2,
-                                 autocommit=True) as c:
-                c.execute(f"CREATE DATABASE {DATABASE}")
-            return
-        except psycopg.OperationalError as e:
-            last = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        time.sleep(0.05)
-    raise ArenaError(f"service postgres: not ready after {READY_TIMEOUT_S:.0f} s ({last})")
+    def attempt() -> None:
+        with psycopg.connect(running.dsn.replace(f"dbname={DATABASE}", "dbname=postgres"), connect_timeout=2,
+                             autocommit=True) as c:
+            c.execute(f"CREATE DATABASE {DATABASE}")
+
+    launch.poll_ready("service postgres: postgres", READY_TIMEOUT_S, running.proc.poll, attempt, "connect",
+                      transient=(psycopg.OperationalError,))
 
 
 def seed(dsn: str, rows: int) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.errors import ArenaError
+from arena.servers import catalog
 
 PROXIES = ("nginx",)
 BALANCERS = ("haproxy",)
@@ -98,10 +99,10 @@ def value_problem(key: str, value: Any) -> str | None:
     return None if ok else f"must be {text}"
 
 
-def topology(given: dict[str, Any]) -> Topology:
+def topology(given: dict[str, Any], server: catalog.Server | None = None) -> Topology:
     """A topology from checked values (value_problem); its combinations checked here: one front,
-    a fleet only behind a balancer, each front's own keys only with it. Raises ArenaError with the
-    key at fault and why (the caller adds where)."""
+    a fleet only behind a balancer, each front's own keys only with it, a unix socket only for a
+    ``server`` that can bind one. Raises ArenaError "key: why" (the caller adds where)."""
     for key, value in given.items():
         problem = value_problem(key, value)
         if problem:
@@ -116,7 +117,11 @@ def topology(given: dict[str, Any]) -> Topology:
             raise ArenaError(f"{key}: applies to a {needs} (set {needs} = \"{KEYS[needs][0][0]}\")")
     if given.get("upstream") and not (given.get("proxy") or given.get("balancer")):
         raise ArenaError("upstream: applies to a proxy or a balancer")
-    return Topology(**{FIELD.get(k, k): v for k, v in given.items()})
+    t = Topology(**{FIELD.get(k, k): v for k, v in given.items()})
+    if server is not None and t.upstream == "unix" and server.unix is None:
+        can = [s.name for s in catalog.CATALOG.values() if s.unix is not None]
+        raise ArenaError(f"upstream: {server.name} cannot listen on a unix socket here (those that can: {', '.join(can)})")
+    return t
 
 
 def parse_value(text: str) -> bool | int | str:

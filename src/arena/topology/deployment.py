@@ -23,10 +23,6 @@ class Fleet:
         self.sets = sets
         self.backend = sets[0].backend
 
-    @property
-    def name(self) -> str:
-        return "+".join(s.name for s in self.sets)
-
     def pids(self) -> list[int]:
         return [p for s in self.sets for p in s.pids()]
 
@@ -56,15 +52,24 @@ class Deployment:
         return self.front.url
 
     @property
+    def host(self) -> str:
+        return self.front.host
+
+    @property
+    def port(self) -> int:
+        return self.front.port
+
+    @property
+    def parts(self) -> list:
+        """Everything it started: the instances and the front."""
+        return [*self.instances, self.front]
+
+    @property
     def knobs(self) -> dict:
         return self.instances[0].knobs
 
-    @property
-    def startup_s(self) -> float:
-        return max(i.startup_s for i in self.instances) + self.front.startup_s
-
     def alive(self) -> bool:
-        return self.front.alive() and all(i.alive() for i in self.instances)
+        return all(p.alive() for p in self.parts)
 
     def described(self) -> dict:
         """How it was started: the first instance's command (the others differ only by port or

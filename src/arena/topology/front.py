@@ -5,8 +5,8 @@ launch.Confined: the runner's and the CLI's stops reach it; a dead Arena's is re
 
 from __future__ import annotations
 
-import http.client
 import os
+import re
 import resource
 import shutil
 import signal
@@ -34,16 +34,15 @@ MODULES = {"nginx": nginx, "haproxy": haproxy}
 @lru_cache(maxsize=None)
 def version(kind: str) -> str | None:
     """The installed version of ``kind`` ("1.22.1", "2.6.12-1+deb12u4"), or None when it is not installed."""
-    if shutil.which(MODULES[kind].VERSION_ARGV[0]) is None:
+    module = MODULES[kind]
+    if shutil.which(module.VERSION_ARGV[0]) is None:
         return None
     try:
-        out = subprocess.run(MODULES[kind].VERSION_ARGV, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(module.VERSION_ARGV, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    text = out.stdout + out.stderr
-    found = (text.split("nginx/", 1)[1] if "nginx/" in text else text.split("version ", 1)[1] if "version " in text
-             else "").split()
-    return found[0] if found else None
+    found = re.search(module.VERSION, out.stdout + out.stderr)
+    return found[1] if found else None
 
 
 @dataclass(eq=False)
@@ -116,8 +115,7 @@ def start_front(t: Topology, upstreams: list[str], cpus: list[int] | None, host:
     port = free_port(host)
     try:
         if kind == "nginx":
-            upstream = upstreams[0] if not upstreams[0].startswith("/") else f"unix:{upstreams[0]}"
-            text = nginx.config(t, host, port, upstream, workdir, workers, "root" if os.geteuid() == 0 else None)
+            text = nginx.config(t, host, port, upstreams[0], workdir, workers, "root" if os.geteuid() == 0 else None)
         else:
             limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # the hard limit: HAProxy raises its own to it
             text = haproxy.config(t, host, port, upstreams, workdir, workers, haproxy.max_connections(limit))
@@ -140,20 +138,10 @@ def start_front(t: Topology, upstreams: list[str], cpus: list[int] | None, host:
 
 
 def _wait_ready(front: RunningFront, health: str, reached: Callable[[int], bool]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    last = "no answer"
-    while True:
-        if front.proc.poll() is not None:
-            raise ArenaError(f"{front.kind} exited with code {front.proc.returncode} before it was ready")
-        try:
-            with Client(front.host, front.port, timeout=2) as client:
-                reply = client.get(health)
-            pid = int(reply.headers.get("x-arena-pid", "0"))
-            if reply.status < 400 and reached(pid):
-                return
-            last = f"GET {health} answered {reply.status} from pid {pid}"
-        except (OSError, ValueError, http.client.HTTPException) as e:
-            last = f"GET {health}: {e.__class__.__name__}: {e}"
-        if time.monotonic() > deadline:
-            raise ArenaError(f"{front.kind} was not ready after {READY_TIMEOUT_S:.0f} s ({last})")
-        time.sleep(0.05)
+    def attempt() -> str | None:
+        with Client(front.host, front.port, timeout=2) as client:
+            reply = client.get(health)
+        pid = int(reply.headers.get("x-arena-pid", "0"))
+        return None if reply.status < 400 and reached(pid) else f"GET {health} answered {reply.status} from pid {pid}"
+
+    launch.poll_ready(front.kind, READY_TIMEOUT_S, front.proc.poll, attempt, f"GET {health}")

@@ -68,6 +68,7 @@ def argv(workdir: Path) -> list[str]:
 
 
 VERSION_ARGV = ["haproxy", "-v"]  # "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/"
+VERSION = r"version (\S+)"
 
 
 @dataclass(frozen=True)
@@ -95,21 +96,25 @@ def parse_log(text: str) -> list[Logged]:
     return out
 
 
+def _mean(values: list[int]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def window_figures(lines: list[Logged], since: float, until: float, instances: int) -> dict:
-    """Pure: requests received in [since, until) (unix times): per instance, how many it served and
-    their mean queue time; for the balancer, the queue time's mean, p50, p99 and max (ms; requests
-    that reached a queue)."""
+    """Pure: requests received in [since, until) (unix times): per instance, how many it served, their
+    mean queue time and mean response time (to the headers); for the balancer, the queue time's mean,
+    p50, p99 and max (ms; of the requests that reached a queue: a timer of -1 is one not reached)."""
     inside = [x for x in lines if since <= x.received_s < until]
     waited = [x.queue_ms for x in inside if x.queue_ms >= 0]
     per = []
     for n in range(instances):
         mine = [x for x in inside if x.instance == f"i{n}"]
-        q = [x.queue_ms for x in mine if x.queue_ms >= 0]
-        per.append({"instance": f"i{n}", "requests": len(mine), "queue_ms_mean": sum(q) / len(q) if q else None,
-                    "response_ms_mean": sum(x.response_ms for x in mine if x.response_ms >= 0) / len(mine) if mine else None})
+        per.append({"instance": f"i{n}", "requests": len(mine),
+                    "queue_ms_mean": _mean([x.queue_ms for x in mine if x.queue_ms >= 0]),
+                    "response_ms_mean": _mean([x.response_ms for x in mine if x.response_ms >= 0])})
     return {"requests": len(inside), "unserved": sum(1 for x in inside if not x.instance.startswith("i")),
-            "queue_ms": {"mean": sum(waited) / len(waited) if waited else None,
+            "queue_ms": {"mean": _mean(waited),
                          "p50": stats.quantile(waited, 0.5) if waited else None,
                          "p99": stats.quantile(waited, 0.99) if waited else None,
-                         "max": max(waited) if waited else None},
+                         "max": max(waited, default=None)},
             "instances": per}

@@ -22,11 +22,12 @@ TIMEOUT_S = 300  # to the server: a run's own timeout decides, not the proxy's
 
 
 def config(t: Topology, host: str, port: int, upstream: str, workdir: Path, workers: int, user: str | None) -> str:
-    """Pure: nginx.conf for ``t``: listen on host:port, pass to ``upstream`` ("127.0.0.1:8000" or
-    "unix:/path"), ``workers`` worker processes running as ``user`` (nginx started as root would
+    """Pure: nginx.conf for ``t``: listen on host:port, pass to ``upstream`` ("127.0.0.1:8000" or a
+    unix socket's absolute path), ``workers`` worker processes running as ``user`` (nginx started as root would
     otherwise run them as nobody, who cannot reach a socket or temp path in Arena's private temp
     dirs; None: the user it is started as), everything it writes under ``workdir``."""
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    server = f"unix:{upstream}" if upstream.startswith("/") else upstream
     onoff = "on" if t.buffering else "off"
     keepalive = (f"        keepalive {UPSTREAM_KEEPALIVE};\n" if t.upstream_keepalive else "")
     to_server = ("            proxy_http_version 1.1;\n"
@@ -46,7 +47,7 @@ def config(t: Topology, host: str, port: int, upstream: str, workdir: Path, work
         "    access_log off;\n"
         f"{temp}"
         "    upstream app {\n"
-        f"        server {upstream};\n"
+        f"        server {server};\n"
         f"{keepalive}"
         "    }\n"
         "    server {\n"
@@ -69,3 +70,4 @@ def argv(workdir: Path) -> list[str]:
 
 
 VERSION_ARGV = ["nginx", "-v"]  # "nginx version: nginx/1.22.1" on stderr
+VERSION = r"nginx/(\S+)"
