@@ -81,6 +81,20 @@ def test_an_open_run_reports_offered_and_achieved(puma):
     assert r.schedule_lag is not None and r.saturated is False
 
 
+def test_a_far_client_is_measured_through_a_real_server(puma):
+    """10 ms each way in front of a 5 ms request: p50 near 25 ms, and the result says how."""
+    from arena.plan.clients import of_load_config
+    from arena.report.summary import load_summary
+
+    r = native.run(LoadSpec(f"{puma.url}/work?io_ms=5", connections=2, duration_s=1.0, warmup_s=0.3, delay_s=0.01),
+                   cpus=[0])
+    near = native.run(LoadSpec(f"{puma.url}/work?io_ms=5", connections=2, duration_s=1.0, warmup_s=0.3), cpus=[0])
+    far_ms, near_ms = r.measured.response_time.p("50") / 1e3, near.measured.response_time.p("50") / 1e3
+    assert 19.5 <= far_ms - near_ms <= 21.5, (far_ms, near_ms)
+    assert of_load_config(r.config).delay_s == 0.01
+    assert "keep-alive, 10 ms away" in load_summary(r)
+
+
 def test_a_result_that_breaks_the_schema_is_refused(puma):
     r = native.run(LoadSpec(f"{puma.url}/health", connections=1, requests=5))
     doc = copy.deepcopy(r.raw)

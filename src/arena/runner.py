@@ -213,11 +213,13 @@ def environment(exp: Experiment) -> dict:
 
 def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
     closed = run.level.model == "closed"
+    clients = run.workload.clients
     return LoadSpec(
         url=url + run.workload.path, method=run.workload.method, expect_status=run.workload.expect_status,
         mix=run.workload.mix,
         connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
-        duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=exp.keep_alive,
+        duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=clients.keep_alive,
+        delay_s=clients.delay_s, upload_bps=clients.upload_bps, download_bps=clients.download_bps,
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition)
 
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::engine::{Arrival, Config, Model, StatusSet};
+use crate::engine::{Arrival, Config, Link, Model, StatusSet};
 use crate::http::Template;
 use crate::pacer::Stop;
 
@@ -55,6 +55,17 @@ pub struct Args {
     /// A new connection for every request (Connection: close)
     #[arg(long)]
     pub no_keepalive: bool,
+    /// Emulate a far client: this one-way delay before each request reaches the server and before
+    /// each response reaches the client (a new connection also waits out the handshake's round trip)
+    #[arg(long, default_value = "0s")]
+    pub delay: String,
+    /// Emulate a slow client's upload: bytes per second sent, e.g. 64KiB/s (default: no cap)
+    #[arg(long)]
+    pub upload: Option<String>,
+    /// Emulate a slow client's download: bytes per second read, e.g. 256KiB/s, with a small receive
+    /// buffer so the server's writes stall behind it (default: no cap)
+    #[arg(long)]
+    pub download: Option<String>,
     /// Stamp each request with X-Request-Start: t=<µs since epoch> at its real send time
     #[arg(long)]
     pub request_start: bool,
@@ -97,6 +108,21 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<u64, String> {
     match num.parse::<f64>() {
         Ok(v) if v >= 0.0 && v.is_finite() && v * scale < 1e18 => Ok((v * scale) as u64),
         _ => Err(format!("{flag}: must be a duration such as 10s, 500ms or 2m, got '{text}'")),
+    }
+}
+
+/// `64KiB/s`, `1.5MB/s`, `2000B/s` or a plain number of bytes per second (`/s` may be left out);
+/// KB and MB are powers of 1000, KiB and MiB of 1024.
+pub fn parse_rate(flag: &str, text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let t = t.strip_suffix("/s").unwrap_or(t).trim_end();
+    let (num, scale) = [("KiB", 1024.0), ("MiB", 1048576.0), ("GiB", 1073741824.0), ("KB", 1e3), ("MB", 1e6), ("GB", 1e9), ("B", 1.0)]
+        .iter()
+        .find_map(|(suffix, scale)| t.strip_suffix(suffix).map(|n| (n.trim_end(), *scale)))
+        .unwrap_or((t, 1.0));
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale >= 1.0 && v * scale < 1e15 => Ok((v * scale) as u64),
+        _ => Err(format!("{flag}: must be bytes per second of at least 1, such as 64KiB/s, 1.5MB/s or 2000, got '{text}'")),
     }
 }
 
@@ -269,6 +295,14 @@ pub fn config(a: &Args) -> Result<Config, String> {
     if connect_timeout_ns == 0 || response_timeout_ns == 0 {
         return Err("--connect-timeout/--timeout: must be above 0".into());
     }
+    let link = Link {
+        delay_ns: parse_duration("--delay", &a.delay)?,
+        upload_bps: a.upload.as_deref().map(|r| parse_rate("--upload", r)).transpose()?.unwrap_or(0),
+        download_bps: a.download.as_deref().map(|r| parse_rate("--download", r)).transpose()?.unwrap_or(0),
+    };
+    if link.delay_ns > 60_000_000_000 {
+        return Err(format!("--delay: must be at most 60s, got '{}'", a.delay));
+    }
     let expect = StatusSet::parse(&a.expect_status).map_err(|e| format!("--expect-status: {e}"))?;
     if !(0.0..=1.0).contains(&a.max_error_rate) {
         return Err(format!("--max-error-rate: must be a share from 0 to 1, got '{}'", a.max_error_rate));
@@ -280,6 +314,7 @@ pub fn config(a: &Args) -> Result<Config, String> {
         warmup_ns,
         stop: Stop { end_ns: duration.map(|d| warmup_ns + d), requests: a.requests },
         keep_alive,
+        link,
         request_start: a.request_start,
         connect_timeout_ns,
         response_timeout_ns,
@@ -314,6 +349,19 @@ mod tests {
     }
 
     #[test]
+    fn rates() {
+        assert_eq!(parse_rate("--download", "64KiB/s"), Ok(65_536));
+        assert_eq!(parse_rate("--download", "1.5MB/s"), Ok(1_500_000));
+        assert_eq!(parse_rate("--download", "2000"), Ok(2000));
+        assert_eq!(parse_rate("--download", "256 KiB"), Ok(262_144));
+        assert_eq!(parse_rate("--upload", "10B/s"), Ok(10));
+        for bad in ["fast", "0", "-1KB/s", "0.5B/s", "1Kb/s"] {
+            assert_eq!(parse_rate("--upload", bad),
+                       Err(format!("--upload: must be bytes per second of at least 1, such as 64KiB/s, 1.5MB/s or 2000, got '{bad}'")));
+        }
+    }
+
+    #[test]
     fn targets_must_be_loopback_unless_allowed() {
         let t = parse_url("http://127.0.0.1:8080/work?cpu_ms=1", false).unwrap();
         assert_eq!((t.addr.port(), t.host_header.as_str(), t.path.as_str()), (8080, "127.0.0.1:8080", "/work?cpu_ms=1"));
@@ -344,6 +392,9 @@ mod tests {
         assert_eq!(c.stop, Stop { end_ns: Some(3_000_000_000), requests: None });
         let o = args(&["http://127.0.0.1:1/", "-r", "500", "--arrival", "poisson", "-n", "100", "-c", "50"]).unwrap();
         assert_eq!(o.model, Model::Open { rate: 500.0, arrival: Arrival::Poisson, max_connections: 50 });
+        assert!(!o.link.is_on());
+        let slow = args(&["http://127.0.0.1:1/", "-d", "1s", "--delay", "20ms", "--download", "256KiB/s"]).unwrap();
+        assert_eq!(slow.link, Link { delay_ns: 20_000_000, upload_bps: 0, download_bps: 262_144 });
     }
 
     #[test]
@@ -360,6 +411,8 @@ mod tests {
             (vec!["http://127.0.0.1:1/", "-d", "1s", "-H", "A: b\r\nC: d"], "--header: must not hold control characters"),
             (vec!["http://127.0.0.1:1/", "-d", "1s", "--expect-status", "2xx,9xx"], "--expect-status: '9xx' is not a status"),
             (vec!["http://127.0.0.1:1/", "-d", "1s", "--max-error-rate", "2"], "--max-error-rate: must be a share from 0 to 1"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "--delay", "2m"], "--delay: must be at most 60s, got '2m'"),
+            (vec!["http://127.0.0.1:1/", "-d", "1s", "--download", "slow"], "--download: must be bytes per second"),
         ] {
             let err = args(&argv).unwrap_err();
             assert!(err.starts_with(want) && !err.contains('\n'), "{argv:?}: {err}");

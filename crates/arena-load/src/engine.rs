@@ -10,8 +10,17 @@
 //!
 //! Wake-ups come from socket readiness and from one timerfd set to the next due time, so send
 //! times are kept to the microsecond, not to epoll's millisecond timeout.
+//!
+//! Slow or far clients (`Link`) are emulated here, per connection, since loopback has no network
+//! to shape: a new connection waits out the handshake's round trip and its request's one-way trip
+//! before it is opened (the server accepts it with its request, as over a real network); every
+//! other request waits one delay before its first byte is written; the request is written and the
+//! response read in segments, each at the link's rate, with a small receive buffer so the server's
+//! writes stall as they would behind a slow reader; a complete response is taken in one delay after
+//! its last byte was read. With the link off none of these paths runs.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -23,7 +32,7 @@ use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::http::{Malformed, Parser, Step, Template};
+use crate::http::{Head, Malformed, Parser, Step, Template};
 use crate::pacer::{Pacer, SplitMix64, Stop};
 use crate::source::{Request, Source};
 use crate::record::{histogram, us, ErrorKind, IntervalPart, Phase};
@@ -45,6 +54,32 @@ pub enum Model {
     Open { rate: f64, arrival: Arrival, max_connections: usize },
 }
 
+/// A slow or far client: a one-way delay (each way) and caps on the bytes per second it sends and
+/// reads (0: no cap). All zero: the link is off.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Link {
+    pub delay_ns: u64,
+    pub upload_bps: u64,
+    pub download_bps: u64,
+}
+
+impl Link {
+    pub fn is_on(&self) -> bool {
+        *self != Link::default()
+    }
+
+    /// How long `bytes` take at `bps` bytes per second (0: no cap, no time).
+    fn transfer_ns(bytes: usize, bps: u64) -> u64 {
+        if bps == 0 { 0 } else { (bytes as u128 * 1_000_000_000 / bps as u128) as u64 }
+    }
+}
+
+/// Bytes moved at once on a capped link (a TCP segment's payload on Ethernet).
+pub const SEGMENT: usize = 1448;
+/// A capped reader's socket receive buffer (the kernel doubles it): small, so the server's writes
+/// stall once a few segments wait unread, as behind a real slow reader.
+pub const SLOW_RCVBUF: usize = 8 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub addr: SocketAddr,
@@ -54,6 +89,8 @@ pub struct Config {
     /// Ends of the run, warm-up included (`end_ns`), and measured requests to issue.
     pub stop: Stop,
     pub keep_alive: bool,
+    /// The emulated client link (off by default).
+    pub link: Link,
     pub request_start: bool,
     pub connect_timeout_ns: u64,
     pub response_timeout_ns: u64,
@@ -192,6 +229,16 @@ enum State {
     Idle,
     Writing,
     Reading,
+    /// Link on: the response is read in full and reaches the client when the delay is over.
+    Delivering,
+}
+
+/// A response read in full, waiting out the link's delay.
+struct Delivery {
+    flight: InFlight,
+    head: Head,
+    bytes: u64,
+    close: bool,
 }
 
 struct Conn {
@@ -212,6 +259,25 @@ struct Conn {
     rbytes: u64,
     /// Whether WRITABLE is registered (only while connecting or after a short write).
     writable_interest: bool,
+    /// Link on: when the bytes moved so far have crossed the link (the next segment moves after).
+    link_at: u64,
+    /// Link on: the link waited for the other side (the server's socket was full, or empty):
+    /// its clock restarts at the next move instead of catching up.
+    link_idle: bool,
+    /// Link on: the wake-up set for this connection (0: none).
+    wake: u64,
+    /// Link on: opened after the handshake and its request's trip were waited out.
+    dialed: bool,
+    /// Link on: the peer closed while a response was still being taken in.
+    peer_closed: bool,
+    done: Option<Delivery>,
+}
+
+impl Conn {
+    /// A request is on it: waiting for the connection, on the wire, or being delivered.
+    fn busy(&self) -> bool {
+        self.req.is_some() || self.flight.is_some() || self.done.is_some()
+    }
 }
 
 pub struct Worker<'a> {
@@ -225,6 +291,10 @@ pub struct Worker<'a> {
     open_conns: usize,
     max_conns: usize,
     pending: VecDeque<Request>,
+    /// Link on: connections due to open (at, asked at, request), in order, each counted open.
+    dialing: VecDeque<(u64, u64, Request)>,
+    /// Link on: connections' wake-ups (at, slot); an entry no longer its connection's `wake` is stale.
+    wakes: BinaryHeap<Reverse<(u64, usize)>>,
     /// Which request comes next and when (pacer or closed users, think time, the stop rule).
     source: Source<'a>,
     /// Draws the values of templated requests (`/posts/{id:1..10000}`), seeded from --seed.
@@ -272,7 +342,8 @@ impl<'a> Worker<'a> {
                                  issued_measured);
         let mut w = Worker {
             cfg, start, poll, timer, conns: Vec::new(), free_slots: Vec::new(), idle: Vec::new(),
-            open_conns: 0, max_conns, pending: VecDeque::new(), source, armed: 0,
+            open_conns: 0, max_conns, pending: VecDeque::new(), dialing: VecDeque::new(), wakes: BinaryHeap::new(),
+            source, armed: 0,
             values: SplitMix64::new(cfg.seed ^ 0x7E3A_11C5_D1B5_4A32u64.wrapping_mul(2 + id as u64)),
             warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
             interval: IntervalPart::new(0), intervals, unsent: 0, last_done: 0, peak_conns: 0, open_failure: None,
@@ -306,7 +377,7 @@ impl<'a> Worker<'a> {
         loop {
             let now = self.now();
             if hard_end.is_some_and(|h| now >= h) {
-                cut = self.conns.iter().flatten().any(|c| c.flight.is_some() || c.req.is_some());
+                cut = self.conns.iter().flatten().any(Conn::busy);
                 break;
             }
             let past_end = self.cfg.stop.end_ns.is_some_and(|end| now >= end);
@@ -314,6 +385,9 @@ impl<'a> Worker<'a> {
                 self.source.halt(now); // think times not yet over: those requests are never issued
             }
             self.release_due(now);
+            if self.cfg.link.is_on() {
+                self.wake_due(now);
+            }
             self.dispatch(now);
             if now >= next_housekeeping {
                 self.housekeeping(now);
@@ -326,12 +400,13 @@ impl<'a> Worker<'a> {
                     self.unsent += self.pending.len() as u64;
                     self.pending.clear();
                 } // else the count is reached: what was issued is still sent
-                let busy = self.conns.iter().flatten().any(|c| c.flight.is_some() || c.req.is_some());
+                let busy = !self.dialing.is_empty() || self.conns.iter().flatten().any(Conn::busy);
                 if interrupted || (self.pending.is_empty() && !busy) {
                     break;
                 }
             }
-            let wake = [self.source.next_wake(), Some(next_housekeeping), hard_end].into_iter().flatten().min()
+            let link = [self.dialing.front().map(|d| d.0), self.wakes.peek().map(|w| w.0.0)];
+            let wake = [self.source.next_wake(), Some(next_housekeeping), hard_end].into_iter().chain(link).flatten().min()
                 .expect("housekeeping is always set");
             let deadline = self.start + wake.max(now + 1);
             if deadline != self.armed {
@@ -354,9 +429,9 @@ impl<'a> Worker<'a> {
             }
         }
         let end = self.now();
-        let in_flight = self.conns.iter().flatten().filter(|c| c.flight.is_some()).count() as u64;
+        let in_flight = self.conns.iter().flatten().filter(|c| c.flight.is_some() || c.done.is_some()).count() as u64;
         // requests still waiting for their connection to open were issued but never sent
-        self.unsent += self.conns.iter().flatten().filter(|c| c.req.is_some()).count() as u64;
+        self.unsent += self.conns.iter().flatten().filter(|c| c.req.is_some()).count() as u64 + self.dialing.len() as u64;
         let index = self.interval_index(end.max(self.cfg.warmup_ns));
         self.close_intervals_before(index + 1);
         Ok(WorkerResult {
@@ -395,7 +470,21 @@ impl<'a> Worker<'a> {
     }
 
     fn connect(&mut self, req: Request, now: u64) {
-        let stream = match TcpStream::connect(self.cfg.addr) {
+        let delay = self.cfg.link.delay_ns;
+        if delay > 0 {
+            // the handshake's round trip, then the request's one-way trip: the server sees the
+            // connection when its request arrives, as over a real network
+            self.dialing.push_back((now + 3 * delay, now, req));
+            self.open_conns += 1;
+            self.peak_conns = self.peak_conns.max(self.open_conns);
+            return;
+        }
+        self.open(req, now, now);
+    }
+
+    /// Open a connection for `req`, asked for at `began`.
+    fn open(&mut self, req: Request, began: u64, now: u64) {
+        let stream = match if self.cfg.link.download_bps > 0 { slow_reader(self.cfg.addr) } else { TcpStream::connect(self.cfg.addr) } {
             Ok(s) => s,
             Err(e) => {
                 let kind = match e.raw_os_error() {
@@ -418,9 +507,10 @@ impl<'a> Worker<'a> {
             self.conns.len() - 1
         });
         let mut conn = Conn {
-            stream, state: State::Connecting, connect_start: now, deadline: now + self.cfg.connect_timeout_ns,
+            stream, state: State::Connecting, connect_start: began, deadline: now + self.cfg.connect_timeout_ns,
             req: Some(req), flight: None, wbuf: Vec::with_capacity(512), wpos: 0, rbuf: vec![0; READ_BUF], rlen: 0,
             parser: Parser::default(), rbytes: 0, writable_interest: true,
+            link_at: 0, link_idle: false, wake: 0, dialed: began != now, peer_closed: false, done: None,
         };
         if let Err(_e) = self.poll.registry().register(&mut conn.stream, Token(slot), Interest::READABLE | Interest::WRITABLE) {
             self.fail(req, ErrorKind::Reset, now);
@@ -444,9 +534,11 @@ impl<'a> Worker<'a> {
                 }
                 match conn.stream.take_error() {
                     Ok(None) if conn.stream.peer_addr().is_ok() => {
-                        let began = conn.connect_start;
+                        // a dialed connection's wait held its request's trip too: not the connect's
+                        let trip = if conn.dialed { self.cfg.link.delay_ns } else { 0 };
+                        let took = (now - conn.connect_start).saturating_sub(trip);
                         let warm = conn.req.is_some_and(|r| r.warm);
-                        self.phase(warm).connect.saturating_record(us(now - began));
+                        self.phase(warm).connect.saturating_record(us(took));
                         let req = self.conns[slot].as_mut().and_then(|c| c.req.take()).expect("a connection opens for a request");
                         self.set_interest(slot, false);
                         self.send(slot, req, now);
@@ -460,6 +552,7 @@ impl<'a> Worker<'a> {
             }
             State::Writing if writable || closed => self.write(slot, now),
             State::Reading if readable => self.read(slot, now, closed),
+            State::Delivering => conn.peer_closed |= closed,
             State::Idle if readable => {
                 // the server closed an idle keep-alive connection (or sent bytes unasked)
                 let mut probe = [0u8; 1];
@@ -492,6 +585,9 @@ impl<'a> Worker<'a> {
         conn.rbytes = 0;
         conn.state = State::Writing;
         conn.deadline = now + self.cfg.response_timeout_ns;
+        // the request's one-way trip (a dialed connection waited it out before opening)
+        conn.link_at = now + if std::mem::take(&mut conn.dialed) { 0 } else { self.cfg.link.delay_ns };
+        conn.link_idle = false;
         let bytes = conn.wbuf.len() as u64;
         let phase = self.phase(req.warm);
         phase.sent += 1;
@@ -504,12 +600,31 @@ impl<'a> Worker<'a> {
     }
 
     fn write(&mut self, slot: usize, now: u64) {
+        let link = self.cfg.link;
         let conn = self.conns[slot].as_mut().expect("live");
         while conn.wpos < conn.wbuf.len() {
-            match conn.stream.write(&conn.wbuf[conn.wpos..]) {
+            let mut end = conn.wbuf.len();
+            if link.is_on() {
+                // a segment reaches the server when it has crossed the link
+                if std::mem::take(&mut conn.link_idle) {
+                    conn.link_at = now;
+                }
+                if link.upload_bps > 0 {
+                    end = end.min(conn.wpos + SEGMENT);
+                }
+                let due = conn.link_at + Link::transfer_ns(end - conn.wpos, link.upload_bps);
+                if now < due {
+                    return self.wake_at(slot, due);
+                }
+            }
+            match conn.stream.write(&conn.wbuf[conn.wpos..end]) {
                 Ok(0) => return self.drop_conn(slot, Some(ErrorKind::Reset), now),
-                Ok(n) => conn.wpos += n,
+                Ok(n) => {
+                    conn.wpos += n;
+                    conn.link_at += Link::transfer_ns(n, link.upload_bps);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    conn.link_idle = true;
                     return self.set_interest(slot, true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -517,25 +632,43 @@ impl<'a> Worker<'a> {
             }
         }
         conn.state = State::Reading;
+        conn.link_idle = true; // until the answer's first bytes
         self.set_interest(slot, false);
     }
 
     fn read(&mut self, slot: usize, now: u64, closed: bool) {
+        let link = self.cfg.link;
         loop {
             let conn = self.conns[slot].as_mut().expect("live");
             if conn.rlen == conn.rbuf.len() {
                 conn.rbuf.resize(conn.rbuf.len() * 2, 0); // only an unfinished head needs room
             }
-            let room = conn.rbuf.len() - conn.rlen;
-            let n = match conn.stream.read(&mut conn.rbuf[conn.rlen..]) {
+            let mut room = conn.rbuf.len() - conn.rlen;
+            if link.download_bps > 0 {
+                // one segment at a time, each once the one before has crossed the link
+                conn.peer_closed |= closed;
+                let due = conn.link_at;
+                if now < due {
+                    return self.wake_at(slot, due);
+                }
+                room = room.min(SEGMENT);
+            }
+            let n = match conn.stream.read(&mut conn.rbuf[conn.rlen..conn.rlen + room]) {
                 Ok(0) => return self.on_eof(slot, now),
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    conn.link_idle = true;
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return self.drop_conn(slot, Some(ErrorKind::Reset), now),
             };
             conn.rlen += n;
             conn.rbytes += n as u64;
+            if link.download_bps > 0 {
+                let start = if std::mem::take(&mut conn.link_idle) { now } else { conn.link_at };
+                conn.link_at = start + Link::transfer_ns(n, link.download_bps);
+            }
             let head_request = conn.flight.is_some_and(|f| self.cfg.templates[f.req.template].is_head);
             match conn.parser.feed(&conn.rbuf[..conn.rlen], head_request) {
                 Err(_) => return self.drop_conn(slot, Some(ErrorKind::Malformed), now),
@@ -547,7 +680,8 @@ impl<'a> Worker<'a> {
                     }
                     // a short read means the socket is drained: wait for the next edge, unless the
                     // peer has closed (no edge will come: read on to the end of the stream)
-                    if n < room && !closed {
+                    if n < room && !(closed || conn.peer_closed) {
+                        conn.link_idle = true;
                         return;
                     }
                 }
@@ -559,28 +693,80 @@ impl<'a> Worker<'a> {
                         return self.drop_conn(slot, Some(ErrorKind::Malformed), now);
                     }
                     let flight = conn.flight.take().expect("a response answers a request");
-                    let (close, bytes) = (head.close || !self.cfg.keep_alive, conn.rbytes);
-                    self.complete(flight, now, &head, bytes);
-                    if let Some(conn) = self.conns[slot].as_mut() {
-                        conn.parser.recycle(head);
-                    }
-                    if close {
-                        self.drop_conn(slot, None, now);
-                    } else {
-                        let conn = self.conns[slot].as_mut().expect("live");
-                        conn.state = State::Idle;
-                        conn.deadline = 0;
-                        if conn.rbuf.len() > READ_BUF {
-                            conn.rbuf.truncate(READ_BUF);
-                            conn.rbuf.shrink_to_fit();
-                        }
-                        self.idle.push(slot);
-                        // send the next request now, not after the rest of this batch of events:
-                        // the server should not sit idle while we read other connections
-                        self.dispatch(now);
-                    }
-                    return;
+                    let delivery = Delivery { flight, bytes: conn.rbytes, close: head.close || !self.cfg.keep_alive, head };
+                    return self.deliver(slot, delivery, now);
                 }
+            }
+        }
+    }
+
+    /// A response read in full: the request is done (with the link on, once the last segment has
+    /// crossed and the delay is over), then its connection closes or goes idle for the next.
+    fn deliver(&mut self, slot: usize, delivery: Delivery, now: u64) {
+        if self.cfg.link.is_on() {
+            let conn = self.conns[slot].as_mut().expect("live");
+            let at = conn.link_at.max(now) + self.cfg.link.delay_ns;
+            if now < at {
+                conn.state = State::Delivering;
+                conn.deadline = 0;
+                conn.done = Some(delivery);
+                return self.wake_at(slot, at);
+            }
+        }
+        self.finish(slot, delivery, now);
+    }
+
+    /// The response has reached the client: record it, then close the connection or give it the
+    /// next request.
+    fn finish(&mut self, slot: usize, delivery: Delivery, now: u64) {
+        let Delivery { flight, head, bytes, close } = delivery;
+        self.complete(flight, now, &head, bytes);
+        let Some(conn) = self.conns[slot].as_mut() else { return };
+        conn.parser.recycle(head);
+        if close || conn.peer_closed {
+            self.drop_conn(slot, None, now);
+        } else {
+            conn.state = State::Idle;
+            conn.deadline = 0;
+            if conn.rbuf.len() > READ_BUF {
+                conn.rbuf.truncate(READ_BUF);
+                conn.rbuf.shrink_to_fit();
+            }
+            self.idle.push(slot);
+            // send the next request now, not after the rest of this batch of events:
+            // the server should not sit idle while we read other connections
+            self.dispatch(now);
+        }
+    }
+
+    /// Link on: wake connection `slot` at `at` (a later call replaces an earlier one).
+    fn wake_at(&mut self, slot: usize, at: u64) {
+        let conn = self.conns[slot].as_mut().expect("live");
+        if conn.wake != at {
+            conn.wake = at;
+            self.wakes.push(Reverse((at, slot)));
+        }
+    }
+
+    /// Link on: open the connections and move the bytes whose time has come.
+    fn wake_due(&mut self, now: u64) {
+        while self.dialing.front().is_some_and(|d| d.0 <= now) {
+            let (_, began, req) = self.dialing.pop_front().expect("peeked");
+            self.open_conns -= 1; // counted while dialing; open() counts it again
+            self.open(req, began, now);
+        }
+        while self.wakes.peek().is_some_and(|w| w.0.0 <= now) {
+            let Reverse((at, slot)) = self.wakes.pop().expect("peeked");
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut).filter(|c| c.wake == at) else { continue };
+            conn.wake = 0;
+            match conn.state {
+                State::Writing => self.write(slot, now),
+                State::Reading => self.read(slot, now, false),
+                State::Delivering => {
+                    let delivery = conn.done.take().expect("a delivery is waiting");
+                    self.finish(slot, delivery, now);
+                }
+                State::Connecting | State::Idle => {}
             }
         }
     }
@@ -590,9 +776,8 @@ impl<'a> Worker<'a> {
         match conn.parser.eof() {
             Ok(Some(head)) => {
                 let flight = conn.flight.take().expect("in a response");
-                let bytes = conn.rbytes;
-                self.complete(flight, now, &head, bytes);
-                self.drop_conn(slot, None, now);
+                let delivery = Delivery { flight, head, bytes: conn.rbytes, close: true };
+                self.deliver(slot, delivery, now);
             }
             Ok(None) | Err(Malformed::Truncated) => self.drop_conn(slot, Some(ErrorKind::Reset), now),
             Err(_) => self.drop_conn(slot, Some(ErrorKind::Malformed), now),
@@ -643,7 +828,7 @@ impl<'a> Worker<'a> {
         if conn.state == State::Idle {
             self.idle.retain(|s| *s != slot); // only an idle connection is in the list (O(n): rare)
         }
-        let lost = conn.flight.map(|f| f.req).or(conn.req);
+        let lost = conn.flight.or(conn.done.map(|d| d.flight)).map(|f| f.req).or(conn.req);
         match (lost, error) {
             (Some(req), Some(kind)) => self.fail(req, kind, now),
             // closed with a request but no error to blame (an idle close raced our send): retry it
@@ -688,6 +873,22 @@ impl<'a> Worker<'a> {
     fn phase(&mut self, warm: bool) -> &mut Phase {
         if warm { &mut self.warmup } else { &mut self.measured }
     }
+}
+
+/// A connection (being opened) whose receive buffer holds a few Ethernet-sized segments, set
+/// before the handshake so the server sends segments of that size and stalls once they wait
+/// unread (on loopback's 64 KiB segments a small window would stall on the kernel's timers).
+fn slow_reader(addr: SocketAddr) -> io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM.nonblocking().cloexec(),
+                                      Some(socket2::Protocol::TCP))?;
+    socket.set_recv_buffer_size(SLOW_RCVBUF)?;
+    socket.set_tcp_mss(SEGMENT as u32)?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(TcpStream::from_std(socket.into()))
 }
 
 /// Thread `id`'s share of `total` split over `threads` (the first ones take the remainder).

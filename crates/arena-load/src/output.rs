@@ -70,6 +70,8 @@ pub struct ConfigOut {
     pub requests: Option<u64>,
     pub warmup_s: f64,
     pub keep_alive: bool,
+    /// The emulated client link (null: off).
+    pub link: Option<LinkOut>,
     pub request_start: bool,
     pub connect_timeout_s: f64,
     pub timeout_s: f64,
@@ -79,6 +81,13 @@ pub struct ConfigOut {
     pub mix: Vec<MixOut>,
     pub expect_status: String,
     pub max_error_rate: f64,
+}
+
+#[derive(Serialize)]
+pub struct LinkOut {
+    pub delay_ms: f64,
+    pub upload_bps: Option<u64>,
+    pub download_bps: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -238,7 +247,13 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             url: url.to_string(), model: if open { "open" } else { "closed" }, connections, rate, arrival,
             think_ms: think,
             duration_s: cfg.stop.end_ns.map(|e| (e - cfg.warmup_ns) as f64 / 1e9), requests: cfg.stop.requests,
-            warmup_s: cfg.warmup_ns as f64 / 1e9, keep_alive: cfg.keep_alive, request_start: cfg.request_start,
+            warmup_s: cfg.warmup_ns as f64 / 1e9, keep_alive: cfg.keep_alive,
+            link: cfg.link.is_on().then(|| LinkOut {
+                delay_ms: cfg.link.delay_ns as f64 / 1e6,
+                upload_bps: (cfg.link.upload_bps > 0).then_some(cfg.link.upload_bps),
+                download_bps: (cfg.link.download_bps > 0).then_some(cfg.link.download_bps),
+            }),
+            request_start: cfg.request_start,
             connect_timeout_s: cfg.connect_timeout_ns as f64 / 1e9, timeout_s: cfg.response_timeout_ns as f64 / 1e9,
             interval_s: cfg.interval_ns as f64 / 1e9, threads: cfg.threads, seed: cfg.seed,
             mix: cfg.templates.iter().map(|t| MixOut { weight: t.weight, method: t.method.clone(), target: t.target.clone() }).collect(),

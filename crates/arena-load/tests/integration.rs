@@ -218,7 +218,8 @@ fn binary(url: &str, flags: &[&str]) -> std::process::Child {
 fn the_binarys_json_matches_the_schema() {
     let url = server(Mode::Answer { delay: Duration::from_millis(1), chunked: false });
     let v = schema();
-    for flags in [vec!["-c", "2", "-d", "500ms", "--warmup", "200ms"], vec!["-r", "200", "--arrival", "poisson", "-n", "50", "--request-start"]] {
+    for flags in [vec!["-c", "2", "-d", "500ms", "--warmup", "200ms"], vec!["-r", "200", "--arrival", "poisson", "-n", "50", "--request-start"],
+                  vec!["-c", "2", "-n", "20", "--delay", "1ms", "--upload", "1MB/s", "--download", "1MiB/s"]] {
         let out = binary(&url, &flags).wait_with_output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -384,4 +385,120 @@ fn a_run_ends_within_its_bound_whatever_the_target_does() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["validity"]["valid"], false); // nothing succeeded, and it says so
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// What a link test's server saw of one request: from its first byte to its last, and how long
+/// writing the answer took.
+struct Seen {
+    reading: Duration,
+    writing: Duration,
+}
+
+/// Serve requests (with a Content-Length body or none) with a body of `body` bytes on a free
+/// loopback port, one thread per connection, reporting what each request took on the server's side.
+fn link_server(body: usize) -> (String, std::sync::mpsc::Receiver<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut s = stream;
+                let answer = [format!("HTTP/1.1 200 OK\r\nContent-Length: {body}\r\n\r\n").into_bytes(), vec![b'x'; body]].concat();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 65536];
+                loop {
+                    let mut first = None;
+                    let need = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                            let length = head.lines().find_map(|l| l.strip_prefix("content-length:")).map_or(0, |v| v.trim().parse().unwrap());
+                            break i + 4 + length;
+                        }
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => {
+                                first.get_or_insert_with(Instant::now);
+                                buf.extend_from_slice(&chunk[..n]);
+                            }
+                        }
+                    };
+                    while buf.len() < need {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let reading = first.map_or(Duration::ZERO, |t| t.elapsed());
+                    buf.drain(..need);
+                    let t = Instant::now();
+                    if s.write_all(&answer).is_err() {
+                        return;
+                    }
+                    let _ = tx.send(Seen { reading, writing: t.elapsed() });
+                }
+            });
+        }
+    });
+    (url, rx)
+}
+
+fn p50(r: &Value, hist: &str) -> u64 {
+    n(&r["measured"]["latency"][hist]["percentiles"]["50"])
+}
+
+#[test]
+fn a_far_client_adds_its_round_trips() {
+    // a 20 ms server, 10 ms each way: a request on an open connection takes 40 ms
+    let url = server(Mode::Answer { delay: Duration::from_millis(20), chunked: false });
+    let r = load(&url, &["-c", "2", "-d", "1s", "--warmup", "300ms", "--delay", "10ms"]);
+    let p = p50(&r, "response_time");
+    assert!((40_000..=41_500).contains(&p), "p50 {p} us: 20 ms + 2 x 10 ms");
+    let done = n(&r["measured"]["requests"]["completed"]);
+    assert!((44..=51).contains(&done), "{done} answers: 2 connections x 1 s / 40 ms = 50");
+    // opening a connection takes the handshake's round trip
+    let connect = n(&r["warmup"]["latency"]["connect_time"]["percentiles"]["50"]);
+    assert!((20_000..=21_500).contains(&connect), "connect {connect} us: 2 x 10 ms");
+    assert_eq!(r["config"]["link"]["delay_ms"], 10.0);
+    // a connection per request: the handshake, the request's trip, the answer's trip
+    let r = load(&url, &["-c", "2", "-d", "1s", "--delay", "10ms", "--no-keepalive"]);
+    let p = p50(&r, "response_time");
+    assert!((60_000..=62_000).contains(&p), "p50 {p} us: 20 ms + 4 x 10 ms");
+    let connect = p50(&r, "connect_time");
+    assert!((20_000..=21_500).contains(&connect), "connect {connect} us: 2 x 10 ms");
+}
+
+#[test]
+fn a_slow_reader_takes_its_time_and_the_server_feels_it() {
+    // 2 MiB at 4 MiB/s: half a second to read, and the server's write waits for the reader
+    let (url, seen) = link_server(2048 * 1024);
+    let r = load(&url, &["-c", "1", "-n", "3", "--download", "4MiB/s"]);
+    assert_eq!(n(&r["measured"]["requests"]["completed"]), 3);
+    let p = p50(&r, "response_time");
+    assert!((495_000..=530_000).contains(&p), "p50 {p} us for 2 MiB at 4 MiB/s");
+    assert_eq!(r["config"]["link"]["download_bps"], 4 * 1024 * 1024);
+    let writes: Vec<Duration> = seen.try_iter().map(|s| s.writing).collect();
+    assert_eq!(writes.len(), 3);
+    // the kernel buffers part of it (the server's send buffer grows to a few hundred KiB), then
+    // the server's write waits for the reader: well over half of the transfer
+    assert!(writes.iter().all(|w| *w > Duration::from_millis(250)), "the server's writes: {writes:?}");
+    // the same answers read at full speed: the write is over at once
+    let r = load(&url, &["-c", "1", "-n", "3"]);
+    assert!(p50(&r, "response_time") < 50_000);
+    assert!(seen.try_iter().all(|s| s.writing < Duration::from_millis(50)));
+}
+
+#[test]
+fn a_slow_sender_trickles_its_request() {
+    // a 32 KiB body at 64 KiB/s: the server has the whole request half a second after its first byte
+    let (url, seen) = link_server(16);
+    let body = "b".repeat(32 * 1024);
+    let r = load(&url, &["-c", "1", "-n", "2", "-m", "POST", "--body", &body, "--upload", "64KiB/s"]);
+    assert_eq!(n(&r["measured"]["requests"]["completed"]), 2);
+    let p = p50(&r, "response_time");
+    assert!((495_000..=540_000).contains(&p), "p50 {p} us for 32 KiB + its head at 64 KiB/s");
+    let reads: Vec<Duration> = seen.try_iter().map(|s| s.reading).collect();
+    // the first segment arrives after its own 22 ms on the link
+    assert!(reads.len() == 2 && reads.iter().all(|r| (450..=520).contains(&r.as_millis())), "{reads:?}");
 }

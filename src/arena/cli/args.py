@@ -61,6 +61,20 @@ def duration(flag: str, most: float):
     return parse
 
 
+def rate(flag: str):
+    """Bytes per second: ``64KiB/s``, ``1.5MB/s`` or a plain number (experiment files' rule)."""
+    from arena.plan.clients import RATE_FORM, parse_rate
+
+    def parse(text: str) -> int:
+        value = parse_rate(text)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"must be {RATE_FORM}, got '{text}'")
+        return value
+
+    parse.__name__ = flag
+    return parse
+
+
 def listof(item):
     """A comma-separated list of ``item``s: '1,8,32'."""
     def parse(text: str) -> list:

@@ -1,8 +1,9 @@
 """``arena load``: arena-load at a URL, an ab/wrk-style summary."""
 
 from arena.app.load import load
-from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, count, cpus, duration, positive
+from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, count, cpus, duration, positive, rate
 from arena.drivers.spec import LoadSpec
+from arena.plan.clients import MAX_DELAY_S
 from arena.plan.experiment import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
 from arena.plan.mix import load_mix
 from arena.report.summary import load_summary
@@ -28,6 +29,10 @@ def add(sub) -> None:
     lo.add_argument("--mix", help="a request mix file (TOML or JSON): weighted requests, path templates such as "
                                   "/posts/{id:1..10000}")
     lo.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
+    lo.add_argument("--delay", type=duration("--delay", MAX_DELAY_S), default=0.0,
+                    help="emulate a far client: one-way delay each way, e.g. 20ms")
+    lo.add_argument("--upload", type=rate("--upload"), help="emulate a slow client: bytes per second sent, e.g. 64KiB/s")
+    lo.add_argument("--download", type=rate("--download"), help="emulate a slow client: bytes per second read, e.g. 256KiB/s")
     lo.add_argument("--request-start", action="store_true", help="stamp X-Request-Start at the real send time")
     lo.add_argument("--timeout", type=duration("--timeout", MAX_TIMEOUT_S), default=30.0, help="response timeout (default 30s)")
     lo.add_argument("--connect-timeout", type=duration("--connect-timeout", MAX_TIMEOUT_S), default=5.0)
@@ -44,7 +49,8 @@ def run(args, out) -> int:
         url=args.url, connections=args.connections, rate=args.rate, arrival=args.arrival, duration_s=args.duration,
         requests=args.requests, warmup_s=args.warmup, think_ms=args.think * 1000, threads=args.threads,
         method=args.method, headers=args.headers, body=args.body, mix=load_mix(args.mix) if args.mix else None,
-        keep_alive=not args.no_keepalive, request_start=args.request_start, connect_timeout_s=args.connect_timeout,
+        keep_alive=not args.no_keepalive, delay_s=args.delay, upload_bps=args.upload, download_bps=args.download,
+        request_start=args.request_start, connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status)
     loaded = load(spec, cpus=args.cpus, json_path=args.json)
     print(load_summary(loaded.result))

@@ -36,7 +36,7 @@ def binary() -> Path:
 CAPABILITIES = Capabilities("arena-load", models=("closed", "open"), bounds=("duration", "requests"),
                             methods=("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), bodies=True,
                             keep_alive_off=True, live=True, server_timing=True, balance=True, hdr=True,
-                            expect_status=True, mixes=True)
+                            expect_status=True, mixes=True, link=True)
 
 
 def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = None) -> list[str]:
@@ -63,6 +63,10 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = 
         argv += ["--mix", str(mix_json)]
     if spec.expect_status is not None:
         argv += ["--expect-status", spec.expect_status]
+    if spec.delay_s:
+        argv += ["--delay", f"{spec.delay_s * 1e6:.0f}us"]
+    argv += [a for flag, bps in (("--upload", spec.upload_bps), ("--download", spec.download_bps)) if bps
+             for a in (flag, str(bps))]
     argv += [flag for flag, on in (("--no-keepalive", not spec.keep_alive), ("--request-start", spec.request_start),
                                    ("--allow-remote", spec.allow_remote)) if on]
     return argv

@@ -29,6 +29,9 @@ class LoadSpec:
     body: str | None = None
     mix: Mix | None = None  # weighted requests (plan.mix) instead of method + url's path
     keep_alive: bool = True
+    delay_s: float = 0.0  # an emulated far client: one-way delay (arena-load only)
+    upload_bps: int | None = None  # an emulated slow client: bytes per second sent, read (None: no cap)
+    download_bps: int | None = None
     request_start: bool = False
     connect_timeout_s: float = 5.0
     timeout_s: float = 30.0
@@ -54,11 +57,12 @@ class Capabilities:
     hdr: bool  # full latency histograms (HdrHistogram), not only a few percentiles
     expect_status: bool = False  # can be told which statuses count as success (else: its own rule)
     mixes: bool = False  # can send a weighted mix of requests (a mix file)
+    link: bool = False  # can emulate slow or far clients (delay, upload and download caps)
     open_note: str = ""  # how the open model is run, where it is not arena-load's
 
     def problems(self, *, model: str, requests: bool, method: str, keep_alive: bool,
                  body: bool = False, expect_status: str | None = None,
-                 mix: bool = False) -> list[tuple[str, object, str]]:
+                 mix: bool = False, link: bool = False) -> list[tuple[str, object, str]]:
         """(key, value, why) for each part of a run this driver cannot do; empty: it can."""
         out: list[tuple[str, object, str]] = []
         if model not in self.models:
@@ -77,6 +81,9 @@ class Capabilities:
             out.append(("body", "a body", "this driver sends no request body"))
         if mix and not self.mixes:
             out.append(("mix", "a mix file", f"{self.tool} sends one request, not a mix"))
+        if link and not self.link:
+            out.append(("clients", "a slow or far client", f"{self.tool} cannot emulate slow or far clients "
+                                                           "(delay, upload, download)"))
         if expect_status is not None and not self.expect_status:
             out.append(("expect_status", expect_status, "this driver cannot be told which statuses are successes "
                                                         "(it counts its own: non-2xx)"))
@@ -86,6 +93,7 @@ class Capabilities:
         """Refuse ``spec`` in one line if this driver cannot run it."""
         found = self.problems(model="open" if spec.rate is not None else "closed", requests=spec.requests is not None,
                               method=spec.method, keep_alive=spec.keep_alive, body=spec.body is not None,
-                              expect_status=spec.expect_status, mix=spec.mix is not None)
+                              expect_status=spec.expect_status, mix=spec.mix is not None,
+                              link=bool(spec.delay_s or spec.upload_bps or spec.download_bps))
         if found:
             raise ArenaError(f"driver = \"{self.tool}\": {found[0][2]}")

@@ -26,13 +26,14 @@ from arena.servers.launch import env_problem
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, user_app
+from arena.plan.clients import Clients, clients as read_clients
 from arena.plan.mix import Mix, load_mix
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
-            "speed_threshold", "layout", "workload", "workloads", "load", "servers", "topology"}
+            "speed_threshold", "layout", "workload", "workloads", "load", "servers", "topology", "clients"}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
 
@@ -101,6 +102,7 @@ class Workload:
     expect_status: str | None = None  # the statuses that count as success, e.g. "2xx,404" (None: 2xx and 3xx)
     mix_file: str | None = None  # a request mix file (plan.mix) instead of one path: as written in the experiment
     mix: Mix | None = field(default=None, compare=False)  # that file, read (None where only the definition is at hand)
+    clients: Clients = Clients()  # keep-alive or not, and how far and slow the clients are
 
     @property
     def blocking_io(self) -> bool:
@@ -126,7 +128,6 @@ class Experiment:
     repetitions: int
     seed: int
     reuse_server: bool
-    keep_alive: bool
     request_start: bool
     timeout_s: float
     error_threshold: float
@@ -309,12 +310,10 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         raw_wls = data["workloads"]
         if not isinstance(raw_wls, list) or not raw_wls or not all(isinstance(w, dict) for w in raw_wls):
             raise top.fail("workloads", raw_wls, "must be one or more [[workloads]] tables")
-        workloads = [_workload(_Reader(file, w, f"workloads[{i}]."), named=True) for i, w in enumerate(raw_wls)]
-        names = [w.name for w in workloads]
-        if len(set(names)) != len(names):
-            raise top.fail("workloads", names, "each workload needs its own name")
-    else:
-        workloads = [_workload(_Reader(file, _table(top, "workload"), "workload."), named=False)]
+    workloads = _workloads(top, read_mix=True)
+    names = [w.name for w in workloads]
+    if len(set(names)) != len(names):
+        raise top.fail("workloads", names, "each workload needs its own name")
 
     ld = _Reader(file, _table(top, "load"), "load.")
     ld.unknown({"model", "concurrency", "rates"})
@@ -352,8 +351,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if duration == 0:
         raise top.fail("duration", data.get("duration"), "must be above 0")
 
-    keep_alive = top.boolean("keep_alive", True)
-    _check_driver(top, driver, model, requests is not None, keep_alive, workloads)
+    _check_driver(top, driver, model, requests is not None, workloads)
 
     lay = _Reader(file, _table(top, "layout"), "layout.")
     lay.unknown({"server_cpus", "load_cpus", "service_cpus"})
@@ -382,7 +380,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         levels=tuple(levels), workloads=tuple(workloads), duration_s=duration, requests=requests,
         warmup_s=top.duration("warmup", "2s", MAX_WARMUP_S), repetitions=top.integer("repetitions", 3, 1, 100),
         seed=top.integer("seed", 1, 0, 2**63 - 1), reuse_server=top.boolean("reuse_server", True),
-        keep_alive=keep_alive, request_start=top.boolean("request_start", True),
+        request_start=top.boolean("request_start", True),
         timeout_s=top.duration("timeout", "30s", MAX_TIMEOUT_S), error_threshold=top.number("error_threshold", 0.01, 0, 1),
         drift_threshold=top.number("drift_threshold", 0.25, 0, 10),
         speed_threshold=top.number("speed_threshold", machine_speed.THRESHOLD, 0, 10),
@@ -395,22 +393,28 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
 def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") -> dict[str, Workload]:
     """The workloads of an experiment's (stored) definition by name, read as the experiment reader
     reads them, without the parts that depend on the machine (the CPU layout)."""
-    top = _Reader(file, definition)
-    if "workloads" in definition:
-        found = [_workload(_Reader(file, w, f"workloads[{i}]."), named=True, read_mix=False)
-                 for i, w in enumerate(definition["workloads"])]
-    else:
-        found = [_workload(_Reader(file, _table(top, "workload"), "workload."), named=False, read_mix=False)]
-    return {w.name: w for w in found}
+    return {w.name: w for w in _workloads(_Reader(file, definition), read_mix=False)}
 
 
-def _check_driver(top: _Reader, driver: str, model: str, requests: bool, keep_alive: bool,
-                  workloads: list[Workload]) -> None:
+def _workloads(top: _Reader, read_mix: bool) -> list[Workload]:
+    """The [workload] or [[workloads]] of an experiment, each with its clients: the [clients]
+    table (keep_alive at the top level is its default) and a workload's own ``clients`` over it."""
+    keep_alive = top.boolean("keep_alive", True)
+    cl = _Reader(top.file, _table(top, "clients"), "clients.")
+    default = read_clients(cl.table, Clients(keep_alive=keep_alive), cl.fail, lambda k, most: cl.duration(k, None, most))
+    if "workloads" in top.table:
+        return [_workload(_Reader(top.file, w, f"workloads[{i}]."), named=True, read_mix=read_mix, clients=default)
+                for i, w in enumerate(top.table["workloads"])]
+    return [_workload(_Reader(top.file, _table(top, "workload"), "workload."), named=False, read_mix=read_mix,
+                      clients=default)]
+
+
+def _check_driver(top: _Reader, driver: str, model: str, requests: bool, workloads: list[Workload]) -> None:
     """Refuse, now and not after the first server start, what the driver cannot run."""
     caps = DRIVERS[driver].capabilities
     for w in workloads:
-        asked = dict(model=model, requests=requests, method=w.method, keep_alive=keep_alive, expect_status=w.expect_status,
-                     mix=w.mix_file is not None)
+        asked = dict(model=model, requests=requests, method=w.method, keep_alive=w.clients.keep_alive,
+                     expect_status=w.expect_status, mix=w.mix_file is not None, link=w.clients.link)
         found = caps.problems(**asked)
         if found:
             key, value, why = found[0]
@@ -422,10 +426,15 @@ def _check_driver(top: _Reader, driver: str, model: str, requests: bool, keep_al
 STATUS_PART = re.compile(r"[1-5]xx|[1-5][0-9]{2}(-[1-5][0-9]{2})?")
 
 
-def _workload(r: _Reader, named: bool, read_mix: bool = True) -> Workload:
+def _workload(r: _Reader, named: bool, read_mix: bool = True, clients: Clients = Clients()) -> Workload:
     """A [workload] table: one request (``path``, ``method``) or a request mix file (``mix``, read
-    relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone)."""
-    r.unknown({"path", "method", "name", "expect_status", "mix"} if named else {"path", "method", "expect_status", "mix"})
+    relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone).
+    A named workload may have its own ``clients`` over the experiment's."""
+    r.unknown({"path", "method", "name", "expect_status", "mix", "clients"} if named
+              else {"path", "method", "expect_status", "mix"})
+    if "clients" in r.table:
+        own = _Reader(r.file, _table(r, "clients"), f"{r.prefix}clients.")
+        clients = read_clients(own.table, clients, own.fail, lambda k, most: own.duration(k, None, most))
     expect = r.string("expect_status")
     if expect is not None:
         parts = [p.strip() for p in expect.split(",")]
@@ -453,8 +462,8 @@ def _workload(r: _Reader, named: bool, read_mix: bool = True) -> Workload:
                 mix = load_mix(where)
             except ArenaError as e:
                 raise r.fail("mix", mix_file, str(e).removeprefix(f"--mix {where}: ").removeprefix(f"{where}: ")) from None
-        return Workload("/", mix.methods[0] if mix else "GET", name, expect, mix_file, mix)
-    return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name, expect)
+        return Workload("/", mix.methods[0] if mix else "GET", name, expect, mix_file, mix, clients)
+    return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name, expect, clients=clients)
 
 
 def _table(r: _Reader, key: str) -> dict[str, Any]:

@@ -8,6 +8,9 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from arena.errors import ArenaError
+from arena.plan.clients import SEGMENT, SLOW_RCVBUF, Clients
+from arena.plan.experiment import workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
@@ -40,6 +43,26 @@ INTERVALS = ("Intervals are of the statistic they stand beside: beside a median,
 
 nice = ch.nice  # one way to print a figure in tables and charts
 
+
+
+def clients_note(definition: dict) -> str:
+    """The method's sentence on the clients: keep-alive or not, and each workload's emulated link."""
+    try:
+        found = workloads_of(definition)
+    except ArenaError:  # a definition this Arena cannot read: its keep_alive alone
+        found = {}
+    texts = {name: w.clients.text for name, w in found.items()} or {"default": Clients(definition.get("keep_alive", True)).text}
+    said = (next(iter(texts.values())) if len(set(texts.values())) == 1
+            else "; ".join(f"{name}: {text}" for name, text in texts.items()))
+    note = f"Clients: {said}."
+    if any(w.clients.link for w in found.values()):
+        note += (" Slow and far clients are emulated by arena-load per connection (loopback has no network): a "
+                 "one-way delay before each request reaches the server and before each response reaches the client "
+                 "(a new connection also waits out the handshake's round trip, and the server accepts it with its "
+                 f"request), the request and the response moved in segments of {SEGMENT} bytes at the capped rates, "
+                 f"and a {SLOW_RCVBUF // 1024} KiB receive buffer, so a server's writes stall behind a slow reader "
+                 "once its own send buffer is full.")
+    return note
 
 def interval_text(figure, k: float = 1.0) -> str:
     """An interval of a median as text: "a .. b", "range a .. b" when it is the repetitions' range,
@@ -324,6 +347,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
         "interpreter work is timed on the server's and services' CPUs before and after each run, so a spell of a "
         "slower shared machine (a neighbour, a sibling hyper-thread, frequency) is not taken for the configuration.",
         INTERVALS,
+        clients_note(definition),
     ]
     if len(envs) > 1:
         method.append(f"The runs ran in {len(envs)} different environments; the first is shown.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from arena.drivers.result import ERROR_CLASSES, Histogram, LoadResult
+from arena.plan.clients import of_load_config
 
 PERCENTILES = ("50", "75", "90", "99", "99.9", "99.99", "100")
 
@@ -34,7 +35,7 @@ def load_summary(r: LoadResult) -> str:
     m = r.measured
     model = (f"open model, {r.rate:g} req/s {r.config.get('arrival', '')} arrivals, up to {r.connections} connections"
              if r.model == "open" else f"closed model, {r.connections} connections")
-    keep = "keep-alive" if r.config.get("keep_alive", True) else "a connection per request"
+    keep = of_load_config(r.config).text
     lines = [f"{r.tool} {r.tool_version or ''}: {m.duration_s:.2f}s @ {r.url} ({model}, {keep})"
              + ("  [INTERRUPTED: partial result]" if r.interrupted else "")]
     classes = ERROR_CLASSES if set(m.error_counts) <= set(ERROR_CLASSES) else tuple(m.error_counts)  # a tool's own
