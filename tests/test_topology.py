@@ -208,7 +208,11 @@ def test_a_front_starts_answers_through_its_instances_and_stops_leaving_nothing(
     require_server("gunicorn-sync")
     from arena.http_client import Client
 
-    with start_deployment(ServerSpec("gunicorn-sync", cpus=[1]), topology(given), [1]) as d:
+    from arena.http_client import free_port
+
+    port = free_port("127.0.0.1")  # the deployment's address is its front's
+    with start_deployment(ServerSpec("gunicorn-sync", cpus=[1], port=port), topology(given), [1]) as d:
+        assert d.port == d.front.port == port and all(i.port != port for i in d.instances)
         assert d.front.alive() and d.front.procset.pids() and d.alive()
         assert all(Path(i.socket).is_socket() for i in d.instances if i.socket)
         seen = set()
@@ -220,6 +224,19 @@ def test_a_front_starts_answers_through_its_instances_and_stops_leaving_nothing(
         assert seen <= set(d.procset.pids()) and len(seen) == len(d.instances)  # every instance served
         assert d.described()["front"]["kind"] == d.front.kind
     _nothing_left(d)
+
+
+def test_a_port_in_use_is_refused_before_any_instance_starts():
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        before = set(Path("/tmp").glob("arena-*"))
+        with pytest.raises(ArenaError, match=rf"^--port: 127.0.0.1:{port} is in use"):
+            start_deployment(ServerSpec("gunicorn-sync", cpus=[1], port=port), topology({"proxy": "nginx"}), [1])
+        assert set(Path("/tmp").glob("arena-*")) == before
 
 
 @pytest.mark.integration

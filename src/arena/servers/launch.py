@@ -198,6 +198,12 @@ def _signals_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def check_port(host: str, port: int | None) -> None:
+    """Refuse a port asked for that something else holds (None: a free one will be taken)."""
+    if port is not None and not port_free(host, port):
+        raise ArenaError(f"--port: {host}:{port} is in use, choose another or leave it out")
+
+
 def _wait_port_free(host: str, port: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not port_free(host, port):
@@ -280,8 +286,8 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     check_host(spec.host)
     if spec.unix:
         catalog.unix_bound(server)  # refused before anything starts when it cannot
-    elif spec.port is not None and not port_free(spec.host, spec.port):
-        raise ArenaError(f"--port: {spec.host}:{spec.port} is in use, choose another or leave it out")
+    else:
+        check_port(spec.host, spec.port)
     port = 0 if spec.unix else spec.port or free_port(spec.host)
     env = dict(spec.env)
     pool = catalog.default_pool(server, knobs)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from arena.servers.cgroup import format_cpu_list
-from arena.servers.launch import RunningServer, ServerSpec, start
+from arena.servers.launch import RunningServer, ServerSpec, check_port, start
 from arena.topology import Topology
 from arena.topology.front import RunningFront, start_front
 
@@ -100,17 +100,19 @@ class Deployment:
 def start_deployment(spec: ServerSpec, t: Topology, front_cpus: list[int] | None,
                      launch: Callable[[ServerSpec], RunningServer] = start) -> Deployment:
     """Start ``t``'s instances of ``spec`` (each confined on its own, its CPUs as ``t`` places them,
-    on a unix socket in its temp dir where ``t`` says so), then its front on ``front_cpus``; on any
-    failure stop what started and raise."""
+    on a unix socket in its temp dir where ``t`` says so, on free ports otherwise), then its front on
+    ``front_cpus`` and on the spec's port (the deployment's address); on any failure stop what started
+    and raise."""
     from arena.topology import instance_cpus
 
+    check_port(spec.host, spec.port)  # the front's: refused before any instance starts
     with contextlib.ExitStack() as stack:
         instances = []
         for cpus in instance_cpus(spec.cpus, t):
-            instances.append(stack.enter_context(launch(replace(spec, cpus=cpus, unix=t.upstream == "unix"))))
+            instances.append(stack.enter_context(launch(replace(spec, cpus=cpus, unix=t.upstream == "unix", port=None))))
         pids = lambda pid: any(pid in i.procset.pids() for i in instances)  # noqa: E731
         upstreams = [i.socket or f"{i.host}:{i.port}" for i in instances]
         health = instances[0].health
-        front = stack.enter_context(start_front(t, upstreams, front_cpus, spec.host, pids, health))
+        front = stack.enter_context(start_front(t, upstreams, front_cpus, spec.host, pids, health, spec.port))
         stack.pop_all()
     return Deployment(t, instances, front)

@@ -98,10 +98,10 @@ class RunningFront(launch.Confined):
 
 
 def start_front(t: Topology, upstreams: list[str], cpus: list[int] | None, host: str,
-                reached: Callable[[int], bool], health: str) -> RunningFront:
-    """Start ``t``'s front before ``upstreams`` (addresses: "127.0.0.1:8000" or a socket's path) and
-    return it once GET ``health`` through it answers below 400 from a process ``reached`` says is one
-    of the instances' (by its X-Arena-Pid)."""
+                reached: Callable[[int], bool], health: str, port: int | None = None) -> RunningFront:
+    """Start ``t``'s front on ``port`` (default: a free one) before ``upstreams`` (addresses:
+    "127.0.0.1:8000" or a socket's path) and return it once GET ``health`` through it answers below
+    400 from a process ``reached`` says is one of the instances' (by its X-Arena-Pid)."""
     kind = t.front
     if kind is None:
         raise ArenaError("topology: no front to start")
@@ -112,7 +112,7 @@ def start_front(t: Topology, upstreams: list[str], cpus: list[int] | None, host:
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: reaped with it
     module = MODULES[kind]
     workers = len(cpus) if cpus else 1
-    port = free_port(host)
+    port = port or free_port(host)
     try:
         if kind == "nginx":
             text = nginx.config(t, host, port, upstreams[0], workdir, workers, "root" if os.geteuid() == 0 else None)
