@@ -229,3 +229,21 @@ def test_the_schema_names_every_topology_key():
     schema = json.loads((ROOT / "schemas" / "experiment.schema.json").read_text())
     assert set(schema["$defs"]["topology"]["properties"]) == set(KEYS)
     assert schema["properties"]["servers"]["items"]["properties"]["topology"] == {"$ref": "#/$defs/topology"}
+
+
+def test_a_workload_may_have_its_own_load():
+    """A steady open load beside rising closed levels, in one experiment: each workload's levels
+    are its own or the experiment's; the driver is asked about each workload's model."""
+    data = {"name": "k", "servers": [{"server": "puma"}], "load": {"concurrency": [4, 12]},
+            "workloads": [{"name": "closed", "path": "/"},
+                          {"name": "steady", "path": "/", "load": {"model": "open", "rates": [70]}}]}
+    exp = parse(data)
+    runs = [r for g in plan(exp) for r in g.runs]
+    assert sorted(r.key.split(" ", 1)[1] for r in runs if r.repetition == 1) == [
+        "closed c=12 #1", "closed c=4 #1", "steady r=70 #1"]
+    with pytest.raises(ArenaError) as e:
+        parse({**data, "workloads": [{"name": "w", "path": "/", "load": {"model": "open", "rates": [0]}}]})
+    assert str(e.value) == ("x.toml: workloads[0].load.rates = [0]: must be a number of requests per second above 0, "
+                            "or a list of them")
+    with pytest.raises(ArenaError, match=r'^x.toml: load.model = "open": driver "wrk"'):
+        parse({**data, "driver": "wrk"})

@@ -19,8 +19,11 @@ def add(sub) -> None:
 def run(args, out) -> int:
     def planned(p) -> None:
         exp = p.experiment
-        out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {len(exp.workloads)} workloads x "
-                  f"{len(exp.levels)} levels x {exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
+        levels = sum(len(w.levels or exp.levels) for w in exp.workloads)  # workload x level pairs
+        shape = (f"{len(exp.workloads)} workloads x {len(exp.levels)} levels" if not any(w.levels for w in exp.workloads)
+                 else f"{levels} workload levels")
+        out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {shape} x "
+                  f"{exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
                   f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {args.store}",
                   highlight=False)
         if args.dry_run:

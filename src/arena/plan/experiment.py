@@ -103,6 +103,7 @@ class Workload:
     mix_file: str | None = None  # a request mix file (plan.mix) instead of one path: as written in the experiment
     mix: Mix | None = field(default=None, compare=False)  # that file, read (None where only the definition is at hand)
     clients: Clients = Clients()  # keep-alive or not, and how far and slow the clients are
+    levels: tuple[Level, ...] = ()  # its own load levels (a workload's ``load``); empty: the experiment's
 
     @property
     def blocking_io(self) -> bool:
@@ -315,22 +316,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if len(set(names)) != len(names):
         raise top.fail("workloads", names, "each workload needs its own name")
 
-    ld = _Reader(file, _table(top, "load"), "load.")
-    ld.unknown({"model", "concurrency", "rates"})
-    model = ld.string("model", "closed", MODELS)
-    if model == "closed":
-        if "rates" in ld.table:
-            raise ld.fail("rates", ld.get("rates"), "applies to model = \"open\" (closed uses concurrency)")
-        levels = [Level("closed", c) for c in ld.counts("concurrency", 1, 100_000) if c is not None] or [Level("closed", 10)]
-    else:
-        if "concurrency" in ld.table:
-            raise ld.fail("concurrency", ld.get("concurrency"), "applies to model = \"closed\" (open uses rates)")
-        rates = ld.get("rates")
-        values = rates if isinstance(rates, list) else [rates]
-        if rates is None or not values or not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r <= 1e7
-                                                   for r in values):
-            raise ld.fail("rates", rates, "must be a number of requests per second above 0, or a list of them")
-        levels = [Level("open", float(r)) for r in dict.fromkeys(values)]
+    levels = _levels(_Reader(file, _table(top, "load"), "load."))
 
     servers_raw = data.get("servers")
     if not isinstance(servers_raw, list) or not servers_raw or not all(isinstance(s, dict) for s in servers_raw):
@@ -351,7 +337,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if duration == 0:
         raise top.fail("duration", data.get("duration"), "must be above 0")
 
-    _check_driver(top, driver, model, requests is not None, workloads)
+    _check_driver(top, driver, levels, requests is not None, workloads)
 
     lay = _Reader(file, _table(top, "layout"), "layout.")
     lay.unknown({"server_cpus", "load_cpus", "service_cpus"})
@@ -409,10 +395,29 @@ def _workloads(top: _Reader, read_mix: bool) -> list[Workload]:
                       clients=default)]
 
 
-def _check_driver(top: _Reader, driver: str, model: str, requests: bool, workloads: list[Workload]) -> None:
+def _levels(ld: _Reader) -> list[Level]:
+    """A ``[load]`` table (or a workload's ``load``): the model and its levels."""
+    ld.unknown({"model", "concurrency", "rates"})
+    model = ld.string("model", "closed", MODELS)
+    if model == "closed":
+        if "rates" in ld.table:
+            raise ld.fail("rates", ld.get("rates"), "applies to model = \"open\" (closed uses concurrency)")
+        return [Level("closed", c) for c in ld.counts("concurrency", 1, 100_000) if c is not None] or [Level("closed", 10)]
+    if "concurrency" in ld.table:
+        raise ld.fail("concurrency", ld.get("concurrency"), "applies to model = \"closed\" (open uses rates)")
+    rates = ld.get("rates")
+    values = rates if isinstance(rates, list) else [rates]
+    if rates is None or not values or not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 < r <= 1e7
+                                               for r in values):
+        raise ld.fail("rates", rates, "must be a number of requests per second above 0, or a list of them")
+    return [Level("open", float(r)) for r in dict.fromkeys(values)]
+
+
+def _check_driver(top: _Reader, driver: str, levels: list[Level], requests: bool, workloads: list[Workload]) -> None:
     """Refuse, now and not after the first server start, what the driver cannot run."""
     caps = DRIVERS[driver].capabilities
     for w in workloads:
+        model = (w.levels or levels)[0].model
         asked = dict(model=model, requests=requests, method=w.method, keep_alive=w.clients.keep_alive,
                      expect_status=w.expect_status, mix=w.mix_file is not None, link=w.clients.link)
         found = caps.problems(**asked)
@@ -429,9 +434,10 @@ STATUS_PART = re.compile(r"[1-5]xx|[1-5][0-9]{2}(-[1-5][0-9]{2})?")
 def _workload(r: _Reader, named: bool, read_mix: bool = True, clients: Clients = Clients()) -> Workload:
     """A [workload] table: one request (``path``, ``method``) or a request mix file (``mix``, read
     relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone).
-    A named workload may have its own ``clients`` over the experiment's."""
-    r.unknown({"path", "method", "name", "expect_status", "mix", "clients"} if named
+    A named workload may have its own ``clients`` over the experiment's, and its own ``load``."""
+    r.unknown({"path", "method", "name", "expect_status", "mix", "clients", "load"} if named
               else {"path", "method", "expect_status", "mix"})
+    levels = tuple(_levels(_Reader(r.file, _table(r, "load"), f"{r.prefix}load."))) if "load" in r.table else ()
     if "clients" in r.table:
         own = _Reader(r.file, _table(r, "clients"), f"{r.prefix}clients.")
         clients = read_clients(own.table, clients, own.fail, lambda k, most: own.duration(k, None, most))
@@ -462,8 +468,9 @@ def _workload(r: _Reader, named: bool, read_mix: bool = True, clients: Clients =
                 mix = load_mix(where)
             except ArenaError as e:
                 raise r.fail("mix", mix_file, str(e).removeprefix(f"--mix {where}: ").removeprefix(f"{where}: ")) from None
-        return Workload("/", mix.methods[0] if mix else "GET", name, expect, mix_file, mix, clients)
-    return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name, expect, clients=clients)
+        return Workload("/", mix.methods[0] if mix else "GET", name, expect, mix_file, mix, clients, levels)
+    return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name, expect, clients=clients,
+                    levels=levels)
 
 
 def _table(r: _Reader, key: str) -> dict[str, Any]:
@@ -701,7 +708,7 @@ def plan(exp: Experiment) -> list[Group]:
     for rep in range(1, exp.repetitions + 1):
         for config in exp.servers:
             runs = tuple(RunSpec(config, level, rep, wl) for wl in exp.workloads
-                         for level in sorted(exp.levels, key=lambda lv: lv.value))
+                         for level in sorted(wl.levels or exp.levels, key=lambda lv: lv.value))
             if exp.reuse_server:
                 groups.append(Group(config, rep, runs))
             else:
