@@ -132,26 +132,45 @@ def _whole_intervals(result: LoadResult) -> list:
     return [p for p in result.series if p.t + step <= window + 1e-9]
 
 
+def dispersion(counts: list[int]) -> float:
+    """How much more the intervals' counts spread than Poisson counts would: the index of
+    dispersion (variance over mean), at least 1. A workload whose requests take heavy-tailed times
+    completes them in bursts, and its counts spread far beyond Poisson's."""
+    if len(counts) < 2:
+        return 1.0
+    mean = sum(counts) / len(counts)
+    if mean <= 0:
+        return 1.0
+    variance = sum((c - mean) ** 2 for c in counts) / (len(counts) - 1)
+    return max(1.0, variance / mean)
+
+
 def stall(result: LoadResult) -> str | None:
     """A stall in either load model: a whole interval of the measured window whose completions are
     far below the run's usual interval, beyond counting noise (as unlikely as STALL_P for a Poisson
     count with the usual interval's mean, and under half of it), while requests were outstanding
     (closed model: always; open: some were sent by then and not all answered). The usual interval
     is the upper quartile of the intervals' counts (nearest rank), so a stall that fills most of a
-    run does not become the norm. An interval with no completion among intervals of dozens is the
-    plain case. None: no stall."""
+    run does not become the norm. Where the counts spread beyond Poisson's (dispersion() D above 1:
+    a heavy-tailed workload's bursts), an interval is judged as a quasi-Poisson count: its count and
+    the usual mean divided by D, with D taken from the intervals at or above half the usual, so
+    the low ones under test do not excuse themselves. An interval with no completion among
+    intervals of dozens is the plain case. None: no stall."""
     points = _whole_intervals(result)
     if len(points) < 2:
         return None
     from arena.stats import quantile
 
-    usual = quantile([p.completed for p in points], 0.75)
+    counts = [p.completed for p in points]
+    usual = quantile(counts, 0.75)
+    d = dispersion([c for c in counts if c >= usual / 2])
     sent = answered = 0
     for p in points:
         outstanding = result.model == "closed" or sent + (p.sent or 0) > answered
         sent += p.sent or 0
         answered += p.completed + p.errors
-        if outstanding and p.completed < usual / 2 and poisson_cdf(p.completed, usual) < STALL_P:
+        if (outstanding and p.completed < usual / 2
+                and poisson_cdf(math.floor(p.completed / d), usual / d) < STALL_P):
             return (f"stalled: {p.completed} completions in the interval at {p.t:g} s against a usual {usual} per "
                     f"interval, with requests outstanding")
     return None
