@@ -310,6 +310,24 @@ def test_a_heavy_tailed_workloads_bursts_are_not_stalls_but_a_stall_among_them_i
     assert dispersion([100] * 5) == 1.0 and dispersion([7]) == 1.0
 
 
+
+def test_the_first_intervals_of_slow_answers_are_not_stalls():
+    """Measured requests are sent from the window's start: with answers of about 0.8 s (slow clients
+    behind Puma, as measured), the first interval holds a fifth of the usual count; a later one at
+    that count is a stall."""
+    import dataclasses
+
+    from arena.runner import stall
+
+    def slow(series):
+        r = result(series=series, duration=11.0)
+        h = dataclasses.replace(r.measured.response_time, percentiles={"50": 800_000, "99": 1_040_000})
+        return dataclasses.replace(r, measured=dataclasses.replace(r.measured, response_time=h))
+
+    assert stall(slow((4, 21, 21, 22, 20, 19, 21, 19, 20, 22, 20))) is None
+    assert stall(slow((21, 21, 21, 22, 20, 4, 21, 19, 20, 22, 20))).startswith("stalled: 4 completions in the interval at 5 s")
+
+
 def test_no_success_is_its_own_flag():
     assert "no request succeeded" in flags(result(completed=0, errors=50))
 
