@@ -32,9 +32,13 @@ from tests.conftest import require_server
     (["serve", "puma", "--port", "http"], "arena serve: error: argument --port: must be a whole number from 1 to 65535"),
     (["check", "--app", "django"], "arena: error: --app: 'django' is not a built-in app"),
     (["check", "thin", "--app", "flask"], "arena: error: --app: none of thin serves flask"),
+    (["load", "http://127.0.0.1:1/", "--download", "fast"],
+     "arena load: error: argument --download: must be bytes per second such as \"64KiB/s\""),
+    (["load", "http://127.0.0.1:1/", "--delay", "2m"],
+     "arena load: error: argument --delay: must be a duration such as 10s, 500ms or 2m, at most 60s, got '2m'"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(argv, message, capsys):
-    with pytest.raises(SystemExit) if argv[-1] in ("99", "0", "http") else _no_exit() as e:
+    with pytest.raises(SystemExit) if argv[-1] in ("99", "0", "http", "fast", "2m") else _no_exit() as e:
         code = main(argv)
     code = e.value.code if e else code
     err = capsys.readouterr().err
