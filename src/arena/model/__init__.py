@@ -9,4 +9,6 @@ Pure code (numbers and stored runs in, numbers out; no I/O), references in each 
 - calibrate.py: the model's parameters from stored runs, with their uncertainty;
 - verify.py: predicted against measured for every configuration of an experiment (MAPE);
 - recommend.py: the best processes x threads under a p99 target and a memory budget.
+- sim.py: a discrete-event simulator of fleets behind a balancer's policy (random, round robin,
+  least connections, power of two, a central queue), with replications and confidence intervals.
 """

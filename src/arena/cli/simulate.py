@@ -1,0 +1,93 @@
+"""``arena simulate``: a fleet behind a balancer, simulated (arena.model.sim)."""
+
+import argparse
+
+from rich.table import Table
+
+from arena.cli.args import count, duration, listof, positive
+from arena.errors import ArenaError
+from arena.model.sim import FLEET_POLICIES, Estimate, fleet, instances_for, parse_dist
+
+NAME = "simulate"
+
+
+def _dist(text: str):
+    try:
+        return parse_dist(text)
+    except ArenaError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+_dist.__name__ = "--service"
+
+
+def _policy(text: str) -> str:
+    if text not in FLEET_POLICIES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(FLEET_POLICIES)}, got '{text}'")
+    return text
+
+
+_policy.__name__ = "--policy"
+
+
+def _match(text: str) -> tuple[str, int]:
+    policy, _, n = text.rpartition(":")
+    if policy not in FLEET_POLICIES or not n.isdigit() or int(n) < 1:
+        raise argparse.ArgumentTypeError(f"must be POLICY:INSTANCES with a policy of {', '.join(FLEET_POLICIES)}, "
+                                         f"such as central:80, got '{text}'")
+    return policy, int(n)
+
+
+_match.__name__ = "--match"
+
+
+def add(sub) -> None:
+    si = sub.add_parser(NAME, help="simulate a fleet of instances behind a balancer: throughput, latency "
+                                   "percentiles and queue time with confidence intervals")
+    si.add_argument("--instances", type=count("--instances", 1, 100_000), required=True, help="instances in the fleet")
+    si.add_argument("--policy", type=listof(_policy), default=["random"],
+                    help=f"balancer policies to compare, comma-separated: {', '.join(FLEET_POLICIES)} "
+                         "(central: one queue in the balancer, each instance takes --slots at a time)")
+    si.add_argument("--slots", type=count("--slots", 1, 4096), default=1, help="requests an instance serves at once")
+    si.add_argument("--rate", type=positive("--rate", hi=1e7), required=True, help="Poisson arrivals per second")
+    si.add_argument("--service", type=_dist, required=True,
+                    help="service time, e.g. weibull:shape=0.46,median=50ms,min=10ms,max=30s or lognormal:mean=50ms,sigma=1.5")
+    si.add_argument("--duration", type=duration("--duration", 24 * 3600.0), default=300.0,
+                    help="simulated time per replication (default 5m)")
+    si.add_argument("--replications", type=count("--replications", 1, 100), default=5)
+    si.add_argument("--seed", type=count("--seed", 0, 2**63), default=1)
+    si.add_argument("--match", type=_match, help="POLICY:N: also find how many instances each --policy needs to "
+                                                 "reach the mean queue time POLICY reaches with N")
+    si.add_argument("--within", type=duration("--within", 3600.0), default=0.001,
+                    help="with --match: mean queue times this close count as reached (default 1ms: a central "
+                         "queue's mean wait can be near zero, which random routing reaches only in the limit)")
+
+
+def _ms(e: Estimate) -> str:
+    return f"{e.mean * 1e3:.1f} ({e.lo * 1e3:.1f}-{e.hi * 1e3:.1f})"
+
+
+def run(args, out) -> int:
+    requests = max(1, round(args.rate * args.duration))
+    if requests > 20_000_000:
+        raise ArenaError(f"--rate x --duration: {requests} requests per replication; at most 20000000")
+    common = dict(slots=args.slots, replications=args.replications, seed=args.seed)
+    out.print(f"{args.instances} instance(s) x {args.slots} slot(s), Poisson arrivals at {args.rate:g}/s, "
+              f"service {args.service.text}; {requests} requests x {args.replications} replications "
+              "(the first 10% of each left out); mean (95% interval)", highlight=False)
+    table = Table("policy", "req/s", "queue mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "queue p99 ms")
+    for policy in args.policy:
+        s = fleet(args.instances, policy, args.rate, args.service, requests, **common)
+        table.add_row(policy, f"{s.throughput.mean:.1f}", _ms(s.wait_mean), *(_ms(s.response[q]) for q in
+                      ("p50", "p90", "p99", "p99.9")), _ms(s.wait["p99"]))
+    out.print(table)
+    if args.match:
+        policy, n = args.match
+        reached = fleet(n, policy, args.rate, args.service, requests, **common).wait_mean.mean
+        target = reached + args.within
+        out.print(f"mean queue time of {policy} with {n} instances: {reached * 1e3:.3f} ms; instances each policy "
+                  f"needs for a mean queue time within {args.within * 1e3:g} ms of it:", highlight=False)
+        for p in args.policy:
+            need = instances_for(target, p, args.rate, args.service, requests, **common, lo=1, hi=max(100_000, n))
+            out.print(f"  {p:12} {need if need is not None else 'more than 100000'}", highlight=False)
+    return 0

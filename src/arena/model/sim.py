@@ -1,0 +1,268 @@
+"""A discrete-event simulator of fleets behind a balancer: the tails a mean-value model misses.
+
+Pure and seeded (numbers in, numbers out). A fleet is ``instances`` copies of a server that each
+serve ``slots`` requests at a time (a single-threaded dyno: 1) in arrival order; a balancer hands
+every arrival to one instance by its policy, HAProxy's (topology.POLICIES: roundrobin, leastconn,
+random, random(2), the power of two choices), or holds it in its own queue until any slot of any
+instance is free (``central``: HAProxy with ``maxconn = slots``, Rap Genius's "intelligent"
+router). Least connections counts what an instance holds, waiting and in service, so with one slot
+it is the join-the-shortest-queue policy.
+
+Each instance's slots are a FIFO multi-server queue, so a request's start is the later of its
+arrival and its instance's earliest free slot: the simulation needs no event list beyond a heap of
+free times per instance (and, for the policies that look at the instances, the completions still
+ahead of each arrival). Checked against M/M/c (Erlang C) and M/G/1 (Pollaczek-Khinchine) in the
+tests.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from arena.errors import ArenaError
+from arena.topology import POLICIES
+
+FLEET_POLICIES = (*POLICIES, "central")
+
+
+# ---------------------------------------------------------------------- service times
+
+
+@dataclass(frozen=True)
+class Dist:
+    """A service-time distribution in seconds, clipped to [lo, hi].
+
+    kind: "fixed" (a), "exp" (mean a), "lognormal" (mean a, sigma b), "weibull" (shape a, median b)."""
+
+    kind: str
+    a: float
+    b: float = 0.0
+    lo: float = 0.0
+    hi: float = math.inf
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "fixed":
+            x = np.full(n, self.a)
+        elif self.kind == "exp":
+            x = rng.exponential(self.a, n)
+        elif self.kind == "lognormal":  # mean a: mu = ln a - sigma^2 / 2
+            x = rng.lognormal(math.log(self.a) - self.b**2 / 2, self.b, n)
+        elif self.kind == "weibull":  # median b = scale * ln(2)^(1/shape)
+            x = self.b / math.log(2) ** (1 / self.a) * rng.weibull(self.a, n)
+        else:
+            raise ValueError(self.kind)
+        return np.clip(x, self.lo, self.hi)
+
+    @property
+    def text(self) -> str:
+        ms = lambda s: f"{s * 1e3:g} ms"  # noqa: E731
+        body = {"fixed": lambda: ms(self.a), "exp": lambda: f"exponential, mean {ms(self.a)}",
+                "lognormal": lambda: f"lognormal, mean {ms(self.a)}, sigma {self.b:g}",
+                "weibull": lambda: f"Weibull, shape {self.a:g}, median {ms(self.b)}"}[self.kind]()
+        clip = f", clipped to {ms(self.lo)} .. {ms(self.hi)}" if self.lo > 0 or self.hi < math.inf else ""
+        return body + clip
+
+
+DIST_FORM = ('"fixed:20ms", "exp:mean=20ms", "lognormal:mean=50ms,sigma=1.5" or "weibull:shape=0.46,median=50ms", '
+             'optionally ",min=10ms,max=30s"')
+
+
+def parse_dist(text: str) -> Dist:
+    """A distribution as written on the command line (DIST_FORM); ArenaError naming what is wrong."""
+    from arena.plan.experiment import parse_duration
+
+    bad = ArenaError(f"must be a distribution such as {DIST_FORM}, got '{text}'")
+    kind, _, rest = text.partition(":")
+    params: dict[str, str] = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq:
+            key, value = "value", key
+        params[key.strip()] = value.strip()
+    times = {k: parse_duration(v) for k, v in params.items() if k in ("value", "mean", "median", "min", "max")}
+    if any(v is None for v in times.values()):
+        raise bad
+    lo, hi = times.pop("min", 0.0), times.pop("max", math.inf)
+    try:
+        if kind == "fixed" and set(params) - {"min", "max"} == {"value"}:
+            d = Dist("fixed", times["value"], lo=lo, hi=hi)
+        elif kind == "exp" and set(params) - {"min", "max"} == {"mean"}:
+            d = Dist("exp", times["mean"], lo=lo, hi=hi)
+        elif kind == "lognormal" and set(params) - {"min", "max"} == {"mean", "sigma"}:
+            d = Dist("lognormal", times["mean"], float(params["sigma"]), lo, hi)
+        elif kind == "weibull" and set(params) - {"min", "max"} == {"shape", "median"}:
+            d = Dist("weibull", float(params["shape"]), times["median"], lo, hi)
+        else:
+            raise bad
+    except ValueError:
+        raise bad from None
+    if d.a <= 0 or d.b < 0 or (d.kind in ("lognormal", "weibull") and d.b <= 0) or lo > hi:
+        raise bad
+    return d
+
+
+# ---------------------------------------------------------------------- the fleet
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """One replication: per request, when it arrived, how long it queued and its response time."""
+
+    arrivals: np.ndarray
+    waits: np.ndarray
+    responses: np.ndarray
+    served: np.ndarray  # requests per instance
+
+    @property
+    def throughput(self) -> float:
+        done = self.arrivals + self.responses
+        return len(done) / (done.max() - self.arrivals.min()) if len(done) > 1 else 0.0
+
+
+def simulate_fleet(instances: int, policy: str, rate: float, service: Dist, requests: int, *,
+                   slots: int = 1, seed: int = 1) -> SimRun:
+    """``requests`` Poisson arrivals at ``rate`` per second, each served for a draw of ``service``
+    by the instance the policy picks (or, for ``central``, by the first free slot of any)."""
+    if policy not in FLEET_POLICIES:
+        raise ArenaError(f"policy: must be one of {', '.join(FLEET_POLICIES)}, got '{policy}'")
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate, requests))
+    work = service.draw(rng, requests)
+    picks = rng.integers(0, instances, size=(requests, 2))  # drawn up front: one stream per use
+    waits = np.empty(requests)
+    served = np.zeros(instances, dtype=np.int64)
+    if policy == "central":
+        free = [0.0] * (instances * slots)  # one FIFO queue before every slot of the fleet
+        heapq.heapify(free)
+        for i in range(requests):
+            start = max(arrivals[i], free[0])
+            heapq.heapreplace(free, start + work[i])
+            waits[i] = start - arrivals[i]
+        return SimRun(arrivals, waits, waits + work, served)
+    slots_free = [[0.0] * slots for _ in range(instances)]  # each a heap of its slots' free times
+    ahead: list[deque] = [deque() for _ in range(instances)]  # completions still to come, in order
+    held = [0] * instances
+
+    def holding(k: int, now: float) -> int:
+        q = ahead[k]
+        while q and q[0] <= now:
+            q.popleft()
+        return len(q)
+
+    for i in range(requests):
+        now = arrivals[i]
+        if policy == "random":
+            k = int(picks[i, 0])
+        elif policy == "roundrobin":
+            k = i % instances
+        elif policy == "random(2)":
+            a, b = int(picks[i, 0]), int(picks[i, 1])
+            k = a if holding(a, now) <= holding(b, now) else b
+        else:  # leastconn: the fewest held, the lowest index among equals (HAProxy's order)
+            k = min(range(instances), key=lambda j: (holding(j, now), j))
+        start = max(now, slots_free[k][0])
+        done = start + work[i]
+        heapq.heapreplace(slots_free[k], done)
+        # FIFO with equal slots: completions of one instance come in start order, not always in
+        # arrival order; a sorted insert keeps the deque ordered (it is short)
+        q = ahead[k]
+        if not q or q[-1] <= done:
+            q.append(done)
+        else:
+            items = sorted([*q, done])
+            q.clear()
+            q.extend(items)
+        held[k] += 1
+        waits[i] = start - now
+    served[:] = held
+    return SimRun(arrivals, waits, waits + work, served)
+
+
+# ---------------------------------------------------------------------- replications
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic over replications: their mean and a 95% confidence interval (Student's t)."""
+
+    mean: float
+    lo: float
+    hi: float
+
+    @staticmethod
+    def of(values: list[float]) -> "Estimate":
+        n = len(values)
+        m = sum(values) / n
+        if n < 2:
+            return Estimate(m, m, m)
+        sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+        half = T95[min(n - 1, len(T95)) - 1] * sd / math.sqrt(n)
+        return Estimate(m, m - half, m + half)
+
+
+# Student's t, 97.5% quantile, for 1..30 degrees of freedom (then 1.96 is within 2%).
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+       2.045, 2.042)
+
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    throughput: Estimate
+    wait_mean: Estimate
+    response: dict[str, Estimate]  # by QUANTILES' names
+    wait: dict[str, Estimate]
+    replications: int
+
+
+def summarize(runs: list[SimRun], warmup: float = 0.1) -> FleetSummary:
+    """Statistics over replications, each without its first ``warmup`` share of requests (the
+    fleet starting empty)."""
+    def cut(r: SimRun, a: np.ndarray) -> np.ndarray:
+        return a[int(len(a) * warmup):]
+
+    def per(stat) -> Estimate:
+        return Estimate.of([float(stat(r)) for r in runs])
+
+    return FleetSummary(
+        throughput=per(lambda r: r.throughput),
+        wait_mean=per(lambda r: cut(r, r.waits).mean()),
+        response={name: per(lambda r, q=q: np.quantile(cut(r, r.responses), q, method="inverted_cdf"))
+                  for name, q in QUANTILES},
+        wait={name: per(lambda r, q=q: np.quantile(cut(r, r.waits), q, method="inverted_cdf"))
+              for name, q in QUANTILES},
+        replications=len(runs))
+
+
+def fleet(instances: int, policy: str, rate: float, service: Dist, requests: int, *, slots: int = 1,
+          replications: int = 5, seed: int = 1) -> FleetSummary:
+    """``replications`` independent runs (seeds seed, seed + 1, ...), summarized."""
+    return summarize([simulate_fleet(instances, policy, rate, service, requests, slots=slots, seed=seed + r)
+                      for r in range(replications)])
+
+
+def instances_for(target_wait_s: float, policy: str, rate: float, service: Dist, requests: int, *,
+                  slots: int = 1, replications: int = 3, seed: int = 1, lo: int = 1, hi: int = 100_000) -> int | None:
+    """The fewest instances whose mean queue time under ``policy`` is at most ``target_wait_s``
+    (bisection; the mean wait falls as instances are added), or None beyond ``hi``."""
+    def ok(n: int) -> bool:
+        return fleet(n, policy, rate, service, requests, slots=slots, replications=replications,
+                     seed=seed).wait_mean.mean <= target_wait_s
+
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+

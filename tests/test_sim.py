@@ -1,0 +1,114 @@
+"""The fleet simulator against closed forms (M/M/c, M/G/1) and known orderings of the policies."""
+
+import math
+
+import numpy as np
+import pytest
+
+from arena.errors import ArenaError
+from arena.model.queueing import mmc
+from arena.model.sim import Dist, Estimate, fleet, instances_for, parse_dist, simulate_fleet
+
+
+def test_central_queue_is_m_m_c():
+    """Poisson arrivals, exponential service, one queue before 4 servers at 80%: Erlang C's wait."""
+    s = fleet(4, "central", 3.2, Dist("exp", 1.0), 20_000, replications=6)
+    exact = mmc(3.2, 1.0, 4).wait_mean  # 0.746 s
+    assert s.wait_mean.lo <= exact <= s.wait_mean.hi or abs(s.wait_mean.mean - exact) / exact < 0.05, (s.wait_mean, exact)
+
+
+def test_one_instance_is_m_g_1():
+    """One single-slot instance, lognormal service (mean 1, sigma 1): Pollaczek-Khinchine's wait
+    lambda E[S^2] / (2 (1 - rho)), with E[S^2] = e^(sigma^2) for mean 1."""
+    lam = 0.6
+    exact = lam * math.e / (2 * (1 - lam))  # 2.04 s
+    s = fleet(1, "random", lam, Dist("lognormal", 1.0, 1.0), 40_000, replications=6)
+    assert abs(s.wait_mean.mean - exact) / exact < 0.08, (s.wait_mean, exact)
+
+
+def test_policies_order_as_queueing_theory_says():
+    """8 single-slot instances at 80%, heavy-tailed service: one central queue waits least, then
+    least connections (join the shortest queue), power of two, round robin, random."""
+    d = Dist("lognormal", 0.05, 1.5)
+    waits = {p: fleet(8, p, 128, d, 20_000, replications=3).wait_mean.mean
+             for p in ("central", "leastconn", "random(2)", "roundrobin", "random")}
+    assert waits["central"] < waits["leastconn"] < waits["random(2)"] < waits["random"]
+    assert waits["roundrobin"] < waits["random"]
+
+
+def test_every_request_is_served_once_and_round_robin_deals_evenly():
+    run = simulate_fleet(4, "roundrobin", 10, Dist("fixed", 0.01), 1000)
+    assert run.served.tolist() == [250, 250, 250, 250]
+    assert (run.waits >= 0).all() and np.allclose(run.responses - run.waits, 0.01)
+    # below capacity with fixed spacing nothing waits: a fixed 10 ms every ~100 ms on 4 instances
+    assert run.waits.mean() < 0.001
+
+
+def test_slots_serve_in_parallel():
+    """Two slots on one instance are M/M/2."""
+    s = fleet(1, "random", 1.5, Dist("exp", 1.0), 20_000, slots=2, replications=6)
+    exact = mmc(1.5, 1.0, 2).wait_mean
+    assert abs(s.wait_mean.mean - exact) / exact < 0.08, (s.wait_mean, exact)
+
+
+def test_fewer_instances_wait_longer_and_the_search_finds_the_least():
+    d = Dist("exp", 0.1)
+    n = instances_for(0.01, "random", 20, d, 5000, hi=200)
+    assert n is not None and 2 < n < 200
+    assert fleet(n, "random", 20, d, 5000, replications=3).wait_mean.mean <= 0.01
+    assert fleet(n - 1, "random", 20, d, 5000, replications=3).wait_mean.mean > 0.01
+
+
+def test_distributions_draw_what_they_say():
+    rng = np.random.default_rng(3)
+    w = Dist("weibull", 0.46, 0.05, 0.01, 30.0).draw(rng, 200_000)
+    assert np.median(w) == pytest.approx(0.05, rel=0.03) and w.min() >= 0.01 and w.max() <= 30.0
+    ln = Dist("lognormal", 0.05, 1.5).draw(rng, 400_000)
+    assert ln.mean() == pytest.approx(0.05, rel=0.05)
+
+
+@pytest.mark.parametrize("text, dist", [
+    ("fixed:20ms", Dist("fixed", 0.02)), ("exp:mean=20ms", Dist("exp", 0.02)),
+    ("lognormal:mean=50ms,sigma=1.5", Dist("lognormal", 0.05, 1.5)),
+    ("weibull:shape=0.46,median=50ms,min=10ms,max=30s", Dist("weibull", 0.46, 0.05, 0.01, 30.0)),
+])
+def test_distributions_parse(text, dist):
+    assert parse_dist(text) == dist
+
+
+@pytest.mark.parametrize("text", ["normal:mean=1", "exp:20ms", "weibull:shape=0.46", "lognormal:mean=x,sigma=1",
+                                  "exp:mean=0", "fixed:1s,min=2s,max=1s"])
+def test_bad_distributions_are_refused(text):
+    with pytest.raises(ArenaError, match="^must be a distribution such as"):
+        parse_dist(text)
+
+
+def test_an_estimate_has_a_student_t_interval():
+    e = Estimate.of([1.0, 2.0, 3.0])
+    assert e.mean == 2.0 and e.hi - e.mean == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert Estimate.of([5.0]) == Estimate(5.0, 5.0, 5.0)
+
+
+def test_arena_simulate_prints_every_policy_and_matches_a_queue_time(capsys):
+    from arena.cli import main
+
+    assert main(["simulate", "--instances", "4", "--policy", "central,random", "--rate", "40", "--service",
+                 "exp:mean=50ms", "--duration", "60s", "--replications", "2", "--match", "central:4"]) == 0
+    out = capsys.readouterr().out
+    assert "central" in out and "random" in out and "2400 requests x 2 replications" in out
+    assert "instances each policy needs for a mean queue time within 1 ms of it:" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--policy", "fastest"], "argument --policy: must be one of roundrobin, leastconn, random, random(2), central"),
+    (["--service", "normal:mean=1s"], "argument --service: must be a distribution such as"),
+    (["--match", "central"], "argument --match: must be POLICY:INSTANCES"),
+])
+def test_arena_simulate_refuses_bad_flags_in_one_line(argv, message, capsys):
+    from arena.cli import main
+
+    base = ["simulate", "--instances", "2", "--rate", "1", "--service", "exp:mean=1s"]
+    with pytest.raises(SystemExit) as e:
+        main(base + argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and err.count("\n") == 1
