@@ -307,6 +307,8 @@ def test_a_heavy_tailed_workloads_bursts_are_not_stalls_but_a_stall_among_them_i
     assert stall(result(series=steady, duration=15.0)).startswith("stalled: 25 completions in the interval at 12 s")
     frozen = bursty[:12] + (0,) + bursty[13:]
     assert stall(result(series=frozen, duration=15.0)).startswith("stalled: 0 completions in the interval at 12 s")
+    # a real freeze in a closed run at c=4, as measured: two halved seconds around an empty one
+    assert stall(result(series=(842, 412, 0, 405, 797))).startswith("stalled: 0 completions in the interval at 2 s")
     assert dispersion([100] * 5) == 1.0 and dispersion([7]) == 1.0
 
 

@@ -153,8 +153,10 @@ def stall(result: LoadResult) -> str | None:
     is the upper quartile of the intervals' counts (nearest rank), so a stall that fills most of a
     run does not become the norm. Where the counts spread beyond Poisson's (dispersion() D above 1:
     a heavy-tailed workload's bursts), an interval is judged as a quasi-Poisson count: its count and
-    the usual mean divided by D, with D taken from the intervals at or above half the usual, so
-    the low ones under test do not excuse themselves. Measured requests are sent from the window's
+    the usual mean divided by D, with D taken from the intervals from half the usual to twice it
+    (the deep dips under test do not excuse themselves, nor does a freeze's catch-up burst); an
+    interval without a single completion is judged as a plain Poisson count all the same (a
+    heavy-tailed workload slows, a freeze stops). Measured requests are sent from the window's
     start, so an interval that begins before their median response time holds fewer of their
     answers: its usual count is cut by the share of it that lies before then (a run of 3 s answers
     has none in its first 3 s). An interval with no completion among intervals of dozens is the
@@ -166,7 +168,7 @@ def stall(result: LoadResult) -> str | None:
 
     counts = [p.completed for p in points]
     usual = quantile(counts, 0.75)
-    d = dispersion([c for c in counts if c >= usual / 2])
+    spread = dispersion([c for c in counts if usual / 2 <= c <= 2 * usual])
     rt = result.measured.response_time
     first_s = rt.p("50") / 1e6 if rt is not None and rt.count else 0.0  # when measured answers begin, typically
     step = result.config.get("interval_s", 1.0)
@@ -176,6 +178,7 @@ def stall(result: LoadResult) -> str | None:
         sent += p.sent or 0
         answered += p.completed + p.errors
         expected = usual * (1 - min(1.0, max(0.0, (first_s - p.t) / step)))
+        d = spread if p.completed else 1.0
         if (outstanding and p.completed < expected / 2
                 and poisson_cdf(math.floor(p.completed / d), expected / d) < STALL_P):
             return (f"stalled: {p.completed} completions in the interval at {p.t:g} s against a usual {usual} per "
