@@ -245,5 +245,5 @@ def test_a_workload_may_have_its_own_load():
         parse({**data, "workloads": [{"name": "w", "path": "/", "load": {"model": "open", "rates": [0]}}]})
     assert str(e.value) == ("x.toml: workloads[0].load.rates = [0]: must be a number of requests per second above 0, "
                             "or a list of them")
-    with pytest.raises(ArenaError, match=r'^x.toml: load.model = "open": driver "wrk"'):
+    with pytest.raises(ArenaError, match=r'^x.toml: workloads\[1\].load.model = "open": driver "wrk"'):
         parse({**data, "driver": "wrk"})

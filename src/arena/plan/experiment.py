@@ -416,7 +416,7 @@ def _levels(ld: _Reader) -> list[Level]:
 def _check_driver(top: _Reader, driver: str, levels: list[Level], requests: bool, workloads: list[Workload]) -> None:
     """Refuse, now and not after the first server start, what the driver cannot run."""
     caps = DRIVERS[driver].capabilities
-    for w in workloads:
+    for i, w in enumerate(workloads):
         model = (w.levels or levels)[0].model
         asked = dict(model=model, requests=requests, method=w.method, keep_alive=w.clients.keep_alive,
                      expect_status=w.expect_status, mix=w.mix_file is not None, link=w.clients.link)
@@ -425,6 +425,8 @@ def _check_driver(top: _Reader, driver: str, levels: list[Level], requests: bool
             key, value, why = found[0]
             able = [name for name, d in DRIVERS.items() if not d.capabilities.problems(**asked)]
             where = f"workload.{key}" if key in ("method", "expect_status", "mix") else key
+            if key == "load.model" and w.levels:
+                where = f"workloads[{i}].load.model"  # the workload's own load
             raise top.fail(where, value, f"driver \"{driver}\": {why} (drivers that can: {', '.join(able) or 'none'})")
 
 
