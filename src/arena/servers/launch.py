@@ -25,7 +25,7 @@ from typing import Callable
 from arena.errors import ArenaError
 from arena.http_client import Client, check_host, free_port, port_free
 from arena.servers import catalog
-from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale, zombie_children
+from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale, survivors, zombie_children
 from arena.subjects import App, get_app
 from arena.subjects.user import WRAP_DIR
 
@@ -198,6 +198,25 @@ def _signals_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+def spawn(argv: list[str], setup: Callable[[], None], **popen) -> subprocess.Popen:
+    """Popen ``argv`` in a session of its own, ``setup`` run in the child before exec (joining its
+    set), with SIGINT and SIGTERM held across the fork: a Ctrl-C to Arena's process group reaches
+    Arena once the child is known, and not the child's Python code between fork and exec (where it
+    would print an ignored KeyboardInterrupt); a signal the child caught before its own session
+    ends it, by default, before exec."""
+    def child() -> None:
+        setup()
+        for sig in HELD:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+
+    with _signals_held():
+        return subprocess.Popen(argv, preexec_fn=child, start_new_session=True, **popen)
+
+
 def check_port(host: str, port: int | None) -> None:
     """Refuse a port asked for that something else holds (None: a free one will be taken)."""
     if port is not None and not port_free(host, port):
@@ -310,9 +329,8 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         given = server_env(server, workdir, {**cmd.env, **app_env, **env})
         with open(workdir / "server.log", "ab") as log:
             started_at = time.monotonic()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=cwd, env={**given, **procset.env()},
-                                    preexec_fn=procset.preexec(), start_new_session=True)
+            proc = spawn(argv, procset.preexec(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         cwd=cwd, env={**given, **procset.env()})
     except BaseException:
         abandon(procset, workdir)
         raise
@@ -332,11 +350,19 @@ def abandon(procset: ProcessSet, workdir: Path) -> None:
     own children (a zombie keeps a cgroup v1 group busy), remove the group and the work dir."""
     with _signals_held():
         procset.kill_all()
-        for pid in zombie_children(procset.name):
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:  # reaped meanwhile
-                pass
+        # a killed child leaves the set's task list before it is a zombie: reap until none of the
+        # set is left, alive or ours to reap (bounded: SIGKILL takes effect at once)
+        deadline = time.monotonic() + 5.0
+        while True:
+            exiting = survivors(procset.name)  # first: one that is a zombie by the reaping below is reaped
+            for pid in zombie_children(procset.name):
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:  # reaped meanwhile
+                    pass
+            if not exiting or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         procset.remove()
         shutil.rmtree(workdir, ignore_errors=True)
 

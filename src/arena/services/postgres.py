@@ -179,8 +179,8 @@ def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> Runnin
                     "-c", "listen_addresses=127.0.0.1", "-c", f"max_connections={s.max_connections}",
                     "-c", f"shared_buffers={s.shared_buffers}", "-c", f"fsync={'on' if s.fsync else 'off'}",
                     "-c", f"synchronous_commit={'on' if s.synchronous_commit else 'off'}"]
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, **as_user)
+            proc = launch.spawn(argv, confined_as_user, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=workdir, env=as_user["env"])
     except BaseException:
         launch.abandon(procset, workdir)
         raise

@@ -123,10 +123,10 @@ def start_front(t: Topology, upstreams: list[str], cpus: list[int] | None, host:
         argv = module.argv(workdir)
         with open(workdir / "front.log", "ab") as log, open(workdir / "requests.log", "ab") as requests:
             started_at = time.monotonic()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=requests if kind == "haproxy" else log,
-                                    stderr=log, cwd=workdir, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TZ": "UTC",
-                                                                  "HOME": str(workdir), **procset.env()},
-                                    preexec_fn=procset.preexec(), start_new_session=True)
+            proc = launch.spawn(argv, procset.preexec(), stdin=subprocess.DEVNULL,
+                                stdout=requests if kind == "haproxy" else log, stderr=log, cwd=workdir,
+                                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TZ": "UTC", "HOME": str(workdir),
+                                     **procset.env()})
     except BaseException:
         launch.abandon(procset, workdir)
         raise
