@@ -112,3 +112,42 @@ def test_arena_simulate_refuses_bad_flags_in_one_line(argv, message, capsys):
         main(base + argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and message in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------- one instance
+
+from arena.model.queueing import Station, mva  # noqa: E402
+from arena.model.sim import Instance, Work, instance  # noqa: E402
+
+
+@pytest.mark.parametrize("clients", [1, 4, 16])
+def test_an_instance_on_product_form_matches_exact_mva(clients):
+    """One process, threads enough for everyone, one core: exponential CPU behind one GIL on one
+    core is a FIFO queue; the I/O and the time outside are delays: MVA is exact there."""
+    w = Work(Dist("exp", 0.005), Dist("fixed", 0.015), outside=0.001)
+    s = instance(Instance(1, 64, 1), w, clients=clients, requests=20_000, replications=4)
+    m = mva([Station("cpu", 0.005), Station("io", 0.015, "delay"), Station("out", 0.001, "delay")], clients)[-1]
+    assert s.throughput.mean == pytest.approx(m.throughput, rel=0.02)
+
+
+def test_one_thread_open_is_m_m_1_down_to_its_p99():
+    """One thread, exponential CPU, Poisson arrivals at 70%: the response time is exponential with
+    rate mu - lambda, so its p99 is ln(100) / (mu - lambda)."""
+    s = instance(Instance(1, 1, 1), Work(Dist("exp", 0.01), Dist("fixed", 0.0)), rate=70, requests=40_000,
+                 replications=4)
+    assert s.response["p99"].mean == pytest.approx(math.log(100) / (100 - 70), rel=0.06)
+
+
+def test_threads_gil_cores_and_blocking_io_bind_where_they_should():
+    w = Work(Dist("fixed", 0.005), Dist("fixed", 0.015))
+    # 2 threads of 20 ms: 100 req/s whatever the clients
+    assert instance(Instance(1, 2, 2), w, clients=16, requests=5000, replications=2).throughput.mean == \
+        pytest.approx(100, rel=0.03)
+    # 16 threads, one GIL: 5 ms of CPU each, 200 req/s; two processes on two cores: 400
+    assert instance(Instance(1, 16, 2), w, clients=32, requests=5000, replications=2).throughput.mean == \
+        pytest.approx(200, rel=0.03)
+    assert instance(Instance(2, 16, 2), w, clients=64, requests=5000, replications=2).throughput.mean == \
+        pytest.approx(400, rel=0.03)
+    # an I/O wait that holds the process: 20 ms per request per process, threads or not
+    assert instance(Instance(1, 16, 2, blocking_io=True), w, clients=32, requests=5000,
+                    replications=2).throughput.mean == pytest.approx(50, rel=0.03)

@@ -266,3 +266,159 @@ def instances_for(target_wait_s: float, policy: str, rate: float, service: Dist,
             lo = mid + 1
     return lo
 
+
+
+# ---------------------------------------------------------------------- one instance
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One app server: ``processes`` x ``threads`` on ``cores``, a GIL per process (``gil``: off
+    for a runtime without one). ``accept``: "shared" (one accept queue: any process with a free
+    thread takes the next request, as Unicorn, gunicorn and Puma's workers do) or "per-process"
+    (each request is bound to a process on arrival, at random: a keep-alive connection that stays
+    with the process that accepted it); waiting requests are taken in arrival order. ``blocking_io``:
+    the I/O wait holds the process (its GIL), as a call that does not yield to the event loop."""
+
+    processes: int
+    threads: int
+    cores: float
+    gil: bool = True
+    accept: str = "shared"
+    blocking_io: bool = False
+
+
+@dataclass(frozen=True)
+class Work:
+    """A request's demands: CPU (under the GIL, on a core), then an I/O wait; ``outside``: time on
+    the way to and from the server (the client, the network), outside every queue."""
+
+    cpu: Dist
+    io: Dist
+    outside: float = 0.0
+
+
+def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
+                      requests: int, seed: int = 1) -> SimRun:
+    """``requests`` through one instance, from ``clients`` closed-loop users (each sends its next
+    request when its answer is back) or Poisson arrivals at ``rate``; response times include
+    ``work.outside``. Cores are shared by the processes (one per CPU burst), a process's CPU bursts
+    take its GIL in turn (FIFO, whole bursts: the switch interval is left out)."""
+    if (clients is None) == (rate is None):
+        raise ValueError("give clients or rate")
+    rng = np.random.default_rng(seed)
+    cpu, io = work.cpu.draw(rng, requests), work.io.draw(rng, requests)
+    bind = rng.integers(0, inst.processes, requests)
+    gaps = rng.exponential(1 / rate, requests) if rate else None
+    cores = max(1, round(inst.cores))
+
+    events: list = []  # (time, seq, kind, request)
+    seq = 0
+
+    def at(t: float, kind: int, r: int) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (t, seq, kind, r))
+
+    ARRIVE, CPU_DONE, IO_DONE = 0, 1, 2
+    arrival = np.zeros(requests)
+    start = np.zeros(requests)
+    done = np.zeros(requests)
+    proc_of = np.zeros(requests, dtype=np.int64)
+    free_threads = [inst.threads] * inst.processes
+    shared: deque = deque()
+    waiting: list[deque] = [deque() for _ in range(inst.processes)]
+    gil_held = [False] * inst.processes
+    gil_queue: list[deque] = [deque() for _ in range(inst.processes)]
+    free_cores = cores
+    core_queue: deque = deque()
+    issued = 0
+
+    def issue(t: float) -> None:
+        nonlocal issued
+        if issued < requests:
+            at(t, ARRIVE, issued)
+            issued += 1
+
+    def begin(r: int, p: int, t: float) -> None:
+        free_threads[p] -= 1
+        proc_of[r], start[r] = p, t
+        want_gil(r, t)
+
+    def want_gil(r: int, t: float) -> None:
+        p = proc_of[r]
+        if inst.gil and gil_held[p]:
+            gil_queue[p].append(r)
+            return
+        gil_held[p] = True
+        want_core(r, t)
+
+    def want_core(r: int, t: float) -> None:
+        nonlocal free_cores
+        if free_cores == 0:
+            core_queue.append(r)
+            return
+        free_cores -= 1
+        at(t + cpu[r], CPU_DONE, r)
+
+    def release_gil(p: int, t: float) -> None:
+        if gil_queue[p]:
+            want_core(gil_queue[p].popleft(), t)  # the GIL passes to the next waiter
+        else:
+            gil_held[p] = False
+
+    if clients is not None:
+        for _ in range(min(clients, requests)):
+            issue(work.outside / 2)
+    else:
+        issue(float(gaps[0]))
+    while events:
+        t, _, kind, r = heapq.heappop(events)
+        if kind == ARRIVE:
+            arrival[r] = t - work.outside / 2  # the client sent it half the outside time earlier
+            if gaps is not None:
+                issue(t + float(gaps[min(issued, requests - 1)]))
+            if inst.accept == "shared":
+                p = max(range(inst.processes), key=lambda j: free_threads[j])
+                if free_threads[p] > 0:
+                    begin(r, p, t)
+                else:
+                    shared.append(r)
+            else:
+                p = int(bind[r])
+                if free_threads[p] > 0:
+                    begin(r, p, t)
+                else:
+                    waiting[p].append(r)
+        elif kind == CPU_DONE:
+            p = proc_of[r]
+            free_cores += 1
+            if core_queue:
+                free_cores -= 1
+                q = core_queue.popleft()
+                at(t + cpu[q], CPU_DONE, q)
+            if not inst.blocking_io:
+                release_gil(p, t)
+            at(t + io[r], IO_DONE, r)
+        else:  # IO_DONE: the answer leaves; the thread takes the next waiter
+            p = proc_of[r]
+            if inst.blocking_io:
+                release_gil(p, t)
+            done[r] = t + work.outside / 2
+            free_threads[p] += 1
+            queue = shared if inst.accept == "shared" else waiting[p]
+            if queue:
+                begin(queue.popleft(), p, t)
+            if clients is not None:
+                issue(done[r] + work.outside / 2)
+    responses = done - arrival
+    waits = start - (arrival + work.outside / 2)
+    served = np.bincount(proc_of, minlength=inst.processes)
+    return SimRun(arrival, waits, responses, served)
+
+
+def instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
+             requests: int = 20_000, replications: int = 5, seed: int = 1) -> FleetSummary:
+    """``replications`` runs of one instance, summarized (the first 10% of each left out)."""
+    return summarize([simulate_instance(inst, work, clients=clients, rate=rate, requests=requests, seed=seed + k)
+                      for k in range(replications)])
