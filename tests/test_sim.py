@@ -151,3 +151,21 @@ def test_threads_gil_cores_and_blocking_io_bind_where_they_should():
     # an I/O wait that holds the process: 20 ms per request per process, threads or not
     assert instance(Instance(1, 16, 2, blocking_io=True), w, clients=32, requests=5000,
                     replications=2).throughput.mean == pytest.approx(50, rel=0.03)
+
+
+def test_arena_simulate_one_server(capsys):
+    from arena.cli import main
+
+    assert main(["simulate", "--processes", "1", "--threads", "2", "--cores", "2", "--cpu", "fixed:5ms", "--io",
+                 "fixed:15ms", "--concurrency", "8", "--replications", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "1 process(es) x 2 thread(s) on 2 core(s), a GIL per process" in out
+    row = next(line for line in out.splitlines() if line.startswith("│"))
+    assert float(row.split("│")[1]) == pytest.approx(100, rel=0.03)  # two threads of 20 ms
+
+
+def test_arena_simulate_says_what_one_server_needs(capsys):
+    from arena.cli import main
+
+    assert main(["simulate", "--processes", "1", "--cpu", "fixed:5ms"]) == 2
+    assert capsys.readouterr().err == "arena: error: --processes: one server needs --cpu and one of --concurrency or --rate\n"

@@ -6,7 +6,7 @@ from rich.table import Table
 
 from arena.cli.args import count, duration, listof, positive
 from arena.errors import ArenaError
-from arena.model.sim import FLEET_POLICIES, Estimate, fleet, instances_for, parse_dist
+from arena.model.sim import FLEET_POLICIES, Estimate, FleetSummary, Instance, Work, fleet, instance, instances_for, parse_dist
 
 NAME = "simulate"
 
@@ -42,15 +42,29 @@ _match.__name__ = "--match"
 
 
 def add(sub) -> None:
-    si = sub.add_parser(NAME, help="simulate a fleet of instances behind a balancer: throughput, latency "
-                                   "percentiles and queue time with confidence intervals")
-    si.add_argument("--instances", type=count("--instances", 1, 100_000), required=True, help="instances in the fleet")
+    si = sub.add_parser(NAME, help="simulate one app server (--processes) or a fleet behind a balancer (--instances): "
+                                   "throughput, latency percentiles and queue time with confidence intervals")
+    what = si.add_mutually_exclusive_group(required=True)
+    what.add_argument("--instances", type=count("--instances", 1, 100_000), help="a fleet of this many instances")
+    what.add_argument("--processes", type=count("--processes", 1, 4096), help="one server of this many processes")
+    si.add_argument("--threads", type=count("--threads", 1, 4096), default=1, help="one server: threads per process")
+    si.add_argument("--cores", type=positive("--cores", lo=1, hi=4096), default=1.0, help="one server: its cores")
+    si.add_argument("--no-gil", action="store_true", help="one server: a runtime without a GIL")
+    si.add_argument("--accept", choices=("shared", "per-process"), default="shared",
+                    help="one server: one accept queue, or each request bound to a process on arrival")
+    si.add_argument("--blocking-io", action="store_true", help="one server: the I/O wait holds its process")
+    si.add_argument("--cpu", type=_dist, help="one server: CPU per request, e.g. exp:mean=5ms")
+    si.add_argument("--io", type=_dist, help="one server: I/O wait per request, e.g. fixed:15ms (default none)")
+    si.add_argument("--outside", type=duration("--outside", 3600.0), default=0.0,
+                    help="one server: time outside it per request (client, network)")
+    si.add_argument("--concurrency", type=count("--concurrency", 1, 100_000),
+                    help="one server: closed-loop clients (instead of --rate)")
     si.add_argument("--policy", type=listof(_policy), default=["random"],
                     help=f"balancer policies to compare, comma-separated: {', '.join(FLEET_POLICIES)} "
                          "(central: one queue in the balancer, each instance takes --slots at a time)")
     si.add_argument("--slots", type=count("--slots", 1, 4096), default=1, help="requests an instance serves at once")
-    si.add_argument("--rate", type=positive("--rate", hi=1e7), required=True, help="Poisson arrivals per second")
-    si.add_argument("--service", type=_dist, required=True,
+    si.add_argument("--rate", type=positive("--rate", hi=1e7), help="Poisson arrivals per second")
+    si.add_argument("--service", type=_dist,
                     help="service time, e.g. weibull:shape=0.46,median=50ms,min=10ms,max=30s or lognormal:mean=50ms,sigma=1.5")
     si.add_argument("--duration", type=duration("--duration", 24 * 3600.0), default=300.0,
                     help="simulated time per replication (default 5m)")
@@ -67,7 +81,19 @@ def _ms(e: Estimate) -> str:
     return f"{e.mean * 1e3:.1f} ({e.lo * 1e3:.1f}-{e.hi * 1e3:.1f})"
 
 
+def _row(s: FleetSummary) -> list[str]:
+    return [f"{s.throughput.mean:.1f}", _ms(s.wait_mean), *(_ms(s.response[q]) for q in ("p50", "p90", "p99", "p99.9")),
+            _ms(s.wait["p99"])]
+
+
+COLUMNS = ("req/s", "queue mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "queue p99 ms")
+
+
 def run(args, out) -> int:
+    if args.processes is not None:
+        return run_instance(args, out)
+    if args.rate is None or args.service is None:
+        raise ArenaError("--instances: a fleet needs --rate and --service")
     requests = max(1, round(args.rate * args.duration))
     if requests > 20_000_000:
         raise ArenaError(f"--rate x --duration: {requests} requests per replication; at most 20000000")
@@ -75,11 +101,9 @@ def run(args, out) -> int:
     out.print(f"{args.instances} instance(s) x {args.slots} slot(s), Poisson arrivals at {args.rate:g}/s, "
               f"service {args.service.text}; {requests} requests x {args.replications} replications "
               "(the first 10% of each left out); mean (95% interval)", highlight=False)
-    table = Table("policy", "req/s", "queue mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "queue p99 ms")
+    table = Table("policy", *COLUMNS)
     for policy in args.policy:
-        s = fleet(args.instances, policy, args.rate, args.service, requests, **common)
-        table.add_row(policy, f"{s.throughput.mean:.1f}", _ms(s.wait_mean), *(_ms(s.response[q]) for q in
-                      ("p50", "p90", "p99", "p99.9")), _ms(s.wait["p99"]))
+        table.add_row(policy, *_row(fleet(args.instances, policy, args.rate, args.service, requests, **common)))
     out.print(table)
     if args.match:
         policy, n = args.match
@@ -90,4 +114,28 @@ def run(args, out) -> int:
         for p in args.policy:
             need = instances_for(target, p, args.rate, args.service, requests, **common, lo=1, hi=max(100_000, n))
             out.print(f"  {p:12} {need if need is not None else 'more than 100000'}", highlight=False)
+    return 0
+
+
+def run_instance(args, out) -> int:
+    if args.cpu is None or (args.concurrency is None) == (args.rate is None):
+        raise ArenaError("--processes: one server needs --cpu and one of --concurrency or --rate")
+    inst = Instance(args.processes, args.threads, args.cores, gil=not args.no_gil, accept=args.accept,
+                    blocking_io=args.blocking_io)
+    from arena.model.sim import Dist
+
+    work = Work(args.cpu, args.io or Dist("fixed", 0.0), args.outside)
+    rate = args.rate or 0.0
+    requests = max(1000, round(rate * args.duration)) if args.rate else 20_000
+    s = instance(inst, work, clients=args.concurrency, rate=args.rate, requests=requests,
+                 replications=args.replications, seed=args.seed)
+    load = f"{args.concurrency} closed-loop clients" if args.concurrency else f"Poisson arrivals at {rate:g}/s"
+    out.print(f"{args.processes} process(es) x {args.threads} thread(s) on {args.cores:g} core(s), "
+              f"{'a GIL per process' if inst.gil else 'no GIL'}, {args.accept} accept queue; CPU {args.cpu.text}, "
+              f"I/O {work.io.text}{', holding the process' if inst.blocking_io else ''}, outside "
+              f"{args.outside * 1e3:g} ms; {load}; {requests} requests x {args.replications} replications (the first "
+              "10% of each left out); mean (95% interval)", highlight=False)
+    table = Table(*COLUMNS)
+    table.add_row(*_row(s))
+    out.print(table)
     return 0
