@@ -159,8 +159,7 @@ def stall(result: LoadResult) -> str | None:
     heavy-tailed workload slows, a freeze stops). Measured requests are sent from the window's
     start, so an interval that begins before their median response time holds fewer of their
     answers: its usual count is cut by the share of it that lies before then (a run of 3 s answers
-    has none in its first 3 s). An interval with no completion among intervals of dozens is the
-    plain case. None: no stall."""
+    has none in its first 3 s). None: no stall."""
     points = _whole_intervals(result)
     if len(points) < 2:
         return None

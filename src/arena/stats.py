@@ -55,10 +55,24 @@ def median(values: list[float]) -> float:
 
 
 # Student's t, 97.5th percentile, for 1..30 degrees of freedom: R's qt(0.975, df) (the USL fit's
-# parameter intervals).
+# parameter intervals, the simulator's replications); beyond 30, the 30th (within 2% of 1.96).
 T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
         2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
+
+
+def mean_interval(values: list[float]) -> tuple[float, float, float]:
+    """The mean of ``values`` and its 95% confidence interval by Student's t (T975): (mean, lo, hi);
+    one value alone: (v, v, v)."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("mean of no values")
+    m = sum(values) / n
+    if n < 2:
+        return m, m, m
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+    half = T975[min(n - 1, len(T975)) - 1] * sd / math.sqrt(n)
+    return m, m - half, m + half
 
 
 @dataclass(frozen=True)

@@ -482,7 +482,8 @@ impl<'a> Worker<'a> {
         self.open(req, now, now);
     }
 
-    /// Open a connection for `req`, asked for at `began`.
+    /// Open a connection for `req`, asked for at `began` (with a delay, the dial waited since then,
+    /// its request's trip included).
     fn open(&mut self, req: Request, began: u64, now: u64) {
         let stream = match if self.cfg.link.download_bps > 0 { slow_reader(self.cfg.addr) } else { TcpStream::connect(self.cfg.addr) } {
             Ok(s) => s,
@@ -510,7 +511,7 @@ impl<'a> Worker<'a> {
             stream, state: State::Connecting, connect_start: began, deadline: now + self.cfg.connect_timeout_ns,
             req: Some(req), flight: None, wbuf: Vec::with_capacity(512), wpos: 0, rbuf: vec![0; READ_BUF], rlen: 0,
             parser: Parser::default(), rbytes: 0, writable_interest: true,
-            link_at: 0, link_idle: false, wake: 0, dialed: began != now, peer_closed: false, done: None,
+            link_at: 0, link_idle: false, wake: 0, dialed: self.cfg.link.delay_ns > 0, peer_closed: false, done: None,
         };
         if let Err(_e) = self.poll.registry().register(&mut conn.stream, Token(slot), Interest::READABLE | Interest::WRITABLE) {
             self.fail(req, ErrorKind::Reset, now);

@@ -6,7 +6,8 @@ from rich.table import Table
 
 from arena.cli.args import count, duration, listof, positive
 from arena.errors import ArenaError
-from arena.model.sim import FLEET_POLICIES, Estimate, FleetSummary, Instance, Work, fleet, instance, instances_for, parse_dist
+from arena.model.sim import (FLEET_POLICIES, Dist, Estimate, Instance, Summary, Work, fleet, instance, instances_for,
+                              parse_dist)
 
 NAME = "simulate"
 
@@ -81,12 +82,28 @@ def _ms(e: Estimate) -> str:
     return f"{e.mean * 1e3:.1f} ({e.lo * 1e3:.1f}-{e.hi * 1e3:.1f})"
 
 
-def _row(s: FleetSummary) -> list[str]:
+def _row(s: Summary) -> list[str]:
     return [f"{s.throughput.mean:.1f}", _ms(s.wait_mean), *(_ms(s.response[q]) for q in ("p50", "p90", "p99", "p99.9")),
             _ms(s.wait["p99"])]
 
 
 COLUMNS = ("req/s", "queue mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "queue p99 ms")
+MOST_REQUESTS = 20_000_000
+CLOSED_REQUESTS = 20_000  # per replication of a closed load (it has no rate to scale with --duration)
+
+
+def _requests(args) -> int:
+    """Requests per replication: the rate over --duration, or CLOSED_REQUESTS for closed clients."""
+    if args.rate is None:
+        return CLOSED_REQUESTS
+    requests = max(1000, round(args.rate * args.duration))
+    if requests > MOST_REQUESTS:
+        raise ArenaError(f"--rate x --duration: {requests} requests per replication; at most {MOST_REQUESTS}")
+    return requests
+
+
+def _how(requests: int, replications: int) -> str:
+    return f"{requests} requests x {replications} replications (the first 10% of each left out); mean (95% interval)"
 
 
 def run(args, out) -> int:
@@ -94,13 +111,10 @@ def run(args, out) -> int:
         return run_instance(args, out)
     if args.rate is None or args.service is None:
         raise ArenaError("--instances: a fleet needs --rate and --service")
-    requests = max(1, round(args.rate * args.duration))
-    if requests > 20_000_000:
-        raise ArenaError(f"--rate x --duration: {requests} requests per replication; at most 20000000")
+    requests = _requests(args)
     common = dict(slots=args.slots, replications=args.replications, seed=args.seed)
     out.print(f"{args.instances} instance(s) x {args.slots} slot(s), Poisson arrivals at {args.rate:g}/s, "
-              f"service {args.service.text}; {requests} requests x {args.replications} replications "
-              "(the first 10% of each left out); mean (95% interval)", highlight=False)
+              f"service {args.service.text}; {_how(requests, args.replications)}", highlight=False)
     table = Table("policy", *COLUMNS)
     for policy in args.policy:
         table.add_row(policy, *_row(fleet(args.instances, policy, args.rate, args.service, requests, **common)))
@@ -122,19 +136,15 @@ def run_instance(args, out) -> int:
         raise ArenaError("--processes: one server needs --cpu and one of --concurrency or --rate")
     inst = Instance(args.processes, args.threads, args.cores, gil=not args.no_gil, accept=args.accept,
                     blocking_io=args.blocking_io)
-    from arena.model.sim import Dist
-
     work = Work(args.cpu, args.io or Dist("fixed", 0.0), args.outside)
-    rate = args.rate or 0.0
-    requests = max(1000, round(rate * args.duration)) if args.rate else 20_000
+    requests = _requests(args)
     s = instance(inst, work, clients=args.concurrency, rate=args.rate, requests=requests,
                  replications=args.replications, seed=args.seed)
-    load = f"{args.concurrency} closed-loop clients" if args.concurrency else f"Poisson arrivals at {rate:g}/s"
+    load = f"{args.concurrency} closed-loop clients" if args.concurrency else f"Poisson arrivals at {args.rate:g}/s"
     out.print(f"{args.processes} process(es) x {args.threads} thread(s) on {args.cores:g} core(s), "
               f"{'a GIL per process' if inst.gil else 'no GIL'}, {args.accept} accept queue; CPU {args.cpu.text}, "
               f"I/O {work.io.text}{', holding the process' if inst.blocking_io else ''}, outside "
-              f"{args.outside * 1e3:g} ms; {load}; {requests} requests x {args.replications} replications (the first "
-              "10% of each left out); mean (95% interval)", highlight=False)
+              f"{args.outside * 1e3:g} ms; {load}; {_how(requests, args.replications)}", highlight=False)
     table = Table(*COLUMNS)
     table.add_row(*_row(s))
     out.print(table)

@@ -10,9 +10,14 @@ it is the join-the-shortest-queue policy.
 
 Each instance's slots are a FIFO multi-server queue, so a request's start is the later of its
 arrival and its instance's earliest free slot: the simulation needs no event list beyond a heap of
-free times per instance (and, for the policies that look at the instances, the completions still
-ahead of each arrival). Checked against M/M/c (Erlang C) and M/G/1 (Pollaczek-Khinchine) in the
+free times per instance (and, for the policies that look at the instances, a heap of the
+completions still ahead of each arrival; least connections looks at every instance, so it costs
+O(instances) per request). Checked against M/M/c (Erlang C) and M/G/1 (Pollaczek-Khinchine) in the
 tests.
+
+One instance (simulate_instance) is an event simulation of processes, threads, GILs and cores.
+Statistics over replications (summarize) use arena.stats' rules: nearest-rank percentiles and
+Student's t intervals of the mean.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arena import stats
 from arena.errors import ArenaError
 from arena.topology import POLICIES
 
@@ -135,24 +141,23 @@ def simulate_fleet(instances: int, policy: str, rate: float, service: Dist, requ
     work = service.draw(rng, requests)
     picks = rng.integers(0, instances, size=(requests, 2))  # drawn up front: one stream per use
     waits = np.empty(requests)
-    served = np.zeros(instances, dtype=np.int64)
+    where = np.empty(requests, dtype=np.int64)  # the instance that served each
     if policy == "central":
-        free = [0.0] * (instances * slots)  # one FIFO queue before every slot of the fleet
-        heapq.heapify(free)
+        free = [(0.0, j) for j in range(instances * slots)]  # one FIFO queue before every slot of the fleet
         for i in range(requests):
-            start = max(arrivals[i], free[0])
-            heapq.heapreplace(free, start + work[i])
-            waits[i] = start - arrivals[i]
-        return SimRun(arrivals, waits, waits + work, served)
+            at, j = free[0]
+            start = max(arrivals[i], at)
+            heapq.heapreplace(free, (start + work[i], j))
+            waits[i], where[i] = start - arrivals[i], j // slots
+        return SimRun(arrivals, waits, waits + work, np.bincount(where, minlength=instances))
     slots_free = [[0.0] * slots for _ in range(instances)]  # each a heap of its slots' free times
-    ahead: list[deque] = [deque() for _ in range(instances)]  # completions still to come, in order
-    held = [0] * instances
+    ahead: list[list[float]] = [[] for _ in range(instances)]  # each a heap of its completions still to come
 
     def holding(k: int, now: float) -> int:
-        q = ahead[k]
-        while q and q[0] <= now:
-            q.popleft()
-        return len(q)
+        h = ahead[k]
+        while h and h[0] <= now:
+            heapq.heappop(h)
+        return len(h)
 
     for i in range(requests):
         now = arrivals[i]
@@ -168,19 +173,9 @@ def simulate_fleet(instances: int, policy: str, rate: float, service: Dist, requ
         start = max(now, slots_free[k][0])
         done = start + work[i]
         heapq.heapreplace(slots_free[k], done)
-        # FIFO with equal slots: completions of one instance come in start order, not always in
-        # arrival order; a sorted insert keeps the deque ordered (it is short)
-        q = ahead[k]
-        if not q or q[-1] <= done:
-            q.append(done)
-        else:
-            items = sorted([*q, done])
-            q.clear()
-            q.extend(items)
-        held[k] += 1
-        waits[i] = start - now
-    served[:] = held
-    return SimRun(arrivals, waits, waits + work, served)
+        heapq.heappush(ahead[k], done)
+        waits[i], where[i] = start - now, k
+    return SimRun(arrivals, waits, waits + work, np.bincount(where, minlength=instances))
 
 
 # ---------------------------------------------------------------------- replications
@@ -196,25 +191,13 @@ class Estimate:
 
     @staticmethod
     def of(values: list[float]) -> "Estimate":
-        n = len(values)
-        m = sum(values) / n
-        if n < 2:
-            return Estimate(m, m, m)
-        sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-        half = T95[min(n - 1, len(T95)) - 1] * sd / math.sqrt(n)
-        return Estimate(m, m - half, m + half)
-
-
-# Student's t, 97.5% quantile, for 1..30 degrees of freedom (then 1.96 is within 2%).
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-       2.045, 2.042)
+        return Estimate(*stats.mean_interval(values))
 
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
 
 
 @dataclass(frozen=True)
-class FleetSummary:
+class Summary:
     throughput: Estimate
     wait_mean: Estimate
     response: dict[str, Estimate]  # by QUANTILES' names
@@ -222,27 +205,29 @@ class FleetSummary:
     replications: int
 
 
-def summarize(runs: list[SimRun], warmup: float = 0.1) -> FleetSummary:
+def _percentiles(values: np.ndarray) -> dict[str, float]:
+    """QUANTILES of ``values`` by nearest rank (stats.rank), sorted once."""
+    ordered = np.sort(values)
+    return {name: float(ordered[stats.rank(q, len(ordered)) - 1]) for name, q in QUANTILES}
+
+
+def summarize(runs: list[SimRun], warmup: float = 0.1) -> Summary:
     """Statistics over replications, each without its first ``warmup`` share of requests (the
-    fleet starting empty)."""
-    def cut(r: SimRun, a: np.ndarray) -> np.ndarray:
-        return a[int(len(a) * warmup):]
+    system starting empty)."""
+    kept = [(r, int(len(r.waits) * warmup)) for r in runs]
+    responses = [_percentiles(r.responses[skip:]) for r, skip in kept]
+    waits = [_percentiles(r.waits[skip:]) for r, skip in kept]
 
-    def per(stat) -> Estimate:
-        return Estimate.of([float(stat(r)) for r in runs])
-
-    return FleetSummary(
-        throughput=per(lambda r: r.throughput),
-        wait_mean=per(lambda r: cut(r, r.waits).mean()),
-        response={name: per(lambda r, q=q: np.quantile(cut(r, r.responses), q, method="inverted_cdf"))
-                  for name, q in QUANTILES},
-        wait={name: per(lambda r, q=q: np.quantile(cut(r, r.waits), q, method="inverted_cdf"))
-              for name, q in QUANTILES},
+    return Summary(
+        throughput=Estimate.of([r.throughput for r in runs]),
+        wait_mean=Estimate.of([float(r.waits[skip:].mean()) for r, skip in kept]),
+        response={name: Estimate.of([p[name] for p in responses]) for name, _ in QUANTILES},
+        wait={name: Estimate.of([p[name] for p in waits]) for name, _ in QUANTILES},
         replications=len(runs))
 
 
 def fleet(instances: int, policy: str, rate: float, service: Dist, requests: int, *, slots: int = 1,
-          replications: int = 5, seed: int = 1) -> FleetSummary:
+          replications: int = 5, seed: int = 1) -> Summary:
     """``replications`` independent runs (seeds seed, seed + 1, ...), summarized."""
     return summarize([simulate_fleet(instances, policy, rate, service, requests, slots=slots, seed=seed + r)
                       for r in range(replications)])
@@ -361,6 +346,9 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         free_cores -= 1
         at(t + cpu[r], CPU_DONE, r)
 
+    def queue_of(p: int) -> deque:
+        return shared if inst.accept == "shared" else waiting[p]
+
     def release_gil(p: int, t: float) -> None:
         if gil_queue[p]:
             want_core(gil_queue[p].popleft(), t)  # the GIL passes to the next waiter
@@ -376,27 +364,20 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         t, _, kind, r = heapq.heappop(events)
         if kind == ARRIVE:
             arrival[r] = t - work.outside / 2  # the client sent it half the outside time earlier
-            if gaps is not None:
-                issue(t + float(gaps[min(issued, requests - 1)]))
-            if inst.accept == "shared":
-                p = max(range(inst.processes), key=lambda j: free_threads[j])
-                if free_threads[p] > 0:
-                    begin(r, p, t)
-                else:
-                    shared.append(r)
+            if gaps is not None and issued < requests:
+                issue(t + float(gaps[issued]))
+            # shared: the process with the most free threads takes it; else the one it is bound to
+            p = (max(range(inst.processes), key=lambda j: free_threads[j]) if inst.accept == "shared"
+                 else int(bind[r]))
+            if free_threads[p] > 0:
+                begin(r, p, t)
             else:
-                p = int(bind[r])
-                if free_threads[p] > 0:
-                    begin(r, p, t)
-                else:
-                    waiting[p].append(r)
+                queue_of(p).append(r)
         elif kind == CPU_DONE:
             p = proc_of[r]
             free_cores += 1
             if core_queue:
-                free_cores -= 1
-                q = core_queue.popleft()
-                at(t + cpu[q], CPU_DONE, q)
+                want_core(core_queue.popleft(), t)
             if not inst.blocking_io:
                 release_gil(p, t)
             at(t + io[r], IO_DONE, r)
@@ -406,9 +387,8 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
                 release_gil(p, t)
             done[r] = t + work.outside / 2
             free_threads[p] += 1
-            queue = shared if inst.accept == "shared" else waiting[p]
-            if queue:
-                begin(queue.popleft(), p, t)
+            if queue_of(p):
+                begin(queue_of(p).popleft(), p, t)
             if clients is not None:
                 issue(done[r] + work.outside / 2)
     responses = done - arrival
@@ -418,7 +398,7 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
 
 
 def instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
-             requests: int = 20_000, replications: int = 5, seed: int = 1) -> FleetSummary:
+             requests: int = 20_000, replications: int = 5, seed: int = 1) -> Summary:
     """``replications`` runs of one instance, summarized (the first 10% of each left out)."""
     return summarize([simulate_instance(inst, work, clients=clients, rate=rate, requests=requests, seed=seed + k)
                       for k in range(replications)])
