@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -12,7 +15,9 @@ from typing import Callable
 from arena import stats
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
+from arena.model import simulated
 from arena.model.calibrate import Calibration, Estimate
+from arena.model.simulated import Simulated
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
 from arena.model.verify import measured, predict as predict_one
@@ -70,8 +75,10 @@ def given_calibration(server: str, cores: float, cpu_ms: float, io_ms: float, ou
 @dataclass(frozen=True)
 class Predicted:
     load: Load
-    prediction: Prediction
+    prediction: Prediction  # the mean-value model's
     measured: float | None  # median throughput of the experiment's valid runs of this configuration
+    simulated: Simulated | None = None  # the simulator's (predict(sim=True))
+    measured_p99_ms: float | None = None  # median p99 of those runs
 
 
 @dataclass(frozen=True)
@@ -84,9 +91,10 @@ class Predictions:
 
 def predict(cal: Calibration, processes: int | None, threads: int | None, loads: list[Load],
             res: Results | None = None, cores: float | None = None, pool: int | None = None,
-            db_cores: float | None = None) -> Predictions:
-    """The model's figures for one configuration at each load, beside what the experiment measured
-    for it (where it ran). With no loads given, the experiment's own levels."""
+            db_cores: float | None = None, sim: bool = False) -> Predictions:
+    """The model's figures for one configuration at each load (and, ``sim``, the simulator's),
+    beside what the experiment measured for it (where it ran). With no loads given, the
+    experiment's own levels."""
     catalog.get_server(cal.server)  # a one-line error for an unknown name
     if cores:
         cal = replace(cal, cores=cores)
@@ -96,8 +104,10 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
         raise ArenaError(f"--pool: workload {cal.workload} does not query a database (no Server-Timing db in its runs)"
                          if res is not None else "--pool: give --db-ms too (the time a request holds a connection)")
     seen: dict[tuple[str, float], float] = {}
+    tails: dict[tuple[str, float], float] = {}
     if res is not None:
         seen = measured(res.cells, cal, processes, threads, pool)
+        tails = measured(res.cells, cal, processes, threads, pool, figure="p99")
         if not loads:
             loads = [Load(c.model, c.level) for c in res.cells
                      if c.server == cal.server and c.workload == cal.workload and c.valid]
@@ -105,7 +115,9 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
     if not loads:
         raise ArenaError("--concurrency or --rate: give the load levels to predict")
     rows = [Predicted(x, _computed(lambda: predict_one(cal, processes, threads, x.model, x.level, pool)),
-                      seen.get((x.model, x.level))) for x in loads]
+                      seen.get((x.model, x.level)),
+                      _computed(lambda: simulated.predict(cal, processes, threads, x.model, x.level, pool)) if sim else None,
+                      tails.get((x.model, x.level))) for x in loads]
     return Predictions(cal, cal.config(processes, threads, pool), rows, res is not None)
 
 
@@ -133,10 +145,10 @@ class Recommendation:
 
 def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_max_mib: float | None = None,
               cores: float | None = None, servers: list[str] | None = None, top: int = 3,
-              pool: list[int] | None = None) -> Recommendation:
+              pool: list[int] | None = None, sim: bool = False) -> Recommendation:
     """Per server of the experiment (or ``servers``), the best processes x threads (x pool, where
     the workload queries a database; ``pool``: only these sizes) the model predicts under the limits
-    at ``load``."""
+    at ``load`` (``sim``: the simulator predicts, its grid points spread over this machine's CPUs)."""
     names = servers or list(dict.fromkeys(r.server for r in res.runs))
     out = []
     for server in names:
@@ -146,7 +158,12 @@ def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_
         if pool and not cal.db_ms:
             raise ArenaError(f"--pool: {server}'s workload {cal.workload} does not query a database "
                              "(no Server-Timing db in its runs)")
-        ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores, pool))
+        if sim:
+            with ProcessPoolExecutor(len(os.sched_getaffinity(0))) as workers:
+                ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores,
+                                                      pool, sim=True, map_fn=partial(workers.map, chunksize=4)))
+        else:
+            ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores, pool))
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cores or cal.cores, (fits or ranked)[:top], fits[:top]))
     return Recommendation(load, p99_max_ms, memory_max_mib, out)
@@ -154,10 +171,10 @@ def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_
 
 def recommendation(store_path: str, experiment: str, load: Load, p99_max_ms: float | None = None,
                    memory_max_mib: float | None = None, cores: float | None = None, servers: list[str] | None = None,
-                   top: int = 3, pool: list[int] | None = None) -> tuple[Results, Recommendation]:
+                   top: int = 3, pool: list[int] | None = None, sim: bool = False) -> tuple[Results, Recommendation]:
     """``arena recommend``: the experiment's results and the recommendation calibrated from them."""
     res = load_experiment_results(store_path, experiment)
-    return res, recommend(res, load, p99_max_ms, memory_max_mib, cores, servers, top, pool)
+    return res, recommend(res, load, p99_max_ms, memory_max_mib, cores, servers, top, pool, sim)
 
 
 @dataclass(frozen=True)
@@ -236,18 +253,18 @@ class Given:
 def prediction(server: str, processes: int | None, threads: int | None, loads: list[Load], *,
                store_path: str | None = None, experiment: str | None = None, workload: str | None = None,
                given: Given | None = None, cores: float | None = None, pool: int | None = None,
-               db_cores: float | None = None) -> Predictions:
+               db_cores: float | None = None, sim: bool = False) -> Predictions:
     """``arena predict``: calibrated from an experiment's runs, or from given figures."""
     asked = given is not None and (given.cpu_ms is not None or given.io_ms is not None or given.db_ms)
     if experiment is not None:
         if asked:
             raise ArenaError("--cpu-ms/--io-ms/--db-ms: give them without an experiment (with one, they come from its runs)")
         res = load_experiment_results(store_path or "arena.db", experiment)
-        return predict(calibration(res, server, workload), processes, threads, loads, res, cores, pool, db_cores)
+        return predict(calibration(res, server, workload), processes, threads, loads, res, cores, pool, db_cores, sim)
     if given is None or given.cpu_ms is None or given.io_ms is None:
         raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
     if given.db_cpu_ms > given.db_ms:
         raise ArenaError(f"--db-cpu-ms {given.db_cpu_ms:g}: must be at most --db-ms ({given.db_ms:g}): it is part of it")
     cal = given_calibration(server, cores or 1.0, given.cpu_ms, given.io_ms, given.outside_ms, given.blocking_io,
                             given.cpu_cv2, given.db_ms, given.db_cpu_ms, db_cores)
-    return predict(cal, processes, threads, loads, None, cores, pool)
+    return predict(cal, processes, threads, loads, None, cores, pool, sim=sim)

@@ -5,6 +5,7 @@ from rich.table import Table
 
 from arena.app.model import Given, Load, prediction
 from arena.cli.args import MODEL_CLIENTS, MODEL_MS, add_store, count, listof, positive
+from arena.model.simulated import REPLICATIONS, REQUESTS, discipline
 
 NAME = "predict"
 
@@ -35,6 +36,9 @@ def add(sub) -> None:
                     help="of --db-ms, the database's own CPU")
     pr.add_argument("--db-cores", type=positive("--db-cores", lo=0.01, hi=4096),
                     help="the database's own cores (default: the experiment's layout; without one, it shares the server's)")
+    pr.add_argument("--sim", action="store_true",
+                    help="also simulate each load (the server's accept discipline, measured service-time distributions): "
+                         "p50 and p99 with the p99's 95%% interval over replications")
 
 
 def loads(args) -> list[Load]:
@@ -66,7 +70,7 @@ def run(args, out) -> int:
     given = Given(args.cpu_ms, args.io_ms, args.outside_ms, args.blocking_io, args.cpu_cv2, args.db_ms, args.db_cpu_ms)
     got = prediction(args.server, args.processes, args.threads, loads(args), store_path=args.store,
                      experiment=args.experiment, workload=args.workload, given=given, cores=args.cores,
-                     pool=args.pool, db_cores=args.db_cores)
+                     pool=args.pool, db_cores=args.db_cores, sim=args.sim)
     if got.calibrated:
         print_calibration(out, got.calibration)
     config, cores = got.config, got.calibration.cores
@@ -74,12 +78,21 @@ def run(args, out) -> int:
     pool = f", pool {config.pool} per process" if got.calibration.db_ms and config.pool is not None else ""
     table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s){pool}, {cores:g} core(s), "
                         f"{config.routing} routing; predicted")
-    for col in ("load", "req/s", "mean ms", "p50 ms", "p99 ms", "CPU", "binds", "measured req/s"):
+    sims = ("sim req/s", "sim p50 ms", "sim p99 ms (95% CI)") if args.sim else ()
+    for col in ("load", "req/s", "mean ms", "p50 ms", "p99 ms", *sims, "CPU", "binds", "measured req/s", "measured p99 ms"):
         table.add_column(col, overflow="fold")
     for row in got.rows:
-        pr = row.prediction
+        pr, sim = row.prediction, row.simulated
+        simulated = () if sim is None else (
+            f"{sim.prediction.throughput:.1f}", f"{sim.prediction.p50_ms:.2f}",
+            "overloaded" if sim.prediction.overloaded else f"{sim.prediction.p99_ms:.2f} ({sim.p99_lo_ms:.1f}..{sim.p99_hi_ms:.1f})")
         table.add_row(row.load.label, f"{pr.throughput:.1f}", f"{pr.mean_ms:.2f}", f"{pr.p50_ms:.2f}", f"{pr.p99_ms:.2f}",
-                      f"{100 * pr.cpu_utilization:.0f}%", escape(pr.binding),
-                      "-" if row.measured is None else f"{row.measured:.1f}")
+                      *simulated, f"{100 * pr.cpu_utilization:.0f}%", escape(pr.binding),
+                      "-" if row.measured is None else f"{row.measured:.1f}",
+                      "-" if row.measured_p99_ms is None else f"{row.measured_p99_ms:.1f}")
     out.print(table)
+    if args.sim and got.rows:
+        inst = got.rows[0].simulated.instance
+        out.print(f"simulated: {discipline(inst)}; {REPLICATIONS} replications of {REQUESTS:,} requests each, the first "
+                  "10% of each left out", highlight=False)
     return 0

@@ -23,19 +23,23 @@ def add(sub) -> None:
     rc.add_argument("--top", type=count("--top", 1, 50), default=3, help="candidates shown (and verified) per server")
     rc.add_argument("--pool", type=listof(count("--pool", 1, 1024)),
                     help="database pool sizes per process to consider, e.g. 2,5 (default: 1 up to the threads)")
+    rc.add_argument("--sim", action="store_true",
+                    help="predict every candidate by simulation (accept discipline, measured service-time distributions) "
+                         "instead of the mean-value model")
     rc.add_argument("--verify", action="store_true", help="run the top candidates on the real servers and compare")
 
 
 def run(args, out) -> int:
     load = Load("closed", float(args.concurrency)) if args.concurrency else Load("open", args.rate)
     res, rec = recommendation(args.store, args.experiment, load, args.p99_max, args.memory_max, args.cores,
-                              args.servers, args.top, args.pool)
+                              args.servers, args.top, args.pool, args.sim)
     limits = ", ".join(x for x in (f"p99 <= {args.p99_max:g} ms" if args.p99_max else "",
                                    f"memory <= {args.memory_max:g} MiB" if args.memory_max else "") if x) or "none"
     what = f"{int(load.level)} clients" if load.model == "closed" else f"{load.level:g} requests/s"
     out.print(f"recommend for {what}; limits: {limits}", highlight=False)
     for s in rec.per_server:
-        table = Table(title=f"{s.server} ({s.calibration.workload}, {s.cores:g} core(s)): best predicted configurations")
+        how = "simulated" if args.sim else "predicted"
+        table = Table(title=f"{s.server} ({s.calibration.workload}, {s.cores:g} core(s)): best {how} configurations")
         for col in ("configuration", "req/s", "p50 ms", "p99 ms", "memory MiB", "what binds", "fits"):
             table.add_column(col, overflow="fold")
         for c in s.shown:

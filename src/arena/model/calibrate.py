@@ -22,7 +22,8 @@ stored runs by results/observe.py), never as storage keys.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -52,6 +53,17 @@ class Observation:
     db_cores: float | None = None  # the database's own CPUs; None: it shares the server's
     pool: int | None = None  # database connections per process (None: the server's default)
     db_max_connections: int | None = None
+    phases_ms: Mapping[str, Quantiles] = field(default_factory=dict)  # the app's Server-Timing distributions
+    keep_alive: bool = True  # the connections reaching the server stayed open (results/observe.kept_alive)
+
+
+Quantiles = tuple[tuple[float, float], ...]  # a distribution's quantile function: (probability, value) points
+
+
+def pooled(functions: list[Quantiles]) -> Quantiles:
+    """Runs' quantile functions averaged at every probability any of them has (Vincentization)."""
+    qs = sorted({q for f in functions for q, _ in f})
+    return tuple((q, float(np.mean([np.interp(q, *zip(*f)) for f in functions]))) for q in qs)
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,8 @@ class Calibration:
     pool_wait_ms: Estimate | None = None  # at the lowest load
     db_cores: float | None = None  # the database's own CPUs; None: it shares the server's
     db_max_connections: int | None = None
+    phases_ms: Mapping[str, Quantiles] = field(default_factory=dict)  # the lowest load's Server-Timing, pooled
+    keep_alive: bool = True  # at the lowest load; a configuration's own: Observation.keep_alive
 
     def workload_model(self) -> Workload:
         return Workload(self.cpu_ms.value, self.io_ms.value, self.outside_ms.value, self.blocking_io,
@@ -167,9 +181,12 @@ def calibrate(observations: list[Observation], server: str, workload: str | None
     cv2 = estimate([o.cpu_cv2 for o in lowest])
     base, per_p, per_t = memory_fit(mine)
     limit = min((o.db_max_connections for o in mine if o.db_max_connections), default=None)
+    phases = {name: pooled([o.phases_ms[name] for o in lowest if name in o.phases_ms])
+              for name in dict.fromkeys(n for o in lowest for n in o.phases_ms)}
     return Calibration(server, workload, lowest[0].cores, cpu, io, outside, app_cpu, gil,
                        other, lowest[0].blocking_io, cv2, base, per_p, per_t, db, db_cpu,
-                       estimate([t["pool"] for t in timing if "pool" in t]), db_cores, limit)
+                       estimate([t["pool"] for t in timing if "pool" in t]), db_cores, limit, phases,
+                       all(o.keep_alive for o in lowest))
 
 
 def _without_overlap(lowest: list[Observation], cpu: Estimate, io: Estimate, db: Estimate | None,

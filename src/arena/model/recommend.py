@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Callable
 
+from arena.model import simulated
 from arena.model.calibrate import Calibration
 from arena.model.server import Prediction
 from arena.model.verify import predict
@@ -13,6 +15,7 @@ from arena.servers import catalog
 from arena.results.aggregate import Cell
 
 THREADS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
+SIM_REQUESTS = 10_000  # per replication and grid point: a grid of 100 at 3 levels in about a minute on 2 cores
 POOLS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # database connections per process tried (up to the threads)
 
 
@@ -54,24 +57,32 @@ def pools(cal: Calibration, threads: int | None, given: list[int] | None = None)
 
 def candidates(cal: Calibration, model: str, level: float, p99_max_ms: float | None,
                memory_max_mib: float | None, cores: float | None = None,
-               pool: list[int] | None = None) -> list[Candidate]:
+               pool: list[int] | None = None, sim: bool = False, map_fn: Callable = map) -> list[Candidate]:
     """Every grid point of ``cal.server`` (processes x threads, and pool sizes where the workload
-    queries a database), best first: those that fit the limits (p99, memory, processes x pool
-    within the database's max_connections) by predicted throughput (to 0.1 req/s), then lower p99
-    (to 0.1 ms), then the smaller pool, then less memory; then the rest."""
+    queries a database), predicted by the mean-value model or, ``sim``, by the simulator (each point
+    through ``map_fn``: a process pool's map spreads them over the cores), best first: those that
+    fit the limits (p99, memory, processes x pool within the database's max_connections) by
+    predicted throughput (to 0.1 req/s), then lower p99 (to 0.1 ms), then the smaller pool, then
+    less memory; then the rest."""
     if cores is not None and cores != cal.cores:
         cal = replace(cal, cores=cores)
-    out = [_candidate(cal, p, t, k, model, level, p99_max_ms, memory_max_mib)
-           for p, t in grid(cal.server, cal.cores) for k in pools(cal, cal.config(p, t).threads, pool)]
+    points = [(cal, p, t, k, model, level, p99_max_ms, memory_max_mib, sim)
+              for p, t in grid(cal.server, cal.cores) for k in pools(cal, cal.config(p, t).threads, pool)]
+    out = list(map_fn(_candidate_of, points))
     out.sort(key=lambda c: (not c.fits, -round(c.predicted.throughput, 1), round(c.predicted.p99_ms, 1),
                             c.pool or 0, c.memory_mib if c.memory_mib is not None else math.inf))
     return out
 
 
+def _candidate_of(args: tuple) -> Candidate:
+    return _candidate(*args)
+
+
 def _candidate(cal: Calibration, p: int, t: int | None, pool: int | None, model: str, level: float,
-               p99_max_ms: float | None, memory_max_mib: float | None) -> Candidate:
+               p99_max_ms: float | None, memory_max_mib: float | None, sim: bool = False) -> Candidate:
     """One configuration predicted, and why it does not fit the limits (empty: it fits)."""
-    pred = predict(cal, p, t, model, level, pool)
+    pred = (simulated.predict(cal, p, t, model, level, pool, requests=SIM_REQUESTS).prediction if sim
+            else predict(cal, p, t, model, level, pool))
     config = cal.config(p, t, pool)
     mem = cal.memory_mib(config.processes, config.threads)
     why = []

@@ -235,7 +235,7 @@ def _latency_parts(w: Workload, c: Config, rates: list[float], seen: list[float]
     return parts
 
 
-def _binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float, x: float) -> str:
+def binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float, x: float) -> str:
     if cpu_util > 0.9 * min(c.cores, c.processes if c.gil else c.cores) / c.cores:
         if c.gil and c.processes < c.cores:
             return f"GIL: {c.processes} process(es) < {c.cores:g} cores"
@@ -300,7 +300,7 @@ def _split(w: Workload, c: Config, clients: int, think_ms: float) -> Prediction:
     busy = sum(k * preds[n].busy_slots for n, k in sizes.items())
     queued = sum(k * preds[n].queued for n, k in sizes.items())
     return Prediction(clients, total, mean, heavy.p50_ms, heavy.p99_ms, util, busy, queued,
-                      _binding(w, c, util, busy, queued, total))
+                      binding(w, c, util, busy, queued, total))
 
 
 def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float, marginal: list[float],
@@ -312,7 +312,7 @@ def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float
     parts = _latency_parts(w, c, rates, seen)
     return Prediction(load, x, response_s * 1000, mixture_quantile(parts, 0.5) * 1000,
                       mixture_quantile(parts, 0.99) * 1000, cpu_util, busy, queued,
-                      _binding(w, c, cpu_util, busy, queued, x))
+                      binding(w, c, cpu_util, busy, queued, x))
 
 
 def capacity(w: Workload, c: Config) -> float:

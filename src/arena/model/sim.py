@@ -74,6 +74,52 @@ class Dist:
         return body + clip
 
 
+    @property
+    def mean(self) -> float:
+        """The mean before clipping (the clipped mean is the simulation's to measure)."""
+        if self.kind == "weibull":
+            return self.b / math.log(2) ** (1 / self.a) * math.gamma(1 + 1 / self.a)
+        return self.a
+
+
+@dataclass(frozen=True)
+class Empirical:
+    """A measured distribution in seconds, as its quantile function: (probability, value) points,
+    linear between them (a stored run's Server-Timing percentiles, its minimum at 0 and maximum at
+    1), shifted by ``shift`` and scaled by ``scale``."""
+
+    points: tuple[tuple[float, float], ...]
+    shift: float = 0.0
+    scale: float = 1.0
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        qs, vs = zip(*self.points)
+        return np.maximum(0.0, np.interp(rng.random(n), qs, vs) * self.scale + self.shift)
+
+    @property
+    def mean(self) -> float:
+        qs, vs = np.array(self.points).T
+        return float(np.sum(np.diff(qs) * (vs[1:] + vs[:-1]) / 2)) * self.scale + self.shift
+
+    def with_mean(self, mean: float) -> "Empirical":
+        """The same shape moved to ``mean``: shifted where that adds (a constant part of it, such as
+        the server's own CPU besides the app's), scaled down where it takes away."""
+        base = Empirical(self.points)
+        have = base.mean
+        if have <= 0:
+            return Empirical(((0.0, mean), (1.0, mean)))
+        return Empirical(self.points, shift=mean - have) if mean >= have else Empirical(self.points, scale=mean / have)
+
+    @property
+    def text(self) -> str:
+        qs = dict(self.points)
+        at = lambda q: (qs.get(q, 0.0) * self.scale + self.shift) * 1e3  # noqa: E731
+        return f"measured, mean {self.mean * 1e3:.3g} ms, p50 {at(0.5):.3g} ms, p99 {at(0.99):.3g} ms"
+
+
+Sampler = Dist | Empirical  # what a simulated phase draws its times from
+
+
 DIST_FORM = ('"fixed:20ms", "exp:mean=20ms", "lognormal:mean=50ms,sigma=1.5" or "weibull:shape=0.46,median=50ms", '
              'optionally ",min=10ms,max=30s"')
 
@@ -256,46 +302,82 @@ def instances_for(target_wait_s: float, policy: str, rate: float, service: Dist,
 # ---------------------------------------------------------------------- one instance
 
 
+UNBOUNDED = 1 << 30  # an event loop's "threads": as many requests in service as arrive
+
+
 @dataclass(frozen=True)
 class Instance:
-    """One app server: ``processes`` x ``threads`` on ``cores``, a GIL per process (``gil``: off
-    for a runtime without one). ``accept``: "shared" (one accept queue: any process with a free
-    thread takes the next request, as Unicorn, gunicorn and Puma's workers do) or "per-process"
-    (each request is bound to a process on arrival, at random: a keep-alive connection that stays
-    with the process that accepted it); waiting requests are taken in arrival order. ``blocking_io``:
-    the I/O wait holds the process (its GIL), as a call that does not yield to the event loop."""
+    """One app server: ``processes`` x ``threads`` (None: an event loop, unbounded) on ``cores``,
+    a GIL per process (``gil``: off for a runtime without one).
+
+    ``accept``: "shared" (one accept queue: any process with a free thread takes the next request,
+    as Unicorn, gunicorn sync and Passenger do) or "per-process" (a kept-alive connection stays with
+    the process that accepted it, the one with the most free threads when it first arrived; each
+    process takes its waiting requests in arrival order). ``inline``: the requests a thread serves
+    in a row on one kept-alive connection, waiting up to ``inline_wait_s`` for its next request,
+    before it hands the connection back and takes a waiting one; it keeps going past that while
+    nobody waits (Puma 5.6: max_fast_inline 10 and FAST_TRACK_KA_TIMEOUT 0.2 s; 0: every request
+    joins the queue). ``blocking_io``: the I/O wait holds the process (its GIL), as a call that does
+    not yield to the event loop. ``pool``: database connections per process (None: no limit);
+    ``db_cores``: the database's own cores (None: it computes on the server's)."""
 
     processes: int
-    threads: int
+    threads: int | None
     cores: float
     gil: bool = True
     accept: str = "shared"
     blocking_io: bool = False
+    inline: int = 0
+    inline_wait_s: float = 0.2
+    pool: int | None = None
+    db_cores: float | None = None
 
 
 @dataclass(frozen=True)
 class Work:
-    """A request's demands: CPU (under the GIL, on a core), then an I/O wait; ``outside``: time on
-    the way to and from the server (the client, the network), outside every queue."""
+    """A request's demands, in order: CPU (under the GIL, on a core); then, where it queries a
+    database, a pooled connection held for ``db_cpu`` on the database's cores and ``db`` more (the
+    query's other time); then an I/O wait. ``outside``: time on the way to and from the server (the
+    client, the network), outside every queue."""
 
-    cpu: Dist
-    io: Dist
+    cpu: Sampler
+    io: Sampler
     outside: float = 0.0
+    db: Sampler | None = None
+    db_cpu: Sampler | None = None
+
+
+@dataclass(frozen=True)
+class InstanceRun(SimRun):
+    """A replication of one server, with what it used: CPU seconds on the server's cores and the
+    time requests spent in service (holding a thread)."""
+
+    cpu_s: float = 0.0
+    in_service_s: float = 0.0
 
 
 def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
-                      requests: int, seed: int = 1) -> SimRun:
-    """``requests`` through one instance, from ``clients`` closed-loop users (each sends its next
-    request when its answer is back) or Poisson arrivals at ``rate``; response times include
-    ``work.outside``. Cores are shared by the processes (one per CPU burst), a process's CPU bursts
-    take its GIL in turn (FIFO, whole bursts: the switch interval is left out)."""
+                      arrival: str = "poisson", requests: int, seed: int = 1) -> InstanceRun:
+    """``requests`` through one instance, from ``clients`` closed-loop users on kept-alive
+    connections (each sends its next request when its answer is back) or arrivals at ``rate``
+    (``arrival``: "poisson", or "constant" spacing as arena-load's open model sends by default; each
+    bound to a process at random where connections stay with one); response times include
+    ``work.outside``. Cores are shared by
+    the processes (one per CPU burst), a process's CPU bursts take its GIL in turn (FIFO, whole
+    bursts: the switch interval is left out)."""
     if (clients is None) == (rate is None):
         raise ValueError("give clients or rate")
     rng = np.random.default_rng(seed)
-    cpu, io = work.cpu.draw(rng, requests), work.io.draw(rng, requests)
-    bind = rng.integers(0, inst.processes, requests)
-    gaps = rng.exponential(1 / rate, requests) if rate else None
-    cores = max(1, round(inst.cores))
+    # Python lists, not arrays: the loop below indexes them one element at a time
+    cpu, io = work.cpu.draw(rng, requests).tolist(), work.io.draw(rng, requests).tolist()
+    db = work.db.draw(rng, requests).tolist() if work.db is not None else None
+    db_cpu = work.db_cpu.draw(rng, requests).tolist() if work.db_cpu is not None and db is not None else None
+    bind = rng.integers(0, inst.processes, requests).tolist()
+    gaps = (None if not rate else [1 / rate] * requests if arrival == "constant"
+            else rng.exponential(1 / rate, requests).tolist())
+    threads = inst.threads or UNBOUNDED
+    shared_accept = inst.accept == "shared"
+    inline = inst.inline if clients is not None and work.outside <= inst.inline_wait_s else 0
 
     events: list = []  # (time, seq, kind, request)
     seq = 0
@@ -305,23 +387,33 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         seq += 1
         heapq.heappush(events, (t, seq, kind, r))
 
-    ARRIVE, CPU_DONE, IO_DONE = 0, 1, 2
-    arrival = np.zeros(requests)
-    start = np.zeros(requests)
-    done = np.zeros(requests)
-    proc_of = np.zeros(requests, dtype=np.int64)
-    free_threads = [inst.threads] * inst.processes
+    ARRIVE, CPU_DONE, DB_CPU_DONE, DB_DONE, IO_DONE = range(5)
+    arrival = [0.0] * requests
+    start = [0.0] * requests
+    done = [0.0] * requests
+    proc_of = [0] * requests
+    client_of = [0] * requests
+    free_threads = [threads] * inst.processes
     shared: deque = deque()
     waiting: list[deque] = [deque() for _ in range(inst.processes)]
     gil_held = [False] * inst.processes
     gil_queue: list[deque] = [deque() for _ in range(inst.processes)]
-    free_cores = cores
-    core_queue: deque = deque()
+    conns = [inst.pool or UNBOUNDED] * inst.processes
+    conn_queue: list[deque] = [deque() for _ in range(inst.processes)]
+    # core pools: [free cores, FIFO of (request, kind of burst)]; the database's CPU on its own or the server's
+    server_cores = [max(1, round(inst.cores)), deque()]
+    db_cores = server_cores if inst.db_cores is None else [max(1, round(inst.db_cores)), deque()]
+    n_clients = clients or 0
+    process_of_client = [-1] * n_clients  # the process its connection stays with
+    held_for = [-1] * n_clients  # the process whose thread waits for its next request (Puma's fast inline)
+    in_row = [0] * n_clients  # requests served in a row on its connection by one thread
     issued = 0
+    cpu_s = 0.0
 
-    def issue(t: float) -> None:
+    def issue(t: float, client: int) -> None:
         nonlocal issued
         if issued < requests:
+            client_of[issued] = client
             at(t, ARRIVE, issued)
             issued += 1
 
@@ -336,69 +428,123 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
             gil_queue[p].append(r)
             return
         gil_held[p] = True
-        want_core(r, t)
+        want_core(server_cores, r, CPU_DONE, t)
 
-    def want_core(r: int, t: float) -> None:
-        nonlocal free_cores
-        if free_cores == 0:
-            core_queue.append(r)
+    def want_core(pool: list, r: int, kind: int, t: float) -> None:
+        if pool[0] == 0:
+            pool[1].append((r, kind))
             return
-        free_cores -= 1
-        at(t + cpu[r], CPU_DONE, r)
+        pool[0] -= 1
+        at(t + (cpu[r] if kind == CPU_DONE else db_cpu[r]), kind, r)
 
-    def queue_of(p: int) -> deque:
-        return shared if inst.accept == "shared" else waiting[p]
+    def free_core(pool: list, t: float) -> None:
+        pool[0] += 1
+        if pool[1]:
+            want_core(pool, *pool[1].popleft(), t)
 
     def release_gil(p: int, t: float) -> None:
         if gil_queue[p]:
-            want_core(gil_queue[p].popleft(), t)  # the GIL passes to the next waiter
+            want_core(server_cores, gil_queue[p].popleft(), CPU_DONE, t)  # the GIL passes to the next waiter
         else:
             gil_held[p] = False
 
+    def queue_of(p: int) -> deque:
+        return shared if shared_accept else waiting[p]
+
+    def query(r: int, t: float) -> None:
+        """A pooled connection held for the database's CPU, then the rest of the query."""
+        if db_cpu is not None:
+            want_core(db_cores, r, DB_CPU_DONE, t)
+        else:
+            at(t + db[r], DB_DONE, r)
+
+    def after_db(r: int, t: float) -> None:
+        at(t + io[r], IO_DONE, r)
+
+    def process_for(r: int, t: float) -> int:
+        if shared_accept:  # the process with the most free threads takes it
+            return max(range(inst.processes), key=lambda j: free_threads[j])
+        if clients is None:
+            return bind[r]
+        c = client_of[r]
+        if process_of_client[c] < 0:  # accepted by the least busy process, then it stays there
+            process_of_client[c] = max(range(inst.processes), key=lambda j: (free_threads[j], -len(waiting[j])))
+        return process_of_client[c]
+
     if clients is not None:
-        for _ in range(min(clients, requests)):
-            issue(work.outside / 2)
+        for c in range(min(clients, requests)):
+            issue(work.outside / 2, c)
     else:
-        issue(float(gaps[0]))
+        issue(gaps[0], 0)
     while events:
         t, _, kind, r = heapq.heappop(events)
         if kind == ARRIVE:
             arrival[r] = t - work.outside / 2  # the client sent it half the outside time earlier
             if gaps is not None and issued < requests:
-                issue(t + float(gaps[issued]))
-            # shared: the process with the most free threads takes it; else the one it is bound to
-            p = (max(range(inst.processes), key=lambda j: free_threads[j]) if inst.accept == "shared"
-                 else int(bind[r]))
+                issue(t + gaps[issued], 0)
+            c = client_of[r]
+            if inline and held_for[c] >= 0:  # its connection's thread has waited for it
+                p, held_for[c] = held_for[c], -1
+                free_threads[p] += 1
+                begin(r, p, t)
+                continue
+            p = process_for(r, t)
             if free_threads[p] > 0:
                 begin(r, p, t)
             else:
                 queue_of(p).append(r)
         elif kind == CPU_DONE:
             p = proc_of[r]
-            free_cores += 1
-            if core_queue:
-                want_core(core_queue.popleft(), t)
+            cpu_s += cpu[r]
+            free_core(server_cores, t)
             if not inst.blocking_io:
                 release_gil(p, t)
-            at(t + io[r], IO_DONE, r)
+            if db is None:
+                after_db(r, t)
+            elif conns[p] > 0:
+                conns[p] -= 1
+                query(r, t)
+            else:
+                conn_queue[p].append(r)
+        elif kind == DB_CPU_DONE:
+            if db_cores is server_cores:
+                cpu_s += db_cpu[r]
+            free_core(db_cores, t)
+            at(t + db[r], DB_DONE, r)
+        elif kind == DB_DONE:  # the connection passes to the next waiter of the process
+            p = proc_of[r]
+            if conn_queue[p]:
+                query(conn_queue[p].popleft(), t)
+            else:
+                conns[p] += 1
+            after_db(r, t)
         else:  # IO_DONE: the answer leaves; the thread takes the next waiter
             p = proc_of[r]
             if inst.blocking_io:
                 release_gil(p, t)
             done[r] = t + work.outside / 2
+            if clients is not None:
+                c = client_of[r]
+                in_row[c] += 1
+                if inline and (in_row[c] < inline or not queue_of(p)):
+                    held_for[c] = p  # the thread waits for the same connection's next request
+                    issue(done[r] + work.outside / 2, c)
+                    continue
+                in_row[c] = 0
+                issue(done[r] + work.outside / 2, c)
             free_threads[p] += 1
             if queue_of(p):
                 begin(queue_of(p).popleft(), p, t)
-            if clients is not None:
-                issue(done[r] + work.outside / 2)
-    responses = done - arrival
-    waits = start - (arrival + work.outside / 2)
+    arrivals, starts, dones = np.array(arrival), np.array(start), np.array(done)
+    waits = starts - (arrivals + work.outside / 2)
     served = np.bincount(proc_of, minlength=inst.processes)
-    return SimRun(arrival, waits, responses, served)
+    in_service = float((dones - starts).sum() - requests * work.outside / 2)
+    return InstanceRun(arrivals, waits, dones - arrivals, served, cpu_s, in_service)
 
 
 def instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
-             requests: int = 20_000, replications: int = 5, seed: int = 1) -> Summary:
+             arrival: str = "poisson", requests: int = 20_000, replications: int = 5, seed: int = 1) -> Summary:
     """``replications`` runs of one instance, summarized (the first 10% of each left out)."""
-    return summarize([simulate_instance(inst, work, clients=clients, rate=rate, requests=requests, seed=seed + k)
+    return summarize([simulate_instance(inst, work, clients=clients, rate=rate, arrival=arrival, requests=requests,
+                                        seed=seed + k)
                       for k in range(replications)])

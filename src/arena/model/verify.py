@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 from arena import stats
+from arena.model import simulated
+from arena.model.simulated import Simulated
 from arena.model.calibrate import Calibration, Observation, calibrate, server_config
 from arena.model.server import Prediction, predict_closed, predict_open
 from arena.results.aggregate import Cell
@@ -23,6 +27,8 @@ class Point:
     measured: float  # median throughput of the valid repetitions
     predicted: Prediction
     calibration_run: bool  # a level the calibration used (not a prediction)
+    measured_p99_ms: float | None = None  # median p99 of the valid repetitions
+    simulated: Simulated | None = None  # the simulator's prediction (compare(simulate=True))
 
     @property
     def error(self) -> float:
@@ -38,12 +44,20 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, model:
     return predict_open(cal.workload_model(), config, level)
 
 
-def compare(cells: list[Cell], observations: list[Observation], per_configuration: bool = False) -> tuple[
-        list[Point], dict[tuple, Calibration | str]]:
-    """Every cell with valid runs: measured and predicted. Calibrations per (server, workload) from
-    the lowest-load runs of all its configurations (or, ``per_configuration``, each configuration
-    from its own lowest-load runs: keyed (server, workload, processes, threads, pool)), or why there
-    is none."""
+def simulate(cal: Calibration, cell: Cell, **settings) -> Simulated:
+    """The simulator's prediction for a measured cell, its connections kept alive and its arrivals
+    spaced as they were."""
+    run = cell.runs[0]
+    return simulated.predict(cal, cell.processes, cell.threads, cell.model, cell.level, cell.pool,
+                             keep_alive=run.kept_alive, arrival=run.arrival, **settings)
+
+
+def compare(cells: list[Cell], observations: list[Observation], per_configuration: bool = False,
+            simulate_too: bool = False) -> tuple[list[Point], dict[tuple, Calibration | str]]:
+    """Every cell with valid runs: measured and predicted (and, ``simulate_too``, simulated).
+    Calibrations per (server, workload) from the lowest-load runs of all its configurations (or,
+    ``per_configuration``, each configuration from its own lowest-load runs: keyed (server,
+    workload, processes, threads, pool)), or why there is none."""
     calibrations: dict[tuple, Calibration | str] = {}
     points = []
     for c in cells:
@@ -71,22 +85,27 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
         low = min(o.level for o in mine if o.server == c.server and o.workload == c.workload)
         config = server_config(c.server, c.processes, c.threads, cal.cores)
         points.append(Point(c.label, c.server, c.workload, config.processes, config.threads, c.model, c.level,
-                            c.throughput.median, predicted, c.level == low))
+                            c.throughput.median, predicted, c.level == low,
+                            c.p99_us.median / 1000 if c.p99_us.median is not None else None,
+                            simulate(cal, c) if simulate_too and c.front is None else None))
     points.sort(key=lambda pt: (pt.workload, pt.label, pt.level))
     return points, calibrations
 
 
 def measured(cells: list[Cell], cal: Calibration, processes: int | None, threads: int | None,
-             pool: int | None = None) -> dict[tuple[str, float], float]:
-    """(model, level) -> median throughput of the valid runs of ``cal``'s server and workload in that
-    configuration (knobs left unset mean the server's defaults, on both sides)."""
+             pool: int | None = None, figure: str = "throughput") -> dict[tuple[str, float], float]:
+    """(model, level) -> median throughput (``figure`` "p99": p99 in ms) of the valid runs of
+    ``cal``'s server and workload in that configuration (knobs left unset mean the server's
+    defaults, on both sides)."""
     want = cal.config(processes, threads, pool)
     out = {}
     for c in cells:
         if c.server == cal.server and c.workload == cal.workload and c.throughput.median is not None:
             have = cal.config(c.processes, c.threads, c.pool)
             if (have.processes, have.threads, have.pool) == (want.processes, want.threads, want.pool):
-                out[(c.model, c.level)] = c.throughput.median
+                value = c.throughput.median if figure == "throughput" else c.p99_us.median and c.p99_us.median / 1000
+                if value is not None:
+                    out[(c.model, c.level)] = value
     return out
 
 
@@ -95,3 +114,11 @@ def mape(points: list[Point], predictions_only: bool = True) -> float | None:
     calibration's own level) unless ``predictions_only`` is False."""
     return stats.mape([(p.predicted.throughput, p.measured) for p in points
                        if not (predictions_only and p.calibration_run)])
+
+
+def p99_mape(points: list[Point], simulated_p99: bool) -> float | None:
+    """Mean absolute percentage error of p99 over the predicted points that have a measured p99
+    and a finite prediction: the simulator's (``simulated_p99``) or the mean-value model's."""
+    pairs = [((p.simulated.prediction if simulated_p99 else p.predicted).p99_ms, p.measured_p99_ms) for p in points
+             if not p.calibration_run and p.measured_p99_ms and (p.simulated or not simulated_p99)]
+    return stats.mape([(x, m) for x, m in pairs if math.isfinite(x)])

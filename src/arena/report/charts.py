@@ -338,6 +338,30 @@ def model_vs_measured(points, workload: str, many: bool, axis: str) -> Chart:
     return chart
 
 
+def p99_model_vs_measured(points, workload: str, many: bool, axis: str) -> Chart | None:
+    """Measured p99 (solid), the mean-value model's (dashed) and the simulator's (dotted, with its
+    95% interval over replications) per configuration; None where nothing was simulated."""
+    chart = Chart(_slug("model-p99", workload), "model", _title("p99: measured, predicted and simulated", workload, many),
+                  axis, "p99 ms", y_log=True,
+                  note="solid: measured (median of valid runs); dashed: the mean-value model; dotted: the simulator "
+                       "(band: 95% interval of its replications); both calibrated from each server's lowest-load runs")
+    by_label: dict[str, list] = {}
+    for pt in points:
+        if pt.workload == workload and pt.simulated is not None and pt.measured_p99_ms:
+            by_label.setdefault(pt.label, []).append(pt)
+    for label, pts in by_label.items():
+        pts.sort(key=lambda pt: pt.level)
+        xs = [pt.level for pt in pts]
+        finite = lambda v: v if math.isfinite(v) else None  # noqa: E731  (an overloaded open level)
+        chart.series.append(Series(label, xs, [pt.measured_p99_ms for pt in pts], color_key=label))
+        chart.series.append(Series(f"{label} (model)", xs, [finite(pt.predicted.p99_ms) for pt in pts], style="dash",
+                                   color_key=label))
+        chart.series.append(Series(f"{label} (simulated)", xs, [finite(pt.simulated.prediction.p99_ms) for pt in pts],
+                                   lo=[finite(pt.simulated.p99_lo_ms) for pt in pts],
+                                   hi=[finite(pt.simulated.p99_hi_ms) for pt in pts], style="dot", color_key=label))
+    return chart if chart.series else None
+
+
 def all_charts(cells: list[Cell], runs: list[Run]) -> list[Chart]:
     charts: list[Chart] = []
     names = workloads(cells)

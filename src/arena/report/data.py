@@ -213,21 +213,28 @@ def _ranking_table(title: str, cells: list[Cell]) -> Table:
 def model_section(cells: list[Cell], observations) -> Section:
     """The model's predictions against the measurements: chart, calibration, every point, USL fits."""
     from arena.model.calibrate import Calibration
-    from arena.model.verify import compare, mape
+    from arena.model.verify import compare, mape, p99_mape
 
     key, title, lead = SECTIONS[-1]
     section = Section(key, title, lead)
-    points, calibrations = compare(cells, observations)
+    points, calibrations = compare(cells, observations, simulate_too=True)
     if not points and not calibrations:
         return section
     names = workloads(cells)
     section.charts = [ch.model_vs_measured(points, w, len(names) > 1, ch.load_axis(cells)) for w in names
                       if any(pt.workload == w for pt in points)]
+    section.charts += [c for w in names if (c := ch.p99_model_vs_measured(points, w, len(names) > 1, ch.load_axis(cells)))]
     error = mape(points)
     predicted = [p for p in points if not p.calibration_run]
     section.paragraphs.append(f"Mean absolute percentage error of throughput: {error:.1f}% over {len(predicted)} "
                               "predicted points (the calibration level excluded)." if error is not None
                               else "No point to predict beyond the calibration level.")
+    sim_p99, mva_p99 = p99_mape(points, simulated_p99=True), p99_mape(points, simulated_p99=False)
+    if sim_p99 is not None and mva_p99 is not None:
+        section.paragraphs.append(
+            f"Mean absolute percentage error of p99: simulated {sim_p99:.1f}%, mean-value model {mva_p99:.1f}% "
+            "(the simulator runs each configuration with its server's accept discipline and the calibration's "
+            "measured service-time distributions; fleets behind a balancer are left to the mean-value model).")
     several = len({p.label for p in points}) > len({p.server for p in points})  # configurations of one server
     own, _ = compare(cells, observations, per_configuration=True) if several else ([], {})
     own_error = mape(own)
@@ -251,10 +258,11 @@ def model_section(cells: list[Cell], observations) -> Section:
     from arena.plan.experiment import level_label
 
     section.tables.append(Table(
-        ["configuration", "workload", "level", "measured req/s", "predicted req/s", "error", "predicted p99 ms",
-         "what binds (model)"],
+        ["configuration", "workload", "level", "measured req/s", "predicted req/s", "error", "measured p99 ms",
+         "predicted p99 ms", "simulated p99 ms", "what binds (model)"],
         [[p.label, p.workload, level_label(p.model, p.level), f"{p.measured:.1f}", f"{p.predicted.throughput:.1f}",
-          "calibration" if p.calibration_run else f"{100 * p.error:+.1f}%", nice(p.predicted.p99_ms),
+          "calibration" if p.calibration_run else f"{100 * p.error:+.1f}%", nice(p.measured_p99_ms),
+          nice(p.predicted.p99_ms), nice(p.simulated and p.simulated.prediction.p99_ms),
           p.predicted.binding] for p in points], "model", "Every point"))
     usl_rows = []
     for label, workload, fit in ch.usl_fits(cells):

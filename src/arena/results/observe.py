@@ -3,7 +3,8 @@ that knows where in a stored run the model's figures are."""
 
 from __future__ import annotations
 
-from arena.model.calibrate import Observation
+from arena.drivers.result import Histogram
+from arena.model.calibrate import Observation, Quantiles
 from arena.plan.experiment import Workload
 from arena.results.aggregate import MiB, mean_timing_ms
 from arena.results.runs import Run
@@ -44,6 +45,16 @@ def cpu_per_request_ms(run: Run) -> float | None:
     return max(cpu, 0.0) / answered * 1000 if answered > 0 else None
 
 
+def quantiles_ms(h: Histogram) -> Quantiles | None:
+    """A stored histogram (microseconds) as its quantile function in ms: its minimum at 0, its
+    percentiles, its maximum at 1."""
+    if not h.count or h.min is None or h.max is None:
+        return None
+    points = {0.0: h.min, **{float(q) / 100: v for q, v in h.percentiles.items()}, 1.0: h.max}
+    ordered = sorted(points.items())
+    return tuple((q, v / 1000) for q, v in ordered)
+
+
 def observation(run: Run, workload: Workload | None) -> Observation:
     m = run.load.measured
     app_cpu = m.server_timing.get("cpu")
@@ -54,7 +65,9 @@ def observation(run: Run, workload: Workload | None) -> Observation:
                        rt.mean / 1000 if rt and rt.mean is not None else None,
                        run.pss_bytes / MiB if run.pss_bytes else None,
                        workload.blocking_io if workload is not None else False,
-                       database_cpu_per_request_ms(run), database_cores(run), run.pool, run.db_max_connections)
+                       database_cpu_per_request_ms(run), database_cores(run), run.pool, run.db_max_connections,
+                       {k: q for k, h in m.server_timing.items() if (q := quantiles_ms(h)) is not None},
+                       run.kept_alive)
 
 
 def observations(runs: list[Run], workloads: dict[str, Workload]) -> list[Observation]:

@@ -131,6 +131,22 @@ class Run(Placement):
     topology: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def kept_alive(self) -> bool:
+        """Whether the connections reaching the server stayed open between requests: the clients' own
+        before a bare server; nginx's upstream keep-alive behind it; HAProxy keeps them by default."""
+        front = self.launch.get("topology") or {}
+        if front.get("proxy"):
+            return bool(front.get("upstream_keepalive", True))
+        if front.get("balancer"):
+            return True
+        return bool(self.load.config.get("keep_alive", True)) if self.load else True
+
+    @property
+    def arrival(self) -> str:
+        """An open load's arrivals: "constant" spacing (the drivers' default) or "poisson"."""
+        return (self.load.config.get("arrival") if self.load else None) or "constant"
+
+    @property
     def database(self) -> Database:
         return Database(self.db_connections, self.db_max_connections, self.db_refused, self.db_refused_first)
 

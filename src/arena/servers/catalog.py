@@ -144,6 +144,10 @@ class Server:
     # anew from one queue (no keep-alive, or a front process that queues for them), "per-process"
     # when a keep-alive connection stays with the process that accepted it.
     routing: str = "per-process"
+    # Requests a thread serves in a row on one kept-alive connection while others wait, before it
+    # takes a waiting one (for arena.model's simulator): Puma 5.6 reads a connection's next request
+    # inline (max_fast_inline, 10, waiting up to 0.2 s for it); 0: every request joins the queue.
+    inline_requests: int = 0
     options: Mapping[str, Option] = field(default_factory=dict)  # its named settings (COMMON_OPTIONS too)
     # How it binds a unix socket ({socket}) instead of host:port: (these parts of the command, those
     # parts instead); where the command has no such parts, the first of each is replaced in its
@@ -260,6 +264,7 @@ CATALOG: dict[str, Server] = {
                                                      "life; 20 s by default")},
             version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), install_hint=f"{APT} puma",
             description="single mode at 1 process (a thread pool); clustered above (forked workers x threads)",
+            inline_requests=10,
             unix=(("tcp://{host}:{port}",), ("unix://{socket}",)),
         ),
         Server(

@@ -1,0 +1,124 @@
+"""The simulator as a predictor: a calibrated server (model/calibrate.py) and a configuration become
+one simulated instance (model/sim.py), whose replications give the same figures as the mean-value
+model's (server.Prediction), tails included. Pure and seeded.
+
+What the calibration gives the simulator:
+- CPU per request: the app's own CPU as its lowest load's Server-Timing distribution (the stored
+  percentiles as a quantile function, runs averaged), moved to the server's CPU per request (the
+  server's own work is a constant added to the app's); without the app's figures, a lognormal of
+  that mean and the measured variability (exponential where none was measured);
+- I/O, the database's part (a pooled connection held for the database's CPU and the query's other
+  time) and the time outside the server: their calibrated means, the I/O and the query with the
+  shape of their Server-Timing distributions;
+- the accept discipline from the server's catalog entry: one shared queue, connections that stay
+  with the process that accepted them, and Puma's inline requests on a kept-alive connection
+  (servers.catalog.Server.inline_requests), where the clients kept their connections open.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from arena.model.calibrate import Calibration, Quantiles
+from arena.model.server import Prediction, binding, capacity, server_cpu_s
+from arena.model.sim import Dist, Empirical, Instance, InstanceRun, Sampler, Work, summarize, simulate_instance
+from arena.servers import catalog
+
+REQUESTS = 20_000  # simulated requests per replication: about 200 beyond the p99
+REPLICATIONS = 3
+
+
+def _seconds(q: Quantiles) -> Empirical:
+    return Empirical(tuple((p, v / 1000) for p, v in q))
+
+
+def _phase(cal: Calibration, name: str, mean_ms: float, fallback: Sampler) -> Sampler:
+    """A phase's measured shape at the calibrated mean, else ``fallback``."""
+    q = cal.phases_ms.get(name)
+    if q is None or mean_ms <= 0:
+        return fallback
+    return _seconds(q).with_mean(mean_ms / 1000)
+
+
+def work(cal: Calibration) -> Work:
+    """The calibrated demands of one request."""
+    cv2 = cal.cpu_cv2.value if cal.cpu_cv2 is not None else 1.0
+    cpu_s = cal.cpu_ms.value / 1000
+    shaped = (Dist("fixed", cpu_s) if cv2 < 1e-4 else Dist("exp", cpu_s) if abs(cv2 - 1) < 1e-6
+              else Dist("lognormal", cpu_s, math.sqrt(math.log1p(cv2))))
+    io_ms = cal.io_ms.value
+    db_ms = cal.db_ms.value if cal.db_ms else 0.0
+    db_cpu_ms = min(cal.db_cpu_ms.value, db_ms) if cal.db_ms and cal.db_cpu_ms else 0.0
+    return Work(cpu=_phase(cal, "cpu", cal.cpu_ms.value, shaped),
+                io=_phase(cal, "io", io_ms, Dist("fixed", io_ms / 1000)),
+                outside=cal.outside_ms.value / 1000,
+                db=_phase(cal, "db", db_ms - db_cpu_ms, Dist("fixed", (db_ms - db_cpu_ms) / 1000)) if db_ms else None,
+                db_cpu=Dist("exp", db_cpu_ms / 1000) if db_cpu_ms > 0 else None)
+
+
+def instance(cal: Calibration, processes: int | None, threads: int | None, pool: int | None = None,
+             keep_alive: bool | None = None) -> Instance:
+    """The configuration as the simulator's server, with its catalog entry's accept discipline
+    where the connections reaching it stay open (``keep_alive``; None: as at the calibration)."""
+    c = cal.config(processes, threads, pool)
+    s = catalog.get_server(cal.server)
+    kept = (cal.keep_alive if keep_alive is None else keep_alive) and c.routing == "per-process"
+    return Instance(c.processes, c.threads, c.cores, gil=c.gil, accept="per-process" if kept else "shared",
+                    blocking_io=cal.blocking_io, inline=s.inline_requests if kept else 0,
+                    pool=c.pool if cal.db_ms else None, db_cores=c.db_cores)
+
+
+def discipline(inst: Instance) -> str:
+    """How the simulated server takes its requests, in words."""
+    if inst.accept == "shared":
+        return "one shared accept queue"
+    inline = f"; a thread serves up to {inst.inline} requests in a row on a kept-alive connection" if inst.inline else ""
+    return "each connection stays with the process that accepted it" + inline
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """A prediction by simulation, with the 95% interval of its p99 over the replications."""
+
+    prediction: Prediction
+    p99_lo_ms: float
+    p99_hi_ms: float
+    instance: Instance
+
+
+def predict(cal: Calibration, processes: int | None, threads: int | None, model: str, level: float,
+            pool: int | None = None, *, keep_alive: bool | None = None, arrival: str = "constant",
+            requests: int = REQUESTS, replications: int = REPLICATIONS, seed: int = 1) -> Simulated:
+    """The configuration simulated at a closed load of ``level`` clients or an open one of ``level``
+    requests/s (``arrival``: "constant" spacing, arena-load's default, or "poisson"), its
+    connections kept alive or not (``keep_alive``; None: as at the calibration). An open load at or beyond the server's capacity (the mean-value model's, exact for
+    throughput) is overloaded, as the mean-value model says: no steady state to simulate."""
+    inst = instance(cal, processes, threads, pool, keep_alive)
+    w, config = work(cal), cal.config(processes, threads, pool)
+    wl = cal.workload_model()
+    if model == "open":
+        cap = capacity(wl, config)
+        if level >= cap:
+            return Simulated(Prediction(level, cap, math.inf, math.inf, math.inf,
+                                        min(1.0, cap * server_cpu_s(wl, config.db_cores) / config.cores),
+                                        float(config.slots), math.inf,
+                                        f"overloaded: {level:g} req/s >= capacity {cap:.1f} req/s", overloaded=True),
+                             math.inf, math.inf, inst)
+    load = dict(clients=int(level)) if model == "closed" else dict(rate=level, arrival=arrival)
+    runs: list[InstanceRun] = [simulate_instance(inst, w, requests=requests, seed=seed + k, **load)
+                               for k in range(replications)]
+    s = summarize(runs)
+    skip = int(requests * 0.1)
+    span = sum(float((r.arrivals + r.responses).max() - r.arrivals.min()) for r in runs)
+    x = s.throughput.mean
+    cpu_util = min(1.0, sum(r.cpu_s for r in runs) / span / config.cores)
+    busy = sum(r.in_service_s for r in runs) / span
+    queued = x * s.wait_mean.mean
+    mean_ms = float(np.mean([r.responses[skip:].mean() for r in runs])) * 1000
+    p99 = s.response["p99"]
+    return Simulated(Prediction(level, x, mean_ms, s.response["p50"].mean * 1000, p99.mean * 1000, cpu_util, busy, queued,
+                                binding(wl, config, cpu_util, busy, queued, x)),
+                     p99.lo * 1000, p99.hi * 1000, inst)
