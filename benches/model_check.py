@@ -2,7 +2,9 @@
 
 Runs the sweep (about 4 minutes; skipped when the store already holds it), calibrates each server
 from its concurrency-1 runs only, predicts every other point, and prints predicted against measured
-with the mean absolute percentage error (MAPE) of throughput, per server and overall. Then the
+with the mean absolute percentage error (MAPE) of throughput, per server and overall; then the p99
+of every point measured, by the mean-value model and by the simulator (each server's accept
+discipline, the calibration's Server-Timing distributions), with each one's p99 MAPE per server. Then the
 model-guided search: for each server at the highest load, run only the model's top third of the
 grid (here: look those runs up) and compare the best of them with the best of the whole grid.
 
@@ -12,6 +14,7 @@ grid (here: look those runs up) and compare the best of them with the best of th
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.experiments import results  # noqa: E402
 from arena.model.recommend import candidates, guided_choice  # noqa: E402
-from arena.model.verify import compare, mape  # noqa: E402
+from arena.model.verify import compare, mape, p99_mape  # noqa: E402
 from arena.results.store import Store  # noqa: E402
 
 EXPERIMENT = ROOT / "scenarios" / "model-check.toml"
@@ -39,7 +42,7 @@ def main() -> int:
     with Store(args.store) as store:
         res = results(store, "model-check")
     runs = res.runs
-    points, calibrations = compare(res.cells, res.observations())
+    points, calibrations = compare(res.cells, res.observations(), simulate_too=True)
     for (server, workload), cal in calibrations.items():
         print(f"{server}: " + (cal if isinstance(cal, str) else
                                f"CPU {cal.cpu_ms} ms, I/O {cal.io_ms} ms, outside {cal.outside_ms} ms per request"))
@@ -52,6 +55,18 @@ def main() -> int:
     for server in dict.fromkeys(p.server for p in points):
         print(f"MAPE {server}: {mape([p for p in points if p.server == server]):.1f}%")
     print(f"MAPE overall: {mape(points):.1f}% over {sum(not p.calibration_run for p in points)} predicted points\n")
+
+    print(f"{'configuration':34} {'load':>6} {'p99 measured':>12} {'model':>9} {'simulated':>9}  (ms)")
+    for p in points:
+        sim = p.simulated.prediction
+        print(f"{p.label:34} {'c=%d' % p.level:>6} {p.measured_p99_ms or 0:12.1f} {p.predicted.p99_ms:9.1f} "
+              f"{sim.p99_ms:9.1f}" + ("  (calibration)" if p.calibration_run else ""))
+    for server in dict.fromkeys(p.server for p in points):
+        mine = [p for p in points if p.server == server]
+        sim_x = mape([replace(p, predicted=p.simulated.prediction) for p in mine])
+        print(f"{server}: p99 MAPE simulated {p99_mape(mine, True):.1f}%, mean-value model {p99_mape(mine, False):.1f}%; "
+              f"throughput MAPE simulated {sim_x:.1f}%, mean-value model {mape(mine):.1f}%")
+    print()
 
     for server, cal in calibrations.items():
         if isinstance(cal, str):

@@ -208,3 +208,27 @@ def test_verification_runs_the_users_app_as_the_experiment_gave_it(monkeypatch, 
     assert sorted(dict(c.settings)["yjit"] for c in puma) == [False, True]  # the entry's grid is kept
     assert all(c.user_app and Path(c.user_app.user.source) == file.parent / "config.ru" for c in exp.servers)
     assert exp.workloads[0].mix is not None and exp.levels[0].value == 12 and exp.repetitions == 1
+
+
+def test_arena_predict_sim_prints_the_simulators_figures_beside_the_models(capsys):
+    """From the fixture's runs: the calibration carries the app's Server-Timing distributions, and
+    --sim adds the simulated throughput and p99 (with its interval) and the discipline it used."""
+    cal = calibrate(results_obs(), "puma")
+    assert "cpu" in cal.phases_ms and cal.phases_ms["cpu"][0][0] == 0.0 and cal.phases_ms["cpu"][-1][0] == 1.0
+    assert main(["predict", NAME, "--store", STORE, "--server", "puma", "--processes", "2", "--threads", "2",
+                 "--sim"]) == 0
+    out = capsys.readouterr().out
+    assert "sim p99 ms (95% CI)" in out and "measured p99 ms" in out
+    assert "simulated: each connection stays with the process that accepted it; a thread serves up to 10" in out
+
+
+def test_arena_recommend_sim_ranks_by_the_simulator(capsys):
+    assert main(["recommend", NAME, "--store", STORE, "--concurrency", "4", "--servers", "gunicorn-gthread", "--sim",
+                 "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "best simulated configurations" in out and "best: gunicorn-gthread" in out
+
+
+def results_obs():
+    with Store(STORE) as s:
+        return results(s, NAME).observations()

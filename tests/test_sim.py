@@ -169,3 +169,110 @@ def test_arena_simulate_says_what_one_server_needs(capsys):
 
     assert main(["simulate", "--processes", "1", "--cpu", "fixed:5ms"]) == 2
     assert capsys.readouterr().err == "arena: error: --processes: one server needs --cpu and one of --concurrency or --rate\n"
+
+
+# ---------------------------------------------------------------------- disciplines, phases, calibrated predictions
+
+from arena.model import simulated  # noqa: E402
+from arena.model.sim import Empirical, Instance, Work, instance, simulate_instance  # noqa: E402
+
+
+def test_pumas_inline_requests_hold_a_connection_for_ten_while_the_rest_wait():
+    """1 process x 2 threads, 12 kept-alive clients, 5 ms CPU + 15 ms I/O (about 20 ms each). With
+    Puma's discipline a thread serves 10 requests of one connection in a row while the other 10
+    connections wait, so a waiting connection waits for 10/2 sessions of 10 x 20 ms: about 1 s,
+    while most requests (the inline ones) take 20 ms. FIFO: every request waits its turn, 12 x 20 /
+    2 = 120 ms, and no tail of seconds."""
+    w = Work(Dist("fixed", 0.005), Dist("fixed", 0.015), outside=0.0003)
+    puma = instance(Instance(1, 2, 2, accept="per-process", inline=10), w, clients=12, requests=10_000, replications=2)
+    fifo = instance(Instance(1, 2, 2, accept="per-process"), w, clients=12, requests=10_000, replications=2)
+    assert puma.response["p50"].mean < 0.025 and 0.8 < puma.response["p99"].mean < 1.3, puma.response
+    assert 0.11 < fifo.response["p50"].mean < 0.13 and fifo.response["p99"].mean < 0.15, fifo.response
+    assert abs(puma.throughput.mean - fifo.throughput.mean) / fifo.throughput.mean < 0.03
+    # as many threads as clients: nobody waits, the discipline changes nothing
+    few = instance(Instance(1, 4, 2, accept="per-process", inline=10), w, clients=4, requests=4000, replications=1)
+    assert few.response["p99"].mean < 0.03
+    # every request is answered, the last ones too (a thread does not wait for a request never sent)
+    run = simulate_instance(Instance(1, 2, 2, accept="per-process", inline=10), w, clients=12, requests=3000)
+    assert run.responses.min() > 0.019 and run.waits.min() >= 0
+
+
+def test_least_busy_accept_spreads_connections_where_a_race_may_not():
+    """2 single-thread processes, 2 clients, 10 ms fixed work: accepted by the least busy process,
+    one connection each (twice the throughput of one process); accepted at random, some seeds put
+    both on one process."""
+    w = Work(Dist("fixed", 0.001), Dist("fixed", 0.009))
+    spread = [simulate_instance(Instance(2, 1, 2, accept="per-process", least_busy=True), w, clients=2, requests=400,
+                                seed=s) for s in range(1, 9)]
+    assert all(r.served.tolist() == [200, 200] for r in spread)
+    raced = [simulate_instance(Instance(2, 1, 2, accept="per-process"), w, clients=2, requests=400, seed=s)
+             for s in range(1, 9)]
+    assert any(sorted(r.served.tolist()) == [0, 400] for r in raced)
+
+
+def test_constant_arrivals_below_capacity_never_queue():
+    """Arrivals every 10 ms (arena-load's default spacing), 8 ms of fixed work: D/D/1 waits zero,
+    where Poisson arrivals at the same rate queue."""
+    w = Work(Dist("fixed", 0.008), Dist("fixed", 0.0))
+    even = simulate_instance(Instance(1, 1, 1), w, rate=100, arrival="constant", requests=2000)
+    poisson = simulate_instance(Instance(1, 1, 1), w, rate=100, requests=2000)
+    assert even.waits.max() < 1e-9 and poisson.waits.mean() > 0.005
+
+
+def test_the_pool_binds_where_it_is_smaller_than_the_threads():
+    """4 threads, 10 ms holding a connection and little else: one connection serves about 100
+    requests/s, four about 400."""
+    w = Work(Dist("fixed", 0.0001), Dist("fixed", 0.0), db=Dist("fixed", 0.01))
+    one = instance(Instance(1, 4, 2, pool=1), w, clients=8, requests=4000, replications=1).throughput.mean
+    four = instance(Instance(1, 4, 2, pool=4), w, clients=8, requests=4000, replications=1).throughput.mean
+    assert 95 < one < 101 and 370 < four < 401, (one, four)
+
+
+def test_the_databases_cpu_on_the_servers_core_competes_with_the_app():
+    """1 core: 5 ms of app CPU and 5 ms of the database's CPU per request: at most 100 requests/s
+    when they share the core; 200 with a core of its own."""
+    w = Work(Dist("fixed", 0.005), Dist("fixed", 0.0), db=Dist("fixed", 0.0), db_cpu=Dist("fixed", 0.005))
+    shared = instance(Instance(2, 8, 1, pool=8), w, clients=32, requests=4000, replications=1)
+    own = instance(Instance(2, 8, 1, pool=8, db_cores=1), w, clients=32, requests=4000, replications=1)
+    assert 95 < shared.throughput.mean < 101 and 190 < own.throughput.mean < 201
+
+
+def test_an_empirical_distribution_is_its_quantile_function():
+    uniform = Empirical(((0.0, 0.0), (1.0, 1.0)))
+    x = uniform.draw(np.random.default_rng(3), 100_000)
+    assert abs(x.mean() - 0.5) < 0.01 and uniform.mean == pytest.approx(0.5)
+    assert abs(np.quantile(x, 0.9) - 0.9) < 0.01
+    up = uniform.with_mean(0.8)  # more than it has: the rest is a constant added
+    assert up.mean == pytest.approx(0.8) and up.draw(np.random.default_rng(1), 1000).min() >= 0.3
+    down = uniform.with_mean(0.25)  # less: scaled down
+    assert down.mean == pytest.approx(0.25) and down.draw(np.random.default_rng(1), 1000).max() <= 0.5
+
+
+def _given(server: str):
+    from arena.app.model import given_calibration
+
+    return given_calibration(server, 2.0, cpu_ms=5.0, io_ms=15.0, outside_ms=0.3)
+
+
+def test_the_calibrated_instance_takes_the_servers_discipline():
+    puma = simulated.instance(_given("puma"), 1, 2)
+    assert (puma.accept, puma.inline, puma.least_busy) == ("per-process", 10, True)
+    assert simulated.instance(_given("puma"), 1, 2, keep_alive=False).accept == "shared"
+    gthread = simulated.instance(_given("gunicorn-gthread"), 2, 4)
+    assert (gthread.accept, gthread.inline, gthread.least_busy) == ("per-process", 0, False)
+    assert simulated.instance(_given("unicorn"), 2, None).accept == "shared"
+    assert "10 requests in a row" in simulated.discipline(puma)
+
+
+def test_a_simulated_prediction_beside_the_mean_value_models():
+    """Puma 1 x 2 at 12 clients: the same throughput as the mean-value model, a p99 of about a
+    second where the model's FIFO queue says about 0.2 s; an open load beyond capacity overloads."""
+    from arena.model.verify import predict as mva
+
+    cal = _given("puma")
+    sim = simulated.predict(cal, 1, 2, "closed", 12, requests=8000, replications=2)
+    model = mva(cal, 1, 2, "closed", 12)
+    assert abs(sim.prediction.throughput - model.throughput) / model.throughput < 0.05
+    assert sim.prediction.p99_ms > 4 * model.p99_ms and sim.p99_lo_ms <= sim.prediction.p99_ms <= sim.p99_hi_ms
+    assert "threads" in sim.prediction.binding
+    assert simulated.predict(cal, 1, 2, "open", 500).prediction.overloaded

@@ -176,14 +176,16 @@ class SimRun:
         return len(done) / (done.max() - self.arrivals.min()) if len(done) > 1 else 0.0
 
 
-def simulate_fleet(instances: int, policy: str, rate: float, service: Dist, requests: int, *,
-                   slots: int = 1, seed: int = 1) -> SimRun:
-    """``requests`` Poisson arrivals at ``rate`` per second, each served for a draw of ``service``
-    by the instance the policy picks (or, for ``central``, by the first free slot of any)."""
+def simulate_fleet(instances: int, policy: str, rate: float, service: Sampler, requests: int, *,
+                   slots: int = 1, seed: int = 1, arrival: str = "poisson") -> SimRun:
+    """``requests`` arrivals at ``rate`` per second (``arrival``: "poisson", or "constant" spacing
+    as arena-load's open model sends by default), each served for a draw of ``service`` by the
+    instance the policy picks (or, for ``central``, by the first free slot of any)."""
     if policy not in FLEET_POLICIES:
         raise ArenaError(f"policy: must be one of {', '.join(FLEET_POLICIES)}, got '{policy}'")
     rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1 / rate, requests))
+    arrivals = (np.arange(1, requests + 1) / rate if arrival == "constant"
+                else np.cumsum(rng.exponential(1 / rate, requests)))
     work = service.draw(rng, requests)
     picks = rng.integers(0, instances, size=(requests, 2))  # drawn up front: one stream per use
     waits = np.empty(requests)
@@ -272,10 +274,11 @@ def summarize(runs: list[SimRun], warmup: float = 0.1) -> Summary:
         replications=len(runs))
 
 
-def fleet(instances: int, policy: str, rate: float, service: Dist, requests: int, *, slots: int = 1,
-          replications: int = 5, seed: int = 1) -> Summary:
+def fleet(instances: int, policy: str, rate: float, service: Sampler, requests: int, *, slots: int = 1,
+          replications: int = 5, seed: int = 1, arrival: str = "poisson") -> Summary:
     """``replications`` independent runs (seeds seed, seed + 1, ...), summarized."""
-    return summarize([simulate_fleet(instances, policy, rate, service, requests, slots=slots, seed=seed + r)
+    return summarize([simulate_fleet(instances, policy, rate, service, requests, slots=slots, seed=seed + r,
+                                     arrival=arrival)
                       for r in range(replications)])
 
 
@@ -312,8 +315,9 @@ class Instance:
 
     ``accept``: "shared" (one accept queue: any process with a free thread takes the next request,
     as Unicorn, gunicorn sync and Passenger do) or "per-process" (a kept-alive connection stays with
-    the process that accepted it, the one with the most free threads when it first arrived; each
-    process takes its waiting requests in arrival order). ``inline``: the requests a thread serves
+    the process that accepted it: the one that won the race to accept it, at random, or,
+    ``least_busy``, the one with the most free threads when it arrived; each process takes its
+    waiting requests in arrival order). ``inline``: the requests a thread serves
     in a row on one kept-alive connection, waiting up to ``inline_wait_s`` for its next request,
     before it hands the connection back and takes a waiting one; it keeps going past that while
     nobody waits (Puma 5.6: max_fast_inline 10 and FAST_TRACK_KA_TIMEOUT 0.2 s; 0: every request
@@ -329,6 +333,7 @@ class Instance:
     blocking_io: bool = False
     inline: int = 0
     inline_wait_s: float = 0.2
+    least_busy: bool = False
     pool: int | None = None
     db_cores: float | None = None
 
@@ -362,9 +367,9 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
     connections (each sends its next request when its answer is back) or arrivals at ``rate``
     (``arrival``: "poisson", or "constant" spacing as arena-load's open model sends by default; each
     bound to a process at random where connections stay with one); response times include
-    ``work.outside``. Cores are shared by
-    the processes (one per CPU burst), a process's CPU bursts take its GIL in turn (FIFO, whole
-    bursts: the switch interval is left out)."""
+    ``work.outside``. Cores are shared by the processes (one per CPU burst), a process's CPU bursts
+    take its GIL in turn (FIFO, whole bursts: the switch interval and the kernel's time slices are
+    left out)."""
     if (clients is None) == (rate is None):
         raise ValueError("give clients or rate")
     rng = np.random.default_rng(seed)
@@ -461,14 +466,17 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
     def after_db(r: int, t: float) -> None:
         at(t + io[r], IO_DONE, r)
 
-    def process_for(r: int, t: float) -> int:
+    def process_for(r: int) -> int:
         if shared_accept:  # the process with the most free threads takes it
             return max(range(inst.processes), key=lambda j: free_threads[j])
         if clients is None:
             return bind[r]
         c = client_of[r]
-        if process_of_client[c] < 0:  # accepted by the least busy process, then it stays there
-            process_of_client[c] = max(range(inst.processes), key=lambda j: (free_threads[j], -len(waiting[j])))
+        if process_of_client[c] < 0:  # accepted by whichever process wins the race, then it stays there
+            if inst.least_busy:  # the process with the most free threads takes it
+                process_of_client[c] = max(range(inst.processes), key=lambda j: (free_threads[j], -len(waiting[j])))
+            else:
+                process_of_client[c] = bind[r]
         return process_of_client[c]
 
     if clients is not None:
@@ -488,7 +496,7 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
                 free_threads[p] += 1
                 begin(r, p, t)
                 continue
-            p = process_for(r, t)
+            p = process_for(r)
             if free_threads[p] > 0:
                 begin(r, p, t)
             else:
@@ -526,7 +534,7 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
             if clients is not None:
                 c = client_of[r]
                 in_row[c] += 1
-                if inline and (in_row[c] < inline or not queue_of(p)):
+                if inline and issued < requests and (in_row[c] < inline or not queue_of(p)):
                     held_for[c] = p  # the thread waits for the same connection's next request
                     issue(done[r] + work.outside / 2, c)
                     continue

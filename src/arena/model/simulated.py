@@ -68,6 +68,7 @@ def instance(cal: Calibration, processes: int | None, threads: int | None, pool:
     kept = (cal.keep_alive if keep_alive is None else keep_alive) and c.routing == "per-process"
     return Instance(c.processes, c.threads, c.cores, gil=c.gil, accept="per-process" if kept else "shared",
                     blocking_io=cal.blocking_io, inline=s.inline_requests if kept else 0,
+                    least_busy=s.accept == "least-busy",
                     pool=c.pool if cal.db_ms else None, db_cores=c.db_cores)
 
 

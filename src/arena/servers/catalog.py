@@ -148,6 +148,10 @@ class Server:
     # takes a waiting one (for arena.model's simulator): Puma 5.6 reads a connection's next request
     # inline (max_fast_inline, 10, waiting up to 0.2 s for it); 0: every request joins the queue.
     inline_requests: int = 0
+    # How a kept-alive connection finds its process (for the simulator): "least-busy" where a worker
+    # accepts only with a thread free (Puma's wait_until_not_full), so connections spread evenly;
+    # "race" where any worker accepts whenever it wakes (gunicorn gthread, uvicorn workers).
+    accept: str = "race"
     options: Mapping[str, Option] = field(default_factory=dict)  # its named settings (COMMON_OPTIONS too)
     # How it binds a unix socket ({socket}) instead of host:port: (these parts of the command, those
     # parts instead); where the command has no such parts, the first of each is replaced in its
@@ -264,7 +268,7 @@ CATALOG: dict[str, Server] = {
                                                      "life; 20 s by default")},
             version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), install_hint=f"{APT} puma",
             description="single mode at 1 process (a thread pool); clustered above (forked workers x threads)",
-            inline_requests=10,
+            inline_requests=10, accept="least-busy",
             unix=(("tcp://{host}:{port}",), ("unix://{socket}",)),
         ),
         Server(
