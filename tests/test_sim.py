@@ -169,6 +169,21 @@ def test_arena_simulate_says_what_one_server_needs(capsys):
 
     assert main(["simulate", "--processes", "1", "--cpu", "fixed:5ms"]) == 2
     assert capsys.readouterr().err == "arena: error: --processes: one server needs --cpu and one of --concurrency or --rate\n"
+    assert main(["simulate", "--processes", "1", "--cpu", "fixed:5ms", "--concurrency", "4", "--inline", "10"]) == 2
+    assert "--inline/--least-busy: they need --accept per-process" in capsys.readouterr().err
+
+
+def test_arena_simulate_pumas_discipline(capsys):
+    """--accept per-process --inline 10: Puma's tail, said in the header."""
+    from arena.cli import main
+
+    assert main(["simulate", "--processes", "1", "--threads", "2", "--cores", "2", "--cpu", "fixed:5ms", "--io",
+                 "fixed:15ms", "--concurrency", "12", "--accept", "per-process", "--inline", "10",
+                 "--replications", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "a thread serves up to 10 requests in a row on a kept-alive connection" in out
+    row = next(line for line in out.splitlines() if line.startswith("│"))
+    assert float(row.split("│")[5].split()[0]) > 800  # p99 ms: about a second
 
 
 # ---------------------------------------------------------------------- disciplines, phases, calibrated predictions

@@ -35,6 +35,17 @@ def test_hdr_quantile_is_nearest_rank_at_the_histograms_precision():
     assert stats.hdr_value_at_quantile(HdrHistogram(1, 100, 3), 0.5) == 0
 
 
+def test_hdr_quantiles_in_one_pass_give_the_same_answers():
+    h = HdrHistogram(1, 3_600_000_000, 3)
+    for v in range(1, 472):
+        h.record_value(v)
+    h.record_value(1_000_000, 5)  # 476 values: the median is the 238th
+    qs = [0.0, 0.25, 0.5, 0.9, 0.99, 0.995, 1.0]
+    assert stats.hdr_quantiles(h, qs) == [stats.hdr_value_at_quantile(h, q) for q in qs]
+    assert stats.hdr_quantiles(h, [0.5, 0.99]) == [238, big := h.get_highest_equivalent_value(1_000_000)] and big > 1e6
+    assert stats.hdr_quantiles(HdrHistogram(1, 100, 3), [0.5, 1.0]) == [0, 0]
+
+
 def test_median():
     assert stats.median([3, 1, 2]) == 2 and stats.median([4, 1, 3, 2]) == 2.5
 

@@ -6,6 +6,7 @@ from rich.table import Table
 
 from arena.cli.args import count, duration, listof, positive
 from arena.errors import ArenaError
+from arena.model.simulated import discipline
 from arena.model.sim import (FLEET_POLICIES, Dist, Estimate, Instance, Summary, Work, fleet, instance, instances_for,
                               parse_dist)
 
@@ -52,7 +53,13 @@ def add(sub) -> None:
     si.add_argument("--cores", type=positive("--cores", lo=1, hi=4096), default=1.0, help="one server: its cores")
     si.add_argument("--no-gil", action="store_true", help="one server: a runtime without a GIL")
     si.add_argument("--accept", choices=("shared", "per-process"), default="shared",
-                    help="one server: one accept queue, or each request bound to a process on arrival")
+                    help="one server: one accept queue, or each connection bound to the process that accepted it")
+    si.add_argument("--least-busy", action="store_true",
+                    help="one server, --accept per-process: the process with the most free threads accepts "
+                         "(Puma); else the one that wins the race, at random")
+    si.add_argument("--inline", type=count("--inline", 0, 1_000_000), default=0,
+                    help="one server, closed load: requests a thread serves in a row on a kept-alive connection "
+                         "while others wait (Puma 5.6: 10; default 0: every request joins the queue)")
     si.add_argument("--blocking-io", action="store_true", help="one server: the I/O wait holds its process")
     si.add_argument("--cpu", type=_dist, help="one server: CPU per request, e.g. exp:mean=5ms")
     si.add_argument("--io", type=_dist, help="one server: I/O wait per request, e.g. fixed:15ms (default none)")
@@ -64,7 +71,9 @@ def add(sub) -> None:
                     help=f"balancer policies to compare, comma-separated: {', '.join(FLEET_POLICIES)} "
                          "(central: one queue in the balancer, each instance takes --slots at a time)")
     si.add_argument("--slots", type=count("--slots", 1, 4096), default=1, help="requests an instance serves at once")
-    si.add_argument("--rate", type=positive("--rate", hi=1e7), help="Poisson arrivals per second")
+    si.add_argument("--rate", type=positive("--rate", hi=1e7), help="arrivals per second")
+    si.add_argument("--arrival", choices=("poisson", "constant"), default="poisson",
+                    help="with --rate: Poisson arrivals (default) or constant spacing (arena-load's open model)")
     si.add_argument("--service", type=_dist,
                     help="service time, e.g. weibull:shape=0.46,median=50ms,min=10ms,max=30s or lognormal:mean=50ms,sigma=1.5")
     si.add_argument("--duration", type=duration("--duration", 24 * 3600.0), default=300.0,
@@ -102,6 +111,10 @@ def _requests(args) -> int:
     return requests
 
 
+def _arrivals(args) -> str:
+    return f"{'Poisson' if args.arrival == 'poisson' else 'evenly spaced'} arrivals at {args.rate:g}/s"
+
+
 def _how(requests: int, replications: int) -> str:
     return f"{requests} requests x {replications} replications (the first 10% of each left out); mean (95% interval)"
 
@@ -112,8 +125,8 @@ def run(args, out) -> int:
     if args.rate is None or args.service is None:
         raise ArenaError("--instances: a fleet needs --rate and --service")
     requests = _requests(args)
-    common = dict(slots=args.slots, replications=args.replications, seed=args.seed)
-    out.print(f"{args.instances} instance(s) x {args.slots} slot(s), Poisson arrivals at {args.rate:g}/s, "
+    common = dict(slots=args.slots, replications=args.replications, seed=args.seed, arrival=args.arrival)
+    out.print(f"{args.instances} instance(s) x {args.slots} slot(s), {_arrivals(args)}, "
               f"service {args.service.text}; {_how(requests, args.replications)}", highlight=False)
     table = Table("policy", *COLUMNS)
     for policy in args.policy:
@@ -134,15 +147,17 @@ def run(args, out) -> int:
 def run_instance(args, out) -> int:
     if args.cpu is None or (args.concurrency is None) == (args.rate is None):
         raise ArenaError("--processes: one server needs --cpu and one of --concurrency or --rate")
+    if (args.inline or args.least_busy) and args.accept != "per-process":
+        raise ArenaError("--inline/--least-busy: they need --accept per-process (connections that stay with a process)")
     inst = Instance(args.processes, args.threads, args.cores, gil=not args.no_gil, accept=args.accept,
-                    blocking_io=args.blocking_io)
+                    blocking_io=args.blocking_io, inline=args.inline, least_busy=args.least_busy)
     work = Work(args.cpu, args.io or Dist("fixed", 0.0), args.outside)
     requests = _requests(args)
-    s = instance(inst, work, clients=args.concurrency, rate=args.rate, requests=requests,
+    s = instance(inst, work, clients=args.concurrency, rate=args.rate, arrival=args.arrival, requests=requests,
                  replications=args.replications, seed=args.seed)
-    load = f"{args.concurrency} closed-loop clients" if args.concurrency else f"Poisson arrivals at {args.rate:g}/s"
+    load = f"{args.concurrency} closed-loop clients" if args.concurrency else _arrivals(args)
     out.print(f"{args.processes} process(es) x {args.threads} thread(s) on {args.cores:g} core(s), "
-              f"{'a GIL per process' if inst.gil else 'no GIL'}, {args.accept} accept queue; CPU {args.cpu.text}, "
+              f"{'a GIL per process' if inst.gil else 'no GIL'}, {discipline(inst)}; CPU {args.cpu.text}, "
               f"I/O {work.io.text}{', holding the process' if inst.blocking_io else ''}, outside "
               f"{args.outside * 1e3:g} ms; {load}; {_how(requests, args.replications)}", highlight=False)
     table = Table(*COLUMNS)

@@ -282,13 +282,14 @@ def fleet(instances: int, policy: str, rate: float, service: Sampler, requests: 
                       for r in range(replications)])
 
 
-def instances_for(target_wait_s: float, policy: str, rate: float, service: Dist, requests: int, *,
-                  slots: int = 1, replications: int = 3, seed: int = 1, lo: int = 1, hi: int = 100_000) -> int | None:
+def instances_for(target_wait_s: float, policy: str, rate: float, service: Sampler, requests: int, *,
+                  slots: int = 1, replications: int = 3, seed: int = 1, arrival: str = "poisson", lo: int = 1,
+                  hi: int = 100_000) -> int | None:
     """The fewest instances whose mean queue time under ``policy`` is at most ``target_wait_s``
     (bisection; the mean wait falls as instances are added), or None beyond ``hi``."""
     def ok(n: int) -> bool:
         return fleet(n, policy, rate, service, requests, slots=slots, replications=replications,
-                     seed=seed).wait_mean.mean <= target_wait_s
+                     seed=seed, arrival=arrival).wait_mean.mean <= target_wait_s
 
     if not ok(hi):
         return None

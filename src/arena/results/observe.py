@@ -3,6 +3,7 @@ that knows where in a stored run the model's figures are."""
 
 from __future__ import annotations
 
+from arena import stats
 from arena.drivers.result import Histogram
 from arena.model.calibrate import Observation, Quantiles
 from arena.plan.experiment import Workload
@@ -45,14 +46,21 @@ def cpu_per_request_ms(run: Run) -> float | None:
     return max(cpu, 0.0) / answered * 1000 if answered > 0 else None
 
 
+# where a phase's quantile function is read: evenly to the 99th percentile, then closer in the tail
+QUANTILE_GRID = (*(i / 400 for i in range(397)), *(0.99 + i / 1000 for i in range(10)), 0.9995, 0.9999, 1.0)
+
+
 def quantiles_ms(h: Histogram) -> Quantiles | None:
-    """A stored histogram (microseconds) as its quantile function in ms: its minimum at 0, its
-    percentiles, its maximum at 1."""
+    """A stored histogram (microseconds) as its quantile function in ms: read from its HDR encoding
+    at QUANTILE_GRID where it has one (nearest rank, arena.stats), else its minimum at 0, its stored
+    percentiles and its maximum at 1."""
     if not h.count or h.min is None or h.max is None:
         return None
+    full = h.decode()
+    if full is not None:
+        return tuple((q, v / 1000) for q, v in zip(QUANTILE_GRID, stats.hdr_quantiles(full, list(QUANTILE_GRID))))
     points = {0.0: h.min, **{float(q) / 100: v for q, v in h.percentiles.items()}, 1.0: h.max}
-    ordered = sorted(points.items())
-    return tuple((q, v / 1000) for q, v in ordered)
+    return tuple((q, v / 1000) for q, v in sorted(points.items()))
 
 
 def observation(run: Run, workload: Workload | None) -> Observation:
