@@ -476,7 +476,9 @@ fn a_slow_reader_takes_its_time_and_the_server_feels_it() {
     let r = load(&url, &["-c", "1", "-n", "3", "--download", "4MiB/s"]);
     assert_eq!(n(&r["measured"]["requests"]["completed"]), 3);
     let p = p50(&r, "response_time");
-    assert!((495_000..=530_000).contains(&p), "p50 {p} us for 2 MiB at 4 MiB/s");
+    // 500 ms of segments plus the loop's timer wake-ups: on a machine running at half speed they
+    // added 30 ms, so the bound above allows 60 ms (a cap off by a tenth would still fail it)
+    assert!((495_000..=560_000).contains(&p), "p50 {p} us for 2 MiB at 4 MiB/s");
     assert_eq!(r["config"]["link"]["download_bps"], 4 * 1024 * 1024);
     let writes: Vec<Duration> = seen.try_iter().map(|s| s.writing).collect();
     assert_eq!(writes.len(), 3);
