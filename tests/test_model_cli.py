@@ -219,7 +219,7 @@ def test_arena_predict_sim_prints_the_simulators_figures_beside_the_models(capsy
                  "--sim"]) == 0
     out = capsys.readouterr().out
     assert "sim p99 ms (95% CI)" in out and "measured p99 ms" in out
-    assert "simulated: each connection stays with the process that accepted it; a thread serves up to 10" in out
+    assert "simulated: each connection stays with the process that accepted it (the least busy); a thread serves up to 10" in out
 
 
 def test_arena_recommend_sim_ranks_by_the_simulator(capsys):

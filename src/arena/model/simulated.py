@@ -4,7 +4,7 @@ model's (server.Prediction), tails included. Pure and seeded.
 
 What the calibration gives the simulator:
 - CPU per request: the app's own CPU as its lowest load's Server-Timing distribution (the stored
-  percentiles as a quantile function, runs averaged), moved to the server's CPU per request (the
+  HDR histogram read as a quantile function, runs averaged), moved to the server's CPU per request (the
   server's own work is a constant added to the app's); without the app's figures, a lognormal of
   that mean and the measured variability (exponential where none was measured);
 - I/O, the database's part (a pooled connection held for the database's CPU and the query's other
@@ -77,7 +77,8 @@ def discipline(inst: Instance) -> str:
     if inst.accept == "shared":
         return "one shared accept queue"
     inline = f"; a thread serves up to {inst.inline} requests in a row on a kept-alive connection" if inst.inline else ""
-    return "each connection stays with the process that accepted it" + inline
+    who = "the least busy" if inst.least_busy else "the first to take it"
+    return f"each connection stays with the process that accepted it ({who}){inline}"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ class Point:
     predicted: Prediction
     calibration_run: bool  # a level the calibration used (not a prediction)
     measured_p99_ms: float | None = None  # median p99 of the valid repetitions
-    simulated: Simulated | None = None  # the simulator's prediction (compare(simulate=True))
+    simulated: Simulated | None = None  # the simulator's prediction (compare(simulate_too=True))
 
     @property
     def error(self) -> float:
