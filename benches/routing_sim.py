@@ -45,8 +45,8 @@ def main() -> int:
         res = results(store, "routing")
     valid = [r for r in res.runs if r.valid and r.load]
     low = min(r.level for r in valid)
-    phases = [q for r in valid if r.level == low if (h := r.load.measured.server_timing.get("app"))
-              if (q := quantiles_ms(h))]
+    phases = [quantiles_ms(h) for r in valid if r.level == low if (h := r.load.measured.server_timing.get("app"))
+              if h.count]
     service = Empirical(tuple((p, v / 1000) for p, v in pooled(phases)))
     instances = (valid[0].launch.get("topology") or {}).get("instances", 4)
     print(f"service time (the app's, {len(phases)} runs at {low:g} req/s): mean {service.mean * 1e3:.1f} ms; "

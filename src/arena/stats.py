@@ -32,22 +32,13 @@ def quantile(values: list[float], q: float) -> float:
 
 def hdr_value_at_quantile(h, q: float) -> int:
     """Nearest-rank quantile of an hdrh HdrHistogram (0 when it is empty)."""
-    total = h.get_total_count()
-    if total == 0:
-        return 0
-    target = rank(q, total)
-    seen = 0
-    for index in range(h.counts_len):
-        seen += h.get_count_at_index(index)
-        if seen >= target:
-            value = h.get_value_from_index(index)
-            return h.get_lowest_equivalent_value(value) if q == 0 else h.get_highest_equivalent_value(value)
-    return 0
+    return hdr_quantiles(h, [q])[0]
 
 
 def hdr_quantiles(h, qs: list[float]) -> list[int]:
     """Nearest-rank quantiles of an hdrh HdrHistogram at each of ``qs``, in one pass over its
-    counts (hdr_value_at_quantile's answers; 0 for each when it is empty)."""
+    counts: the highest value equivalent to the bucket that holds each rank (the lowest for q = 0);
+    0 for each when it is empty."""
     import numpy as np
 
     counts = np.ctypeslib.as_array(h.counts)[: h.counts_len]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from arena.errors import ArenaError
+from arena.plan.clients import Clients
 from arena.plan.mix import Mix
 
 
@@ -39,6 +40,11 @@ class LoadSpec:
     seed: int = 1
     allow_remote: bool = False
     expect_status: str | None = None  # the statuses that count as success (None: 2xx and 3xx)
+
+    @property
+    def clients(self) -> Clients:
+        """The clients this load stands for (plan.clients: one owner of what a link is)."""
+        return Clients(self.keep_alive, self.delay_s, self.upload_bps, self.download_bps)
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,6 @@ class Capabilities:
         found = self.problems(model="open" if spec.rate is not None else "closed", requests=spec.requests is not None,
                               method=spec.method, keep_alive=spec.keep_alive, body=spec.body is not None,
                               expect_status=spec.expect_status, mix=spec.mix is not None,
-                              link=bool(spec.delay_s or spec.upload_bps or spec.download_bps))
+                              link=spec.clients.link)
         if found:
             raise ArenaError(f"driver = \"{self.tool}\": {found[0][2]}")

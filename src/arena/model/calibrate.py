@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -54,10 +54,35 @@ class Observation:
     pool: int | None = None  # database connections per process (None: the server's default)
     db_max_connections: int | None = None
     phases_ms: Mapping[str, Quantiles] = field(default_factory=dict)  # the app's Server-Timing distributions
-    keep_alive: bool = True  # the connections reaching the server stayed open (results/observe.kept_alive)
+    keep_alive: bool = True  # the connections reaching the server stayed open (results/runs.Run.kept_alive)
 
 
 Quantiles = tuple[tuple[float, float], ...]  # a distribution's quantile function: (probability, value) points
+
+
+class Lazy(Mapping[str, Quantiles]):
+    """Quantile functions by name, each made by ``make(name)`` when it is first asked for: reading a
+    stored histogram is the costly part, and the simulator asks for a few phases of the lowest load."""
+
+    def __init__(self, names: Iterable[str], make: Callable[[str], Quantiles]):
+        self._names, self._make, self._made = tuple(dict.fromkeys(names)), make, {}
+
+    def __getitem__(self, name: str) -> Quantiles:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._made:
+            self._made[name] = self._make(name)
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __reduce__(self):
+        """Pickled (to a process pool) as the plain dict it stands for."""
+        return dict, (dict(self.items()),)
 
 
 def pooled(functions: list[Quantiles]) -> Quantiles:
@@ -181,8 +206,8 @@ def calibrate(observations: list[Observation], server: str, workload: str | None
     cv2 = estimate([o.cpu_cv2 for o in lowest])
     base, per_p, per_t = memory_fit(mine)
     limit = min((o.db_max_connections for o in mine if o.db_max_connections), default=None)
-    phases = {name: pooled([o.phases_ms[name] for o in lowest if name in o.phases_ms])
-              for name in dict.fromkeys(n for o in lowest for n in o.phases_ms)}
+    phases = Lazy((n for o in lowest for n in o.phases_ms),
+                  lambda name: pooled([o.phases_ms[name] for o in lowest if name in o.phases_ms]))
     return Calibration(server, workload, lowest[0].cores, cpu, io, outside, app_cpu, gil,
                        other, lowest[0].blocking_io, cv2, base, per_p, per_t, db, db_cpu,
                        estimate([t["pool"] for t in timing if "pool" in t]), db_cores, limit, phases,

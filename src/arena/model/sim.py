@@ -74,12 +74,6 @@ class Dist:
         return body + clip
 
 
-    @property
-    def mean(self) -> float:
-        """The mean before clipping (the clipped mean is the simulation's to measure)."""
-        if self.kind == "weibull":
-            return self.b / math.log(2) ** (1 / self.a) * math.gamma(1 + 1 / self.a)
-        return self.a
 
 
 @dataclass(frozen=True)
@@ -109,12 +103,6 @@ class Empirical:
         if have <= 0:
             return Empirical(((0.0, mean), (1.0, mean)))
         return Empirical(self.points, shift=mean - have) if mean >= have else Empirical(self.points, scale=mean / have)
-
-    @property
-    def text(self) -> str:
-        qs = dict(self.points)
-        at = lambda q: (qs.get(q, 0.0) * self.scale + self.shift) * 1e3  # noqa: E731
-        return f"measured, mean {self.mean * 1e3:.3g} ms, p50 {at(0.5):.3g} ms, p99 {at(0.99):.3g} ms"
 
 
 Sampler = Dist | Empirical  # what a simulated phase draws its times from

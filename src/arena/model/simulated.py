@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from arena.model.calibrate import Calibration, Quantiles
-from arena.model.server import Prediction, binding, capacity, server_cpu_s
+from arena.model.server import Prediction, binding, capacity, predict_open
 from arena.model.sim import Dist, Empirical, Instance, InstanceRun, Sampler, Work, summarize, simulate_instance
 from arena.servers import catalog
 
@@ -101,14 +101,8 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, model:
     inst = instance(cal, processes, threads, pool, keep_alive)
     w, config = work(cal), cal.config(processes, threads, pool)
     wl = cal.workload_model()
-    if model == "open":
-        cap = capacity(wl, config)
-        if level >= cap:
-            return Simulated(Prediction(level, cap, math.inf, math.inf, math.inf,
-                                        min(1.0, cap * server_cpu_s(wl, config.db_cores) / config.cores),
-                                        float(config.slots), math.inf,
-                                        f"overloaded: {level:g} req/s >= capacity {cap:.1f} req/s", overloaded=True),
-                             math.inf, math.inf, inst)
+    if model == "open" and level >= capacity(wl, config):
+        return Simulated(predict_open(wl, config, level), math.inf, math.inf, inst)  # its overload answer
     load = dict(clients=int(level)) if model == "closed" else dict(rate=level, arrival=arrival)
     runs: list[InstanceRun] = [simulate_instance(inst, w, requests=requests, seed=seed + k, **load)
                                for k in range(replications)]

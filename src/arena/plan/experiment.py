@@ -385,14 +385,18 @@ def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") 
 def _workloads(top: _Reader, read_mix: bool) -> list[Workload]:
     """The [workload] or [[workloads]] of an experiment, each with its clients: the [clients]
     table (keep_alive at the top level is its default) and a workload's own ``clients`` over it."""
-    keep_alive = top.boolean("keep_alive", True)
-    cl = _Reader(top.file, _table(top, "clients"), "clients.")
-    default = read_clients(cl.table, Clients(keep_alive=keep_alive), cl.fail, lambda k, most: cl.duration(k, None, most))
+    default = _clients(top, "clients", Clients(keep_alive=top.boolean("keep_alive", True)))
     if "workloads" in top.table:
         return [_workload(_Reader(top.file, w, f"workloads[{i}]."), named=True, read_mix=read_mix, clients=default)
                 for i, w in enumerate(top.table["workloads"])]
     return [_workload(_Reader(top.file, _table(top, "workload"), "workload."), named=False, read_mix=read_mix,
                       clients=default)]
+
+
+def _clients(r: _Reader, key: str, default: Clients) -> Clients:
+    """A clients table under ``key`` of ``r`` over ``default`` (plan.clients reads it)."""
+    cl = _Reader(r.file, _table(r, key), f"{r.prefix}{key}.")
+    return read_clients(cl.table, default, cl.fail, lambda k, most: cl.duration(k, None, most))
 
 
 def _levels(ld: _Reader) -> list[Level]:
@@ -441,8 +445,7 @@ def _workload(r: _Reader, named: bool, read_mix: bool = True, clients: Clients =
               else {"path", "method", "expect_status", "mix"})
     levels = tuple(_levels(_Reader(r.file, _table(r, "load"), f"{r.prefix}load."))) if "load" in r.table else ()
     if "clients" in r.table:
-        own = _Reader(r.file, _table(r, "clients"), f"{r.prefix}clients.")
-        clients = read_clients(own.table, clients, own.fail, lambda k, most: own.duration(k, None, most))
+        clients = _clients(r, "clients", clients)
     expect = r.string("expect_status")
     if expect is not None:
         parts = [p.strip() for p in expect.split(",")]

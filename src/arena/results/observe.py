@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from arena import stats
 from arena.drivers.result import Histogram
-from arena.model.calibrate import Observation, Quantiles
+from arena.model.calibrate import Lazy, Observation, Quantiles
 from arena.plan.experiment import Workload
 from arena.results.aggregate import MiB, mean_timing_ms
 from arena.results.runs import Run
@@ -50,12 +50,16 @@ def cpu_per_request_ms(run: Run) -> float | None:
 QUANTILE_GRID = (*(i / 400 for i in range(397)), *(0.99 + i / 1000 for i in range(10)), 0.9995, 0.9999, 1.0)
 
 
-def quantiles_ms(h: Histogram) -> Quantiles | None:
-    """A stored histogram (microseconds) as its quantile function in ms: read from its HDR encoding
-    at QUANTILE_GRID where it has one (nearest rank, arena.stats), else its minimum at 0, its stored
-    percentiles and its maximum at 1."""
-    if not h.count or h.min is None or h.max is None:
-        return None
+def phases(histograms: dict[str, Histogram]) -> Lazy:
+    """A run's Server-Timing phases that hold values, each read (quantiles_ms) when first asked for."""
+    held = {k: h for k, h in histograms.items() if h.count and h.min is not None and h.max is not None}
+    return Lazy(held, lambda name: quantiles_ms(held[name]))
+
+
+def quantiles_ms(h: Histogram) -> Quantiles:
+    """A stored histogram (microseconds, not empty) as its quantile function in ms: read from its HDR
+    encoding at QUANTILE_GRID where it has one (nearest rank, arena.stats), else its minimum at 0,
+    its stored percentiles and its maximum at 1."""
     full = h.decode()
     if full is not None:
         return tuple((q, v / 1000) for q, v in zip(QUANTILE_GRID, stats.hdr_quantiles(full, list(QUANTILE_GRID))))
@@ -74,7 +78,7 @@ def observation(run: Run, workload: Workload | None) -> Observation:
                        run.pss_bytes / MiB if run.pss_bytes else None,
                        workload.blocking_io if workload is not None else False,
                        database_cpu_per_request_ms(run), database_cores(run), run.pool, run.db_max_connections,
-                       {k: q for k, h in m.server_timing.items() if (q := quantiles_ms(h)) is not None},
+                       phases(m.server_timing),
                        run.kept_alive)
 
 
