@@ -37,7 +37,7 @@ def test_work_parameters_within_bounds(name, raw, value):
     ("bytes", "1.5", "bytes: must be an integer from 0 to 10485760, got '1.5'"),
     ("bytes", "10485761", "bytes: must be an integer from 0 to 10485760, got '10485761'"),
     ("io", "fast", "io: must be 'sleep' or 'block', got 'fast'"),
-    ("io_dist", "normal", "io_dist: must be 'fixed' or 'exp' or 'lognormal', got 'normal'"),
+    ("io_dist", "normal", "io_dist: must be 'fixed' or 'exp' or 'lognormal' or 'uniform', got 'normal'"),
 ])
 def test_work_parameters_out_of_bounds_name_the_parameter_and_bound(name, raw, message):
     with pytest.raises(w.BadRequest) as e:
@@ -46,7 +46,7 @@ def test_work_parameters_out_of_bounds_name_the_parameter_and_bound(name, raw, m
 
 
 def test_defaults_and_unknown_parameters():
-    assert w.endpoint_args("work", {}) == {"cpu_ms": 0, "io_ms": 0, "bytes": 0, "io": "sleep",
+    assert w.endpoint_args("work", {}) == {"cpu_ms": 0, "io_ms": 0, "io_min_ms": 0, "bytes": 0, "io": "sleep",
                                            "cpu_dist": "fixed", "io_dist": "fixed", "sigma": 1.0}
     with pytest.raises(w.BadRequest, match="^cpu: unknown parameter for /work"):
         w.endpoint_args("work", {"cpu": "1"})
@@ -97,12 +97,20 @@ def test_fib_and_pi_known_values():
     assert len(w.pi_digits(10000)) == 10002
 
 
-@pytest.mark.parametrize("dist", ["exp", "lognormal"])
+@pytest.mark.parametrize("dist", ["exp", "lognormal", "uniform"])
 def test_distributions_keep_the_mean(dist):
     rng = random.Random(1)
     draws = [w.sample(10.0, dist, 0.8, 1e9, rng) for _ in range(40000)]
     assert statistics.fmean(draws) == pytest.approx(10.0, rel=0.03)
     assert statistics.pstdev(draws) > 3  # really random, not the mean every time
+
+
+def test_uniform_draws_span_zero_to_twice_the_mean():
+    rng = random.Random(3)
+    draws = [w.sample(80.0, "uniform", 1.0, 1e9, rng) for _ in range(20000)]
+    assert 0 <= min(draws) < 1 and 159 < max(draws) <= 160
+    # its spread: a uniform's standard deviation is its width / sqrt(12)
+    assert statistics.pstdev(draws) == pytest.approx(160 / 12 ** 0.5, rel=0.03)
 
 
 def test_distribution_draws_are_clipped_to_the_bound():

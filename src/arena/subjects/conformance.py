@@ -223,6 +223,11 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
     if r:
         c.expect("io=block", r.timing().get("io", 0) >= 10, f"io {r.timing().get('io')} ms, expected >= 10")
     c.get("distributions", "/work?cpu_ms=2&cpu_dist=exp&io_ms=2&io_dist=lognormal&sigma=0.5")
+    r = c.get("io_min_ms", "/work?io_min_ms=20&io_ms=5&io_dist=uniform")
+    if r:  # a floor of 20 ms, then a uniform draw from 0 to 10 ms
+        io = r.timing().get("io", 0)
+        c.expect("io_min_ms", 20 <= io <= 200, f"io {io} ms, expected 20 to 30 (and a scheduler's slack)")
+    c.bad_request("bounds", "/work?io_min_ms=60001", ("io_min_ms", "60000"))
 
     r = c.get("fib", "/fib?n=90")
     if r:

@@ -60,12 +60,13 @@ class Param:
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-DISTRIBUTIONS = ("fixed", "exp", "lognormal")
+DISTRIBUTIONS = ("fixed", "exp", "lognormal", "uniform")
 
 PARAMS: dict[str, dict[str, Param]] = {
     "work": {
         "cpu_ms": Param("number", 0, 0, 10_000),
         "io_ms": Param("number", 0, 0, 60_000),
+        "io_min_ms": Param("number", 0, 0, 60_000),
         "bytes": Param("integer", 0, 0, 10 * 1024 * 1024),
         "io": Param("word", "sleep", words=("sleep", "block")),
         "cpu_dist": Param("word", "fixed", words=DISTRIBUTIONS),
@@ -243,6 +244,8 @@ def sample(mean: float, dist: str, sigma: float, hi: float, rng: random.Random) 
         value = mean
     elif dist == "exp":
         value = rng.expovariate(1.0 / mean)
+    elif dist == "uniform":
+        value = rng.uniform(0.0, 2.0 * mean)
     else:  # lognormal with E[X] = mean: mu = ln(mean) - sigma^2 / 2
         value = rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)
     return min(value, hi)
@@ -322,7 +325,7 @@ def _compute(endpoint: str, args: dict, rng: random.Random, app_kind: str,
     io_s, blocking, content_type = 0.0, False, "application/json"
     if endpoint == "work":
         cpu_ms = sample(args["cpu_ms"], args["cpu_dist"], args["sigma"], 10_000, rng)
-        io_s = sample(args["io_ms"], args["io_dist"], args["sigma"], 60_000, rng) / 1000
+        io_s = min(args["io_min_ms"] + sample(args["io_ms"], args["io_dist"], args["sigma"], 60_000, rng), 60_000) / 1000
         blocking = args["io"] == "block"
         burn_cpu(cpu_ms / 1000)
         body, content_type = b"x" * args["bytes"], "text/plain"

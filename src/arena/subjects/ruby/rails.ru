@@ -13,6 +13,9 @@ class ArenaRails < Rails::Application
   config.log_level = :warn
   config.hosts.clear
   config.api_only = true
+  # RACK_LOCK=1: one request at a time in each process (Rack::Lock), as Rails ran before it was
+  # thread-safe by default (Rails 3.2 without config.threadsafe!)
+  config.middleware.insert_before 0, Rack::Lock if ENV["RACK_LOCK"] == "1"
 end
 
 class WorkloadController < ActionController::API

@@ -6,7 +6,7 @@ require "uri"
 
 module ArenaWorkload
   ENDPOINTS = %w[work fib pi sort json sleep db api server health].freeze
-  DISTRIBUTIONS = %w[fixed exp lognormal].freeze
+  DISTRIBUTIONS = %w[fixed exp lognormal uniform].freeze
   INTEGER = /\A-?[0-9]+\z/
   NUMBER = /\A-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\z/
 
@@ -54,7 +54,7 @@ module ArenaWorkload
 
   PARAMS = {
     "work" => {
-      "cpu_ms" => num(0, 0, 10_000), "io_ms" => num(0, 0, 60_000),
+      "cpu_ms" => num(0, 0, 10_000), "io_ms" => num(0, 0, 60_000), "io_min_ms" => num(0, 0, 60_000),
       "bytes" => int(0, 0, 10 * 1024 * 1024), "io" => word("sleep", %w[sleep block]),
       "cpu_dist" => word("fixed", DISTRIBUTIONS), "io_dist" => word("fixed", DISTRIBUTIONS),
       "sigma" => num(1.0, 0, 4)
@@ -171,6 +171,7 @@ module ArenaWorkload
     value =
       if mean <= 0 || dist == "fixed" then mean
       elsif dist == "exp" then -mean * Math.log(1.0 - rng.rand)
+      elsif dist == "uniform" then 2.0 * mean * rng.rand
       else # lognormal with E[X] = mean: mu = ln(mean) - sigma^2 / 2 (Box-Muller normal)
         normal = Math.sqrt(-2.0 * Math.log(1.0 - rng.rand)) * Math.cos(2 * Math::PI * rng.rand)
         Math.exp(Math.log(mean) - sigma * sigma / 2 + sigma * normal)
@@ -237,7 +238,7 @@ module ArenaWorkload
       case endpoint
       when "work"
         cpu_ms = sample(args["cpu_ms"], args["cpu_dist"], args["sigma"], 10_000, rng)
-        io_s = sample(args["io_ms"], args["io_dist"], args["sigma"], 60_000, rng) / 1000.0
+        io_s = [args["io_min_ms"] + sample(args["io_ms"], args["io_dist"], args["sigma"], 60_000, rng), 60_000].min / 1000.0
         burn_cpu(cpu_ms / 1000.0)
         type = "text/plain"
         "x" * args["bytes"]
