@@ -167,9 +167,9 @@ def test_a_driver_is_refused_at_parse_time_for_what_it_cannot_run(tmp_path):
         parse_experiment({**base, "driver": "wrk", "load": {"model": "open", "rates": [100]}}, "w.toml")
     assert str(e.value) == ('w.toml: load.model = "open": driver "wrk": wrk has only the closed model '
                             '(load.model = "closed") (drivers that can: arena-load, jmeter)')
-    with pytest.raises(ArenaError, match=r'^s.toml: requests = "a request count": driver "siege": this driver runs '
+    with pytest.raises(ArenaError, match=r'^s.toml: requests = "a request count": driver "wrk": this driver runs '
                                          r'for a duration'):
-        parse_experiment({**base, "driver": "siege", "requests": 100}, "s.toml")
+        parse_experiment({**base, "driver": "wrk", "requests": 100}, "s.toml")
     with pytest.raises(ArenaError, match=r'^a.toml: workload.method = "POST": driver "ab": method POST is not '
                                          r'supported by this driver \(it sends GET/HEAD requests only\)'):
         parse_experiment({**base, "driver": "ab", "workload": {"path": "/", "method": "POST"}}, "a.toml")

@@ -28,6 +28,10 @@ def test_the_json_summary_is_read():
 def test_argv_and_refusals(tmp_path):
     argv = siege.build_argv(LoadSpec("http://127.0.0.1:1/x", connections=8, headers=["A: b"]), 2.2, tmp_path / "rc")
     assert argv == ["siege", "-R", str(tmp_path / "rc"), "-b", "-j", "-c", "8", "-t", "3S", "-H", "A: b", "http://127.0.0.1:1/x"]
+    # a request count is repetitions per user (siege -r), rounded up to a multiple of the users
+    by_count = siege.build_argv(LoadSpec("http://127.0.0.1:1/x", connections=30, requests=600), None, tmp_path / "rc")
+    assert by_count[5:9] == ["-c", "30", "-r", "20"]
+    assert siege.build_argv(LoadSpec("http://h/", connections=30, requests=601), None, tmp_path / "rc")[8] == "21"
     with pytest.raises(ArenaError, match="siege has only the closed model"):
         siege.build_argv(LoadSpec("http://h/", rate=3), 1, tmp_path / "rc")
     with pytest.raises(ArenaError, match=r"^siege: no result in its output \(\[error\] descriptor table full"):

@@ -27,19 +27,24 @@ json_output = true
 benchmark = true
 protocol = HTTP/1.1
 connection = {connection}
+timeout = {timeout}
 logging = false
 show-logfile = false
 """
 
 
-CAPABILITIES = Capabilities("siege", models=("closed",), bounds=("duration",), methods=("GET",), bodies=False,
+CAPABILITIES = Capabilities("siege", models=("closed",), bounds=("duration", "requests"), methods=("GET",), bodies=False,
                             keep_alive_off=True, live=False, server_timing=False, balance=False, hdr=False)
 
 
-def build_argv(spec: LoadSpec, seconds: float, rc: Path) -> list[str]:
-    """Pure: siege's command line (its -t is whole seconds here: NS)."""
+def build_argv(spec: LoadSpec, seconds: float | None, rc: Path) -> list[str]:
+    """Pure: siege's command line: for ``seconds`` (its -t, whole seconds here: NS), or, with none, for
+    the spec's requests (-r: repetitions per user, so the requests rounded up to a multiple of the users)."""
     CAPABILITIES.check(spec)
-    argv = ["siege", "-R", str(rc), "-b", "-j", "-c", str(spec.connections or 1), "-t", f"{max(1, math.ceil(seconds))}S"]
+    users = spec.connections or 1
+    bound = (["-t", f"{max(1, math.ceil(seconds))}S"] if seconds is not None
+             else ["-r", str(math.ceil((spec.requests or users) / users))])
+    argv = ["siege", "-R", str(rc), "-b", "-j", "-c", str(users), *bound]
     for h in spec.headers:
         argv += ["-H", h]
     return argv + [spec.url]
@@ -74,16 +79,21 @@ def parse(stdout: str, *, url: str, connections: int, cpu_s: float | None, wall_
 
 
 def run(spec: LoadSpec, cpus: list[int] | None = None) -> LoadResult:
-    return with_warmup(spec, lambda sp, seconds: _run_once(sp, seconds or 10.0, cpus))
+    return with_warmup(spec, lambda sp, seconds: _run_once(sp, seconds, cpus))
 
 
-def _run_once(spec: LoadSpec, seconds: float, cpus: list[int] | None) -> LoadResult:
+def _run_once(spec: LoadSpec, seconds: float | None, cpus: list[int] | None) -> LoadResult:
+    if seconds is None and spec.requests is None:
+        seconds = 10.0
     with tempfile.TemporaryDirectory(prefix=owned_name("siege") + "-") as home:  # reaped if Arena dies
         rc = Path(home) / "siegerc"
-        rc.write_text(RC.format(connection="keep-alive" if spec.keep_alive else "close"))
+        rc.write_text(RC.format(connection="keep-alive" if spec.keep_alive else "close",
+                                timeout=max(1, math.ceil(spec.timeout_s))))
         argv = build_argv(spec, seconds, rc)
         env = {**os.environ, "HOME": home}  # siege writes $HOME/.siege
-        done = run_tool("siege", argv, cpus=cpus, limit_s=max(1, math.ceil(seconds)) + spec.timeout_s + 30,
+        # a request-bounded run: each repetition may take up to the timeout (siege's own is 30 s)
+        most_s = seconds if seconds is not None else math.ceil((spec.requests or 1) / (spec.connections or 1)) * spec.timeout_s
+        done = run_tool("siege", argv, cpus=cpus, limit_s=max(1, math.ceil(most_s)) + spec.timeout_s + 30,
                         install="apt-get install -y siege", env=env)
         version = subprocess.run(["siege", "-V"], capture_output=True, text=True, env=env)
     if done.returncode not in (0, 255) and "{" not in done.stdout:
