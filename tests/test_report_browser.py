@@ -41,17 +41,13 @@ def _require_browser():
         pytest.skip("browser test needs: " + ", ".join(missing))
 
 
-def test_the_report_renders_in_chromium(tmp_path):
-    _require_browser()
+def _open(report: Path, shots: dict[str, str], evaluate: str = COUNT_POINTS):
+    """Load the report offline in Chromium; return what went wrong (console errors, page errors,
+    fetches), the ``evaluate`` result, and take a screenshot per ``shots`` (file -> the element to
+    scroll to, "" for the whole page)."""
     from playwright.sync_api import sync_playwright
 
-    with Store(report_store()) as s:
-        built = build_report(results(s, "tiny-grid"))
-    text, made = render(built), built.charts
-    report = tmp_path / "report.html"
-    report.write_text(text)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
@@ -63,15 +59,62 @@ def test_the_report_renders_in_chromium(tmp_path):
             page.on("request", lambda r: problems.append(f"fetched {r.url}") if not r.url.startswith(("file:", "data:")) else None)
             page.goto(report.as_uri(), wait_until="load")
             page.wait_for_function("document.querySelectorAll('.chart .main-svg').length > 0")
-            counts = page.evaluate(COUNT_POINTS)
-            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
-            page.locator("#throughput").scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "report-charts.png"))
+            found = page.evaluate(evaluate)
+            for file, where in shots.items():
+                if where:
+                    page.locator(where).scroll_into_view_if_needed()
+                page.screenshot(path=str(ARTIFACTS / file), full_page=not where)
         finally:
             browser.close()
+    return problems, found
+
+
+def test_the_report_renders_in_chromium(tmp_path):
+    _require_browser()
+    with Store(report_store()) as s:
+        built = build_report(results(s, "tiny-grid"))
+    made = built.charts
+    report = tmp_path / "report.html"
+    report.write_text(render(built))
+    problems, counts = _open(report, {"report.png": "", "report-charts.png": "#throughput"})
 
     assert problems == []
     assert len(counts) == len(made)
     for c in counts:
         assert c["expected"] > 0 and c["drawn"] > 0, c
     assert (ARTIFACTS / "report.png").stat().st_size > 50_000
+
+
+PUBLISHED = """() => {
+    const h = document.getElementById('published');
+    const section = h && h.closest('section');
+    return section && {
+        title: h.textContent,
+        charts: Array.from(section.querySelectorAll('.chart')).map(el => ({
+            id: el.id, expected: Number(el.dataset.points), drawn: el.querySelectorAll('.point').length})),
+        cells: Array.from(section.querySelectorAll('td')).map(td => td.textContent),
+    };
+}"""
+
+
+def test_a_reproduced_study_shows_published_vs_here_in_chromium(tmp_path):
+    """The report of a study's experiment (a recorded run of fake-work.toml, rochkind-heroku) has
+    the "Published vs here" section: its charts drawn, its table with the published figures and
+    the verdicts."""
+    _require_browser()
+    from tests.test_reproduce import _copy
+
+    with Store(_copy()) as s:
+        built = build_report(results(s, "fake-work"))
+    report = tmp_path / "report.html"
+    report.write_text(render(built))
+    problems, section = _open(report, {"report-published.png": "#published"}, PUBLISHED)
+
+    assert problems == []
+    assert section is not None and section["title"] == "Published vs here"
+    assert len(section["charts"]) == 5  # one chart per published figure: req/s, mean, p50, p90, p99
+    for c in section["charts"]:
+        assert c["expected"] > 0 and c["drawn"] > 0, c
+    cells = section["cells"]
+    assert "Unicorn 4x1 fake_work_50_250 c=10" in cells and "28.6" in cells  # Puma 4x16's published req/s
+    assert any(c == "agrees" or c.startswith("differs: ") for c in cells)

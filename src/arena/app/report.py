@@ -21,7 +21,10 @@ def load_results(store_path: str, name: str | None) -> Results:
 
 
 def build_report(res: Results, limits: Limits = Limits()) -> data.Report:
-    return data.build(res.name, res.definition, res.runs, res.cells, res.observations(), limits)
+    from arena.app.reproduce import comparison_of
+
+    return data.build(res.name, res.definition, res.runs, res.cells, res.observations(), limits,
+                      comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"))
 
 
 def default_path(name: str) -> str:

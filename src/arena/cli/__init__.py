@@ -18,13 +18,13 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 
 from rich.console import Console  # noqa: E402
 
-from arena.cli import (check, export, load, ls, predict, reap, recommend, report, run, serve, servers,  # noqa: E402
-                       show, simulate)
+from arena.cli import (check, export, load, ls, predict, reap, recommend, report, reproduce, run, serve,  # noqa: E402
+                       servers, show, simulate)
 from arena.cli.args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena.errors import ArenaError, Terminated  # noqa: E402
 
 COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, ls, export, report, predict, recommend, simulate,
-                                check, reap)}
+                                reproduce, check, reap)}
 
 
 def _on_sigterm(signum, frame):

@@ -17,6 +17,17 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
+    counts, names = with_progress(out, args.store, args.dry_run,
+                                  lambda planned, on_event: run_file(args.experiment, args.store, planned, on_event,
+                                                                     dry_run=args.dry_run))
+    if counts is None:
+        return 0
+    return summary(out, counts, names[0], args.store)
+
+
+def with_progress(out, store: str, dry_run: bool, call):
+    """Run ``call(on_plan, on_event)`` (an engine call that plans and runs an experiment file) with
+    the plan printed, a progress bar and a line per run; returns its counts and the experiment's name."""
     def planned(p) -> None:
         exp = p.experiment
         levels = sum(len(w.levels or exp.levels) for w in exp.workloads)  # workload x level pairs
@@ -24,9 +35,9 @@ def run(args, out) -> int:
                  else f"{levels} workload levels")
         out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {shape} x "
                   f"{exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
-                  f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {args.store}",
+                  f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {store}",
                   highlight=False)
-        if args.dry_run:
+        if dry_run:
             for i, g in enumerate(p.groups, 1):
                 out.print(f"start {i}: {escape(g.config.name)} #{g.repetition}: "
                           + ", ".join(escape(r.key.split(' ', 1)[1]) for r in g.runs), highlight=False)
@@ -37,7 +48,7 @@ def run(args, out) -> int:
     names: list[str] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
-    with Progress(*columns, console=out, transient=False, disable=args.dry_run) as progress:
+    with Progress(*columns, console=out, transient=False, disable=dry_run) as progress:
         task = progress.add_task("runs", total=None, last="")
 
         def on_event(e) -> None:
@@ -59,10 +70,12 @@ def run(args, out) -> int:
             elif e.kind == "failed":
                 progress.console.print(f"  {e.run.key}: FAILED: {e.message}", highlight=False, markup=False)
 
-        counts = run_file(args.experiment, args.store, planned, on_event, dry_run=args.dry_run)
-    if counts is None:
-        return 0
+        counts = call(planned, on_event)
+    return counts, names
+
+
+def summary(out, counts, name: str, store: str) -> int:
+    """The closing line of a run, and its exit code: failed or invalid runs are not a success."""
     out.print(f"{counts.done} runs done ({counts.invalid} invalid), {counts.skipped} already in the store, "
-              f"{counts.failed} failed; results in {args.store} (arena show {names[0]} --store {args.store})",
-              highlight=False)
+              f"{counts.failed} failed; results in {store} (arena show {name} --store {store})", highlight=False)
     return EXIT_FAILED if counts.failed or counts.invalid else 0

@@ -28,12 +28,14 @@ from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, user_app
 from arena.plan.clients import Clients, clients as read_clients
 from arena.plan.mix import Mix, load_mix
+from arena.plan.reproduce import Reproduction, reproduction
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
-            "speed_threshold", "layout", "workload", "workloads", "load", "servers", "topology", "clients"}
+            "speed_threshold", "layout", "workload", "workloads", "load", "servers", "topology", "clients",
+            "load_threads", "reproduce"}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
 
@@ -139,6 +141,8 @@ class Experiment:
     source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     services: tuple[ServiceSpec, ...] = ()  # started before the servers, stopped after them
     service_cpus: tuple[int, ...] = ()  # where they run (default: the servers' CPUs, as on one box)
+    load_threads: int = 1  # the load tool's threads (wrk -t; arena-load's workers)
+    reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
 
 
 @dataclass(frozen=True)
@@ -372,6 +376,8 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         speed_threshold=top.number("speed_threshold", machine_speed.THRESHOLD, 0, 10),
         server_cpus=server_cpus, load_cpus=load_cpus,
         services=services, service_cpus=service_cpus,
+        load_threads=top.integer("load_threads", 1, 1, 256),
+        reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
         source=data,
     )
 
@@ -727,8 +733,28 @@ START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the s
 
 def estimate_s(exp: Experiment) -> float:
     """Rough wall time of a whole experiment: every run's warm-up and measured time, every server
-    start. Runs bounded by a request count are estimated at their duration if one is given, else
-    not at all (their time depends on the server)."""
-    groups = plan(exp)
-    per_run = exp.warmup_s + (exp.duration_s or 0.0)
-    return sum(len(g.runs) for g in groups) * per_run + len(groups) * START_S
+    start. A run bounded by a request count takes its duration if one is given; in a study file
+    (``[reproduce]``), the requests over the throughput the model expects here (the server's CPUs,
+    the original's work per request), at most a timeout per request and client; else nothing (its
+    time depends on the server)."""
+    total = 0.0
+    for g in plan(exp):
+        total += START_S
+        for run in g.runs:
+            total += exp.warmup_s + (exp.duration_s or _requests_s(exp, g.config, run))
+    return total
+
+
+def _requests_s(exp: Experiment, c: ServerConfig, run: RunSpec) -> float:
+    from arena.model.calibrate import server_config
+    from arena.model.server import Workload, predict_closed
+
+    published = next((pub for pub, o in exp.reproduce.workloads if o.workload == run.workload.name),
+                     None) if exp.reproduce else None
+    if not exp.requests or published is None or run.level.model != "closed":
+        return 0.0
+    work = exp.reproduce.original(published)
+    x = predict_closed(Workload(work.cpu_ms, work.io_ms),
+                       server_config(c.server, c.processes, c.threads, float(len(exp.server_cpus))),
+                       int(run.level.value)).throughput
+    return min(exp.requests / max(x, 1e-9), exp.requests / run.level.value * exp.timeout_s)

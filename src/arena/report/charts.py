@@ -400,3 +400,33 @@ def nice(v: float | None, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+
+
+def published_vs_here(comparison) -> list[Chart]:
+    """Per figure a study published: the published value, the one measured here and the model's for
+    the original conditions, side by side per published row (one group per published workload)."""
+    from arena.reproduce.published import FIGURES
+
+    compared = [ln for ln in comparison.lines if ln.status in ("compared", "not measured")]
+    names = [n for n in FIGURES if any(n in ln.published for ln in compared)]
+    cores = comparison.reproduction.cores
+    charts = []
+    for name in names:
+        heading, unit = FIGURES[name]
+        rows = [ln for ln in compared if name in ln.published]
+        groups = list(dict.fromkeys(ln.row.workload or "" for ln in rows))
+        chart = Chart(_slug("published", name), "published", f"{heading}: published, here, and the model for the original",
+                      "published configuration", f"{heading} {unit}".strip() if name != "completed" else "completed (1: yes)",
+                      kind="bar", note=f"published: {comparison.study.title}; here: the median of valid runs; model: the "
+                                       f"mean-value model on the original's {cores} cores with its work per request")
+        for g in groups:
+            at = [ln for ln in rows if (ln.row.workload or "") == g]
+            xs = [f"{ln.row.key} c={ln.row.concurrency}" for ln in at]
+            group = g if len(groups) > 1 else ""
+            chart.series += [
+                Series("published", xs, [ln.published[name] for ln in at], group=group, style="bar"),
+                Series("here", xs, [ln.measured.get(name) for ln in at], group=group, style="bar"),
+                Series(f"model ({cores} cores)", xs, [ln.model.get(name) for ln in at], group=group, style="bar"),
+            ]
+        charts.append(chart)
+    return charts

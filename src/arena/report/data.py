@@ -280,6 +280,36 @@ def model_section(cells: list[Cell], observations) -> Section:
     return section
 
 
+def published_section(comparison) -> Section:
+    """A reproduced study beside its published figures: charts, the table and its verdicts, the rank
+    agreement (reproduce/compare.py)."""
+    from arena.reproduce.published import FIGURES
+
+    c, rep = comparison, comparison.reproduction
+    section = Section("published", "Published vs here",
+                      f"{c.study.title}. {c.study.citation}; figures transcribed in src/arena/reproduce/published.toml "
+                      f"(study {c.study.id}). Each published row beside the median of the valid runs here "
+                      f"({c.here_cpus or '?'} server CPU(s)) and the mean-value model's prediction for the original's "
+                      f"conditions ({rep.cores} cores, the original's work per request, its time outside the server); "
+                      f"a figure agrees within {rep.tolerance:.0%}.", charts=ch.published_vs_here(c))
+    value = lambda n, v: "-" if v is None else ("yes" if v else "no") if n == "completed" else nice(v)  # noqa: E731
+    rows = [[ln.row.text, FIGURES[n][0], value(n, v), value(n, ln.measured.get(n)), value(n, ln.model.get(n)),
+             ln.verdicts[n].text] for ln in c.lines if ln.status in ("compared", "not measured")
+            for n, v in ln.published.items()]
+    section.tables.append(Table(["published row", "figure", "published", "here", f"model ({rep.cores} cores)", "verdict"],
+                                rows, "published", "Published vs here, figure by figure"))
+    skipped = [[ln.row.text, ln.why] for ln in c.lines if ln.status in ("not run", "no figure")]
+    if skipped:
+        section.tables.append(Table(["published row", "why it is not compared"], skipped, "not-compared",
+                                    "Published rows not compared"))
+    n = c.counts()
+    reasons = "; ".join(f"{kind}: {k}" for kind, k in c.reasons().items())
+    section.paragraphs.append(f"{n['agree']} figures agree, {n['differ']} differ, {n['not measured']} were not measured"
+                              + (f" (why they differ: {reasons})." if reasons else "."))
+    section.paragraphs += [f"Rank agreement {t.text}." for t in c.taus]
+    return section
+
+
 def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
     rows = []
     for k, v in d.items():
@@ -295,8 +325,9 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
 
 
 def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], observations,
-          limits: Limits = Limits()) -> Report:
-    """The whole report of one experiment."""
+          limits: Limits = Limits(), comparison=None) -> Report:
+    """The whole report of one experiment (``comparison``: its published study beside it, when it
+    reproduces one)."""
     by_section: dict[str, list[ch.Chart]] = {}
     for c in ch.all_charts(cells, runs):
         by_section.setdefault(c.section, []).append(c)
@@ -311,6 +342,8 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
     sections.append(Section("table", "Comparison table",
                             "Per configuration and load level: medians of the valid repetitions and intervals of "
                             "those medians (see Environment and method).", tables=[comparison_table(cells)]))
+    if comparison is not None:
+        sections.append(published_section(comparison))
     for key, title, lead in SECTIONS[:-1]:
         if by_section.get(key):
             sections.append(Section(key, title, lead, by_section[key]))

@@ -1,0 +1,91 @@
+"""``arena reproduce``: the classic studies, each run from its study file (a scenario with a
+``[reproduce]`` table) and set beside its published figures (reproduce/compare.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import arena
+from arena.app.experiments import Planned, RunCounts, open_store, plan_file, results, run_file
+from arena.errors import ArenaError
+from arena.plan.experiment import parse_experiment
+from arena.reproduce import published
+from arena.reproduce.compare import Comparison, compare
+from arena.runner import Event, Seams
+
+SCENARIOS = Path(arena.__file__).resolve().parents[2] / "scenarios"
+
+
+@dataclass(frozen=True)
+class StudyFile:
+    study: published.Study
+    path: Path
+    planned: Planned
+
+
+def study_files(directory: Path = SCENARIOS) -> dict[str, StudyFile]:
+    """Every study of the published data with the study file that reproduces it (by study id, in
+    the data file's order). A study without a file, or two files for one study, is an error."""
+    studies = published.load()
+    found: dict[str, StudyFile] = {}
+    for path in sorted(directory.glob("*.toml")):
+        if "[reproduce]" not in path.read_text(encoding="utf-8"):
+            continue
+        planned = plan_file(str(path))
+        rep = planned.experiment.reproduce
+        if rep is None:
+            continue
+        if rep.study not in studies:
+            raise ArenaError(f"{path}: reproduce.study = {rep.study!r}: no such study (the studies: {', '.join(studies)})")
+        if rep.study in found:
+            raise ArenaError(f"{path}: reproduce.study = {rep.study!r}: {found[rep.study].path.name} reproduces it too")
+        found[rep.study] = StudyFile(studies[rep.study], path, planned)
+    missing = [s for s in studies if s not in found]
+    if missing:
+        raise ArenaError(f"{directory}: no study file reproduces {', '.join(missing)}")
+    return {s: found[s] for s in studies}
+
+
+def study_file(study_id: str, directory: Path = SCENARIOS) -> StudyFile:
+    files = study_files(directory)
+    if study_id not in files:
+        raise ArenaError(f"study {study_id!r}: no such study (arena reproduce --list: {', '.join(files)})")
+    return files[study_id]
+
+
+def run_study(study_id: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
+              on_event: Callable[[Event], None] = lambda e: None, seams: Seams = Seams(),
+              directory: Path = SCENARIOS) -> RunCounts:
+    """Run the study's file into the store (what the store holds already is not run again)."""
+    sf = study_file(study_id, directory)
+    counts = run_file(str(sf.path), store_path, on_plan, on_event, seams=seams)
+    assert counts is not None
+    return counts
+
+
+def comparison_of(definition: dict, cells, runs, file: str = "(stored definition)") -> Comparison | None:
+    """The comparison of a stored experiment with its study (None when its definition reproduces none)."""
+    if "reproduce" not in definition:
+        return None
+    exp = parse_experiment(definition, file)
+    rep = exp.reproduce
+    assert rep is not None
+    servers = {c.name: c.server for c in exp.servers}
+    versions = {k: v for r in runs for k, v in r.environment.servers.items()}
+    cpus = len(exp.server_cpus)
+    return compare(published.study(rep.study), rep, cells, servers, exp.timeout_s, cpus, versions)
+
+
+def reproduction(study_id: str, store_path: str, directory: Path = SCENARIOS) -> Comparison:
+    """The study beside what its file measured into the store."""
+    sf = study_file(study_id, directory)
+    name = sf.planned.experiment.name
+    with open_store(store_path) as store:
+        if name not in [e["name"] for e in store.experiments()]:
+            raise ArenaError(f"--store {store_path}: no runs of {name} yet (arena reproduce {study_id})")
+        res = results(store, name)
+    comparison = comparison_of(res.definition, res.cells, res.runs, str(sf.path))
+    assert comparison is not None
+    return comparison

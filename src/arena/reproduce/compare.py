@@ -1,0 +1,223 @@
+"""A published study beside its reproduction here: per published row, the published figures, the
+measured ones (cells of the study file's experiment), the model's prediction for the *original*
+conditions, and a verdict per figure; and whether the rankings agree (Kendall's tau). Pure: rows,
+cells and the study file's [reproduce] table in, a :class:`Comparison` out.
+
+A row is measured by the configuration whose label is the row's key (published.Row.key), at the
+workload the study file maps the row's workload to and at the row's concurrency. The model for the
+original runs the row's own processes x threads on the original's cores, with the original's CPU
+and wait per request (the study file's [reproduce.workloads]) and the time outside the server that
+its single-client row shows (that row's mean minus the work; 0 where it has none).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from arena.plan.reproduce import Original, Reproduction
+from arena.reproduce.published import FIGURES, Row, Study
+from arena.results.aggregate import MiB, Cell
+
+LATENCY = ("mean_ms", "median_ms", "p90_ms", "p99_ms")
+RANKED_LATENCY = ("p99_ms", "p90_ms", "mean_ms")  # the ranking by latency uses the highest one published
+
+
+@dataclass(frozen=True)
+class Verdict:
+    agrees: bool | None  # None: nothing measured to compare
+    reason: str = ""  # why it differs (or why it could not be compared)
+
+    @property
+    def text(self) -> str:
+        if self.agrees is None:
+            return f"not measured: {self.reason}"
+        return "agrees" if self.agrees else f"differs: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One published row here."""
+
+    row: Row
+    status: str  # "compared" | "not run" | "no figure" | "not measured"
+    why: str = ""  # for a row that is not compared
+    label: str = ""  # the configuration here
+    level: float | None = None
+    published: dict[str, float] = field(default_factory=dict)
+    measured: dict[str, float | None] = field(default_factory=dict)
+    model: dict[str, float | None] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tau:
+    figure: str
+    tau: float | None  # None: too few rows, or no variation to rank
+    p_value: float | None
+    n: int
+
+    @property
+    def text(self) -> str:
+        name = FIGURES[self.figure][0]
+        if self.tau is None:
+            return f"by {name}: too few rows to rank ({self.n})"
+        agrees = "agrees" if self.tau > 0 and self.p_value is not None and self.p_value < 0.05 else (
+            "does not agree" if self.tau <= 0 else "agrees weakly (not significant at 5%)")
+        return f"by {name}: Kendall's tau {self.tau:+.2f} (p = {self.p_value:.3g}, {self.n} rows): the ranking {agrees}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    study: Study
+    reproduction: Reproduction
+    lines: list[Line]
+    taus: list[Tau]
+    here_cpus: int | None  # the server's CPUs here
+
+    def counts(self) -> dict[str, int]:
+        """Figures that agree, differ, or were not measured; rows not compared."""
+        out = {"agree": 0, "differ": 0, "not measured": 0, "rows not compared": 0}
+        for line in self.lines:
+            if line.status in ("not run", "no figure"):
+                out["rows not compared"] += 1
+            for v in line.verdicts.values():
+                out["agree" if v.agrees else "differ" if v.agrees is False else "not measured"] += 1
+        return out
+
+    def reasons(self) -> dict[str, int]:
+        """How often each kind of reason explains a difference (the reason's first words)."""
+        out: dict[str, int] = {}
+        for line in self.lines:
+            for v in line.verdicts.values():
+                if v.agrees is False:
+                    kind = v.reason.split(":")[0]
+                    out[kind] = out.get(kind, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def overhead_ms(study: Study, rep: Reproduction, workload: str | None) -> float:
+    """Time per request outside the server's work in the original, from its own single-client row
+    of that workload (its mean minus the CPU and wait per request; 0 where it has no such row)."""
+    original = rep.original(workload)
+    for row in study.rows:
+        if row.workload == workload and row.concurrency == 1 and "mean_ms" in row.figures and original:
+            return max(0.0, row.figures["mean_ms"] - original.cpu_ms - original.io_ms)
+    return 0.0
+
+
+def model_for_original(row: Row, server: str, original: Original, cores: int, outside_ms: float,
+                       timeout_s: float) -> dict[str, float | None]:
+    """The mean-value model's figures for the row's configuration in the original's conditions."""
+    from arena.model.calibrate import server_config
+    from arena.model.server import Workload, predict_closed
+
+    config = server_config(server, row.get("processes"), row.get("threads"), float(cores))
+    if row.get("mode") == "serial":  # a lock around the app (Rack::Lock): one request at a time per process
+        config = replace(config, threads=1)
+    w = Workload(original.cpu_ms, original.io_ms, outside_ms=outside_ms, cpu_cv2=0.0)
+    p = predict_closed(w, config, int(row.concurrency or 1))
+    return {"rps": p.throughput, "mean_ms": p.mean_ms, "median_ms": p.p50_ms, "p90_ms": None, "p99_ms": p.p99_ms,
+            "memory_mb": None, "completed": 1.0 if p.p99_ms < timeout_s * 1000 else 0.0}
+
+
+def measured(cell: Cell) -> dict[str, float | None]:
+    """A cell's figures under the published names (medians of the valid repetitions; completed: every
+    run answered every request without an error)."""
+    ms = lambda f: None if f.median is None else f.median / 1000  # noqa: E731  (us -> ms)
+    loaded = [r for r in cell.runs if r.load is not None]
+    return {"rps": cell.throughput.median, "mean_ms": cell.response_ms.median, "median_ms": ms(cell.p50_us),
+            "p90_ms": ms(cell.p90_us), "p99_ms": ms(cell.p99_us),
+            "memory_mb": None if cell.pss_bytes.median is None else cell.pss_bytes.median / MiB,
+            "completed": (1.0 if all(r.errors == 0 for r in loaded) else 0.0) if loaded else None}
+
+
+def _close(a: float, b: float, tolerance: float) -> bool:
+    return a == b if b == 0 else abs(a - b) / abs(b) <= tolerance
+
+
+def verdict(name: str, published: float, here: float | None, model: float | None, outside_ms: float,
+            rep: Reproduction, here_cpus: int | None, version: str | None, flags: tuple[str, ...]) -> Verdict:
+    """Whether a measured figure agrees with the published one, and if not, the first reason Arena can
+    show: the original's hardware (the model for its cores reproduces the published figure), the
+    time outside the server there (a router, a network: the measured latency plus the original's
+    outside time reproduces it), or neither (the server's version, the interpreter, the tool)."""
+    if here is None:
+        return Verdict(None, "; ".join(flags) or "no valid run")
+    tol = rep.tolerance
+    if name == "completed":
+        if here == published:
+            return Verdict(True)
+    elif _close(here, published, tol):
+        return Verdict(True)
+    if model is not None and (model == published if name == "completed" else _close(model, published, tol)):
+        cpus = f"{rep.cores} cores there, {here_cpus} here" if here_cpus else f"{rep.cores} cores there"
+        return Verdict(False, f"hardware: {cpus}; the model on the original's cores gives {_fmt(name, model)}")
+    if name in LATENCY and outside_ms > 0 and _close(here + outside_ms, published, tol):
+        return Verdict(False, f"router and network: the original spent {outside_ms:.0f} ms per request outside the "
+                              "server (its single-client row)")
+    return Verdict(False, "not the cores nor the overhead: the server's version or setup"
+                          + (f" (here {version})" if version else ""))
+
+
+def _fmt(name: str, v: float) -> str:
+    if name == "completed":
+        return "completes" if v else "does not complete"
+    return f"{v:.3g} {FIGURES[name][1]}".strip()
+
+
+def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[str, str], timeout_s: float,
+            here_cpus: int | None = None, versions: dict[str, str | None] | None = None) -> Comparison:
+    """Every row of ``study`` beside the cells of its study file. ``servers``: each configuration's
+    label -> its catalog server (the model needs it where a row was not measured too)."""
+    versions = versions or {}
+    by_key = {(c.label, c.workload, c.level): c for c in cells if c.model == "closed"}
+    lines = []
+    for row in study.rows:
+        skip = rep.why_not_run(f"{row.key} c={row.concurrency}", row.key, row.workload, row.get("table"))
+        figures = row.figures
+        original = rep.original(row.workload)
+        if not figures:
+            lines.append(Line(row, "no figure", row.why_not_compared or ""))
+            continue
+        if skip:
+            lines.append(Line(row, "not run", skip, published=figures))
+            continue
+        if row.key not in servers or original is None or row.concurrency is None:
+            what = ("no configuration labelled " + repr(row.key) if row.key not in servers
+                    else f"no [reproduce.workloads.{row.workload or 'default'}]" if original is None else "no concurrency")
+            lines.append(Line(row, "not run", f"the study file has {what}", published=figures))
+            continue
+        outside = overhead_ms(study, rep, row.workload)
+        model = model_for_original(row, servers[row.key], original, rep.cores, outside, timeout_s)
+        cell = by_key.get((row.key, original.workload, float(row.concurrency)))
+        here = measured(cell) if cell else {}
+        flags = cell.flags if cell else ("not run yet",)
+        verdicts = {k: verdict(k, v, here.get(k), model.get(k), outside, rep, here_cpus,
+                               versions.get(servers[row.key]), flags) for k, v in figures.items()}
+        measured_ok = cell is not None and cell.valid > 0
+        lines.append(Line(row, "compared" if measured_ok else "not measured", "" if measured_ok else "; ".join(flags),
+                          row.key, float(row.concurrency), figures, here, model, verdicts))
+    return Comparison(study, rep, lines, taus(lines), here_cpus)
+
+
+def taus(lines: list[Line]) -> list[Tau]:
+    """Kendall's tau-b (ties allowed) between the published and the measured ranking of the compared
+    rows, by throughput and by the highest latency percentile published (or completion, for a study
+    that published outcomes)."""
+    from scipy.stats import kendalltau
+
+    compared = [ln for ln in lines if ln.status == "compared"]
+    names = [n for n in ("rps", *RANKED_LATENCY, "completed") if any(n in ln.published for ln in compared)]
+    latency = next((n for n in RANKED_LATENCY if n in names), None)
+    out = []
+    for name in [n for n in ("rps", latency, "completed") if n in names]:
+        pairs = [(ln.published[name], ln.measured[name]) for ln in compared
+                 if name in ln.published and ln.measured.get(name) is not None]
+        tau = p = None
+        if len(pairs) >= 3 and len({a for a, _ in pairs}) > 1 and len({b for _, b in pairs}) > 1:
+            result = kendalltau([a for a, _ in pairs], [b for _, b in pairs])
+            if not math.isnan(result.statistic):
+                tau, p = float(result.statistic), float(result.pvalue)
+        out.append(Tau(name, tau, p, len(pairs)))
+    return out

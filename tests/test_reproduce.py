@@ -1,0 +1,160 @@
+"""Reproductions of the classic studies: the published data, the study files, the model's figures
+for the original conditions (checked by hand), the comparison built from a recorded store, and the
+rank agreement."""
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from arena.app.experiments import results
+from arena.app.reproduce import SCENARIOS, comparison_of, study_files
+from arena.errors import ArenaError
+from arena.plan.experiment import load_experiment, parse_experiment
+from arena.reproduce import published
+from arena.reproduce.compare import Line, compare, model_for_original, overhead_ms, taus
+from arena.results.store import Store
+
+FIX = Path(__file__).parent / "fixtures" / "reproduce" / "store.db"
+STUDIES = ["rochkind-heroku", "jmeter-fibonacci", "flask-gevent", "puma-processes-threads", "app-server-arena"]
+
+
+def test_the_published_data_parses_and_every_study_has_a_study_file():
+    studies = published.load()
+    assert list(studies) == STUDIES
+    assert all(s.rows and s.title and s.source for s in studies.values())
+    files = study_files()
+    assert list(files) == STUDIES
+    for sid, sf in files.items():
+        exp = sf.planned.experiment
+        assert exp.reproduce is not None and exp.reproduce.study == sid
+        assert sf.planned.estimate_s > 60, sid  # every study takes minutes here
+        # every published row with figures is measured by a configuration of its file, or the file
+        # says why not: nothing is left out silently
+        c = compare(sf.study, exp.reproduce, [], {cfg.name: cfg.server for cfg in exp.servers}, exp.timeout_s)
+        unmatched = [(ln.row.text, ln.why) for ln in c.lines if ln.why.startswith("the study file has")]
+        assert unmatched == [], sid
+        assert sum(ln.status == "not measured" for ln in c.lines) >= 4, sid
+
+
+def test_a_row_names_the_configuration_it_measured():
+    rows = {r.index: r for r in published.study("rochkind-heroku").rows}
+    assert [rows[i].key for i in range(10)] == [
+        "WEBrick serial 1", "WEBrick serial 1", "WEBrick threaded 1", "Thin", "Thin threaded", "Unicorn 3x1",
+        "Unicorn 4x1", "Puma 1x16", "Puma 3x16", "Puma 4x16"]
+    flask = published.study("flask-gevent").rows
+    assert [r.key for r in flask[:6]] == ["gunicorn sync 1x1"] + ["gunicorn sync 4x1"] * 3 + ["gunicorn gevent 4"] * 2
+    assert flask[6].figures == {} and flask[6].why_not_compared.startswith("chart only")
+    arena_rows = published.study("app-server-arena").rows
+    assert arena_rows[0].figures == {"completed": 0.0} and arena_rows[5].figures == {"completed": 1.0}
+
+
+def test_the_model_for_the_heroku_dyno_matches_a_hand_computation():
+    study = published.study("rochkind-heroku")
+    rep = load_experiment(SCENARIOS / "fake-work.toml").reproduce
+    work = rep.original("fake_work_50_250")
+    assert (work.cpu_ms, work.io_ms) == (50, 250)
+    # the time outside the server: the single-client row's mean (385 ms) minus 50 + 250 ms of work
+    assert overhead_ms(study, rep, "fake_work_50_250") == 85
+    rows = {(r.key, r.concurrency): r for r in study.rows if r.figures}
+    model = lambda key, c, server: model_for_original(rows[(key, c)], server, work, 4, 85.0, 30.0)  # noqa: E731
+    # one client, one request at a time: each cycle is 300 ms in the server and 85 ms outside
+    alone = model("WEBrick serial 1", 1, "webrick")
+    assert alone["rps"] == pytest.approx(1000 / 385, rel=1e-6) and alone["mean_ms"] == pytest.approx(385, rel=1e-6)
+    # ten clients keep every slot busy, and no more slots than the dyno's 4 cores: k slots / 300 ms
+    for key, server, slots in (("Thin", "thin", 1), ("WEBrick serial 1", "webrick", 1), ("Unicorn 3x1", "unicorn", 3),
+                               ("Unicorn 4x1", "unicorn", 4)):
+        assert model(key, 10, server)["rps"] == pytest.approx(slots * 1000 / 300, rel=2e-3), key
+    # one process of 16 threads: its GVL lets 50 ms of CPU through at a time, so at most 20 req/s
+    assert 15 < model("Puma 1x16", 10, "puma")["rps"] < 20
+
+
+def _recorded():
+    with Store(_copy()) as s:
+        res = results(s, "fake-work")
+    return res, comparison_of(res.definition, res.cells, res.runs)
+
+
+def _copy() -> str:
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="reproduce-fixture-")) / "store.db"
+    shutil.copy(FIX, where)
+    return str(where)
+
+
+def test_the_reproduction_table_is_built_from_a_recorded_store():
+    res, c = _recorded()
+    assert c is not None and c.study.id == "rochkind-heroku" and c.here_cpus == 1
+    lines = {(ln.row.key, ln.row.concurrency): ln for ln in c.lines if ln.status in ("compared", "not measured")}
+    assert len(lines) == 9  # the ab table at 10 clients; the single-client row is not run
+    for (key, _), ln in lines.items():
+        cell = next(cl for cl in res.cells if cl.label == key)
+        runs = [r for r in cell.runs if r.valid]
+        if not runs:
+            assert all(v.agrees is None for v in ln.verdicts.values()) and ln.measured["rps"] is None
+            continue
+        assert ln.status == "compared"
+        assert ln.measured["rps"] == pytest.approx(runs[0].throughput)
+        assert ln.measured["median_ms"] == pytest.approx(runs[0].p50_us / 1000)
+        for name, v in ln.verdicts.items():
+            close = abs(ln.measured[name] - ln.published[name]) <= 0.25 * ln.published[name]
+            assert v.agrees is close, (key, name)
+            assert close or v.reason  # a difference always says why
+    assert lines[("Unicorn 4x1", 10)].model["rps"] == pytest.approx(4000 / 300, rel=2e-3)
+    skipped = {ln.row.text: ln.status for ln in c.lines if ln.status in ("not run", "no figure")}
+    assert skipped["WEBrick serial 1 fake_work_50_250 c=1"] == "not run"
+    counts = c.counts()
+    assert counts["agree"] + counts["differ"] + counts["not measured"] == 9 * 5
+    assert [t.figure for t in c.taus] == ["rps", "p99_ms"]
+    assert c.taus[0].n == sum(ln.status == "compared" for ln in lines.values())
+
+
+def test_reproduce_prints_the_table_from_the_store(capsys):
+    from arena.cli import main
+
+    assert main(["reproduce", "rochkind-heroku", "--no-run", "--store", _copy()]) == 0
+    out = capsys.readouterr().out
+    assert "Published vs here" in out and "Unicorn 4x1 fake_work_50_250 c=10" in out
+    assert "Rank agreement by req/s: Kendall's tau" in out
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(s in listed for s in STUDIES) and "min" in listed
+
+
+def test_kendalls_tau_of_the_rankings():
+    def line(p, m):
+        row = published.Row("s", 0, {"rps": p})
+        return Line(row, "compared", published={"rps": p}, measured={"rps": m})
+
+    # one pair swapped of five: (9 concordant - 1 discordant) / 10 pairs; exact p-value 2 x 2/120
+    (tau,) = taus([line(1, 10), line(2, 30), line(3, 20), line(4, 40), line(5, 50)])
+    assert tau.tau == pytest.approx(0.8) and tau.p_value == pytest.approx(1 / 12) and tau.n == 5
+    (rev,) = taus([line(1, 3), line(2, 2), line(3, 1)])
+    assert rev.tau == pytest.approx(-1.0) and "does not agree" in rev.text
+    (few,) = taus([line(1, 3), line(2, 2)])
+    assert few.tau is None and "too few" in few.text
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"cores": 4}, "reproduce.study"),
+    ({"study": "x", "cores": 0}, "reproduce.cores = 0: must be the original's CPU count"),
+    ({"study": "x", "cores": 4, "tolerance": -1}, "reproduce.tolerance = -1"),
+    ({"study": "x", "cores": 4, "workloads": {"w": {"workload": "nope"}}}, "reproduce.workloads.w.workload = \"nope\""),
+    ({"study": "x", "cores": 4, "workloads": {"w": {"cpu_ms": "5"}}}, "reproduce.workloads.w.cpu_ms = \"5\""),
+    ({"study": "x", "cores": 4, "speed": 1}, "reproduce.speed = 1: unknown key"),
+])
+def test_a_bad_reproduce_table_is_one_line_naming_the_key(table, message):
+    data = {"workload": {"path": "/"}, "servers": [{"server": "puma"}], "reproduce": table}
+    with pytest.raises(ArenaError) as e:
+        parse_experiment(data, "study.toml")
+    assert message in str(e.value) and str(e.value).startswith("study.toml: ") and "\n" not in str(e.value)
+
+
+def test_an_unknown_study_is_refused():
+    from arena.cli import main
+
+    with pytest.raises(ArenaError, match="no such study"):
+        published.study("nope")
+    assert main(["reproduce", "nope", "--no-run", "--store", _copy()]) == 2
