@@ -136,6 +136,33 @@ def test_an_interrupted_experiment_resumes_with_only_the_missing_runs(tmp_path):
     assert len(again.driven) == 5
 
 
+def test_invalid_runs_are_retaken_beside_their_first_attempt_when_asked(tmp_path):
+    """A spell of a slower machine (the speed check) makes runs invalid; --retake-invalid takes each
+    of them once more, stores the new attempt as its retake beside the first (nothing is replaced),
+    and leaves the valid runs alone; the cell's figures come from the valid attempts."""
+    from arena.results.aggregate import aggregate
+
+    exp = experiment()
+    with Store(tmp_path / "s.db") as store:
+        # after the first run, checks twice as slow as the machine's best (2.0 ms)
+        first = run_experiment(exp, store, seams=Machine(speeds=[2.0, 2.0, 4.0, 4.0, 4.0, 4.0]).seams())
+        invalid = {r.run_key for r in store.runs("fake") if not r.valid}
+        assert first["invalid"] == len(invalid) >= 1
+        plain = Machine()
+        assert run_experiment(exp, store, seams=plain.seams())["skipped"] == 8 and plain.driven == []
+        again = Machine()
+        counts = run_experiment(exp, store, seams=again.seams(), retake_invalid=True)
+        assert counts["run"] == len(invalid) and counts["skipped"] == 8 - len(invalid)
+        runs = store.runs("fake")
+        retaken = {r.run_key for r in runs if r.run_key.endswith(" retake 1")}
+        assert retaken == {k + " retake 1" for k in invalid} and all(r.valid for r in runs if r.run_key in retaken)
+        assert len(runs) == 8 + len(invalid)  # the invalid attempts are kept
+        cells = aggregate(runs)
+        assert all(c.valid >= 1 for c in cells) and sum(c.total for c in cells) == len(runs)
+        # a valid retake ends it: asking again takes nothing
+        assert run_experiment(exp, store, seams=Machine().seams(), retake_invalid=True)["run"] == 0
+
+
 def test_a_server_that_does_not_start_fails_its_runs_and_the_rest_go_on(tmp_path):
     exp, m = experiment(), Machine(fail_start={2})
     events = []

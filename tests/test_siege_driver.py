@@ -36,3 +36,19 @@ def test_argv_and_refusals(tmp_path):
         siege.build_argv(LoadSpec("http://h/", rate=3), 1, tmp_path / "rc")
     with pytest.raises(ArenaError, match=r"^siege: no result in its output \(\[error\] descriptor table full"):
         siege.parse("[error] descriptor table full\n", url="u", connections=1, cpu_s=None, wall_s=None, config={})
+
+
+def test_a_tool_past_its_stop_time_is_asked_to_stop_and_its_report_kept():
+    """A request-bounded siege run that outlives its bound gets SIGINT (siege's Ctrl-C: it stops and
+    prints its report), not a kill: what it did is read, and the run says it was stopped."""
+    import sys
+
+    from arena.drivers.external import run_tool
+
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, lambda *a: (print('report: 66 done', flush=True), sys.exit(0)))\n"
+              "time.sleep(30)\n")
+    done = run_tool("fake", [sys.executable, "-c", script], cpus=None, limit_s=20, install="-", stop_s=0.5)
+    assert done.stopped and "report: 66 done" in done.stdout and done.wall_s < 10
+    quick = run_tool("fake", [sys.executable, "-c", "print('all done')"], cpus=None, limit_s=20, install="-", stop_s=10)
+    assert not quick.stopped and quick.stdout.strip() == "all done"

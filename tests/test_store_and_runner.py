@@ -39,7 +39,7 @@ def test_a_new_store_is_created_at_the_current_version(tmp_path):
         assert s.version == SCHEMA_VERSION
         eid = s.experiment_id("e", "e.toml", {"name": "e"})
         s.save_run(eid, run_row("k1"))
-        assert s.done_keys(eid) == {"k1"}
+        assert s.done_keys(eid) == {"k1": True}
     with Store(tmp_path / "a.db") as s:  # reopening migrates nothing and keeps everything
         assert [r.run_key for r in s.runs("e")] == ["k1"]
 
@@ -135,6 +135,9 @@ def test_validity_rules():
     assert flags(result(saturated=True)) == ["generator saturated: generator CPU 95% busy"]
     assert flags(result(completed=980, errors=20)) == ["errors 2.0% of requests (threshold 1.0%)"]
     assert flags(result(completed=995, errors=5)) == []
+    # a run bounded by a request count whose tool was stopped at its time limit before answering them all
+    assert flags(result(), requests=1000) == []
+    assert flags(result(completed=66), requests=200) == ["answered 66 of the 200 requests before the time limit"]
     assert flags(result(series=(100,) * 5 + (50,) * 5)) == ["throughput drifted 50% between the run's halves (threshold 25%)"]
     assert flags(result(), server_died=True) == ["the server died during the run"]
     assert flags(result(), processes_lost=(1, 3)) == ["1 of the server's 3 processes exited during the run "

@@ -73,13 +73,15 @@ class Event:
 
 def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
                    server_died: bool, processes_lost: tuple[int, int] | None,
-                   slowdown: float | None = None, speed_threshold: float | None = None) -> list[str]:
+                   slowdown: float | None = None, speed_threshold: float | None = None,
+                   requests: int | None = None) -> list[str]:
     """Why a run cannot be trusted (empty: valid). The rules, as the report's method section says:
     the generator saturated or could not open its connections; errors (transport errors and answers
     whose status is not expected) above the threshold; no request succeeded; a stall (stall());
     throughput drifting between the run's halves beyond counting noise; the server or one of its
     processes died; the machine ran slower around the run than at its best (``slowdown``, from
-    machine_speed.Reference) by more than ``speed_threshold``."""
+    machine_speed.Reference) by more than ``speed_threshold``; a run bounded by ``requests`` that
+    answered fewer (its tool was stopped at its time limit)."""
     flags = []
     m = result.measured
     if result.saturated:
@@ -89,6 +91,8 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     answered = m.completed + m.errors
     if answered and m.errors / answered > error_threshold:
         flags.append(f"errors {m.errors / answered:.1%} of requests (threshold {error_threshold:.1%})")
+    if requests is not None and answered < requests:
+        flags.append(f"answered {answered} of the {requests} requests before the time limit")
     if answered == 0:
         flags.append("no answer at all")
     elif m.completed == 0:
@@ -315,7 +319,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
                            slowdown=reference.slowdown(*checks) if checks else None,
-                           speed_threshold=exp.speed_threshold)
+                           speed_threshold=exp.speed_threshold, requests=exp.requests)
     return Measured(result, resources, flags, stopped, max(checks) if checks else None,
                     (window[0], window[-1]) if len(window) == 2 else None)
 
@@ -371,15 +375,18 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
 
 
 def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None,
-                   seams: Seams = Seams()) -> dict:
-    """Run every run of ``exp`` not yet in ``store``. Returns counts: "run" (done and saved),
-    "skipped" (already in the store), "failed" (not run: its server did not start, died before it,
-    or its driver failed; not saved, so the next ``arena run`` tries it again) and "invalid" (saved,
-    with validity flags)."""
+                   seams: Seams = Seams(), retake_invalid: bool = False) -> dict:
+    """Run every run of ``exp`` not yet in ``store`` (with ``retake_invalid``, also each run whose
+    every stored attempt is invalid: once more, stored beside them as its next retake; nothing stored
+    is replaced). Returns counts: "run" (done and saved), "skipped" (already in the store), "failed"
+    (not run: its server did not start, died before it, or its driver failed; not saved, so the next
+    ``arena run`` tries it again) and "invalid" (saved, with validity flags)."""
     file = str(Path(exp.file).resolve()) if Path(exp.file).is_file() else exp.file  # its paths resolve from anywhere
     experiment_id = store.experiment_id(exp.name, file, exp.source)
-    done = store.done_keys(experiment_id)
     groups = plan(exp)
+    if retake_invalid:
+        groups = retakes(groups, store.done_keys(experiment_id))
+    done = set(store.done_keys(experiment_id))
     total = sum(len(g.runs) for g in groups)
     env = environment(exp)
     counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
@@ -408,6 +415,16 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
             if todo[group]:
                 _run_group(exp, group, todo[group], store, experiment_id, env, progress, seams, services, reference)
     return counts
+
+
+def retakes(groups: list[Group], stored: dict[str, bool]) -> list[Group]:
+    """The plan with each run whose stored attempts are all invalid turned into its next retake
+    (a run never stored, or with a valid attempt, stays as it is)."""
+    def next_take(r: RunSpec) -> RunSpec:
+        attempts = [valid for key, valid in stored.items() if key == r.key or key.startswith(r.key + " retake ")]
+        return replace(r, retake=len(attempts)) if attempts and not any(attempts) else r
+
+    return [replace(g, runs=tuple(next_take(r) for r in g.runs)) for g in groups]
 
 
 @dataclass

@@ -50,15 +50,16 @@ class RunCounts:
 
 def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
              on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
-             seams: Seams = Seams()) -> RunCounts | None:
+             seams: Seams = Seams(), retake_invalid: bool = False) -> RunCounts | None:
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
-    run what of it the store does not hold yet (resume)."""
+    run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
+    stored attempts are all invalid once more (runner.run_experiment)."""
     planned = plan_file(path)
     on_plan(planned)
     if dry_run:
         return None
     with open_store(store_path, must_exist=False) as store:
-        counts = run_experiment(planned.experiment, store, on_event, seams)
+        counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid)
     return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])
 
 

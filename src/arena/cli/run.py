@@ -14,12 +14,20 @@ def add(sub) -> None:
     ru.add_argument("experiment", help="experiment file (TOML), e.g. scenarios/quick.toml")
     add_store(ru)
     ru.add_argument("--dry-run", action="store_true", help="print the plan and its estimated time, run nothing")
+    add_retake(ru)
+
+
+def add_retake(p) -> None:
+    p.add_argument("--retake-invalid", action="store_true",
+                   help="also take again each run whose stored attempts are all invalid (a slow spell of the machine, "
+                        "errors); the new attempt is stored beside them, nothing is replaced")
 
 
 def run(args, out) -> int:
     counts, names = with_progress(out, args.store, args.dry_run,
                                   lambda planned, on_event: run_file(args.experiment, args.store, planned, on_event,
-                                                                     dry_run=args.dry_run))
+                                                                     dry_run=args.dry_run,
+                                                                     retake_invalid=args.retake_invalid))
     if counts is None:
         return 0
     return summary(out, counts, names[0], args.store)

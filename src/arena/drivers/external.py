@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -39,19 +40,30 @@ class ToolRun:
     returncode: int
     cpu_s: float  # the tool's user + system CPU
     wall_s: float
+    stopped: bool = False  # asked to stop (SIGINT) at its stop time: its output is what it had done
 
 
 def run_tool(tool: str, argv: list[str], *, cpus: list[int] | None, limit_s: float, install: str,
-             env: dict[str, str] | None = None, cwd: str | None = None) -> ToolRun:
-    """Run ``argv`` pinned to ``cpus``; kill it if it outlives ``limit_s`` or Arena is interrupted."""
+             env: dict[str, str] | None = None, cwd: str | None = None, stop_s: float | None = None) -> ToolRun:
+    """Run ``argv`` pinned to ``cpus``; kill it if it outlives ``limit_s`` or Arena is interrupted.
+    With ``stop_s``: a tool still running then gets SIGINT, Ctrl-C's signal, on which it stops and
+    prints what it has done (siege's report), until ``limit_s``."""
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # its own CPU, by difference
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
                                 preexec_fn=child_setup(cpus))
     except FileNotFoundError:
         raise ArenaError(f"driver = \"{tool}\": {tool} is not installed ({install})") from None
+    stopped = False
     try:
-        out, err = proc.communicate(timeout=limit_s)
+        try:
+            out, err = proc.communicate(timeout=limit_s if stop_s is None else stop_s)
+        except subprocess.TimeoutExpired:
+            if stop_s is None:
+                raise
+            proc.send_signal(signal.SIGINT)
+            stopped = True
+            out, err = proc.communicate(timeout=max(1.0, limit_s - stop_s))
     except BaseException as e:
         proc.kill()
         proc.communicate()
@@ -61,7 +73,7 @@ def run_tool(tool: str, argv: list[str], *, cpus: list[int] | None, limit_s: flo
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return ToolRun(out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode, cpu,
-                   time.monotonic() - t0)
+                   time.monotonic() - t0, stopped)
 
 
 def failure(tool: str, run: ToolRun) -> ArenaError:

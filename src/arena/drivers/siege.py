@@ -91,13 +91,23 @@ def _run_once(spec: LoadSpec, seconds: float | None, cpus: list[int] | None) -> 
                                 timeout=max(1, math.ceil(spec.timeout_s))))
         argv = build_argv(spec, seconds, rc)
         env = {**os.environ, "HOME": home}  # siege writes $HOME/.siege
-        # a request-bounded run: each repetition may take up to the timeout (siege's own is 30 s)
-        most_s = seconds if seconds is not None else math.ceil((spec.requests or 1) / (spec.connections or 1)) * spec.timeout_s
+        # a request-bounded run: each user's repetition may take up to the timeout; past that, siege is
+        # stopped (SIGINT: it prints its report) and the run answered fewer requests than asked
+        stop_s = None if seconds is not None else request_bound_s(spec)
+        most_s = seconds if seconds is not None else stop_s
         done = run_tool("siege", argv, cpus=cpus, limit_s=max(1, math.ceil(most_s)) + spec.timeout_s + 30,
-                        install="apt-get install -y siege", env=env)
+                        install="apt-get install -y siege", env=env, stop_s=stop_s)
         version = subprocess.run(["siege", "-V"], capture_output=True, text=True, env=env)
     if done.returncode not in (0, 255) and "{" not in done.stdout:
         raise failure("siege", done)
     v = (version.stdout + version.stderr).split()
+    config = {"driver": "siege", "argv": argv, "version": v[1] if len(v) > 1 else None}
+    if done.stopped:
+        config["stopped_at_s"] = stop_s
     return parse(done.stdout, url=spec.url, connections=spec.connections or 1, cpu_s=done.cpu_s, wall_s=done.wall_s,
-                 config={"driver": "siege", "argv": argv, "version": v[1] if len(v) > 1 else None})
+                 config=config)
+
+
+def request_bound_s(spec: LoadSpec) -> float:
+    """How long a request-bounded siege run may take: each user's repetitions, a timeout each."""
+    return math.ceil((spec.requests or 1) / (spec.connections or 1)) * spec.timeout_s

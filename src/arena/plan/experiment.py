@@ -147,17 +147,19 @@ class Experiment:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One measured run: a server configuration at one load level, one repetition."""
+    """One measured run: a server configuration at one load level, one repetition (and, where an
+    earlier attempt at it was invalid, which retake)."""
 
     config: ServerConfig
     level: Level
     repetition: int
     workload: Workload = Workload("/")
+    retake: int = 0
 
     @property
     def key(self) -> str:
         where = "" if self.workload.name == "default" else f" {self.workload.name}"
-        return f"{self.config.key}{where} {self.level.key} #{self.repetition}"
+        return f"{self.config.key}{where} {self.level.key} #{self.repetition}" + (f" retake {self.retake}" if self.retake else "")
 
 
 @dataclass(frozen=True)

@@ -181,8 +181,10 @@ class Store:
 
     # ------------------------------------------------------------------ runs
 
-    def done_keys(self, experiment_id: int) -> set[str]:
-        return {r[0] for r in self.db.execute("SELECT run_key FROM runs WHERE experiment_id = ?", (experiment_id,))}
+    def done_keys(self, experiment_id: int) -> dict[str, bool]:
+        """The stored runs' keys, each with whether the run is valid."""
+        return {r[0]: bool(r[1]) for r in self.db.execute("SELECT run_key, valid FROM runs WHERE experiment_id = ?",
+                                                          (experiment_id,))}
 
     def fastest_speed_ms(self, experiment_id: int) -> float | None:
         """The fastest speed check among the experiment's stored runs (speed.Reference): the machine at its best."""
