@@ -68,6 +68,11 @@ def test_the_model_for_the_heroku_dyno_matches_a_hand_computation():
         assert model(key, 10, server)["rps"] == pytest.approx(slots * 1000 / 300, rel=2e-3), key
     # one process of 16 threads: its GVL lets 50 ms of CPU through at a time, so at most 20 req/s
     assert 15 < model("Puma 1x16", 10, "puma")["rps"] < 20
+    # beside the published throughput (Thin, Unicorn 3 and 4: 3.28, 9.83, 12.69 req/s)
+    c = compare(study, rep, [], {"Thin": "thin", "Unicorn 3x1": "unicorn", "Unicorn 4x1": "unicorn"}, 30.0)
+    error, rows = c.model_error("rps")
+    hand = (abs(1000 / 300 - 3.28) / 3.28 + abs(3000 / 300 - 9.83) / 9.83 + abs(4000 / 300 - 12.69) / 12.69) / 3
+    assert rows == 3 and error == pytest.approx(100 * hand, rel=1e-2)
 
 
 def _recorded():

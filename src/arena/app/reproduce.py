@@ -57,10 +57,11 @@ def study_file(study_id: str, directory: Path = SCENARIOS) -> StudyFile:
 
 def run_study(study_id: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
               on_event: Callable[[Event], None] = lambda e: None, seams: Seams = Seams(),
-              directory: Path = SCENARIOS) -> RunCounts:
-    """Run the study's file into the store (what the store holds already is not run again)."""
+              directory: Path = SCENARIOS, retake_invalid: bool = False) -> RunCounts:
+    """Run the study's file into the store (what the store holds already is not run again; with
+    ``retake_invalid``, a run whose stored attempts are all invalid is taken once more)."""
     sf = study_file(study_id, directory)
-    counts = run_file(str(sf.path), store_path, on_plan, on_event, seams=seams)
+    counts = run_file(str(sf.path), store_path, on_plan, on_event, seams=seams, retake_invalid=retake_invalid)
     assert counts is not None
     return counts
 
@@ -75,7 +76,7 @@ def comparison_of(definition: dict, cells, runs, file: str = "(stored definition
     servers = {c.name: c.server for c in exp.servers}
     versions = {k: v for r in runs for k, v in r.environment.servers.items()}
     cpus = len(exp.server_cpus)
-    return compare(published.study(rep.study), rep, cells, servers, exp.timeout_s, cpus, versions)
+    return compare(published.study(rep.study), rep, cells, servers, exp.timeout_s, cpus, versions, exp.requests)
 
 
 def reproduction(study_id: str, store_path: str, directory: Path = SCENARIOS) -> Comparison:

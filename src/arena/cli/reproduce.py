@@ -7,7 +7,7 @@ from rich.table import Table
 
 from arena.app.reproduce import reproduction, run_study, study_files
 from arena.cli.args import add_store
-from arena.cli.run import summary, with_progress
+from arena.cli.run import add_retake, summary, with_progress
 from arena.reproduce.compare import Comparison
 from arena.report.data import published_section
 
@@ -19,6 +19,7 @@ def add(sub) -> None:
     r.add_argument("study", nargs="?", help="the study's id (arena reproduce --list)")
     r.add_argument("--list", action="store_true", help="list the studies, their study files and an estimate of the time")
     r.add_argument("--no-run", action="store_true", help="compare what the store holds, run nothing")
+    add_retake(r)
     add_store(r)
 
 
@@ -28,7 +29,8 @@ def run(args, out) -> int:
     code = 0
     if not args.no_run:
         counts, names = with_progress(out, args.store, False,
-                                      lambda planned, on_event: run_study(args.study, args.store, planned, on_event))
+                                      lambda planned, on_event: run_study(args.study, args.store, planned, on_event,
+                                                                          retake_invalid=args.retake_invalid))
         code = summary(out, counts, names[0], args.store)
     render(reproduction(args.study, args.store), out)
     return code

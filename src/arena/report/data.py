@@ -307,6 +307,10 @@ def published_section(comparison) -> Section:
     section.paragraphs.append(f"{n['agree']} figures agree, {n['differ']} differ, {n['not measured']} were not measured"
                               + (f" (why they differ: {reasons})." if reasons else "."))
     section.paragraphs += [f"Rank agreement {t.text}." for t in c.taus]
+    error, rows = c.model_error("rps")
+    if error is not None:
+        section.paragraphs.append(f"The model for the original conditions against the published throughput: mean "
+                                  f"absolute percentage error {error:.1f}% over {rows} rows.")
     return section
 
 

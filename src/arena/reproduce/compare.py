@@ -85,6 +85,15 @@ class Comparison:
                 out["agree" if v.agrees else "differ" if v.agrees is False else "not measured"] += 1
         return out
 
+    def model_error(self, name: str = "rps") -> tuple[float | None, int]:
+        """The model for the original against the published figure: MAPE (%) over the rows that
+        publish it (whether or not they ran here), and how many."""
+        from arena.stats import mape
+
+        pairs = [(ln.model[name], ln.published[name]) for ln in self.lines
+                 if name in ln.published and ln.model.get(name) is not None]
+        return mape(pairs), len(pairs)
+
     def reasons(self) -> dict[str, int]:
         """How often each kind of reason explains a difference (the reason's first words)."""
         out: dict[str, int] = {}
@@ -121,15 +130,21 @@ def model_for_original(row: Row, server: str, original: Original, cores: int, ou
             "memory_mb": None, "completed": 1.0 if p.p99_ms < timeout_s * 1000 else 0.0}
 
 
-def measured(cell: Cell) -> dict[str, float | None]:
+def measured(cell: Cell, requests: int | None = None) -> dict[str, float | None]:
     """A cell's figures under the published names (medians of the valid repetitions; completed: every
-    run answered every request without an error)."""
+    run answered every request, in its time, without an error: valid or not, a run says that)."""
     ms = lambda f: None if f.median is None else f.median / 1000  # noqa: E731  (us -> ms)
     loaded = [r for r in cell.runs if r.load is not None]
     return {"rps": cell.throughput.median, "mean_ms": cell.response_ms.median, "median_ms": ms(cell.p50_us),
             "p90_ms": ms(cell.p90_us), "p99_ms": ms(cell.p99_us),
             "memory_mb": None if cell.pss_bytes.median is None else cell.pss_bytes.median / MiB,
-            "completed": (1.0 if all(r.errors == 0 for r in loaded) else 0.0) if loaded else None}
+            "completed": (1.0 if all(r.errors == 0 and _answered(r) >= (requests or 0) for r in loaded) else 0.0)
+            if loaded else None}
+
+
+def _answered(run) -> int:
+    m = run.load.measured
+    return m.completed + m.errors
 
 
 def _close(a: float, b: float, tolerance: float) -> bool:
@@ -167,9 +182,12 @@ def _fmt(name: str, v: float) -> str:
 
 
 def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[str, str], timeout_s: float,
-            here_cpus: int | None = None, versions: dict[str, str | None] | None = None) -> Comparison:
+            here_cpus: int | None = None, versions: dict[str, str | None] | None = None,
+            requests: int | None = None) -> Comparison:
     """Every row of ``study`` beside the cells of its study file. ``servers``: each configuration's
-    label -> its catalog server (the model needs it where a row was not measured too)."""
+    label -> its catalog server (the model needs it where a row was not measured too); ``requests``:
+    what each run was to answer, where runs are bounded by a count (a run that answered fewer did not
+    complete)."""
     versions = versions or {}
     by_key = {(c.label, c.workload, c.level): c for c in cells if c.model == "closed"}
     lines = []
@@ -191,11 +209,11 @@ def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[st
         outside = overhead_ms(study, rep, row.workload)
         model = model_for_original(row, servers[row.key], original, rep.cores, outside, timeout_s)
         cell = by_key.get((row.key, original.workload, float(row.concurrency)))
-        here = measured(cell) if cell else {}
+        here = measured(cell, requests) if cell else {}
         flags = cell.flags if cell else ("not run yet",)
         verdicts = {k: verdict(k, v, here.get(k), model.get(k), outside, rep, here_cpus,
                                versions.get(servers[row.key]), flags) for k, v in figures.items()}
-        measured_ok = cell is not None and cell.valid > 0
+        measured_ok = any(v.agrees is not None for v in verdicts.values())  # an outcome counts invalid runs too
         lines.append(Line(row, "compared" if measured_ok else "not measured", "" if measured_ok else "; ".join(flags),
                           row.key, float(row.concurrency), figures, here, model, verdicts))
     return Comparison(study, rep, lines, taus(lines), here_cpus)
