@@ -157,6 +157,24 @@ def test_a_bad_reproduce_table_is_one_line_naming_the_key(table, message):
     assert message in str(e.value) and str(e.value).startswith("study.toml: ") and "\n" not in str(e.value)
 
 
+def test_two_labels_for_one_configuration_are_refused_and_a_row_can_name_its_configuration():
+    """Scaled to the same knobs, two published rows are one configuration: the file names it for both
+    ([reproduce.measured_by]); two labels on one configuration would collide in the store."""
+    data = {"workload": {"path": "/"}, "servers": [{"server": "unicorn", "label": "Unicorn 1x1", "processes": 1},
+                                                   {"server": "unicorn", "label": "Unicorn 8x1", "processes": 1}]}
+    with pytest.raises(ArenaError, match=r"servers = \"Unicorn 8x1\": is the same configuration as 'Unicorn 1x1'"):
+        parse_experiment(data, "f.toml")
+    rep = load_experiment(SCENARIOS / "fibonacci.toml").reproduce
+    assert rep.label("Unicorn 8x1") == "Unicorn 1x1" and rep.label("Unicorn 32x1") == "Unicorn 32x1"
+    sf = study_files()["jmeter-fibonacci"]
+    c = compare(sf.study, rep, [], {cfg.name: cfg.server for cfg in sf.planned.experiment.servers}, 30.0)
+    eight = next(ln for ln in c.lines if ln.row.key == "Unicorn 8x1")
+    assert eight.label == "Unicorn 1x1" and eight.status == "not measured"
+    # the model for the original still runs the published 8 workers on its 8 cores
+    assert eight.model["rps"] == pytest.approx(8 * next(ln for ln in c.lines if ln.row.key == "Unicorn 1x1").model["rps"],
+                                               rel=0.05)
+
+
 def test_an_unknown_study_is_refused():
     from arena.cli import main
 

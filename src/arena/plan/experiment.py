@@ -332,7 +332,12 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         servers += _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app, default_topology)
     servers = list(dict.fromkeys(servers))
     seen: dict[str, ServerConfig] = {}
+    keys: dict[str, ServerConfig] = {}
     for c in servers:
+        if c.key in keys and keys[c.key].name != c.name:
+            raise top.fail("servers", c.name, f"is the same configuration as {keys[c.key].name!r} ({c.key}): their runs "
+                                              "would be one; keep one of them")
+        keys[c.key] = c
         if c.name in seen and seen[c.name] != c:
             raise top.fail("servers", c.name, f"two configurations have this label ({seen[c.name].key} and {c.key}); "
                                               "each needs its own, or their runs would be merged into one row")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-KEYS = ("study", "cores", "tolerance", "workloads", "not_run")
+KEYS = ("study", "cores", "tolerance", "workloads", "not_run", "measured_by")
 WORKLOAD_KEYS = ("workload", "cpu_ms", "io_ms")
 
 
@@ -31,6 +31,12 @@ class Reproduction:
     tolerance: float  # a figure agrees when within this fraction of the published one
     workloads: tuple[tuple[str, Original], ...]  # published workload name -> what stands for it here
     not_run: tuple[tuple[str, str], ...] = ()  # a row's key, workload or table -> why it is not run here
+    measured_by: tuple[tuple[str, str], ...] = ()  # a row's key -> the label of the configuration that measures it
+
+    def label(self, row_key: str) -> str:
+        """The configuration that measures a published row: the one labelled with the row's key, unless
+        scaling made two rows one configuration (``measured_by``)."""
+        return dict(self.measured_by).get(row_key, row_key)
 
     def original(self, published_workload: str | None) -> Original | None:
         return dict(self.workloads).get(published_workload or "default")
@@ -82,4 +88,8 @@ def reproduction(table: Any, workload_names: set[str], fail: Fail) -> Reproducti
     skip = table.get("not_run", {})
     if not isinstance(skip, dict) or not all(isinstance(v, str) and v for v in skip.values()):
         raise fail("reproduce.not_run", skip, "must be a table of row key, workload or table = \"why it is not run\"")
-    return Reproduction(study, cores, float(tolerance), tuple(workloads), tuple(skip.items()))
+    same = table.get("measured_by", {})
+    if not isinstance(same, dict) or not all(isinstance(v, str) and v for v in same.values()):
+        raise fail("reproduce.measured_by", same, "must be a table of row key = \"the label of the configuration that "
+                                                  "measures it\"")
+    return Reproduction(study, cores, float(tolerance), tuple(workloads), tuple(skip.items()), tuple(same.items()))

@@ -201,21 +201,22 @@ def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[st
         if skip:
             lines.append(Line(row, "not run", skip, published=figures))
             continue
-        if row.key not in servers or original is None or row.concurrency is None:
-            what = ("no configuration labelled " + repr(row.key) if row.key not in servers
+        label = rep.label(row.key)
+        if label not in servers or original is None or row.concurrency is None:
+            what = ("no configuration labelled " + repr(label) if label not in servers
                     else f"no [reproduce.workloads.{row.workload or 'default'}]" if original is None else "no concurrency")
             lines.append(Line(row, "not run", f"the study file has {what}", published=figures))
             continue
         outside = overhead_ms(study, rep, row.workload)
-        model = model_for_original(row, servers[row.key], original, rep.cores, outside, timeout_s)
-        cell = by_key.get((row.key, original.workload, float(row.concurrency)))
+        model = model_for_original(row, servers[label], original, rep.cores, outside, timeout_s)
+        cell = by_key.get((label, original.workload, float(row.concurrency)))
         here = measured(cell, requests) if cell else {}
         flags = cell.flags if cell else ("not run yet",)
         verdicts = {k: verdict(k, v, here.get(k), model.get(k), outside, rep, here_cpus,
-                               versions.get(servers[row.key]), flags) for k, v in figures.items()}
+                               versions.get(servers[label]), flags) for k, v in figures.items()}
         measured_ok = any(v.agrees is not None for v in verdicts.values())  # an outcome counts invalid runs too
         lines.append(Line(row, "compared" if measured_ok else "not measured", "" if measured_ok else "; ".join(flags),
-                          row.key, float(row.concurrency), figures, here, model, verdicts))
+                          label, float(row.concurrency), figures, here, model, verdicts))
     return Comparison(study, rep, lines, taus(lines), here_cpus)
 
 
