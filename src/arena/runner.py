@@ -383,10 +383,9 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     ``arena run`` tries it again) and "invalid" (saved, with validity flags)."""
     file = str(Path(exp.file).resolve()) if Path(exp.file).is_file() else exp.file  # its paths resolve from anywhere
     experiment_id = store.experiment_id(exp.name, file, exp.source)
-    groups = plan(exp)
-    if retake_invalid:
-        groups = retakes(groups, store.done_keys(experiment_id))
-    done = set(store.done_keys(experiment_id))
+    stored = store.done_keys(experiment_id)
+    groups = retakes(plan(exp), stored) if retake_invalid else plan(exp)
+    done = set(stored)
     total = sum(len(g.runs) for g in groups)
     env = environment(exp)
     counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}

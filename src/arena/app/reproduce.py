@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
 import arena
-from arena.app.experiments import Planned, RunCounts, open_store, plan_file, results, run_file
+from arena.app.experiments import Planned, RunCounts, open_store, results, run_file
 from arena.errors import ArenaError
-from arena.plan.experiment import parse_experiment
+from arena.plan.experiment import Experiment, estimate_s, load_experiment, parse_experiment, plan
 from arena.reproduce import published
 from arena.reproduce.compare import Comparison, compare
 from arena.runner import Event, Seams
@@ -18,11 +19,16 @@ from arena.runner import Event, Seams
 SCENARIOS = Path(arena.__file__).resolve().parents[2] / "scenarios"
 
 
-@dataclass(frozen=True)
+@dataclass
 class StudyFile:
     study: published.Study
     path: Path
-    planned: Planned
+    experiment: Experiment
+
+    @cached_property
+    def planned(self) -> Planned:
+        """Its plan and the time it takes (the model estimates each run: asked for by --list only)."""
+        return Planned(self.experiment, plan(self.experiment), estimate_s(self.experiment))
 
 
 def study_files(directory: Path = SCENARIOS) -> dict[str, StudyFile]:
@@ -31,17 +37,15 @@ def study_files(directory: Path = SCENARIOS) -> dict[str, StudyFile]:
     studies = published.load()
     found: dict[str, StudyFile] = {}
     for path in sorted(directory.glob("*.toml")):
-        if "[reproduce]" not in path.read_text(encoding="utf-8"):
-            continue
-        planned = plan_file(str(path))
-        rep = planned.experiment.reproduce
+        exp = load_experiment(path)
+        rep = exp.reproduce
         if rep is None:
             continue
         if rep.study not in studies:
             raise ArenaError(f"{path}: reproduce.study = {rep.study!r}: no such study (the studies: {', '.join(studies)})")
         if rep.study in found:
             raise ArenaError(f"{path}: reproduce.study = {rep.study!r}: {found[rep.study].path.name} reproduces it too")
-        found[rep.study] = StudyFile(studies[rep.study], path, planned)
+        found[rep.study] = StudyFile(studies[rep.study], path, exp)
     missing = [s for s in studies if s not in found]
     if missing:
         raise ArenaError(f"{directory}: no study file reproduces {', '.join(missing)}")
@@ -82,7 +86,7 @@ def comparison_of(definition: dict, cells, runs, file: str = "(stored definition
 def reproduction(study_id: str, store_path: str, directory: Path = SCENARIOS) -> Comparison:
     """The study beside what its file measured into the store."""
     sf = study_file(study_id, directory)
-    name = sf.planned.experiment.name
+    name = sf.experiment.name
     with open_store(store_path) as store:
         if name not in [e["name"] for e in store.experiments()]:
             raise ArenaError(f"--store {store_path}: no runs of {name} yet (arena reproduce {study_id})")

@@ -8,6 +8,7 @@ from rich.table import Table
 from arena.app.reproduce import reproduction, run_study, study_files
 from arena.cli.args import add_store
 from arena.cli.run import add_retake, summary, with_progress
+from arena.cli.show import terminal_table
 from arena.reproduce.compare import Comparison
 from arena.report.data import published_section
 
@@ -52,11 +53,6 @@ def render(c: Comparison, out) -> None:
     section = published_section(c)
     out.print(f"[bold]{escape(section.title)}[/bold]: {escape(section.lead)}", highlight=False)
     for t in section.tables:
-        table = Table(title=t.title)
-        for col in t.head:
-            table.add_column(col, overflow="fold")
-        for row in t.rows:
-            table.add_row(*(escape(v) for v in row))
-        out.print(table)
+        out.print(terminal_table(t))
     for p in section.paragraphs:
         out.print(p, highlight=False, markup=False)

@@ -30,10 +30,15 @@ def run(args, out) -> int:
         out.print(f"\n[bold]{escape(res.name)}[/]")
         for line in shown.answer:
             out.print(line, highlight=False, markup=False)
-        table = Table(title=f"{res.name}: medians of valid repetitions; intervals of the medians")
-        for col in shown.table.head:
-            table.add_column(col, overflow="fold")
-        for row in shown.table.rows:
-            table.add_row(*(escape(c) for c in row))
-        out.print(table)
+        out.print(terminal_table(shown.table, f"{res.name}: medians of valid repetitions; intervals of the medians"))
     return 0
+
+
+def terminal_table(t, title: str | None = None) -> Table:
+    """A report table (report.data.Table, plain text) as a terminal table under ``title`` (default: its own)."""
+    table = Table(title=t.title if title is None else title)
+    for col in t.head:
+        table.add_column(col, overflow="fold")
+    for row in t.rows:
+        table.add_row(*(escape(c) for c in row))
+    return table

@@ -756,11 +756,9 @@ def _requests_s(exp: Experiment, c: ServerConfig, run: RunSpec) -> float:
     from arena.model.calibrate import server_config
     from arena.model.server import Workload, predict_closed
 
-    published = next((pub for pub, o in exp.reproduce.workloads if o.workload == run.workload.name),
-                     None) if exp.reproduce else None
-    if not exp.requests or published is None or run.level.model != "closed":
+    work = exp.reproduce.work_of(run.workload.name) if exp.reproduce else None
+    if not exp.requests or work is None or run.level.model != "closed":
         return 0.0
-    work = exp.reproduce.original(published)
     x = predict_closed(Workload(work.cpu_ms, work.io_ms),
                        server_config(c.server, c.processes, c.threads, float(len(exp.server_cpus))),
                        int(run.level.value)).throughput

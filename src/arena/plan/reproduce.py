@@ -41,6 +41,10 @@ class Reproduction:
     def original(self, published_workload: str | None) -> Original | None:
         return dict(self.workloads).get(published_workload or "default")
 
+    def work_of(self, workload: str) -> Original | None:
+        """The original's work that this file's ``workload`` stands for (None: it stands for none)."""
+        return next((o for _, o in self.workloads if o.workload == workload), None)
+
     def why_not_run(self, *names: str | None) -> str | None:
         """The reason a row (named by its key, workload, table) is not run here, if the file gives one."""
         skip = dict(self.not_run)

@@ -407,7 +407,7 @@ def published_vs_here(comparison) -> list[Chart]:
     the original conditions, side by side per published row (one group per published workload)."""
     from arena.reproduce.published import FIGURES
 
-    compared = [ln for ln in comparison.lines if ln.status in ("compared", "not measured")]
+    compared = [ln for ln in comparison.lines if ln.run_here]
     names = [n for n in FIGURES if any(n in ln.published for ln in compared)]
     cores = comparison.reproduction.cores
     charts = []

@@ -294,11 +294,10 @@ def published_section(comparison) -> Section:
                       f"a figure agrees within {rep.tolerance:.0%}.", charts=ch.published_vs_here(c))
     value = lambda n, v: "-" if v is None else ("yes" if v else "no") if n == "completed" else nice(v)  # noqa: E731
     rows = [[ln.row.text, FIGURES[n][0], value(n, v), value(n, ln.measured.get(n)), value(n, ln.model.get(n)),
-             ln.verdicts[n].text] for ln in c.lines if ln.status in ("compared", "not measured")
-            for n, v in ln.published.items()]
+             ln.verdicts[n].text] for ln in c.lines if ln.run_here for n, v in ln.published.items()]
     section.tables.append(Table(["published row", "figure", "published", "here", f"model ({rep.cores} cores)", "verdict"],
                                 rows, "published", "Published vs here, figure by figure"))
-    skipped = [[ln.row.text, ln.why] for ln in c.lines if ln.status in ("not run", "no figure")]
+    skipped = [[ln.row.text, ln.why] for ln in c.lines if not ln.run_here]
     if skipped:
         section.tables.append(Table(["published row", "why it is not compared"], skipped, "not-compared",
                                     "Published rows not compared"))
@@ -307,10 +306,10 @@ def published_section(comparison) -> Section:
     section.paragraphs.append(f"{n['agree']} figures agree, {n['differ']} differ, {n['not measured']} were not measured"
                               + (f" (why they differ: {reasons})." if reasons else "."))
     section.paragraphs += [f"Rank agreement {t.text}." for t in c.taus]
-    error, rows = c.model_error("rps")
+    error, n_rows = c.model_error("rps")
     if error is not None:
         section.paragraphs.append(f"The model for the original conditions against the published throughput: mean "
-                                  f"absolute percentage error {error:.1f}% over {rows} rows.")
+                                  f"absolute percentage error {error:.1f}% over {n_rows} rows.")
     return section
 
 

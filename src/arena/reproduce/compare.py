@@ -13,6 +13,7 @@ its single-client row shows (that row's mean minus the work; 0 where it has none
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from arena.plan.reproduce import Original, Reproduction
@@ -23,10 +24,14 @@ LATENCY = ("mean_ms", "median_ms", "p90_ms", "p99_ms")
 RANKED_LATENCY = ("p99_ms", "p90_ms", "mean_ms")  # the ranking by latency uses the highest one published
 
 
+HARDWARE, NETWORK, SETUP = "hardware", "router and network", "the server's version or setup"
+
+
 @dataclass(frozen=True)
 class Verdict:
     agrees: bool | None  # None: nothing measured to compare
     reason: str = ""  # why it differs (or why it could not be compared)
+    kind: str = ""  # of a difference: HARDWARE, NETWORK or SETUP
 
     @property
     def text(self) -> str:
@@ -48,6 +53,11 @@ class Line:
     measured: dict[str, float | None] = field(default_factory=dict)
     model: dict[str, float | None] = field(default_factory=dict)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+
+    @property
+    def run_here(self) -> bool:
+        """Whether the study file runs it (measured or not yet): not a row without figures or left out."""
+        return self.status in ("compared", "not measured")
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,7 @@ class Comparison:
         """Figures that agree, differ, or were not measured; rows not compared."""
         out = {"agree": 0, "differ": 0, "not measured": 0, "rows not compared": 0}
         for line in self.lines:
-            if line.status in ("not run", "no figure"):
+            if not line.run_here:
                 out["rows not compared"] += 1
             for v in line.verdicts.values():
                 out["agree" if v.agrees else "differ" if v.agrees is False else "not measured"] += 1
@@ -95,14 +105,9 @@ class Comparison:
         return mape(pairs), len(pairs)
 
     def reasons(self) -> dict[str, int]:
-        """How often each kind of reason explains a difference (the reason's first words)."""
-        out: dict[str, int] = {}
-        for line in self.lines:
-            for v in line.verdicts.values():
-                if v.agrees is False:
-                    kind = v.reason.split(":")[0]
-                    out[kind] = out.get(kind, 0) + 1
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+        """How often each kind of reason explains a difference, the most frequent first."""
+        kinds = Counter(v.kind for line in self.lines for v in line.verdicts.values() if v.agrees is False)
+        return dict(kinds.most_common())
 
 
 def overhead_ms(study: Study, rep: Reproduction, workload: str | None) -> float:
@@ -167,12 +172,11 @@ def verdict(name: str, published: float, here: float | None, model: float | None
         return Verdict(True)
     if model is not None and (model == published if name == "completed" else _close(model, published, tol)):
         cpus = f"{rep.cores} cores there, {here_cpus} here" if here_cpus else f"{rep.cores} cores there"
-        return Verdict(False, f"hardware: {cpus}; the model on the original's cores gives {_fmt(name, model)}")
+        return Verdict(False, f"{HARDWARE}: {cpus}; the model on the original's cores gives {_fmt(name, model)}", HARDWARE)
     if name in LATENCY and outside_ms > 0 and _close(here + outside_ms, published, tol):
-        return Verdict(False, f"router and network: the original spent {outside_ms:.0f} ms per request outside the "
-                              "server (its single-client row)")
-    return Verdict(False, "not the cores nor the overhead: the server's version or setup"
-                          + (f" (here {version})" if version else ""))
+        return Verdict(False, f"{NETWORK}: the original spent {outside_ms:.0f} ms per request outside the server "
+                              "(its single-client row)", NETWORK)
+    return Verdict(False, f"not the cores nor the overhead: {SETUP}" + (f" (here {version})" if version else ""), SETUP)
 
 
 def _fmt(name: str, v: float) -> str:

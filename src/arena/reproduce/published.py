@@ -102,16 +102,6 @@ class Study:
     rows: tuple[Row, ...]
 
     @property
-    def cores(self) -> Any:
-        """The original's CPU count as the data states it (a number, or "not stated")."""
-        hw = self.conditions.get("hardware", {})
-        for key in ("cores", "processors", "vcores", "vcpus"):
-            if key in hw:
-                return hw[key]
-        server = hw.get("app_server", {})
-        return server.get("vcores", "not stated")
-
-    @property
     def citation(self) -> str:
         return f"{self.source} ({self.year})" if self.year else self.source
 
