@@ -3,6 +3,7 @@ schema and parsed, against real subject servers."""
 
 import copy
 import json
+import os
 import re
 import signal
 import subprocess
@@ -118,10 +119,14 @@ def test_ctrl_c_to_arena_load_keeps_the_partial_result(puma):
     proc = subprocess.Popen([sys.executable, "-m", "arena", "load", f"{puma.url}/work?cpu_ms=1", "-c", "2", "-d", "60s",
                              "--json", "/dev/stdout"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
-    time.sleep(1.5)
+    # Ctrl-C once the server has spent 0.3 s of CPU on this load (each request costs it at least 1 ms):
+    # however long the interpreter takes to start, well over 50 requests are then answered
+    before = sum(puma.procset.cpu_times())
+    deadline = time.monotonic() + 30
+    while sum(puma.procset.cpu_times()) - before < 0.3:
+        assert proc.poll() is None and time.monotonic() < deadline, "the load never reached the server"
+        time.sleep(0.05)
     t0 = time.monotonic()
-    import os
-
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 10
