@@ -121,7 +121,9 @@ def test_a_killed_arena_s_database_is_reaped(tmp_path):
     assert any("-postgres" in x for x in leftovers_of(proc.pid))
     reap = subprocess.run([sys.executable, "-m", "arena", "reap"], capture_output=True, text=True, timeout=60)
     assert reap.returncode == 0 and "-postgres" in reap.stdout
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10  # a killed process leaves /proc when its parent has waited for it
+    while leftovers_of(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert leftovers_of(proc.pid) == []
 
 
@@ -168,7 +170,13 @@ def test_a_pool_that_cannot_serve_in_time_is_a_503_naming_the_pool(services_env)
 
         slow = threading.Thread(target=hold)
         slow.start()
-        time.sleep(0.3)
+        import psycopg
+        with psycopg.connect(env["ARENA_DATABASE_URL"], autocommit=True) as watch:  # until the query runs
+            deadline = time.monotonic() + 10
+            while not watch.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'"
+                                    ).fetchone()[0]:
+                assert time.monotonic() < deadline, "the slow query never started"
+                time.sleep(0.02)
         with Client(s.host, s.port, timeout=30) as c:
             r = c.get("/db")
         slow.join()

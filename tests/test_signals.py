@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from arena.servers import cgroup
@@ -50,15 +51,17 @@ def start(tmp_path: Path, experiment: str = EXPERIMENT) -> subprocess.Popen:
 
 
 def wait_for_load(proc: subprocess.Popen) -> None:
-    """Until the first run is under way (its server is up and the load started)."""
+    """Until the first run is under way: Arena has started arena-load (after its server's ready check
+    and idle probe)."""
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if any(d.name.endswith("-puma") for r in set(cgroup.v1_roots().values()) | ({cgroup.v2_root()} - {None})
-               for d in r.glob(f"{cgroup.PREFIX}{proc.pid}-*")):
-            time.sleep(1.5)  # the ready check, the idle probe, then load
-            return
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if any(child.name() == "arena-load" for child in psutil.Process(proc.pid).children()):
+                return
+        except psutil.NoSuchProcess:
+            break
         time.sleep(0.05)
-    raise AssertionError("the server never started")
+    raise AssertionError("Arena never started its load")
 
 
 def stopped_under_load(tmp_path, send, experiment: str = EXPERIMENT) -> int:
