@@ -295,6 +295,32 @@ def instances_for(target_wait_s: float, policy: str, rate: float, service: Sampl
 
 
 UNBOUNDED = 1 << 30  # an event loop's "threads": as many requests in service as arrive
+CORES_SERVER, CORES_DB = 10, 11  # the event of a burst's end on the server's cores, on the database's
+
+
+class _Cores:
+    """Cores as the kernel shares them among runnable threads (CFS, idealized as processor sharing):
+    n bursts on c cores each advance at min(1, c / n) seconds of CPU per second, so a burst's wall
+    time stretches with the bursts beside it, and c need not be whole (a cgroup's CPU quota)."""
+
+    __slots__ = ("cores", "event", "left", "kind", "since", "version")
+
+    def __init__(self, cores: float, event: int):
+        self.cores, self.event = cores, event
+        self.left: dict[int, float] = {}  # request -> CPU seconds its burst still needs
+        self.kind: dict[int, int] = {}  # request -> the event its burst's end is
+        self.since = 0.0
+        self.version = 0  # of the forecast end: a change in the sharing voids the one in the event list
+
+    def rate(self) -> float:
+        return min(1.0, self.cores / len(self.left)) if self.left else 1.0
+
+    def advance(self, t: float) -> None:
+        if self.left and t > self.since:
+            done = (t - self.since) * self.rate()
+            for r in self.left:
+                self.left[r] -= done
+        self.since = t
 
 
 @dataclass(frozen=True)
@@ -394,9 +420,9 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
     gil_queue: list[deque] = [deque() for _ in range(inst.processes)]
     conns = [inst.pool or UNBOUNDED] * inst.processes
     conn_queue: list[deque] = [deque() for _ in range(inst.processes)]
-    # core pools: [free cores, FIFO of (request, kind of burst)]; the database's CPU on its own or the server's
-    server_cores = [max(1, round(inst.cores)), deque()]
-    db_cores = server_cores if inst.db_cores is None else [max(1, round(inst.db_cores)), deque()]
+    # the database's CPU on its own cores or the server's
+    server_cores = _Cores(inst.cores, CORES_SERVER)
+    db_cores = server_cores if inst.db_cores is None else _Cores(inst.db_cores, CORES_DB)
     n_clients = clients or 0
     process_of_client = [-1] * n_clients  # the process its connection stays with
     held_for = [-1] * n_clients  # the process whose thread waits for its next request (Puma's fast inline)
@@ -424,17 +450,17 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         gil_held[p] = True
         want_core(server_cores, r, CPU_DONE, t)
 
-    def want_core(pool: list, r: int, kind: int, t: float) -> None:
-        if pool[0] == 0:
-            pool[1].append((r, kind))
-            return
-        pool[0] -= 1
-        at(t + (cpu[r] if kind == CPU_DONE else db_cpu[r]), kind, r)
+    def want_core(pool: _Cores, r: int, kind: int, t: float) -> None:
+        pool.advance(t)
+        pool.left[r] = cpu[r] if kind == CPU_DONE else db_cpu[r]
+        pool.kind[r] = kind
+        schedule(pool, t)
 
-    def free_core(pool: list, t: float) -> None:
-        pool[0] += 1
-        if pool[1]:
-            want_core(pool, *pool[1].popleft(), t)
+    def schedule(pool: _Cores, t: float) -> None:
+        """The next burst to end, at the pool's present sharing (any earlier forecast is void)."""
+        pool.version += 1
+        if pool.left:
+            at(t + min(pool.left.values()) / pool.rate(), pool.event, pool.version)
 
     def release_gil(p: int, t: float) -> None:
         if gil_queue[p]:
@@ -475,6 +501,15 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         issue(gaps[0], 0)
     while events:
         t, _, kind, r = heapq.heappop(events)
+        if kind == CORES_SERVER or kind == CORES_DB:  # a burst ends, if nothing changed the sharing since
+            pool = server_cores if kind == CORES_SERVER else db_cores
+            if r != pool.version:
+                continue
+            pool.advance(t)
+            r = min(pool.left, key=pool.left.__getitem__)
+            del pool.left[r]
+            kind = pool.kind.pop(r)
+            schedule(pool, t)
         if kind == ARRIVE:
             arrival[r] = t - work.outside / 2  # the client sent it half the outside time earlier
             if gaps is not None and issued < requests:
@@ -493,7 +528,6 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         elif kind == CPU_DONE:
             p = proc_of[r]
             cpu_s += cpu[r]
-            free_core(server_cores, t)
             if not inst.blocking_io:
                 release_gil(p, t)
             if db is None:
@@ -506,7 +540,6 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         elif kind == DB_CPU_DONE:
             if db_cores is server_cores:
                 cpu_s += db_cpu[r]
-            free_core(db_cores, t)
             at(t + db[r], DB_DONE, r)
         elif kind == DB_DONE:  # the connection passes to the next waiter of the process
             p = proc_of[r]
