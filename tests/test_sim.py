@@ -122,10 +122,11 @@ from arena.model.sim import Instance, Work, instance  # noqa: E402
 
 @pytest.mark.parametrize("clients", [1, 4, 16])
 def test_an_instance_on_product_form_matches_exact_mva(clients):
-    """One process, threads enough for everyone, one core: exponential CPU behind one GIL on one
-    core is a FIFO queue; the I/O and the time outside are delays: MVA is exact there."""
+    """One process without a GIL, threads enough for everyone, one core: exponential CPU on one
+    shared core is a processor-sharing queue; the I/O and the time outside are delays: MVA is exact
+    there. (With a GIL, a request back from its I/O waits for the GIL again: not product form.)"""
     w = Work(Dist("exp", 0.005), Dist("fixed", 0.015), outside=0.001)
-    s = instance(Instance(1, 64, 1), w, clients=clients, requests=20_000, replications=4)
+    s = instance(Instance(1, 64, 1, gil=False), w, clients=clients, requests=20_000, replications=4)
     m = mva([Station("cpu", 0.005), Station("io", 0.015, "delay"), Station("out", 0.001, "delay")], clients)[-1]
     assert s.throughput.mean == pytest.approx(m.throughput, rel=0.02)
 
@@ -291,3 +292,29 @@ def test_a_simulated_prediction_beside_the_mean_value_models():
     assert sim.prediction.p99_ms > 4 * model.p99_ms and sim.p99_lo_ms <= sim.prediction.p99_ms <= sim.p99_hi_ms
     assert "threads" in sim.prediction.binding
     assert simulated.predict(cal, 1, 2, "open", 500).prediction.overloaded
+
+
+def test_a_request_back_from_its_wait_takes_the_gil_again_before_it_answers():
+    """1 process x 2 threads on 2 cores, 2 clients sending one request each, 10 ms CPU + 5 ms I/O.
+    A: CPU 0-10 ms, I/O 10-15; B waits for the GIL, CPU 10-20, I/O 20-25. A's I/O ends while B holds
+    the GIL, so A answers when B's burst ends, at 20 ms (not 15); B at 25. Without a GIL: 10 + 5 each."""
+    w = Work(Dist("fixed", 0.010), Dist("fixed", 0.005))
+    run = simulate_instance(Instance(1, 2, 2), w, clients=2, requests=2)
+    assert sorted(run.responses.tolist()) == pytest.approx([0.020, 0.025])
+    free = simulate_instance(Instance(1, 2, 2, gil=False), w, clients=2, requests=2)
+    assert free.responses.tolist() == pytest.approx([0.015, 0.015])
+    # a request with no wait keeps the GIL to its end: nothing to take back
+    cpu_only = simulate_instance(Instance(1, 2, 2), Work(Dist("fixed", 0.010), Dist("fixed", 0.0)), clients=2,
+                                 requests=2)
+    assert sorted(cpu_only.responses.tolist()) == pytest.approx([0.010, 0.020])
+
+
+def test_cores_are_shared_by_the_bursts_that_run_at_once():
+    """2 processes on 1 core, 2 clients, 10 ms of CPU each at the same moment: shared, both end at
+    20 ms (a FIFO of whole bursts would end one at 10 and the other at 20); on 1.5 cores each runs
+    at 0.75 of a core and both end at 13.3 ms; on 2 cores, at 10 ms."""
+    w = Work(Dist("fixed", 0.010), Dist("fixed", 0.0))
+    for cores, each in ((1, 0.020), (1.5, 0.010 / 0.75), (2, 0.010)):
+        spread = Instance(2, 1, cores, accept="per-process", least_busy=True)
+        run = simulate_instance(spread, w, clients=2, requests=2)
+        assert run.served.tolist() == [1, 1] and run.responses.tolist() == pytest.approx([each, each]), cores

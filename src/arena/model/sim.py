@@ -301,26 +301,38 @@ CORES_SERVER, CORES_DB = 10, 11  # the event of a burst's end on the server's co
 class _Cores:
     """Cores as the kernel shares them among runnable threads (CFS, idealized as processor sharing):
     n bursts on c cores each advance at min(1, c / n) seconds of CPU per second, so a burst's wall
-    time stretches with the bursts beside it, and c need not be whole (a cgroup's CPU quota)."""
+    time stretches with the bursts beside it, and c need not be whole (a cgroup's CPU quota).
 
-    __slots__ = ("cores", "event", "left", "kind", "since", "version")
+    All running bursts advance alike, so one clock serves them: ``attained``, the CPU each has had
+    since the pool began; a burst ends when the clock reaches its tag, the clock at its start plus
+    its CPU (a heap of tags: O(log n) per event)."""
+
+    __slots__ = ("attained", "cores", "event", "kind", "since", "tags", "version")
 
     def __init__(self, cores: float, event: int):
         self.cores, self.event = cores, event
-        self.left: dict[int, float] = {}  # request -> CPU seconds its burst still needs
+        self.tags: list[tuple[float, int]] = []  # heap of (attained at its end, request)
         self.kind: dict[int, int] = {}  # request -> the event its burst's end is
-        self.since = 0.0
+        self.attained = self.since = 0.0
         self.version = 0  # of the forecast end: a change in the sharing voids the one in the event list
 
     def rate(self) -> float:
-        return min(1.0, self.cores / len(self.left)) if self.left else 1.0
+        return min(1.0, self.cores / len(self.tags)) if self.tags else 1.0
 
     def advance(self, t: float) -> None:
-        if self.left and t > self.since:
-            done = (t - self.since) * self.rate()
-            for r in self.left:
-                self.left[r] -= done
+        self.attained += (t - self.since) * self.rate()
         self.since = t
+
+    def add(self, r: int, seconds: float, kind: int) -> None:
+        heapq.heappush(self.tags, (self.attained + seconds, r))
+        self.kind[r] = kind
+
+    def first_end(self, t: float) -> float:
+        return t + (self.tags[0][0] - self.attained) / self.rate()
+
+    def pop(self) -> tuple[int, int]:
+        r = heapq.heappop(self.tags)[1]
+        return r, self.kind.pop(r)
 
 
 @dataclass(frozen=True)
@@ -382,9 +394,10 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
     connections (each sends its next request when its answer is back) or arrivals at ``rate``
     (``arrival``: "poisson", or "constant" spacing as arena-load's open model sends by default; each
     bound to a process at random where connections stay with one); response times include
-    ``work.outside``. Cores are shared by the processes (one per CPU burst), a process's CPU bursts
-    take its GIL in turn (FIFO, whole bursts: the switch interval and the kernel's time slices are
-    left out)."""
+    ``work.outside``. Cores are shared by the runnable bursts (_Cores); a process's CPU bursts take
+    its GIL in turn (FIFO, whole bursts: the switch interval is left out), and a request that let go
+    of the GIL for its wait (I/O, a query) takes it back, in the same queue, before it answers, as a
+    Python or Ruby thread must to run the code that writes its response."""
     if (clients is None) == (rate is None):
         raise ValueError("give clients or rate")
     rng = np.random.default_rng(seed)
@@ -407,11 +420,12 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         seq += 1
         heapq.heappush(events, (t, seq, kind, r))
 
-    ARRIVE, CPU_DONE, DB_CPU_DONE, DB_DONE, IO_DONE = range(5)
+    ARRIVE, CPU_DONE, DB_CPU_DONE, DB_DONE, IO_DONE, RESUMED = range(6)
     arrival = [0.0] * requests
     start = [0.0] * requests
     done = [0.0] * requests
     proc_of = [0] * requests
+    let_go = [False] * requests  # it let go of its process's GIL for its wait (and needs it back to answer)
     client_of = [0] * requests
     free_threads = [threads] * inst.processes
     shared: deque = deque()
@@ -452,19 +466,22 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
 
     def want_core(pool: _Cores, r: int, kind: int, t: float) -> None:
         pool.advance(t)
-        pool.left[r] = cpu[r] if kind == CPU_DONE else db_cpu[r]
-        pool.kind[r] = kind
+        pool.add(r, cpu[r] if kind == CPU_DONE else db_cpu[r], kind)
         schedule(pool, t)
 
     def schedule(pool: _Cores, t: float) -> None:
         """The next burst to end, at the pool's present sharing (any earlier forecast is void)."""
         pool.version += 1
-        if pool.left:
-            at(t + min(pool.left.values()) / pool.rate(), pool.event, pool.version)
+        if pool.tags:
+            at(pool.first_end(t), pool.event, pool.version)
 
     def release_gil(p: int, t: float) -> None:
-        if gil_queue[p]:
-            want_core(server_cores, gil_queue[p].popleft(), CPU_DONE, t)  # the GIL passes to the next waiter
+        if gil_queue[p]:  # the GIL passes to the next waiter: a CPU burst, or a request back from its wait
+            r = gil_queue[p].popleft()
+            if let_go[r]:
+                at(t, RESUMED, r)
+            else:
+                want_core(server_cores, r, CPU_DONE, t)
         else:
             gil_held[p] = False
 
@@ -506,9 +523,7 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
             if r != pool.version:
                 continue
             pool.advance(t)
-            r = min(pool.left, key=pool.left.__getitem__)
-            del pool.left[r]
-            kind = pool.kind.pop(r)
+            r, kind = pool.pop()
             schedule(pool, t)
         if kind == ARRIVE:
             arrival[r] = t - work.outside / 2  # the client sent it half the outside time earlier
@@ -528,7 +543,8 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
         elif kind == CPU_DONE:
             p = proc_of[r]
             cpu_s += cpu[r]
-            if not inst.blocking_io:
+            if not inst.blocking_io and (db is not None or io[r] > 0):
+                let_go[r] = True
                 release_gil(p, t)
             if db is None:
                 after_db(r, t)
@@ -548,9 +564,12 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
             else:
                 conns[p] += 1
             after_db(r, t)
-        else:  # IO_DONE: the answer leaves; the thread takes the next waiter
+        else:  # IO_DONE, or RESUMED: the answer leaves; the thread takes the next waiter
             p = proc_of[r]
-            if inst.blocking_io:
+            if kind == IO_DONE and let_go[r] and inst.gil and gil_held[p]:
+                gil_queue[p].append(r)  # to take the GIL back (zero time: no CPU burst is modelled here)
+                continue
+            if not let_go[r] or kind == RESUMED:
                 release_gil(p, t)
             done[r] = t + work.outside / 2
             if clients is not None:
