@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.experiments import results  # noqa: E402
+from arena.model import simulated  # noqa: E402
+from arena.model.calibrate import Discipline  # noqa: E402
 from arena.model.recommend import candidates, guided_choice  # noqa: E402
 from arena.model.verify import compare, mape, p99_mape  # noqa: E402
 from arena.results.store import Store  # noqa: E402
@@ -66,6 +68,18 @@ def main() -> int:
         sim_x = mape([replace(p, predicted=p.simulated.prediction) for p in mine])
         print(f"{server}: p99 MAPE simulated {p99_mape(mine, True):.1f}%, mean-value model {p99_mape(mine, False):.1f}%; "
               f"throughput MAPE simulated {sim_x:.1f}%, mean-value model {mape(mine):.1f}%")
+    print()
+
+    # the discipline learned from the highest level, as for a server the catalog knows nothing of
+    learned_points, learned = compare(res.cells, res.observations(), simulate_too=True, learn=True)
+    for (server, _), cal in learned.items():
+        if isinstance(cal, str) or cal.discipline is None:
+            continue
+        catalog = Discipline.of_catalog(server)
+        mine = [p for p in learned_points if p.server == server]
+        print(f"{server}: learned {simulated.discipline(simulated.instance(cal, 2, 2, keep_alive=True), cal.discipline.source)}"
+              f"; the catalog's: {catalog and (catalog.accept, catalog.inline)}; p99 MAPE simulated at the other levels "
+              f"{p99_mape(mine, True):.1f}%")
     print()
 
     for server, cal in calibrations.items():

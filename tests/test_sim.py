@@ -1,6 +1,7 @@
 """The fleet simulator against closed forms (M/M/c, M/G/1) and known orderings of the policies."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -318,3 +319,34 @@ def test_cores_are_shared_by_the_bursts_that_run_at_once():
         spread = Instance(2, 1, cores, accept="per-process", least_busy=True)
         run = simulate_instance(spread, w, clients=2, requests=2)
         assert run.served.tolist() == [1, 1] and run.responses.tolist() == pytest.approx([each, each]), cores
+
+
+def test_a_discipline_the_catalog_lacks_is_learned_from_the_first_level_with_queueing():
+    """uWSGI's catalog entry does not say how its processes take connections. Measurements made by
+    the simulator itself with Puma's discipline (least busy, 10 inline) at 1, 8 and 32 clients: the
+    learning picks that discipline from the 8-client level, and the rest of the levels are then
+    predicted with it; where only one level was measured there is nothing to learn from."""
+    from types import SimpleNamespace
+
+    from arena.model.calibrate import Discipline
+
+    cal = replace(_given("uwsgi"), keep_alive=True)
+    assert simulated.discipline_of(cal) == simulated.ASSUMED
+    truth = replace(cal, discipline=Discipline("least-busy", 10))
+
+    def cell(p, t, level):
+        p99 = simulated.predict(truth, p, t, "closed", level, keep_alive=True, requests=4000, replications=2)
+        return SimpleNamespace(server="uwsgi", workload=cal.workload, model="closed", level=level, front=None,
+                               processes=p, threads=t, pool=None, runs=[SimpleNamespace(kept_alive=True)],
+                               p99_us=SimpleNamespace(median=p99.prediction.p99_ms * 1000))
+
+    cells = [cell(p, t, level) for p, t in ((1, 2), (2, 2), (2, 4)) for level in (1, 8, 32)]
+    learned = simulated.learn(cal, cells)
+    assert (learned.discipline.accept, learned.discipline.inline, learned.discipline.learned_at) == ("least-busy", 10, 8)
+    assert "learned at c=8 from 3 configurations" in simulated.discipline_text(learned)
+    assert simulated.instance(learned, 2, 2).least_busy
+    assert simulated.learn(cal, [c for c in cells if c.level == 8]) is cal  # one level: nothing to learn from
+    # a server whose catalog entry gives its discipline is not asked to learn by the commands
+    from arena.app.model import for_simulation
+
+    assert for_simulation(_given("puma"), SimpleNamespace(cells=cells)).discipline is None

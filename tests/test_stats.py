@@ -1,5 +1,7 @@
 """The one quantile definition (nearest rank) against known values."""
 
+import math
+
 import pytest
 from hdrh.histogram import HdrHistogram
 
@@ -73,3 +75,11 @@ def test_too_few_values_give_their_range_and_say_so():
 def test_mape():
     assert stats.mape([(110, 100), (90, 100), (50, 50)]) == pytest.approx(100 * (0.1 + 0.1 + 0) / 3)
     assert stats.mape([]) is None
+
+
+def test_geometric_error():
+    # twice too high and half too low are equally wrong: a factor of 2 either way
+    assert stats.geometric_error([(2, 1), (1, 2)]) == pytest.approx(2.0)
+    assert stats.geometric_error([(3, 3)]) == 1.0
+    assert stats.geometric_error([(4, 1), (1, 1)]) == pytest.approx(2.0)  # exp(mean(ln 4, 0))
+    assert stats.geometric_error([]) == math.inf

@@ -128,6 +128,13 @@ def median_interval(values: list[float], level: float = 0.95) -> Interval | None
     return Interval(s[k - 1], s[n - k], "order statistics", 1 - 2 * _binom_cdf_half(k - 1, n))
 
 
+def geometric_error(pairs: list[tuple[float, float]]) -> float:
+    """How far (predicted, measured) pairs (both > 0) are apart as a factor: exp of the mean
+    |ln(predicted / measured)| (1: exact; 2: off by a factor of two on average, either way)."""
+    logs = [abs(math.log(p / m)) for p, m in pairs if p > 0 and m > 0 and math.isfinite(p)]
+    return math.exp(sum(logs) / len(logs)) if logs else math.inf
+
+
 def mape(pairs: list[tuple[float, float]]) -> float | None:
     """Mean absolute percentage error, in percent, of (predicted, measured) pairs (measured > 0)."""
     errors = [abs(p - m) / m for p, m in pairs if m]

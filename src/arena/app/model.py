@@ -16,7 +16,7 @@ from arena import stats
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model import simulated
-from arena.model.calibrate import Calibration, Estimate
+from arena.model.calibrate import Calibration, Discipline, Estimate
 from arena.model.simulated import Simulated
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
@@ -59,6 +59,14 @@ def calibration(res: Results, server: str, workload: str | None = None) -> Calib
         return calibrate(res.observations(), server, workload)
     except ValueError as e:
         raise ArenaError(f"experiment {res.name}: cannot calibrate {server}: {e}") from None
+
+
+def for_simulation(cal: Calibration, res: Results | None) -> Calibration:
+    """``cal`` with its accept discipline learned from the experiment's runs where the server's
+    catalog entry does not give it (simulated.learn)."""
+    if res is None or Discipline.of_catalog(cal.server) is not None:
+        return cal
+    return simulated.learn(cal, res.cells)
 
 
 def given_calibration(server: str, cores: float, cpu_ms: float, io_ms: float, outside_ms: float = 0.0,
@@ -114,6 +122,8 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
             loads = sorted(set(loads), key=lambda x: (x.model, x.level))
     if not loads:
         raise ArenaError("--concurrency or --rate: give the load levels to predict")
+    if sim:
+        cal = for_simulation(cal, res)
     rows = [Predicted(x, _computed(lambda: predict_one(cal, processes, threads, x.model, x.level, pool)),
                       seen.get((x.model, x.level)),
                       _computed(lambda: simulated.predict(cal, processes, threads, x.model, x.level, pool)) if sim else None,
@@ -159,6 +169,7 @@ def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_
             raise ArenaError(f"--pool: {server}'s workload {cal.workload} does not query a database "
                              "(no Server-Timing db in its runs)")
         if sim:
+            cal = for_simulation(cal, res)
             with ProcessPoolExecutor(len(os.sched_getaffinity(0))) as workers:
                 ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores,
                                                       pool, sim=True, map_fn=partial(workers.map, chunksize=4)))

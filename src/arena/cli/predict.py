@@ -5,7 +5,7 @@ from rich.table import Table
 
 from arena.app.model import Given, Load, prediction
 from arena.cli.args import MODEL_CLIENTS, MODEL_MS, add_store, count, listof, positive
-from arena.model.simulated import REPLICATIONS, REQUESTS, discipline
+from arena.model.simulated import REPLICATIONS, REQUESTS, discipline, discipline_of
 
 NAME = "predict"
 
@@ -93,6 +93,6 @@ def run(args, out) -> int:
     out.print(table)
     if args.sim and got.rows:
         inst = got.rows[0].simulated.instance
-        out.print(f"simulated: {discipline(inst)}; {REPLICATIONS} replications of {REQUESTS:,} requests each, the first "
+        out.print(f"simulated: {discipline(inst, discipline_of(got.calibration).source)}; {REPLICATIONS} replications of {REQUESTS:,} requests each, the first "
                   "10% of each left out", highlight=False)
     return 0

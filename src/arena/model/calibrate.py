@@ -123,6 +123,25 @@ def estimate(values: list[float]) -> Estimate | None:
 
 
 @dataclass(frozen=True)
+class Discipline:
+    """How a server with processes of their own hands kept-alive connections to its threads (for
+    the simulator): which process a connection stays with, "race" (whichever accepts it first) or
+    "least-busy" (the one with the most free threads), and how many requests a thread serves in a
+    row on one connection while others wait (``inline``: Puma's max_fast_inline). ``source``: the
+    server's catalog entry, or the measured level it was learned from (model.simulated.learn)."""
+
+    accept: str
+    inline: int = 0
+    source: str = "catalog"
+    learned_at: float | None = None  # the closed level (clients) it was learned from
+
+    @classmethod
+    def of_catalog(cls, server: str) -> "Discipline | None":
+        s = catalog.get_server(server)
+        return None if s.accept is None else cls(s.accept, s.inline_requests)
+
+
+@dataclass(frozen=True)
 class Calibration:
     server: str
     workload: str
@@ -145,6 +164,7 @@ class Calibration:
     db_max_connections: int | None = None
     phases_ms: Mapping[str, Quantiles] = field(default_factory=dict)  # the lowest load's Server-Timing, pooled
     keep_alive: bool = True  # at the lowest load; a configuration's own: Observation.keep_alive
+    discipline: Discipline | None = None  # learned from a measured level (None: the catalog's)
 
     def workload_model(self) -> Workload:
         return Workload(self.cpu_ms.value, self.io_ms.value, self.outside_ms.value, self.blocking_io,

@@ -12,17 +12,20 @@ What the calibration gives the simulator:
   shape of their Server-Timing distributions;
 - the accept discipline from the server's catalog entry: one shared queue, connections that stay
   with the process that accepted them, and Puma's inline requests on a kept-alive connection
-  (servers.catalog.Server.inline_requests), where the clients kept their connections open.
+  (servers.catalog.Server.inline_requests), where the clients kept their connections open. Where
+  the catalog does not know it, ``learn`` finds it: of the disciplines a server can have, the one
+  whose simulated p99 is closest to the measured p99 at one measured level with queueing.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from arena.model.calibrate import Calibration, Quantiles
+from arena import stats
+from arena.model.calibrate import Calibration, Discipline, Quantiles
 from arena.model.server import Prediction, binding, capacity, predict_open
 from arena.model.sim import Dist, Empirical, Instance, InstanceRun, Sampler, Work, summarize, simulate_instance
 from arena.servers import catalog
@@ -59,26 +62,79 @@ def work(cal: Calibration) -> Work:
                 db_cpu=Dist("exp", db_cpu_ms / 1000) if db_cpu_ms > 0 else None)
 
 
+# The disciplines a server whose kept-alive connections stay with a process can have, simplest first
+DISCIPLINES = (Discipline("race"), Discipline("least-busy"), Discipline("race", 10), Discipline("least-busy", 10))
+ASSUMED = Discipline("race", source="assumed: neither in the catalog nor learned (no measured level with queueing)")
+
+
+def discipline_of(cal: Calibration) -> Discipline:
+    """The calibration's learned discipline, else the catalog's, else the assumed one."""
+    return cal.discipline or Discipline.of_catalog(cal.server) or ASSUMED
+
+
 def instance(cal: Calibration, processes: int | None, threads: int | None, pool: int | None = None,
              keep_alive: bool | None = None) -> Instance:
-    """The configuration as the simulator's server, with its catalog entry's accept discipline
+    """The configuration as the simulator's server, with its accept discipline (discipline_of)
     where the connections reaching it stay open (``keep_alive``; None: as at the calibration)."""
     c = cal.config(processes, threads, pool)
-    s = catalog.get_server(cal.server)
+    d = discipline_of(cal)
     kept = (cal.keep_alive if keep_alive is None else keep_alive) and c.routing == "per-process"
     return Instance(c.processes, c.threads, c.cores, gil=c.gil, accept="per-process" if kept else "shared",
-                    blocking_io=cal.blocking_io, inline=s.inline_requests if kept else 0,
-                    least_busy=s.accept == "least-busy",
+                    blocking_io=cal.blocking_io, inline=d.inline if kept else 0, least_busy=d.accept == "least-busy",
                     pool=c.pool if cal.db_ms else None, db_cores=c.db_cores)
 
 
-def discipline(inst: Instance) -> str:
-    """How the simulated server takes its requests, in words."""
+def discipline(inst: Instance, source: str = "") -> str:
+    """How the simulated server takes its requests, in words (``source``: where that is known from)."""
     if inst.accept == "shared":
         return "one shared accept queue"
     inline = f"; a thread serves up to {inst.inline} requests in a row on a kept-alive connection" if inst.inline else ""
     who = "the least busy" if inst.least_busy else "the first to take it"
-    return f"each connection stays with the process that accepted it ({who}){inline}"
+    return f"each connection stays with the process that accepted it ({who}){inline}" + (f" [{source}]" if source else "")
+
+
+def learn(cal: Calibration, cells: list, requests: int = REQUESTS // 4, replications: int = 2) -> Calibration:
+    """``cal`` with the discipline (of DISCIPLINES) whose simulated p99 is nearest the measured p99
+    at one measured level: the lowest closed level above the calibration's at which ``cells`` of
+    its server and workload ran on kept-alive connections to the server itself (no front), the
+    first where requests queue, so that the heavier loads a sizing question asks about are
+    predicted, not fitted (and where saturation's own pathologies do not yet dominate the tail).
+    Unchanged where there is no such level. Nearest by the geometric mean of the ratios' distances
+    from 1 (exp of the mean |ln(simulated / measured)|): a p99 twice too high and one half too low
+    are equally wrong, where a percentage error caps the one at 100% and not the other. Ties go to
+    the simpler."""
+    mine = [c for c in cells if c.server == cal.server and c.workload == cal.workload and c.model == "closed"
+            and c.front is None and c.p99_us.median and c.runs[0].kept_alive]
+    levels = sorted({c.level for c in mine})
+    if len(levels) < 2 or cal.config(None, None).routing != "per-process":
+        return cal
+    level = levels[1]
+    at = [c for c in mine if c.level == level]
+
+    def factor(d: Discipline) -> float:
+        trial = replace(cal, discipline=d)
+        return stats.geometric_error([(predict(trial, c.processes, c.threads, "closed", level, c.pool, keep_alive=True,
+                                               requests=requests, replications=replications).prediction.p99_ms,
+                                       c.p99_us.median / 1000) for c in at])
+
+    factors = {d: factor(d) for d in DISCIPLINES}
+    best = min(factors, key=factors.__getitem__)
+    others = ", ".join(f"{_short(d)} x{f:.2f}" for d, f in factors.items() if d != best)
+    return replace(cal, discipline=replace(
+        best, learned_at=level,
+        source=f"learned at c={level:g} from {len(at)} configurations: p99 off by x{factors[best]:.2f} ({others})"))
+
+
+def _short(d: Discipline) -> str:
+    return d.accept + (f"+inline {d.inline}" if d.inline else "")
+
+
+def discipline_text(cal: Calibration) -> str:
+    """The server's accept discipline in short, and where it is known from."""
+    if cal.config(None, None).routing != "per-process":
+        return "one shared accept queue (catalog)"
+    d = discipline_of(cal)
+    return f"{_short(d)} ({d.source})"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import math
 from arena import stats
 from arena.model import simulated
 from arena.model.simulated import Simulated
-from arena.model.calibrate import Calibration, Observation, calibrate, server_config
+from arena.model.calibrate import Calibration, Discipline, Observation, calibrate, server_config
 from arena.model.server import Prediction, predict_closed, predict_open
 from arena.results.aggregate import Cell
 
@@ -29,6 +29,7 @@ class Point:
     calibration_run: bool  # a level the calibration used (not a prediction)
     measured_p99_ms: float | None = None  # median p99 of the valid repetitions
     simulated: Simulated | None = None  # the simulator's prediction (compare(simulate_too=True))
+    discipline_run: bool = False  # a level the simulator's accept discipline was learned from
 
     @property
     def error(self) -> float:
@@ -53,11 +54,14 @@ def simulate(cal: Calibration, cell: Cell, **settings) -> Simulated:
 
 
 def compare(cells: list[Cell], observations: list[Observation], per_configuration: bool = False,
-            simulate_too: bool = False) -> tuple[list[Point], dict[tuple, Calibration | str]]:
+            simulate_too: bool = False, learn: bool = False) -> tuple[list[Point], dict[tuple, Calibration | str]]:
     """Every cell with valid runs: measured and predicted (and, ``simulate_too``, simulated).
     Calibrations per (server, workload) from the lowest-load runs of all its configurations (or,
     ``per_configuration``, each configuration from its own lowest-load runs: keyed (server,
-    workload, processes, threads, pool)), or why there is none."""
+    workload, processes, threads, pool)), or why there is none. Simulating, a server's accept
+    discipline is learned from its first measured level with queueing (simulated.learn) where its catalog entry
+    does not give it, or everywhere with ``learn``; that level is then left out of the simulator's p99
+    error (Point.discipline_run)."""
     calibrations: dict[tuple, Calibration | str] = {}
     points = []
     for c in cells:
@@ -73,6 +77,9 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
                 calibrations[key] = calibrate(mine, c.server, c.workload)
             except ValueError as e:
                 calibrations[key] = str(e)
+            else:
+                if simulate_too and (learn or Discipline.of_catalog(c.server) is None):
+                    calibrations[key] = simulated.learn(calibrations[key], cells)
         cal = calibrations[key]
         if isinstance(cal, str):
             continue
@@ -84,10 +91,12 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
             continue
         low = min(o.level for o in mine if o.server == c.server and o.workload == c.workload)
         config = server_config(c.server, c.processes, c.threads, cal.cores)
+        learned_at = cal.discipline and cal.discipline.learned_at
         points.append(Point(c.label, c.server, c.workload, config.processes, config.threads, c.model, c.level,
                             c.throughput.median, predicted, c.level == low,
                             c.p99_us.median / 1000 if c.p99_us.median is not None else None,
-                            simulate(cal, c) if simulate_too and c.front is None else None))
+                            simulate(cal, c) if simulate_too and c.front is None else None,
+                            c.model == "closed" and c.level == learned_at))
     points.sort(key=lambda pt: (pt.workload, pt.label, pt.level))
     return points, calibrations
 
@@ -118,7 +127,9 @@ def mape(points: list[Point], predictions_only: bool = True) -> float | None:
 
 def p99_mape(points: list[Point], simulated_p99: bool) -> float | None:
     """Mean absolute percentage error of p99 over the predicted points that have a measured p99
-    and a finite prediction: the simulator's (``simulated_p99``) or the mean-value model's."""
+    and a finite prediction: the simulator's (``simulated_p99``; not at the level its discipline
+    was learned from) or the mean-value model's."""
     pairs = [((p.simulated.prediction if simulated_p99 else p.predicted).p99_ms, p.measured_p99_ms) for p in points
-             if not p.calibration_run and p.measured_p99_ms and (p.simulated or not simulated_p99)]
+             if not p.calibration_run and p.measured_p99_ms and (p.simulated or not simulated_p99)
+             and not (simulated_p99 and p.discipline_run)]
     return stats.mape([(x, m) for x, m in pairs if math.isfinite(x)])

@@ -213,6 +213,7 @@ def _ranking_table(title: str, cells: list[Cell]) -> Table:
 def model_section(cells: list[Cell], observations) -> Section:
     """The model's predictions against the measurements: chart, calibration, every point, USL fits."""
     from arena.model.calibrate import Calibration
+    from arena.model.simulated import discipline_text
     from arena.model.verify import compare, mape, p99_mape
 
     key, title, lead = SECTIONS[-1]
@@ -233,7 +234,8 @@ def model_section(cells: list[Cell], observations) -> Section:
     if sim_p99 is not None and mva_p99 is not None:
         section.paragraphs.append(
             f"Mean absolute percentage error of p99: simulated {sim_p99:.1f}%, mean-value model {mva_p99:.1f}% "
-            "(the simulator runs each configuration with its server's accept discipline and the calibration's "
+            "(the simulator runs each configuration with its server's accept discipline, from its catalog entry or "
+            "learned at the first level with queueing, which is then left out of its error, and the calibration's "
             "measured service-time distributions; fleets behind a balancer are left to the mean-value model).")
     several = len({p.label for p in points}) > len({p.server for p in points})  # configurations of one server
     own, _ = compare(cells, observations, per_configuration=True) if several else ([], {})
@@ -247,13 +249,15 @@ def model_section(cells: list[Cell], observations) -> Section:
     cal_rows = []
     for (server, workload), cal in calibrations.items():
         if isinstance(cal, str):
-            cal_rows.append([server, workload, cal] + [""] * (6 if db else 4))
+            cal_rows.append([server, workload, cal] + [""] * (7 if db else 5))
         else:
             cal_rows.append([server, workload, str(cal.cpu_ms), str(cal.io_ms), str(cal.outside_ms),
                              str(cal.gil_wait_ms or "-"), f"{cal.cores:g}"]
-                            + ([str(cal.db_ms or "-"), str(cal.db_cpu_ms or "-")] if db else []))
+                            + ([str(cal.db_ms or "-"), str(cal.db_cpu_ms or "-")] if db else [])
+                            + [discipline_text(cal)])
     section.tables.append(Table(["server", "workload", "CPU ms/request", "I/O ms", "outside ms", "GIL/CPU wait ms",
-                                 "cores"] + (["database ms (connection held)", "database CPU ms"] if db else []),
+                                 "cores"] + (["database ms (connection held)", "database CPU ms"] if db else [])
+                                + ["accept discipline (simulator)"],
                                 cal_rows, "calibration", "Calibration (lowest-load runs)"))
     from arena.plan.experiment import level_label
 

@@ -150,8 +150,10 @@ class Server:
     inline_requests: int = 0
     # How a kept-alive connection finds its process (for the simulator): "least-busy" where a worker
     # accepts only with a thread free (Puma's wait_until_not_full), so connections spread evenly;
-    # "race" where any worker accepts whenever it wakes (gunicorn gthread, uvicorn workers).
-    accept: str = "race"
+    # "race" where any worker accepts whenever it wakes (gunicorn's workers, uvicorn's and
+    # hypercorn's, each polling the one listening socket). None: not known here; the simulator
+    # learns it from a measured load level (model.simulated.learn).
+    accept: str | None = None
     options: Mapping[str, Option] = field(default_factory=dict)  # its named settings (COMMON_OPTIONS too)
     # How it binds a unix socket ({socket}) instead of host:port: (these parts of the command, those
     # parts instead); where the command has no such parts, the first of each is replaced in its
@@ -198,6 +200,7 @@ def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, K
                **knobs},
         version=("dist", dist), install_hint=PIP, description=description,
         routing="shared" if worker == "sync" else "per-process",  # the sync worker has no keep-alive
+        accept="race",
         options={**GUNICORN_OPTIONS, **keepalive}, unix=(("{host}:{port}",), ("unix:{socket}",)),
     )
 
@@ -341,6 +344,7 @@ CATALOG: dict[str, Server] = {
                                                    why="uvicorn --limit-max-requests; unlimited by default")},
             version=("dist", "uvicorn"), install_hint=PIP,
             description="asyncio event loop (uvloop, httptools) per worker process",
+            accept="race",
             unix=(("--host", "{host}", "--port", "{port}"), ("--uds", "{socket}")),
         ),
         Server(
@@ -352,6 +356,7 @@ CATALOG: dict[str, Server] = {
                                                    why="hypercorn --max-requests; unlimited by default")},
             version=("dist", "hypercorn"), install_hint=PIP,
             description="asyncio event loop per worker; WSGI apps run in its thread pool",
+            accept="race",
             unix=(("{host}:{port}",), ("unix:{socket}",)),
         ),
         Server(
