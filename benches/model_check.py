@@ -54,9 +54,12 @@ def main() -> int:
         print(f"{p.label:34} {'c=%d' % p.level:>6} {p.measured:9.1f} {p.predicted.throughput:9.1f} {err:>7}  "
               f"{p.predicted.binding}")
     print()
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1f}%"
+
     for server in dict.fromkeys(p.server for p in points):
-        print(f"MAPE {server}: {mape([p for p in points if p.server == server]):.1f}%")
-    print(f"MAPE overall: {mape(points):.1f}% over {sum(not p.calibration_run for p in points)} predicted points\n")
+        print(f"MAPE {server}: {pct(mape([p for p in points if p.server == server]))}")
+    print(f"MAPE overall: {pct(mape(points))} over {sum(not p.calibration_run for p in points)} predicted points\n")
 
     print(f"{'configuration':34} {'load':>6} {'p99 measured':>12} {'model':>9} {'simulated':>9}  (ms)")
     for p in points:
@@ -66,8 +69,8 @@ def main() -> int:
     for server in dict.fromkeys(p.server for p in points):
         mine = [p for p in points if p.server == server]
         sim_x = mape([replace(p, predicted=p.simulated.prediction) for p in mine])
-        print(f"{server}: p99 MAPE simulated {p99_mape(mine, True):.1f}%, mean-value model {p99_mape(mine, False):.1f}%; "
-              f"throughput MAPE simulated {sim_x:.1f}%, mean-value model {mape(mine):.1f}%")
+        print(f"{server}: p99 MAPE simulated {pct(p99_mape(mine, True))}, mean-value model {pct(p99_mape(mine, False))}; "
+              f"throughput MAPE simulated {pct(sim_x)}, mean-value model {pct(mape(mine))}")
     print()
 
     # the discipline learned from the highest level, as for a server the catalog knows nothing of
@@ -79,7 +82,7 @@ def main() -> int:
         mine = [p for p in learned_points if p.server == server]
         print(f"{server}: learned {simulated.discipline(simulated.instance(cal, 2, 2, keep_alive=True), cal.discipline.source)}"
               f"; the catalog's: {catalog and (catalog.accept, catalog.inline)}; p99 MAPE simulated at the other levels "
-              f"{p99_mape(mine, True):.1f}%")
+              f"{pct(p99_mape(mine, True))}")
     print()
 
     for server, cal in calibrations.items():
@@ -90,6 +93,8 @@ def main() -> int:
         for p in points:
             if p.server == server[0] and p.level == top:
                 measured[(p.processes, p.threads)] = p.measured
+        if not measured:
+            continue
         ranked = candidates(cal, "closed", top, None, None)
         budget = max(1, len(measured) // 3)
         choice, ran = guided_choice(ranked, measured, budget)

@@ -122,7 +122,7 @@ def learn(cal: Calibration, cells: list, requests: int = REQUESTS // 4, replicat
     others = ", ".join(f"{_short(d)} x{f:.2f}" for d, f in factors.items() if d != best)
     return replace(cal, discipline=replace(
         best, learned_at=level,
-        source=f"learned at c={level:g} from {len(at)} configurations: p99 off by x{factors[best]:.2f} ({others})"))
+        source=f"learned at c={level:g} from {len(at)} configuration{'s' * (len(at) > 1)}: p99 off by x{factors[best]:.2f} ({others})"))
 
 
 def _short(d: Discipline) -> str:
