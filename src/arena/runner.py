@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import re
 import subprocess
 import threading
 import time
@@ -416,12 +417,19 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     return counts
 
 
+RETAKE = re.compile(r" retake \d+$")  # what RunSpec.key adds for a retake
+
+
 def retakes(groups: list[Group], stored: dict[str, bool]) -> list[Group]:
     """The plan with each run whose stored attempts are all invalid turned into its next retake
     (a run never stored, or with a valid attempt, stays as it is)."""
+    attempts: dict[str, list[bool]] = {}  # a run's key -> whether each of its stored attempts is valid
+    for key, valid in stored.items():
+        attempts.setdefault(RETAKE.sub("", key), []).append(valid)
+
     def next_take(r: RunSpec) -> RunSpec:
-        attempts = [valid for key, valid in stored.items() if key == r.key or key.startswith(r.key + " retake ")]
-        return replace(r, retake=len(attempts)) if attempts and not any(attempts) else r
+        mine = attempts.get(r.key, [])
+        return replace(r, retake=len(mine)) if mine and not any(mine) else r
 
     return [replace(g, runs=tuple(next_take(r) for r in g.runs)) for g in groups]
 

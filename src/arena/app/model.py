@@ -16,7 +16,7 @@ from arena import stats
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model import simulated
-from arena.model.calibrate import Calibration, Discipline, Estimate
+from arena.model.calibrate import Calibration, Estimate
 from arena.model.simulated import Simulated
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
@@ -64,9 +64,7 @@ def calibration(res: Results, server: str, workload: str | None = None) -> Calib
 def for_simulation(cal: Calibration, res: Results | None) -> Calibration:
     """``cal`` with its accept discipline learned from the experiment's runs where the server's
     catalog entry does not give it (simulated.learn)."""
-    if res is None or Discipline.of_catalog(cal.server) is not None:
-        return cal
-    return simulated.learn(cal, res.cells)
+    return cal if res is None else simulated.learn(cal, res.cells)
 
 
 def given_calibration(server: str, cores: float, cpu_ms: float, io_ms: float, outside_ms: float = 0.0,

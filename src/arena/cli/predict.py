@@ -92,7 +92,7 @@ def run(args, out) -> int:
                       "-" if row.measured_p99_ms is None else f"{row.measured_p99_ms:.1f}")
     out.print(table)
     if args.sim and got.rows:
-        inst = got.rows[0].simulated.instance
-        out.print(f"simulated: {discipline(inst, discipline_of(got.calibration).source)}; {REPLICATIONS} replications of {REQUESTS:,} requests each, the first "
+        how = discipline(got.rows[0].simulated.instance, discipline_of(got.calibration).source)
+        out.print(f"simulated: {how}; {REPLICATIONS} replications of {REQUESTS:,} requests each, the first "
                   "10% of each left out", highlight=False)
     return 0

@@ -135,6 +135,10 @@ class Discipline:
     source: str = "catalog"
     learned_at: float | None = None  # the closed level (clients) it was learned from
 
+    @property
+    def short(self) -> str:
+        return self.accept + (f"+inline {self.inline}" if self.inline else "")
+
     @classmethod
     def of_catalog(cls, server: str) -> "Discipline | None":
         s = catalog.get_server(server)

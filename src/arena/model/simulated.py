@@ -90,11 +90,14 @@ def discipline(inst: Instance, source: str = "") -> str:
         return "one shared accept queue"
     inline = f"; a thread serves up to {inst.inline} requests in a row on a kept-alive connection" if inst.inline else ""
     who = "the least busy" if inst.least_busy else "the first to take it"
-    return f"each connection stays with the process that accepted it ({who}){inline}" + (f" [{source}]" if source else "")
+    known = f" [{source}]" if source else ""
+    return f"each connection stays with the process that accepted it ({who}){inline}{known}"
 
 
-def learn(cal: Calibration, cells: list, requests: int = REQUESTS // 4, replications: int = 2) -> Calibration:
-    """``cal`` with the discipline (of DISCIPLINES) whose simulated p99 is nearest the measured p99
+def learn(cal: Calibration, cells: list, always: bool = False, requests: int = REQUESTS // 4,
+          replications: int = 2) -> Calibration:
+    """Where the server's catalog entry does not give its discipline (or ``always``, to check the
+    learning against it): ``cal`` with the discipline (of DISCIPLINES) whose simulated p99 is nearest the measured p99
     at one measured level: the lowest closed level above the calibration's at which ``cells`` of
     its server and workload ran on kept-alive connections to the server itself (no front), the
     first where requests queue, so that the heavier loads a sizing question asks about are
@@ -103,6 +106,8 @@ def learn(cal: Calibration, cells: list, requests: int = REQUESTS // 4, replicat
     from 1 (exp of the mean |ln(simulated / measured)|): a p99 twice too high and one half too low
     are equally wrong, where a percentage error caps the one at 100% and not the other. Ties go to
     the simpler."""
+    if not always and Discipline.of_catalog(cal.server) is not None:
+        return cal
     mine = [c for c in cells if c.server == cal.server and c.workload == cal.workload and c.model == "closed"
             and c.front is None and c.p99_us.median and c.runs[0].kept_alive]
     levels = sorted({c.level for c in mine})
@@ -119,14 +124,11 @@ def learn(cal: Calibration, cells: list, requests: int = REQUESTS // 4, replicat
 
     factors = {d: factor(d) for d in DISCIPLINES}
     best = min(factors, key=factors.__getitem__)
-    others = ", ".join(f"{_short(d)} x{f:.2f}" for d, f in factors.items() if d != best)
+    others = ", ".join(f"{d.short} x{f:.2f}" for d, f in factors.items() if d != best)
+    configurations = f"{len(at)} configuration{'s' * (len(at) > 1)}"
     return replace(cal, discipline=replace(
         best, learned_at=level,
-        source=f"learned at c={level:g} from {len(at)} configuration{'s' * (len(at) > 1)}: p99 off by x{factors[best]:.2f} ({others})"))
-
-
-def _short(d: Discipline) -> str:
-    return d.accept + (f"+inline {d.inline}" if d.inline else "")
+        source=f"learned at c={level:g} from {configurations}: p99 off by x{factors[best]:.2f} ({others})"))
 
 
 def discipline_text(cal: Calibration) -> str:
@@ -134,7 +136,7 @@ def discipline_text(cal: Calibration) -> str:
     if cal.config(None, None).routing != "per-process":
         return "one shared accept queue (catalog)"
     d = discipline_of(cal)
-    return f"{_short(d)} ({d.source})"
+    return f"{d.short} ({d.source})"
 
 
 @dataclass(frozen=True)

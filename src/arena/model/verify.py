@@ -10,7 +10,7 @@ import math
 from arena import stats
 from arena.model import simulated
 from arena.model.simulated import Simulated
-from arena.model.calibrate import Calibration, Discipline, Observation, calibrate, server_config
+from arena.model.calibrate import Calibration, Observation, calibrate, server_config
 from arena.model.server import Prediction, predict_closed, predict_open
 from arena.results.aggregate import Cell
 
@@ -78,8 +78,8 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
             except ValueError as e:
                 calibrations[key] = str(e)
             else:
-                if simulate_too and (learn or Discipline.of_catalog(c.server) is None):
-                    calibrations[key] = simulated.learn(calibrations[key], cells)
+                if simulate_too:
+                    calibrations[key] = simulated.learn(calibrations[key], cells, always=learn)
         cal = calibrations[key]
         if isinstance(cal, str):
             continue

@@ -152,8 +152,11 @@ def _answered(run) -> int:
     return m.completed + m.errors
 
 
-def _close(a: float, b: float, tolerance: float) -> bool:
-    return a == b if b == 0 else abs(a - b) / abs(b) <= tolerance
+def _agree(name: str, a: float, b: float, tolerance: float) -> bool:
+    """An outcome ("completed") agrees when equal; a figure, within ``tolerance`` of ``b``."""
+    if name == "completed" or b == 0:
+        return a == b
+    return abs(a - b) / abs(b) <= tolerance
 
 
 def verdict(name: str, published: float, here: float | None, model: float | None, outside_ms: float,
@@ -165,15 +168,12 @@ def verdict(name: str, published: float, here: float | None, model: float | None
     if here is None:
         return Verdict(None, "; ".join(flags) or "no valid run")
     tol = rep.tolerance
-    if name == "completed":
-        if here == published:
-            return Verdict(True)
-    elif _close(here, published, tol):
+    if _agree(name, here, published, tol):
         return Verdict(True)
-    if model is not None and (model == published if name == "completed" else _close(model, published, tol)):
+    if model is not None and _agree(name, model, published, tol):
         cpus = f"{rep.cores} cores there, {here_cpus} here" if here_cpus else f"{rep.cores} cores there"
         return Verdict(False, f"{HARDWARE}: {cpus}; the model on the original's cores gives {_fmt(name, model)}", HARDWARE)
-    if name in LATENCY and outside_ms > 0 and _close(here + outside_ms, published, tol):
+    if name in LATENCY and outside_ms > 0 and _agree(name, here + outside_ms, published, tol):
         return Verdict(False, f"{NETWORK}: the original spent {outside_ms:.0f} ms per request outside the server "
                               "(its single-client row)", NETWORK)
     return Verdict(False, f"not the cores nor the overhead: {SETUP}" + (f" (here {version})" if version else ""), SETUP)
