@@ -279,7 +279,7 @@ def user_app_launch(app: App, workdir: Path) -> tuple[App, dict[str, str], list[
         bundle = gemfile.is_file() and shutil.which("bundle") is not None
         return (replace(app, target=str(rackup)), {"BUNDLE_GEMFILE": str(gemfile)} if bundle else {},
                 ["bundle", "exec"] if bundle else [])
-    env = {"ARENA_USER_APP": user.source, "ARENA_USER_DIR": user.chdir,
+    env = {"ARENA_USER_APP": user.source, "ARENA_USER_DIR": user.chdir, "ARENA_USER_INTERFACE": app.interface,
            "PYTHONPATH": os.pathsep.join((str(WRAP_DIR), user.chdir))}
     return app, env, []
 

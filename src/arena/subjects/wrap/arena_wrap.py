@@ -1,9 +1,9 @@
 """Arena's timing around a user's WSGI or ASGI app (standard library only: it is imported by the
 server in the app's own Python environment, from this directory on PYTHONPATH).
 
-The server is given ``arena_wrap:wsgi`` or ``arena_wrap:asgi``; the user's app is
-``ARENA_USER_APP`` (``module:callable``, ``module:factory()`` to call a factory), imported from
-``ARENA_USER_DIR`` (first on sys.path). Every HTTP response gains
+The server is given ``arena_wrap:wsgi`` or ``arena_wrap:asgi`` (``ARENA_USER_INTERFACE`` says which);
+the user's app is ``ARENA_USER_APP`` (``module:callable``, ``module:factory()`` to call a factory),
+imported from ``ARENA_USER_DIR`` (first on sys.path). Every HTTP response gains
 
 - ``Server-Timing``: ``queue`` (from ``X-Request-Start`` to the wrapper's start), ``app`` (the whole
   handler, body included), ``cpu`` (CPU time of the request's own code) and ``cpuwall`` (the time the
@@ -15,7 +15,7 @@ The server is given ``arena_wrap:wsgi`` or ``arena_wrap:asgi``; the user's app i
 - ``X-Arena-Pid`` and ``X-Arena-Thread``.
 
 The body is collected before the headers go out (the timing covers it), so a streamed response is
-measured whole.
+measured whole; a WSGI response without Content-Length or Transfer-Encoding gets its Content-Length.
 """
 
 from __future__ import annotations
@@ -38,16 +38,27 @@ def _load():
     if not module_name or not attr:
         raise RuntimeError(f"ARENA_USER_APP: must be module:callable, got '{target}'")
     factory = attr.endswith("()")
-    obj = importlib.import_module(module_name)
+    module = obj = importlib.import_module(module_name)
     for part in attr.removesuffix("()").split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise RuntimeError(f"ARENA_USER_APP: module '{module_name}' has no attribute '{attr}'") from None
+            raise RuntimeError(f"ARENA_USER_APP: module '{module_name}' has no attribute '{attr}'"
+                               f"{_namespace(module)}") from None
     obj = obj() if factory else obj
     if not callable(obj):
         raise RuntimeError(f"ARENA_USER_APP: {target} is not callable")
     return obj
+
+
+def _namespace(module) -> str:
+    """Why a module may lack the app: it is a namespace package (a directory without __init__.py,
+    such as a checkout named like the package, found on the path before the installed one)."""
+    if getattr(module, "__file__", None) is None and hasattr(module, "__path__"):
+        where = ", ".join(module.__path__)
+        return (f" (it is the directory {where}, a folder without __init__.py: is a same-named folder "
+                "shadowing the module, or is the module not installed in this environment?)")
+    return ""
 
 
 class _Schedstat(threading.local):
@@ -121,10 +132,22 @@ def wrap_wsgi(app):
         wall = time.perf_counter() - start
         status, headers = answer
         headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _schedstat.run_queue_s() - rq0)), *_ids()]
+        if _unframed(environ, status, headers):
+            headers.append(("Content-Length", str(sum(map(len, chunks)))))
         start_response(status, headers)
         return chunks
 
     return timed
+
+
+def _unframed(environ, status: str, headers: list) -> bool:
+    """Whether a response the wrapper holds whole needs its Content-Length: the app gave neither it nor
+    Transfer-Encoding, and the response has a body. Most servers frame such a response themselves
+    (chunked, or a close); uWSGI's --http11-socket sends it with no framing at all, so a kept-alive
+    client can only end it by a timeout."""
+    if environ.get("REQUEST_METHOD") == "HEAD" or status[:3] in ("204", "304") or status[:1] == "1":
+        return False
+    return not any(k.lower() in ("content-length", "transfer-encoding") for k, _ in headers)
 
 
 class _Steps:
@@ -188,15 +211,14 @@ def wrap_asgi(app):
     return timed
 
 
-def _app_for(kind: str):
-    app = _load()
-    return wrap_asgi(app) if kind == "asgi" else wrap_wsgi(app)
-
-
-def __getattr__(name: str):
-    """``arena_wrap:wsgi`` and ``arena_wrap:asgi``: the user's app, loaded on first use, wrapped."""
-    if name in ("wsgi", "asgi"):
-        value = _app_for(name)
-        globals()[name] = value
-        return value
-    raise AttributeError(name)
+# The server is given ``arena_wrap:wsgi`` or ``arena_wrap:asgi``: real module attributes, bound when
+# the server imports this module. A server may resolve the name by evaluating it over the module's
+# namespace (hypercorn: ``eval(name, vars(module))``) or by reading its __dict__, neither of which
+# reaches a module __getattr__. The interface comes from ARENA_USER_INTERFACE (launch sets it); a
+# module imported without it binds neither. Loading here also makes an app that cannot be imported
+# fail the server's start, with its traceback in the server's log.
+_INTERFACE = os.environ.get("ARENA_USER_INTERFACE")
+if _INTERFACE == "wsgi":
+    wsgi = wrap_wsgi(_load())
+elif _INTERFACE == "asgi":
+    asgi = wrap_asgi(_load())
