@@ -13,7 +13,7 @@ SHELL := /bin/bash
 # user "postgres"; the package's own cluster is never started: see the policy-rc.d guard below).
 APT_PACKAGES := ruby ruby-rack ruby-webrick puma unicorn thin passenger ruby-sinatra ruby-rails \
 	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege chromium postgresql \
-	ruby-pg ruby-connection-pool libjemalloc2 libev-dev nginx haproxy
+	ruby-bundler ruby-pg ruby-connection-pool libjemalloc2 libev-dev nginx haproxy
 UV_VERSION := 0.13.8
 PYTHON ?= python3
 TOOLS := .tools

@@ -231,3 +231,105 @@ def test_an_experiments_app_table_is_checked_with_the_file_and_key(apps):
         parse({"wsgi": "hello_wsgi:app", "chdir": "pyapp"}, server="puma")
     with pytest.raises(ArenaError, match=r"e.toml: servers\[0\].app = \"nonsense\": 'nonsense' is not a built-in app"):
         parse("nonsense")
+
+
+@pytest.fixture
+def other_venv(tmp_path) -> Path:
+    """A Python environment of the user's holding only uvicorn, whose metadata says 0.30.6 (its code is
+    Arena's copy, reached through a .pth file: no download in a test)."""
+    import subprocess
+    import sys
+
+    import uvicorn
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "arena-servers.pth").write_text(str(Path(uvicorn.__file__).parents[1]) + "\n")
+    info = site / "uvicorn-0.30.6.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: uvicorn\nVersion: 0.30.6\n")
+    script = venv / "bin" / "uvicorn"
+    script.write_text(f"#!{venv}/bin/python\nfrom uvicorn.main import main\nmain()\n")
+    script.chmod(0o755)
+    return venv
+
+
+@pytest.mark.integration
+def test_a_server_run_from_the_users_venv_is_recorded_with_that_venvs_version(apps, other_venv, tmp_path):
+    from arena.app.check import plan
+    from arena.servers import catalog
+
+    require_server("uvicorn")
+    assert catalog.version("uvicorn") != "0.30.6"
+    user = {"chdir": str(apps / "pyapp"), "venv": str(other_venv), "interface": "asgi"}
+    # check --venv lists the servers that environment holds, not Arena's
+    assert [s for s, _ in plan(None, ["hello_asgi:app"], user)] == ["uvicorn"]
+    app = app_for("hello_asgi:app", ("asgi",), **user)
+    result = check_one("uvicorn", app)
+    assert (result.status, result.version) == ("pass", "0.30.6"), result.problems
+    skipped = check_one("hypercorn", app)
+    assert (skipped.status, skipped.problems) == ("skip", [f"not installed in {other_venv}"])
+    exp = parse_experiment({
+        "name": "venv", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10,
+        "load": {"concurrency": [1]},
+        "servers": [{"server": "uvicorn", "app": {"asgi": "hello_asgi:app", "chdir": "pyapp", "venv": str(other_venv)}}],
+    }, str(apps / "venv.toml"))
+    with Store(tmp_path / "s.db") as store:
+        run_experiment(exp, store)
+        (run,) = store.runs("venv")
+    assert run.launch["version"] == "0.30.6" and run.launch["version_from"] == str(other_venv)
+    assert run.launch["argv"][0] == str(other_venv / "bin" / "uvicorn")
+    assert run.environment.servers == {f"uvicorn ({other_venv})": "0.30.6"}
+
+
+SINATRA = """\
+require "sinatra/base"
+class Hello < Sinatra::Base
+  get("/") { "hello from a bundle" }
+end
+run Hello
+"""
+
+
+@pytest.mark.integration
+def test_a_rack_app_with_its_own_bundle_runs_under_bundle_exec_with_the_bundles_server(tmp_path):
+    import subprocess
+
+    from arena.servers.bundle import bundle_of
+
+    require_server("puma")
+    app_dir = tmp_path / "sinatra"
+    app_dir.mkdir()
+    (app_dir / "config.ru").write_text(SINATRA)
+    (app_dir / "Gemfile").write_text('source "https://rubygems.org"\ngem "sinatra"\n')
+    with pytest.raises(ArenaError, match=r"^--app: .*/Gemfile has no Gemfile.lock .*bundle lock --local"):
+        bundle_of(app_dir)
+    subprocess.run(["bundle", "lock", "--local"], cwd=app_dir, check=True, capture_output=True)
+    with pytest.raises(ArenaError, match=r'^--app: .*/Gemfile.lock does not list puma: .*add gem "puma"'):
+        bundle_of(app_dir).version("puma")
+    (app_dir / "Gemfile").write_text('source "https://rubygems.org"\ngem "sinatra"\ngem "puma"\n')
+    subprocess.run(["bundle", "lock", "--local"], cwd=app_dir, check=True, capture_output=True)
+    before = {p.name: p.read_bytes() for p in app_dir.iterdir()}
+    app = user_app(str(app_dir), base=tmp_path)
+    with start(ServerSpec("puma", app, threads=2, strict_knobs=False)) as running:
+        with Client(running.host, running.port) as client:
+            reply = client.get("/")
+        assert reply.status == 200 and reply.body == b"hello from a bundle" and "app" in timing(reply)
+        described = running.described()
+    assert described["argv"][:3] == ["bundle", "exec", "puma"]
+    assert described["version_from"] == str(app_dir / "Gemfile.lock") and described["version"] == catalog_puma()
+    assert described["env"]["BUNDLE_FROZEN"] == "true"
+    assert {p.name: p.read_bytes() for p in app_dir.iterdir()} == before  # nothing written into the app's dir
+    assert_gone(running)
+    # gems the lock names that are not installed: refused before the server starts
+    (app_dir / "Gemfile.lock").write_text(before["Gemfile.lock"].decode().replace("sinatra (3.", "sinatra (9."))
+    with pytest.raises(ArenaError, match=r"^--app: .*/Gemfile.lock: its gems are not all installed \(bundle check: "
+                                         r"The following gems are missing \* sinatra \(9\."):
+        start(ServerSpec("puma", app))
+
+
+def catalog_puma() -> str:
+    from arena.servers import catalog
+
+    return catalog.version("puma")

@@ -29,7 +29,7 @@ from arena.plan.experiment import Experiment, Group, RunSpec, plan
 from arena.probe import Probe, ResourceResult
 from arena.servers import catalog
 from arena.servers.cgroup import format_cpu_list
-from arena.servers.launch import RunningServer, ServerSpec, start
+from arena.servers.launch import RunningServer, ServerSpec, app_bundle, server_version, start
 from arena.services import start_service
 from arena.topology.deployment import start_deployment
 from arena.topology.front import version as front_version
@@ -236,9 +236,22 @@ def environment(exp: Experiment) -> dict:
         "python": platform.python_version(), "ruby": _ruby_version(), "arena": arena_version,
         "server_cpus": format_cpu_list(exp.server_cpus), "load_cpus": format_cpu_list(exp.load_cpus),
         **({"service_cpus": format_cpu_list(exp.service_cpus)} if exp.services else {}),
-        "servers": {c.server: catalog.version(c.server) for c in exp.servers},
+        "servers": dict(_server_version(c) for c in exp.servers),
         **({"fronts": {f: front_version(f) for f in fronts}} if fronts else {}),
     }
+
+
+def _server_version(c) -> tuple[str, str | None]:
+    """A configuration's server and its version as it runs the configuration's app (named with where
+    the version comes from when that is the app's own environment: a --venv, a Gemfile.lock); None
+    where it cannot be told (the start will fail and say why)."""
+    server = catalog.get_server(c.server)
+    app = c.user_app or c.app
+    try:
+        version, source = server_version(server, app, app_bundle(app))
+    except ArenaError:
+        return c.server, None
+    return (f"{c.server} ({source})" if source else c.server), version
 
 
 # ---------------------------------------------------------------------- running

@@ -7,6 +7,7 @@ no process of it was left and its port was free again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from arena.errors import ArenaError
@@ -15,9 +16,9 @@ from arena.http_client import port_free
 from arena.probe import sample_once
 from arena.servers import catalog
 from arena.servers.cgroup import survivors
-from arena.servers.launch import ServerSpec, start
+from arena.servers.launch import ServerSpec, app_bundle, server_version, start
 from arena.subjects import App, conformance
-from arena.subjects.user import app_for
+from arena.subjects.user import app_for, venv_dir
 
 
 @dataclass
@@ -39,8 +40,12 @@ def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
     An app that is not a built-in one is a user's (subjects.user.app_for, with the ``user`` options),
     checked with every server that serves its interface."""
     entries = [catalog.get_server(name) for name in (servers or catalog.CATALOG)]
-    names = [e.name for e in entries]
     wanted = list(apps) if apps else None
+    venv = (user or {}).get("venv")
+    if venv and not servers:  # a --venv's own servers only (those named are checked, or skipped with why)
+        bin_dir = Path(venv_dir(Path.cwd(), venv)) / "bin"
+        entries = [e for e in entries if e.language == "python" and catalog.available(e, bin_dir)]
+    names = [e.name for e in entries]
     # each app resolved once, against every interface the servers serve (a Python app needs
     # --interface only where both wsgi and asgi servers are checked)
     serves = {i for e in entries for i in e.interfaces}
@@ -62,13 +67,15 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
     answered with Arena's timing (conformance.wrapped)."""
     entry = catalog.get_server(server)
     name = app.name if isinstance(app, App) else app
-    if not catalog.available(entry):
-        return CheckResult(server, name, "skip", problems=[f"not installed: {entry.install_hint}"])
+    bin_dir = app.user.bin_dir if isinstance(app, App) and app.user else None
+    if not catalog.available(entry, bin_dir):
+        where = f"in {bin_dir.parent}" if bin_dir else f"here: {entry.install_hint}"
+        return CheckResult(server, name, "skip", problems=[f"not installed {where}"])
     spec = ServerSpec(server, app, processes=processes, threads=threads, cpus=cpus, strict_knobs=False, env=env or {})
     try:
         running = start(spec)
     except ArenaError as e:
-        return CheckResult(server, name, "fail", version=catalog.version(server), problems=[str(e)])
+        return CheckResult(server, name, "fail", version=_version(entry, app), problems=[str(e)])
     result = CheckResult(server, name, "pass", running.version, running.knobs, running.startup_s)
     with running:
         if isinstance(app, App):
@@ -90,6 +97,14 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
     if result.problems:
         result.status = "fail"
     return result
+
+
+def _version(server: catalog.Server, app: str | App) -> str | None:
+    """The version a failed start would have run (its venv's, its bundle's), None where not known."""
+    try:
+        return server_version(server, app, app_bundle(app))[0]
+    except ArenaError:
+        return None
 
 
 def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = None, *,

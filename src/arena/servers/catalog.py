@@ -138,6 +138,7 @@ class Server:
     ready_timeout_s: float = 30.0
     ready_floor_s: float = 0.0  # not ready before this long after launch (start-up work it does late)
     version: tuple[str, ...] = ()  # ("dist", name) or ("cmd", regex, *argv)
+    gem: str | None = None  # a Ruby server's gem: its version in an app's bundle (servers.bundle)
     install_hint: str = ""
     description: str = ""
     # How requests reach its processes (for arena.model): "shared" when each request is accepted
@@ -214,7 +215,7 @@ CATALOG: dict[str, Server] = {
             ("rackup", "-s", "webrick", "-E", "production", "-q", "-o", "{host}", "-p", "{port}", "{target}"),
             env=RUBY_ENV, grace_s=5,
             version=("cmd", r"([\d.]+)", "ruby", "-e", "require 'webrick'; print WEBrick::VERSION"),
-            install_hint=f"{APT} ruby-webrick ruby-rack",
+            gem="webrick", install_hint=f"{APT} ruby-webrick ruby-rack",
             description="Ruby's standard-library server: a thread per connection",
         ),
         Server(
@@ -224,7 +225,7 @@ CATALOG: dict[str, Server] = {
             knobs={"connections": Knob(1024, why="thin --max-conns default")},
             env=RUBY_ENV, grace_s=5,  # SIGTERM waits for open connections (up to 30 s): keep it short
             options={"keepalive_timeout": THIN_TIMEOUT}, unix=THIN_UNIX,
-            version=("cmd", r"thin ([\d.]+)", "thin", "-v"), install_hint=f"{APT} thin",
+            version=("cmd", r"thin ([\d.]+)", "thin", "-v"), gem="thin", install_hint=f"{APT} thin",
             description="EventMachine reactor; the app runs on the reactor thread",
         ),
         Server(
@@ -234,7 +235,7 @@ CATALOG: dict[str, Server] = {
             knobs={"threads": Knob(20, why="EventMachine threadpool default"),
                    "connections": Knob(1024, why="thin --max-conns default")},
             env=RUBY_ENV, grace_s=5, options={"keepalive_timeout": THIN_TIMEOUT}, unix=THIN_UNIX,
-            version=("cmd", r"thin ([\d.]+)", "thin", "-v"), install_hint=f"{APT} thin",
+            version=("cmd", r"thin ([\d.]+)", "thin", "-v"), gem="thin", install_hint=f"{APT} thin",
             description="thin --threaded: the reactor hands each request to EventMachine's thread pool",
         ),
         Server(
@@ -247,7 +248,7 @@ CATALOG: dict[str, Server] = {
             env=RUBY_ENV, stop_signal=signal.SIGQUIT,  # unicorn: QUIT is graceful, TERM is immediate
             options={"preload": Option("bool", config="preload_app true",
                                        why="unicorn preload_app: load the app in the master before forking; off")},
-            version=("cmd", r"unicorn v([\d.]+)", "unicorn", "-v"), install_hint=f"{APT} unicorn",
+            version=("cmd", r"unicorn v([\d.]+)", "unicorn", "-v"), gem="unicorn", install_hint=f"{APT} unicorn",
             routing="shared", description="pre-forked single-threaded workers on one shared listen socket",
             unix=(("listen '{host}:{port}'",), ("listen '{socket}'",)),
         ),
@@ -269,7 +270,7 @@ CATALOG: dict[str, Server] = {
                      "keepalive_timeout": Option("seconds", config="persistent_timeout {value}",
                                                  why="puma persistent_timeout: an idle keep-alive connection's "
                                                      "life; 20 s by default")},
-            version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), install_hint=f"{APT} puma",
+            version=("cmd", r"puma version ([\d.]+)", "puma", "--version"), gem="puma", install_hint=f"{APT} puma",
             description="single mode at 1 process (a thread pool); clustered above (forked workers x threads)",
             inline_requests=10, accept="least-busy",
             unix=(("tcp://{host}:{port}",), ("unix://{socket}",)),
@@ -293,7 +294,7 @@ CATALOG: dict[str, Server] = {
                      "max_requests": _max_requests("--max-requests", "{value}", why="passenger --max-requests: "
                                                    "recycle a process after this many; 0 (never) by default")},
             version=("cmd", r"Passenger\(R\) ([\d.]+)", "passenger", "--version"),
-            install_hint=f"{APT} passenger",
+            gem="passenger", install_hint=f"{APT} passenger",
             routing="shared", description="Passenger standalone, builtin engine: processes fed by its request queue",
         ),
         # ------------------------------------------------------------------ Python
@@ -599,13 +600,45 @@ def resolve_executable(server: Server, bin_dir: Path | None = None) -> str | Non
     return exe if os.path.isabs(exe) and os.access(exe, os.X_OK) else shutil.which(exe)
 
 
-def available(server: Server) -> bool:
-    return resolve_executable(server) is not None and version(server.name) is not None
+def available(server: Server, bin_dir: Path | None = None) -> bool:
+    """Whether ``server`` is installed here (or in the Python environment of ``bin_dir``)."""
+    return resolve_executable(server, bin_dir) is not None and version(server.name, bin_dir) is not None
+
+
+def version(name: str, bin_dir: Path | None = None) -> str | None:
+    """The installed version of server ``name``, or None when it is not installed. With ``bin_dir`` (a
+    Python environment's bin/, the user's --venv), a Python server's version is that environment's own
+    (its metadata, read by its interpreter), not Arena's copy."""
+    if bin_dir is not None and CATALOG[name].language == "python":
+        return _version_in(name, str(bin_dir))
+    return _version(name)
+
+
+# As another environment's interpreter reads it: the version of distribution argv[2] (or of the
+# interpreter, for "-"), where module argv[1] (a launcher run with -m, or "-") can be imported.
+_READ_VERSION = ("import importlib.metadata as m, importlib.util as u, platform, sys\n"
+                 "if sys.argv[1] == '-' or u.find_spec(sys.argv[1]):\n"
+                 "    print(platform.python_version() if sys.argv[2] == '-' else m.version(sys.argv[2]))")
 
 
 @lru_cache(maxsize=None)
-def version(name: str) -> str | None:
-    """The installed version of server ``name``, or None when it is not installed."""
+def _version_in(name: str, bin_dir: str) -> str | None:
+    server = CATALOG[name]
+    kind, *rest = server.version
+    python = Path(bin_dir) / "python"
+    # a launcher of Arena's (python -m arena.servers.wsgiref_main) runs there only where arena is installed
+    launcher = server.command[2] if server.command[:2] == ("{python}", "-m") else "-"
+    argv = [str(python), "-c", _READ_VERSION, launcher, rest[0] if kind == "dist" else "-"]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = out.stdout.strip()
+    return text if out.returncode == 0 and text else None
+
+
+@lru_cache(maxsize=None)
+def _version(name: str) -> str | None:
     server = CATALOG[name]
     kind, *rest = server.version
     if kind == "python":

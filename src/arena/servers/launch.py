@@ -25,6 +25,7 @@ from typing import Callable
 from arena.errors import ArenaError
 from arena.http_client import Client, check_host, free_port, port_free
 from arena.servers import catalog
+from arena.servers.bundle import Bundle, bundle_of
 from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale, survivors, zombie_children
 from arena.subjects import App, get_app
 from arena.subjects.user import WRAP_DIR
@@ -126,6 +127,7 @@ class RunningServer(Confined):
     settings: dict[str, object] = field(default_factory=dict)
     health: str = "/"  # the app's health path
     socket: str | None = None  # the unix socket it listens on (then ``port`` is 0)
+    version_from: str | None = None  # where ``version`` comes from when not Arena's own: a --venv, a Gemfile.lock
     startup_s: float = 0.0
     stopped: bool = False
     killed: list[int] = field(default_factory=list)  # pids that needed SIGKILL at stop
@@ -140,8 +142,9 @@ class RunningServer(Confined):
 
     def described(self) -> dict:
         """How it was started, as stored with each run: command line, working directory, environment,
-        named settings."""
-        return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings}
+        named settings, the server's version (and where it comes from, when not Arena's own)."""
+        return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings,
+                "version": self.version, **({"version_from": self.version_from} if self.version_from else {})}
 
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)
@@ -265,23 +268,39 @@ def server_env(server: catalog.Server, workdir: Path, extra: dict[str, str]) -> 
     return env
 
 
-def user_app_launch(app: App, workdir: Path) -> tuple[App, dict[str, str], list[str]]:
+def user_app_launch(app: App, workdir: Path, bundle: Bundle | None) -> tuple[App, dict[str, str], list[str]]:
     """What a user's app adds to a start: the app with its target (a Rack app: the config.ru Arena
     writes in ``workdir``, its timing first), its environment and the command's prefix (``bundle
-    exec`` where a Gemfile is and bundler is installed)."""
+    exec`` for a Rack app with its own bundle)."""
     user = app.user
     if user is None:
         return app, {}, []
     if app.interface == "rack":
         rackup = workdir / "arena.ru"
         rackup.write_text(user.rackup())
-        gemfile = Path(user.chdir) / "Gemfile"
-        bundle = gemfile.is_file() and shutil.which("bundle") is not None
-        return (replace(app, target=str(rackup)), {"BUNDLE_GEMFILE": str(gemfile)} if bundle else {},
+        return (replace(app, target=str(rackup)), bundle.env() if bundle else {},
                 ["bundle", "exec"] if bundle else [])
     env = {"ARENA_USER_APP": user.source, "ARENA_USER_DIR": user.chdir, "ARENA_USER_INTERFACE": app.interface,
            "PYTHONPATH": os.pathsep.join((str(WRAP_DIR), user.chdir))}
     return app, env, []
+
+
+def app_bundle(app: App | str) -> Bundle | None:
+    """The bundle a Rack app of the user's runs with (servers.bundle), or None."""
+    user = app.user if isinstance(app, App) else None
+    return bundle_of(user.chdir) if user is not None and app.interface == "rack" else None
+
+
+def server_version(server: catalog.Server, app: App | str, bundle: Bundle | None = None) -> tuple[str | None, str | None]:
+    """The version of ``server`` as it runs ``app``, and where it comes from when that is not Arena's
+    own installation: the app's bundle (its Gemfile.lock) or the app's --venv (that environment's
+    metadata)."""
+    user = app.user if isinstance(app, App) else None
+    if bundle is not None:
+        return bundle.version(server.gem or server.name), str(bundle.lock)
+    if user is not None and user.venv is not None:
+        return catalog.version(server.name, user.bin_dir), user.venv
+    return catalog.version(server.name), None
 
 
 KEEP_MARK = "KEPT-FOR-ITS-LOG"  # in a failed start's workdir: stale reaping leaves it alone
@@ -295,12 +314,14 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     # the convention variables (WEB_CONCURRENCY) count where the configuration declares them, not from Arena's own
     knobs = catalog.resolve_knobs(server, app, spec.requested_knobs(), spec.env, strict=spec.strict_knobs)
     settings = catalog.check_settings(server, spec.settings)
-    venv_bin = Path(app.user.venv) / "bin" if app.user and app.user.venv else None
+    venv_bin = app.user.bin_dir if app.user else None
     if catalog.resolve_executable(server, venv_bin) is None:
         if venv_bin is not None:
             exe = server.executable().format(bin=venv_bin, python=venv_bin / "python")
             raise ArenaError(f"--venv: {venv_bin.parent} has no {server.name} ({exe} is missing; install it there)")
         raise ArenaError(f"server: {server.name} is not installed ({server.install_hint})")
+    bundle = app_bundle(app)
+    version, version_from = server_version(server, app, bundle)
     reap_before_start()  # first: a dead Arena's orphan may hold the port asked for
     check_host(spec.host)
     if spec.unix:
@@ -318,7 +339,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     try:
         (workdir / "home").mkdir()
         (workdir / "tmp").mkdir()
-        served, app_env, prefix = user_app_launch(app, workdir)
+        served, app_env, prefix = user_app_launch(app, workdir, bundle)
         socket = str(workdir / "server.sock") if spec.unix else None
         cmd = catalog.build_command(server, served, knobs, host=spec.host, port=port, workdir=workdir, bin_dir=venv_bin,
                                     settings=settings, extra_args=tuple(spec.options), socket=socket)
@@ -335,8 +356,8 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         abandon(procset, workdir)
         raise
     running = RunningServer(spec, server, app.name, knobs, spec.host, port, argv, proc, procset,
-                            workdir, workdir / "server.log", catalog.version(server.name), started_at, given, cwd,
-                            settings, app.health, socket)
+                            workdir, workdir / "server.log", version, started_at, given, cwd,
+                            settings, app.health, socket, version_from)
     _live.add(running)
     timeout = ready_timeout or (app.user and app.user.ready_timeout_s) or server.ready_timeout_s
     ready_or_stopped(running, lambda: _wait_ready(running, app, timeout), keep_log=True)

@@ -34,6 +34,11 @@ class UserApp:
     ready_timeout_s: float | None = None  # None: the server's own
     warmup: tuple[str, ...] = ()  # paths requested once after it is ready
 
+    @property
+    def bin_dir(self) -> Path | None:
+        """The bin/ of its Python environment (``venv``), where its servers are."""
+        return Path(self.venv) / "bin" if self.venv else None
+
     def rackup(self, wrapper: Path = RACK_WRAPPER) -> str:
         """The config.ru Arena writes for a Rack app: its timing first, then the user's app."""
         return (f"require {str(wrapper)!r}\n"
@@ -69,11 +74,7 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
         if interface not in ("wsgi", "asgi"):
             raise ArenaError(f"--interface: must be wsgi or asgi for {source}, got '{interface}'")
         where = _directory(base, chdir or ".", "--chdir")
-        env = None
-        if venv is not None:
-            env = _directory(base, venv, "--venv")
-            if not (Path(env) / "bin" / "python").exists():
-                raise ArenaError(f"--venv: {env} is not a Python environment (it has no bin/python)")
+        env = venv_dir(base, venv) if venv is not None else None
         user = UserApp(source, where, env, ready_timeout_s, warm)
         return App(name or source, "python", interface, f"arena_wrap:{interface}", f"{interface} app {source}",
                    health=health, user=user)
@@ -97,6 +98,14 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
 
     default = path.parent.name if path.parent.name not in APPS else f"{path.parent.name}/{path.name}"  # not a built-in's
     return App(name or default, "ruby", "rack", "", f"Rack app {path}", health=health, user=user)
+
+
+def venv_dir(base: Path, venv: str) -> str:
+    """``--venv``'s environment, resolved from ``base``: a directory with bin/python."""
+    env = _directory(base, venv, "--venv")
+    if not (Path(env) / "bin" / "python").exists():
+        raise ArenaError(f"--venv: {env} is not a Python environment (it has no bin/python)")
+    return env
 
 
 def _directory(base: Path, value: str, flag: str) -> str:
