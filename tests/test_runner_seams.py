@@ -51,6 +51,9 @@ class FakeServer:
     def described(self) -> dict:
         return {"argv": ["fake", str(self.spec.threads)], "cwd": "/", "env": dict(self.spec.env)}
 
+    def log_tail(self) -> str:
+        return "fake: exited"
+
     def __enter__(self):
         return self
 
@@ -183,10 +186,13 @@ def test_a_server_that_dies_mid_run_is_flagged_and_its_later_levels_are_reported
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, events.append, m.seams())
         (run,) = store.runs("fake")
+        (stored,) = store.failures("fake")
     assert not run.valid and "the server died during the run" in run.flags
     assert counts == {"run": 1, "skipped": 0, "failed": 1, "invalid": 1}
     (failed,) = [e for e in events if e.kind == "failed"]
     assert "c=4" in failed.run.key and "the server died during an earlier run" in failed.message
+    assert (stored.run_key, stored.stage, stored.reason, stored.log_tail) == (
+        failed.run.key, "server died", failed.message, "fake: exited")
 
 
 def test_a_driver_error_fails_that_run_only(tmp_path):

@@ -50,8 +50,10 @@ def test_a_postgres_that_cannot_start_is_one_error_with_its_log_and_leaves_nothi
     before = set(Path("/tmp").glob(f"{cgroup.PREFIX}{os.getpid()}-*-postgres-*"))
     with pytest.raises(ArenaError) as e:
         start_service(ServiceSpec("postgres", {"shared_buffers": "100000GB"}), [1])
-    first, *tail = str(e.value).splitlines()
-    assert first.startswith("service postgres: ") and "last lines of its log" in first and tail
+    first, heading, *tail = str(e.value).splitlines()
+    # the first line says why, from the log: PostgreSQL's FATAL line
+    assert first.startswith("service postgres: postgres exited with code 1 before it was ready: ") and "FATAL" in first
+    assert heading == "last lines of its log:" and tail
     assert set(Path("/tmp").glob(f"{cgroup.PREFIX}{os.getpid()}-*-postgres-*")) == before
 
 

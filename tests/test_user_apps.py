@@ -333,3 +333,71 @@ def catalog_puma() -> str:
     from arena.servers import catalog
 
     return catalog.version("puma")
+
+
+@pytest.mark.integration
+def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, tmp_path):
+    from arena.app.experiments import export, summaries
+
+    require_server("gunicorn-gthread")
+    exp = parse_experiment({
+        "name": "fails", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10,
+        "load": {"concurrency": [1, 2]},
+        "servers": [{"server": "gunicorn-gthread", "app": {"wsgi": "hello_wsgi:app", "chdir": "pyapp"}},
+                    {"server": "gunicorn-sync", "app": {"wsgi": "broken:app", "chdir": "pyapp"}}],
+    }, str(apps / "fails.toml"))
+    store_path = tmp_path / "s.db"
+    with Store(store_path) as store:
+        counts = run_experiment(exp, store)
+        failures = store.failures("fails")
+    assert (counts["run"], counts["failed"]) == (2, 2)
+    assert [(f.server, f.level, f.stage) for f in sorted(failures, key=lambda f: f.level)] == [
+        ("gunicorn-sync", 1.0, "start"), ("gunicorn-sync", 2.0, "start")]
+    f = failures[0]
+    assert f.reason.startswith("the server did not start: gunicorn-sync (broken:app) exited with code")
+    assert "RuntimeError: the app cannot start: no settings (log " in f.reason and "\n" not in f.reason
+    assert "the app cannot start" in f.log_tail and Path(f.log_path).is_file()
+    (shown,) = summaries(str(store_path), "fails")
+    left = [line for line in shown.answer if line.startswith("Left out (not run)")]
+    assert left == [f"Left out (not run): 2 runs, {f.reason}"]
+    rows = export(str(store_path), "fails", "csv").splitlines()
+    assert len(rows) == 1 + 4 and sum(",0," in r and "the app cannot start" in r for r in rows) == 2
+    import json
+
+    failed = [d for d in json.loads(export(str(store_path), "fails", "json")) if d.get("failed")]
+    assert [d["stage"] for d in failed] == ["start", "start"] and failed[0]["log_tail"]
+    # fixed, the next run makes them, and they are no longer left out
+    (apps / "pyapp" / "broken.py").write_text(WSGI)
+    with Store(store_path) as store:
+        assert run_experiment(exp, store)["run"] == 2 and store.failures("fails") == []
+    (shown,) = summaries(str(store_path), "fails")
+    assert "No run was left out: every run was valid." in shown.answer
+
+
+def test_the_exception_a_log_ends_in_is_read_as_one_line():
+    from arena.servers.launch import raised
+
+    python = ("[2026-11-25 12:00:00 +0000] [12] [ERROR] Exception in worker process\nTraceback (most recent call last):\n"
+              '  File "/x.py", line 3, in <module>\n    import httpbin\nImportError: first\n\nDuring handling of the '
+              "above exception, another exception occurred:\n\nTraceback (most recent call last):\n"
+              "ModuleNotFoundError: No module named 'httpbin'\n[2026-11-25 12:00:00 +0000] [12] [INFO] Worker exiting\n")
+    assert raised(python) == "ModuleNotFoundError: No module named 'httpbin'"
+    ruby = ("/app/config.ru:1:in `block in <main>': undefined local variable or method `nope' for main (NameError)\n"
+            "\tfrom /usr/lib/ruby/vendor_ruby/rack/builder.rb:116:in `eval'\n")
+    assert raised(ruby) == "NameError: undefined local variable or method `nope' for main"
+    assert raised("hypercorn.utils.NoAppError: Cannot load application from 'x:y'") == \
+        "hypercorn.utils.NoAppError: Cannot load application from 'x:y'"
+    assert raised("starting\nFATAL: could not bind\n") == "FATAL: could not bind"
+    assert raised("all is well\n") is None
+
+
+
+def test_a_folder_named_like_the_apps_module_without_init_is_warned_about(apps):
+    (apps / "pyapp" / "hello_wsgi_pkg").mkdir()
+    app = user_app("hello_wsgi_pkg.web:app", base=apps, chdir="pyapp", serves=("wsgi",))
+    (warning,) = app.user.warnings
+    assert warning.startswith(f"--app hello_wsgi_pkg.web:app: {apps / 'pyapp' / 'hello_wsgi_pkg'} is a folder "
+                              "without __init__.py named like the app's module")
+    (apps / "pyapp" / "hello_wsgi_pkg" / "__init__.py").write_text("")  # a package: what the user meant
+    assert user_app("hello_wsgi_pkg.web:app", base=apps, chdir="pyapp", serves=("wsgi",)).user.warnings == ()
+    assert user_app("hello_wsgi:app", base=apps, chdir="pyapp", serves=("wsgi",)).user.warnings == ()

@@ -5,6 +5,15 @@ class ArenaError(Exception):
     """A user-facing failure: the message names the file, key or flag, the value, what is allowed."""
 
 
+class FailedStart(ArenaError):
+    """A server (or front, or service) that did not start: the message's first line says why (and
+    where its log was kept); ``log_tail`` is the log's last lines."""
+
+    def __init__(self, message: str, log_tail: str = "", log_path: str | None = None):
+        super().__init__(message)
+        self.log_tail, self.log_path = log_tail, log_path
+
+
 class Terminated(BaseException):
     """SIGTERM to Arena: unwinds like Ctrl-C so every started server is stopped on the way out
     (the CLI exits 143 for it, 130 for Ctrl-C)."""

@@ -413,12 +413,11 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
                 for spec in exp.services:
                     services[spec.kind] = stack.enter_context(seams.start_service(spec, list(exp.service_cpus)))
             except ArenaError as e:
-                why = f"service {spec.kind} did not start: {str(e).splitlines()[0]}"
                 for r in (r for g in groups for r in g.runs):
                     if r.key in done:
                         progress.emit("skipped", r)
-                    else:  # not saved: the next `arena run` tries again
-                        progress.emit("failed", r, message=why)
+                    else:  # not a run: the next `arena run` tries again
+                        failed(store, experiment_id, progress, r, "service", f"service {spec.kind} did not start", e)
                 return counts
             env["services"] = {kind: svc.describe() for kind, svc in services.items()}
         for group in groups:
@@ -428,6 +427,21 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
             if todo[group]:
                 _run_group(exp, group, todo[group], store, experiment_id, env, progress, seams, services, reference)
     return counts
+
+
+def failed(store: Store, experiment_id: int, progress: "_Progress", run: RunSpec, stage: str, what: str,
+           error: ArenaError, tail: str | None = None) -> None:
+    """A run that could not be made: stored with why (results/runs.py Failure; not a run, so the next
+    ``arena run`` tries it again), then reported."""
+    reason = f"{what}: {str(error).splitlines()[0]}"
+    c = run.config
+    store.save_failure(experiment_id, {
+        "run_key": run.key, "config": c.key, "label": c.name, "server": c.server, "app": c.app,
+        "workload": run.workload.name, "processes": c.processes, "threads": c.threads, "connections": c.connections,
+        "model": run.level.model, "level": run.level.value, "repetition": run.repetition, "failed_at": time.time(),
+        "stage": stage, "reason": reason, "log_tail": getattr(error, "log_tail", "") if tail is None else tail,
+        "log_path": getattr(error, "log_path", None)})
+    progress.emit("failed", run, message=reason)
 
 
 RETAKE = re.compile(r" retake \d+$")  # what RunSpec.key adds for a retake
@@ -479,7 +493,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
                   else seams.launch(spec))
     except ArenaError as e:
         for r in todo:
-            progress.emit("failed", r, message=f"the server did not start: {str(e).splitlines()[0]}")
+            failed(store, experiment_id, progress, r, "start", "the server did not start", e)
         return
     pg = services.get("postgres")
     measured = {**services, c.topology.front: server.front} if c.topology.front else services
@@ -487,8 +501,10 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
         idle = idle_cpu_cores(server, seams)
         for n, r in enumerate(todo):
             if not server.alive():  # the rest of this start cannot run on a dead server
+                died = ArenaError("its processes exited")
                 for rest in todo[n:]:
-                    progress.emit("failed", rest, message="not run: the server died during an earlier run of its start")
+                    failed(store, experiment_id, progress, rest, "server died",
+                           "not run: the server died during an earlier run of its start", died, server.log_tail())
                 return
             started_at = time.time()
 
@@ -500,7 +516,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
             try:
                 m = measure(exp, r, server, live=live, seams=seams, services=measured, reference=reference)
             except ArenaError as e:
-                progress.emit("failed", r, message=f"the driver failed: {str(e).splitlines()[0]}")
+                failed(store, experiment_id, progress, r, "driver", "the driver failed", e)
                 continue
             if m.result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it

@@ -32,6 +32,7 @@ class CheckResult:
     pss_bytes: int | None = None
     processes: int | None = None
     problems: list[str] = field(default_factory=list)
+    app_warnings: tuple[str, ...] = ()  # what the user's app warns of (UserApp.warnings)
 
 
 def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
@@ -75,7 +76,7 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
     try:
         running = start(spec)
     except ArenaError as e:
-        return CheckResult(server, name, "fail", version=_version(entry, app), problems=[str(e)])
+        return CheckResult(server, name, "fail", version=_version(entry, app), problems=[str(e).splitlines()[0]])
     result = CheckResult(server, name, "pass", running.version, running.knobs, running.startup_s)
     with running:
         if isinstance(app, App):
@@ -118,6 +119,7 @@ def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = Non
     with started_services(services, cpus, on_service) as env:
         for server, app in plan(servers, apps, user):
             result = check_one(server, app, processes, threads, cpus, env, services)
+            result.app_warnings = app.user.warnings if isinstance(app, App) and app.user else ()
             on_result(result)
             results.append(result)
     return results

@@ -7,7 +7,7 @@ import csv
 import io
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from arena.errors import ArenaError
@@ -15,7 +15,7 @@ from arena.plan.experiment import Experiment, Group, estimate_s, load_experiment
 from arena.report.data import Table
 from arena.results.aggregate import Cell, aggregate
 from arena.results.observe import observations
-from arena.results.runs import Run
+from arena.results.runs import Failure, Run
 from arena.results.store import RUN_COLUMNS, Store
 from arena.runner import Event, Seams, run_experiment
 
@@ -87,7 +87,7 @@ def summaries(store_path: str, name: str | None = None) -> list[Summary]:
     out = []
     for res in found:
         many = len(workloads(res.cells)) > 1
-        lines = [line for a in answers(res.cells) for line in answer_lines(a, many)]
+        lines = [line for a in answers(res.cells, failures=res.failures) for line in answer_lines(a, many)]
         out.append(Summary(res, lines, comparison_table(res.cells)))
     return out
 
@@ -101,6 +101,7 @@ class Results:
     runs: list[Run]
     cells: list[Cell]
     file: str = ""  # the experiment file it was run from
+    failures: list[Failure] = field(default_factory=list)  # runs whose last attempt could not be made
 
     def observations(self):
         """The model's observations of the valid runs (model/calibrate.py Observation)."""
@@ -109,7 +110,7 @@ class Results:
 
 def results(store: Store, name: str) -> Results:
     runs = store.runs(name)
-    return Results(name, store.definition(name), runs, aggregate(runs), store.file(name))
+    return Results(name, store.definition(name), runs, aggregate(runs), store.file(name), store.failures(name))
 
 
 def latest(store: Store) -> str:
@@ -128,9 +129,9 @@ def experiments(store_path: str) -> list[dict]:
 def export(store_path: str, name: str, fmt: str) -> str:
     """The experiment's runs as JSON (every run whole) or CSV (one flat row per run)."""
     with open_store(store_path) as store:
-        runs = store.runs(name)
-    if fmt == "json":
-        return json.dumps([r.to_json() for r in runs], indent=1)
+        runs, failures = store.runs(name), store.failures(name)
+    if fmt == "json":  # a failure: its own fields, "failed": true, no figures
+        return json.dumps([r.to_json() for r in runs] + [{**f.to_json(), "failed": True} for f in failures], indent=1)
     flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment", "services")]
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -138,4 +139,7 @@ def export(store_path: str, name: str, fmt: str) -> str:
     for r in runs:
         d = r.to_json()
         w.writerow([name, *(json.dumps(d[c]) if c == "flags" else d[c] for c in flat)])
+    for f in failures:  # a row that could not be made: invalid, its reason the flag, no figures
+        d = {**f.to_json(), "started_at": f.failed_at, "valid": 0, "flags": json.dumps([f.reason])}
+        w.writerow([name, *(d.get(c) for c in flat)])
     return buf.getvalue()

@@ -24,7 +24,8 @@ def build_report(res: Results, limits: Limits = Limits()) -> data.Report:
     from arena.app.reproduce import comparison_of
 
     return data.build(res.name, res.definition, res.runs, res.cells, res.observations(), limits,
-                      comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"))
+                      comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"),
+                      res.failures)
 
 
 def default_path(name: str) -> str:

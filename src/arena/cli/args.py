@@ -183,3 +183,9 @@ def write(path: str, text: str, flag: str) -> None:
             f.write(text)
     except OSError as e:
         raise ArenaError(f"{flag} {path}: cannot write it ({e.strerror})") from None
+
+
+def warn(out, app) -> None:
+    """Print what a user's app warns of (subjects.user.UserApp.warnings), once per line."""
+    for line in getattr(getattr(app, "user", None), "warnings", ()):
+        out.print(f"warning: {line}", highlight=False, markup=False)

@@ -26,14 +26,20 @@ def run(args, out) -> int:
     for col in ("server", "app", "result", "version", "knobs", "start-up", "PSS", "procs", "problems"):
         table.add_column(col, overflow="fold")
 
+    warned: set[str] = set()
+
     def row(r) -> None:
+        for line in (w for w in r.app_warnings if w not in warned):
+            warned.add(line)
+            out.print(f"warning: {line}", highlight=False, markup=False)
         mark = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}[r.status]
         knobs = " ".join(f"{k[0]}={v}" for k, v in r.knobs.items() if v is not None) or "-"
         table.add_row(r.server, r.app, mark, r.version or "-", knobs,
                       f"{r.startup_s:.2f} s" if r.startup_s is not None else "-",
                       f"{r.pss_bytes / 2**20:.1f} MiB" if r.pss_bytes else "-",
                       str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
-        out.print(f"{r.server:17} {r.app:8} {r.status}", highlight=False)
+        why = f": {r.problems[0]}" if r.status != "pass" and r.problems else ""
+        out.print(f"{r.server:17} {r.app:8} {r.status}{why}", highlight=False, markup=False)
 
     reap_first(out)
     results = check(args.servers or None, args.apps, user=user_app_options(args), processes=args.processes, threads=args.threads,

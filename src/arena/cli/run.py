@@ -4,7 +4,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from arena.app.experiments import run_file
-from arena.cli.args import reap_first, EXIT_FAILED, add_store
+from arena.cli.args import reap_first, EXIT_FAILED, add_store, warn
 
 NAME = "run"
 
@@ -45,6 +45,8 @@ def with_progress(out, store: str, dry_run: bool, call):
                   f"{exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
                   f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {store}",
                   highlight=False)
+        for app in {c.user_app.name: c.user_app for c in exp.servers if c.user_app}.values():
+            warn(out, app)
         if dry_run:
             for i, g in enumerate(p.groups, 1):
                 out.print(f"start {i}: {escape(g.config.name)} #{g.repetition}: "

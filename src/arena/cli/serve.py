@@ -2,7 +2,7 @@
 
 from arena.app.servers import serve
 from arena.services import KINDS
-from arena.cli.args import (reap_first, add_knobs, add_settings, add_user_app, assignment, count, settings_options,
+from arena.cli.args import (reap_first, warn, add_knobs, add_settings, add_user_app, assignment, count, settings_options,
                             topology_option, user_app_options)
 from arena.servers import catalog
 from arena.servers.launch import ServerSpec
@@ -49,6 +49,7 @@ def run(args, out) -> int:
         out.print("Ctrl-C stops it and everything it started.")
 
     app = app_for(args.app, catalog.get_server(args.server).interfaces, **user_app_options(args))
+    warn(out, app)
     reap_first(out)
     spec = ServerSpec(args.server, app, args.processes, args.threads, args.connections, args.cpus,
                       args.port, args.host, **settings_options(args))

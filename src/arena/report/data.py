@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from arena.errors import ArenaError
 from arena.plan.clients import SEGMENT, SLOW_RCVBUF, Clients
@@ -15,7 +16,7 @@ from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
 from arena.results.ranking import Limits, answer_lines, answers, ranking
-from arena.results.runs import Run
+from arena.results.runs import Failure, Run
 
 SECTIONS = (
     ("throughput", "Throughput", "How many requests per second each configuration served at each load level."),
@@ -332,9 +333,9 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
 
 
 def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], observations,
-          limits: Limits = Limits(), comparison=None) -> Report:
+          limits: Limits = Limits(), comparison=None, failures: Sequence[Failure] = ()) -> Report:
     """The whole report of one experiment (``comparison``: its published study beside it, when it
-    reproduces one)."""
+    reproduces one; ``failures``: the runs that could not be made, counted in its answer)."""
     by_section: dict[str, list[ch.Chart]] = {}
     for c in ch.all_charts(cells, runs):
         by_section.setdefault(c.section, []).append(c)
@@ -374,7 +375,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
     paint(report_charts, labels(cells))
 
     names = workloads(cells)
-    opening = [line for a in answers(cells, limits) for line in answer_lines(a, len(names) > 1)]
+    opening = [line for a in answers(cells, limits, failures) for line in answer_lines(a, len(names) > 1)]
     env = runs[0].environment if runs else None
     envs = {json.dumps(r.environment.__dict__, sort_keys=True) for r in runs}
     drivers = sorted({r.driver for r in runs})

@@ -10,9 +10,11 @@ runner-up can be told apart), and which runs were left out and why.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from arena.results.aggregate import MiB, Cell, workloads
+from arena.results.runs import Failure
 from arena.servers.cgroup import cpu_list
 
 
@@ -98,6 +100,7 @@ class Answer:
     left_out: dict[str, int]  # reason -> invalid runs (each run once, under its first reason)
     excluded: dict[str, int]  # limit -> configurations with no level within it
     repetitions: tuple[int, int]  # fewest and most valid repetitions behind a cell
+    failed: dict[str, int] = field(default_factory=dict)  # why -> runs that could not be made (Failure.reason)
 
 
 def _pick(ranked: list[Cell]) -> Pick:
@@ -114,11 +117,11 @@ def _reason(flag: str) -> str:
     return flag
 
 
-def answers(cells: list[Cell], limits: Limits = Limits()) -> list[Answer]:
-    """The answer for each workload."""
+def answers(cells: list[Cell], limits: Limits = Limits(), failures: Sequence[Failure] = ()) -> list[Answer]:
+    """The answer for each workload (each counting the runs of it that could not be made, ``failures``)."""
     out = []
     per_server_all, eligible_all = ranking(cells, limits)
-    for w in workloads(cells):
+    for w in sorted(set(workloads(cells)) | {f.workload for f in failures}, key=_order(cells)):
         mine = [c for c in cells if c.workload == w]
         eligible = [c for c in eligible_all if c.workload == w]
         picks = []
@@ -133,9 +136,16 @@ def answers(cells: list[Cell], limits: Limits = Limits()) -> list[Answer]:
             reasons = {limits.why_not(c) for c in mine if c.config == config and c.throughput.median is not None}
             excluded[" and ".join(sorted(r for r in reasons if r)) or "no valid run"] += 1
         reps = [c.valid for c in mine if c.valid]
+        failed = Counter(f.reason for f in failures if f.workload == w)
         out.append(Answer(w, limits, _pick(eligible) if eligible else None, picks, dict(left), dict(excluded),
-                          (min(reps), max(reps)) if reps else (0, 0)))
+                          (min(reps), max(reps)) if reps else (0, 0), dict(failed)))
     return out
+
+
+def _order(cells: list[Cell]) -> Callable[[str], tuple[int, str]]:
+    """Workloads in the cells' order, then any that only failed, by name."""
+    known = workloads(cells)
+    return lambda w: (known.index(w) if w in known else len(known), w)
 
 
 def answer_lines(a: Answer, many: bool) -> list[str]:
@@ -154,7 +164,9 @@ def answer_lines(a: Answer, many: bool) -> list[str]:
                  "repetitions, else the range of the repetitions.")
     if a.left_out:
         lines.append("Left out (invalid runs): " + ", ".join(f"{n} for {k}" for k, n in sorted(a.left_out.items())) + ".")
-    else:
+    if a.failed:
+        lines += [f"Left out (not run): {n} run{'s' * (n > 1)}, {why}" for why, n in sorted(a.failed.items())]
+    if not a.left_out and not a.failed:
         lines.append("No run was left out: every run was valid.")
     if a.excluded:
         lines.append("Configurations with no level within the limits: "

@@ -161,6 +161,26 @@ class Run(Placement):
         return d
 
 
+@dataclass(frozen=True)
+class Failure(Placement):
+    """A run that could not be made, as stored: where it was in the experiment, and why. Not a run:
+    it has no figures, and the next ``arena run`` tries it again."""
+
+    run_key: str
+    repetition: int
+    failed_at: float
+    stage: str  # "start" (its server did not start), "service", "driver", "server died" (in an earlier run)
+    reason: str  # one line: what failed, and the exception it ended in
+    log_tail: str = ""  # the last lines of the server's log
+    log_path: str | None = None  # where the whole log was kept
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+FAILURE_COLUMNS = tuple(f.name for f in dataclasses.fields(Failure))
+
+
 def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
     """A store row (its plain columns) and its parsed JSON documents -> Run."""
     plain = {k: row[k] for k in ("id", "run_key", "config", "label", "server", "app", "workload", "processes",

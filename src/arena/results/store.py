@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.errors import ArenaError
-from arena.results.runs import Run, decode
+from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode
 
 # Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:].
 MIGRATIONS: list[str] = [
@@ -81,6 +81,23 @@ MIGRATIONS: list[str] = [
     # 8: the front's figures over the run's window (JSON: a balancer's requests and queue time, per instance)
     """
     ALTER TABLE runs ADD COLUMN topology TEXT NOT NULL DEFAULT '{}';
+    """,
+    # 9: runs that could not be made (a server that did not start, a driver that failed), with why;
+    # not runs: the next `arena run` tries them again, and a run stored later supersedes them
+    """
+    CREATE TABLE failures (
+        id INTEGER PRIMARY KEY,
+        experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+        run_key TEXT NOT NULL,
+        config TEXT NOT NULL, label TEXT NOT NULL, server TEXT NOT NULL, app TEXT NOT NULL,
+        workload TEXT NOT NULL, processes INTEGER, threads INTEGER, connections INTEGER,
+        model TEXT NOT NULL, level REAL NOT NULL, repetition INTEGER NOT NULL,
+        failed_at REAL NOT NULL,
+        stage TEXT NOT NULL,               -- Failure.stage: start, service, driver, server died
+        reason TEXT NOT NULL,              -- one line: what failed and the exception it ended in
+        log_tail TEXT NOT NULL,            -- the last lines of the server's log ('' where none)
+        log_path TEXT                      -- where the whole log was kept
+    );
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -200,6 +217,26 @@ class Store:
         with self.db:
             self.db.execute(f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
                             (experiment_id, *(row[c] for c in RUN_COLUMNS)))
+
+    def save_failure(self, experiment_id: int, values: dict[str, Any]) -> None:
+        """Commit one run that could not be made (results/runs.py Failure), now."""
+        cols = [c for c in FAILURE_COLUMNS]
+        with self.db:
+            self.db.execute(f"INSERT INTO failures (experiment_id, {', '.join(cols)}) "
+                            f"VALUES (?, {', '.join('?' * len(cols))})", (experiment_id, *(values[c] for c in cols)))
+
+    def failures(self, name: str) -> list[Failure]:
+        """The experiment's runs whose last attempt failed (none stored since), each with its last
+        failure, in the order they failed."""
+        row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise self._unknown(name)
+        rows = self.db.execute(
+            "SELECT * FROM failures f WHERE experiment_id = ? AND run_key NOT IN "
+            "(SELECT run_key FROM runs WHERE experiment_id = f.experiment_id) AND id = "
+            "(SELECT MAX(id) FROM failures g WHERE g.experiment_id = f.experiment_id AND g.run_key = f.run_key) "
+            "ORDER BY failed_at", (row["id"],))
+        return [Failure(**{k: r[k] for k in FAILURE_COLUMNS}) for r in rows]
 
     def runs(self, name: str) -> list[Run]:
         """The experiment's runs in the order they ran, each decoded once into a typed Run."""

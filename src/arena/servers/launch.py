@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, FailedStart
 from arena.http_client import Client, check_host, free_port, port_free
 from arena.servers import catalog
 from arena.servers.bundle import Bundle, bundle_of
@@ -258,6 +258,37 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(tail)
 
 
+# A failure's own line: Python's last "FooError: message" (the exception a traceback ends in, not
+# indented), or Ruby's "file:line:in `x': message (FooError)".
+PYTHON_RAISED = re.compile(r"^(?:\[[^]]*\] )*([A-Za-z_][\w.]*(?:Error|Exception|Exit)(?:: .*)?)$")
+RUBY_RAISED = re.compile(r"^.*?:\d+:in [`'][^']*': (.+) \(([\w:]+)\)$")
+
+
+def raised(text: str) -> str | None:
+    """The exception a log ends in, as "Type: message" on one line: the last such line of ``text``
+    (a traceback's last frame; a chained one's final exception), else its first generic error line."""
+    found = None
+    for line in text.splitlines():
+        if m := PYTHON_RAISED.match(line.rstrip()):
+            found = m.group(1)
+        elif m := RUBY_RAISED.match(line.rstrip()):
+            found = f"{m.group(2)}: {m.group(1)}"
+    if found is None:
+        found = next((line.strip() for line in text.splitlines() if ERROR_LINES[2].search(line)), None)
+    return found[:300] if found else None
+
+
+def log_text(path: Path, size: int = 65536) -> str:
+    """The last ``size`` bytes of a log, as text ("" where it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def server_env(server: catalog.Server, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     """A server's environment: the allowed part of Arena's own (ENV_ALLOWED, LC_*), its home and temp
     dir in its work dir, and ``extra`` (the entry's, the services' addresses, the app's)."""
@@ -395,12 +426,14 @@ def ready_or_stopped(running: Confined, check: Callable[[], None], keep_log: boo
     try:
         check()
     except ArenaError as e:
-        tail = running.log_tail()
+        tail, cause = running.log_tail(), raised(log_text(running.log_path))  # before the stop removes the log
         running.stop(keep_workdir=keep_log)
+        first = f"{e}: {cause}" if cause and cause not in str(e) else str(e)
         if keep_log:
             (running.workdir / KEEP_MARK).touch()
-        raise ArenaError(f"{e}; log {running.log_path}, last lines:\n{tail}" if keep_log
-                         else f"{e}; last lines of its log:\n{tail}") from None
+            first += f" (log {running.log_path})"
+        raise FailedStart(f"{first}\nlast lines of its log:\n{tail}", tail,
+                          str(running.log_path) if keep_log else None) from None
     except BaseException:
         running.stop()
         raise

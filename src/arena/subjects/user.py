@@ -33,6 +33,7 @@ class UserApp:
     venv: str | None = None  # a Python environment whose bin/ has the server (Python apps)
     ready_timeout_s: float | None = None  # None: the server's own
     warmup: tuple[str, ...] = ()  # paths requested once after it is ready
+    warnings: tuple[str, ...] = ()  # what may make it fail or mislead, for the caller to print
 
     @property
     def bin_dir(self) -> Path | None:
@@ -75,7 +76,7 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
             raise ArenaError(f"--interface: must be wsgi or asgi for {source}, got '{interface}'")
         where = _directory(base, chdir or ".", "--chdir")
         env = venv_dir(base, venv) if venv is not None else None
-        user = UserApp(source, where, env, ready_timeout_s, warm)
+        user = UserApp(source, where, env, ready_timeout_s, warm, shadowing(source, where))
         return App(name or source, "python", interface, f"arena_wrap:{interface}", f"{interface} app {source}",
                    health=health, user=user)
     if interface not in (None, "rack"):
@@ -98,6 +99,20 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
 
     default = path.parent.name if path.parent.name not in APPS else f"{path.parent.name}/{path.name}"  # not a built-in's
     return App(name or default, "ruby", "rack", "", f"Rack app {path}", health=health, user=user)
+
+
+def shadowing(source: str, chdir: str) -> tuple[str, ...]:
+    """A warning where the app's directory (first on its path) holds a folder named like the app's
+    top module without an __init__.py: ``import`` takes it for a namespace package wherever the
+    module itself is not installed, and the app then "has no attribute" (a checkout of a package named
+    like it, in the directory --chdir defaults to)."""
+    top = source.partition(":")[0].split(".")[0]
+    folder = Path(chdir) / top
+    if folder.is_dir() and not (folder / "__init__.py").exists():
+        return (f"--app {source}: {folder} is a folder without __init__.py named like the app's module, first on "
+                f"its path: where {top} is not installed it is imported instead (give --chdir the app's own "
+                "directory)",)
+    return ()
 
 
 def venv_dir(base: Path, venv: str) -> str:

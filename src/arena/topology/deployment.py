@@ -71,6 +71,11 @@ class Deployment:
     def alive(self) -> bool:
         return all(p.alive() for p in self.parts)
 
+    def log_tail(self) -> str:
+        """The last lines of the log of a part that died (else the front's)."""
+        dead = next((p for p in self.parts if not p.alive()), self.front)
+        return dead.log_tail()
+
     def described(self) -> dict:
         """How it was started: the first instance's command (the others differ only by port or
         socket and CPUs), the topology, each instance's address and the front's command."""

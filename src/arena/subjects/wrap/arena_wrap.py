@@ -55,7 +55,7 @@ def _namespace(module) -> str:
     """Why a module may lack the app: it is a namespace package (a directory without __init__.py,
     such as a checkout named like the package, found on the path before the installed one)."""
     if getattr(module, "__file__", None) is None and hasattr(module, "__path__"):
-        where = ", ".join(module.__path__)
+        where = ", ".join(dict.fromkeys(module.__path__))  # a server may add the directory twice
         return (f" (it is the directory {where}, a folder without __init__.py: is a same-named folder "
                 "shadowing the module, or is the module not installed in this environment?)")
     return ""
