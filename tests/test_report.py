@@ -207,7 +207,8 @@ def test_heatmap_colours_do_not_split_noise():
 def test_decomposition_adds_up():
     parts = decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0)
     assert parts == {"queue": 4.0, "GIL/CPU wait": 2.0, "CPU": 8.0, "I/O": 15.0, "other in app": 5.0,
-                     "outside the app": 6.0, "pool wait": None, "database": None, "downstream API": None}
+                     "outside the app": 6.0, "pool wait": None, "database": None, "downstream API": None,
+                     "CPU outside the request thread": None}
     assert sum(v for v in parts.values() if v) == 40.0
     # a /db request: its I/O phase split into the pool wait and the query, the parts still add up
     db = decomposition({"app": 12.0, "cpu": 0.0, "cpuwall": 0.0, "io": 11.5, "pool": 3.0, "db": 8.0}, 14.0)
@@ -215,6 +216,22 @@ def test_decomposition_adds_up():
     assert sum(v for v in db.values() if v) == pytest.approx(14.0)
     # without a request-start stamp there is no queue figure, and the rest is outside the app
     assert decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0}, 40.0)["outside the app"] == 10.0
+
+
+def test_cpu_the_request_thread_does_not_see_is_taken_out_of_other_in_app():
+    # an async app whose SQL runs in a thread pool: 2.85 ms of CPU on the request's coroutine, 5.4 ms
+    # per request in the server's cgroup; the coroutine waited 3 ms for the pool
+    timing = {"app": 6.0, "cpu": 2.85, "cpuwall": 3.0}
+    parts = decomposition(timing, 6.5, cgroup_cpu_ms=5.4)
+    assert parts["CPU outside the request thread"] == pytest.approx(2.55)
+    assert parts["other in app"] == pytest.approx(0.45) and parts["CPU"] == 2.85
+    assert sum(v for v in parts.values() if v) == pytest.approx(6.5)
+    # within 20% of each other: the request thread's CPU is the whole story
+    assert decomposition(timing, 6.5, cgroup_cpu_ms=3.4)["CPU outside the request thread"] is None
+    # the difference is at most what the app waited for beyond its own work; the rest was the server's
+    # own (outside the app)
+    capped = decomposition(timing, 6.5, cgroup_cpu_ms=9.0)
+    assert capped["CPU outside the request thread"] == pytest.approx(3.0) and capped["other in app"] == 0.0
 
 
 def test_percentile_spectrum_axis():

@@ -391,7 +391,6 @@ def test_the_exception_a_log_ends_in_is_read_as_one_line():
     assert raised("all is well\n") is None
 
 
-
 def test_a_folder_named_like_the_apps_module_without_init_is_warned_about(apps):
     (apps / "pyapp" / "hello_wsgi_pkg").mkdir()
     app = user_app("hello_wsgi_pkg.web:app", base=apps, chdir="pyapp", serves=("wsgi",))
@@ -401,3 +400,41 @@ def test_a_folder_named_like_the_apps_module_without_init_is_warned_about(apps):
     (apps / "pyapp" / "hello_wsgi_pkg" / "__init__.py").write_text("")  # a package: what the user meant
     assert user_app("hello_wsgi_pkg.web:app", base=apps, chdir="pyapp", serves=("wsgi",)).user.warnings == ()
     assert user_app("hello_wsgi:app", base=apps, chdir="pyapp", serves=("wsgi",)).user.warnings == ()
+
+
+POOLED = """\
+import asyncio
+import time
+
+
+def burn(ms):
+    end = time.thread_time() + ms / 1000
+    while time.thread_time() < end:
+        pass
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await asyncio.get_running_loop().run_in_executor(None, burn, 3)
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"pooled"})
+"""
+
+
+@pytest.mark.integration
+def test_cpu_an_async_app_spends_in_its_thread_pool_is_shown_as_cpu_outside_the_request_thread(apps, tmp_path):
+    require_server("uvicorn")
+    (apps / "pyapp" / "pooled.py").write_text(POOLED)
+    exp = parse_experiment({
+        "name": "pooled", "duration": "1500ms", "warmup": "300ms", "repetitions": 1, "speed_threshold": 10,
+        "load": {"concurrency": [2]},
+        "servers": [{"server": "uvicorn", "app": {"asgi": "pooled:app", "chdir": "pyapp"}}],
+    }, str(apps / "pooled.toml"))
+    with Store(tmp_path / "s.db") as store:
+        run_experiment(exp, store)
+        (run,) = store.runs("pooled")
+    (cell,) = aggregate([run])
+    parts = cell.decomposition
+    # the coroutine's own CPU is a small part; the 3 ms burnt in the pool is found by the cgroup
+    assert parts["CPU"] < 0.5 and 2.5 <= parts["CPU outside the request thread"] <= 4.5, parts

@@ -24,7 +24,10 @@ SECTIONS = (
     ("heatmap", "Processes x threads", "Each server's grid at its highest load level."),
     ("decomposition", "Where the latency went",
      "The mean response time split into queueing before the app, waiting for the GIL/GVL or a core while "
-     "computing (cpuwall - cpu), CPU, I/O, the rest of the app, and everything outside the app."),
+     "computing (cpuwall - cpu), CPU, I/O, the rest of the app, and everything outside the app. The request "
+     "thread's CPU is checked against the server's whole CPU per request (its cgroup): beyond 1.2 times it, the "
+     "difference is CPU the request waited for in other threads (an async app's thread pool), shown as CPU "
+     "outside the request thread."),
     ("cpu", "CPU: the server and its services",
      "Cores kept busy over each run's measured window by the server's processes and by each service "
      "(the database, the downstream API), from their own cgroups: what the database takes from a box it shares."),

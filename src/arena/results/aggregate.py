@@ -46,8 +46,13 @@ class Figure:
         return a is None or b is None or not (a.hi < b.lo or b.hi < a.lo)
 
 
-DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", "pool wait", "database", "downstream API", "I/O", "other in app",
-                 "outside the app")
+OUTSIDE_THREAD = "CPU outside the request thread"
+DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", OUTSIDE_THREAD, "pool wait", "database", "downstream API", "I/O",
+                 "other in app", "outside the app")
+# The request thread's CPU (the timing's cpu) and the server's whole CPU per request (its cgroup) are
+# told apart beyond this ratio: an app that hands work to a thread pool waits for CPU the timing
+# around its request thread does not see.
+CPU_CHECK_RATIO = 1.2
 # the parts of the I/O phase an app reports apart (spec.md: /db, /api) -> their Server-Timing names
 IO_PARTS = (("pool wait", "pool"), ("database", "db"), ("downstream API", "api"))
 # Server-Timing names with a meaning in Arena (the subject contract and the timing around a user's
@@ -55,7 +60,8 @@ IO_PARTS = (("pool wait", "pool"), ("database", "db"), ("downstream API", "api")
 ARENA_METRICS = ("queue", "app", "cpu", "cpuwall", "io", *(metric for _, metric in IO_PARTS))
 
 
-def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[str, float | None]:
+def decomposition(server_timing: dict[str, float], response_ms: float,
+                  cgroup_cpu_ms: float | None = None) -> dict[str, float | None]:
     """Mean response time split into parts, from mean Server-Timing figures (ms).
 
     queue: the request's wait before the app (X-Request-Start to the app's start); GIL/CPU wait:
@@ -63,7 +69,12 @@ def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[s
     GIL/GVL or for a core); CPU; of the I/O phase, what the app reports apart (pool wait: waiting for
     a pooled database connection; database: the query; downstream API: the call) and the rest of it
     (I/O); other in app: app - cpuwall - io; outside the app: the response time minus queue and app
-    (network, the server's own work, parsing). The parts add up to the response time."""
+    (network, the server's own work, parsing). The parts add up to the response time.
+
+    ``cgroup_cpu_ms``, the server's whole CPU per request, cross-checks the request thread's: beyond
+    CPU_CHECK_RATIO times it, the difference is CPU the request waited for in other threads (an
+    async app's thread pool), taken out of "other in app" as CPU outside the request thread (at most
+    all of "other in app": the rest is the server's own work, outside the app)."""
     g = server_timing.get
     app, cpu, cpuwall, io = g("app"), g("cpu"), g("cpuwall"), g("io")
     queue = g("queue")
@@ -78,6 +89,9 @@ def decomposition(server_timing: dict[str, float], response_ms: float) -> dict[s
     if app is not None:
         parts["other in app"] = max(0.0, app - (cpuwall or 0) - (io or 0))
         parts["outside the app"] = max(0.0, response_ms - app - (queue or 0))
+        if cpu is not None and cgroup_cpu_ms is not None and cgroup_cpu_ms > CPU_CHECK_RATIO * cpu:
+            moved = min(cgroup_cpu_ms - cpu, parts["other in app"])
+            parts[OUTSIDE_THREAD], parts["other in app"] = moved, parts["other in app"] - moved
     return parts
 
 
@@ -96,12 +110,24 @@ def mean_response_ms(run: Run) -> float | None:
     return None if m is None or not m.response_time or m.response_time.mean is None else m.response_time.mean / 1000
 
 
+def cpu_per_request_ms(run: Run) -> float | None:
+    """The server's CPU per request over the run's window, less what the server burns idle (its
+    timers and reactors, measured after the server's start where the store has it)."""
+    res = run.resources
+    if res is None or res.cpu_s is None:
+        return None
+    cpu = res.cpu_s - (res.idle_cpu_cores or 0.0) * res.window_s
+    answered = (run.throughput or 0) * res.window_s
+    return max(cpu, 0.0) / answered * 1000 if answered > 0 else None
+
+
 def run_decomposition(run: Run) -> dict[str, float | None] | None:
-    """One run's mean latency in parts (None when its app reported no Server-Timing)."""
+    """One run's mean latency in parts (None when its app reported no Server-Timing), its request
+    thread's CPU cross-checked with its server's (cpu_per_request_ms)."""
     mean = mean_response_ms(run)
     if mean is None or not run.load.measured.server_timing:
         return None
-    return decomposition(mean_timing_ms(run), mean)
+    return decomposition(mean_timing_ms(run), mean, cpu_per_request_ms(run))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from arena import stats
 from arena.drivers.result import Histogram
 from arena.model.calibrate import Lazy, Observation, Quantiles
 from arena.plan.experiment import Workload
-from arena.results.aggregate import MiB, mean_timing_ms
+from arena.results.aggregate import MiB, cpu_per_request_ms, mean_timing_ms
 from arena.results.runs import Run
 from arena.servers.cgroup import cpu_list
 
@@ -33,17 +33,6 @@ def database_cpu_per_request_ms(run: Run) -> float | None:
     if res is None or res.cpu_s is None or not run.throughput:
         return None
     return res.cpu_s / (run.throughput * res.window_s) * 1000
-
-
-def cpu_per_request_ms(run: Run) -> float | None:
-    """The server's CPU per request over the run's window, less what the server burns idle (its
-    timers and reactors, measured after the server's start where the store has it)."""
-    res = run.resources
-    if res is None or res.cpu_s is None:
-        return None
-    cpu = res.cpu_s - (res.idle_cpu_cores or 0.0) * res.window_s
-    answered = (run.throughput or 0) * res.window_s
-    return max(cpu, 0.0) / answered * 1000 if answered > 0 else None
 
 
 # where a phase's quantile function is read: evenly to the 99th percentile, then closer in the tail
