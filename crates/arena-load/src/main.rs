@@ -73,10 +73,7 @@ fn main() -> ExitCode {
     let doc = output::document(&cfg, &args.url, &outcome);
     let json = serde_json::to_vec_pretty(&doc).expect("the result serializes");
     let written = match &args.output {
-        Some(path) => {
-            let tmp = path.with_extension("partial");
-            std::fs::write(&tmp, &json).and_then(|()| std::fs::rename(&tmp, path))
-        }
+        Some(path) => output::write_result(path, &json),
         None => std::io::stdout().write_all(&json).and_then(|()| std::io::stdout().write_all(b"\n")),
     };
     if let Err(e) = written {

@@ -329,3 +329,38 @@ mod tests {
         assert!(saturation(0.5, Some(&histogram())).is_empty()); // no arrivals: nothing to judge
     }
 }
+
+/// Write the result to `path` as the user pointed at it. A regular file (or a new path) is
+/// replaced atomically: the bytes go to a temporary file beside it, renamed over it, so a reader
+/// never sees half a result. Anything else is written in place and stays what it is: a character
+/// device (`/dev/null`, `/dev/stdout`), a FIFO (a reader at its other end), a symlink (written
+/// through, like a shell's `>`: the link stays a link and nothing is created beside its target).
+pub fn write_result(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => {
+            let mut f = std::fs::OpenOptions::new().write(true).truncate(m.file_type().is_symlink()).open(path)?;
+            f.write_all(bytes)
+        }
+        Ok(_) => replace(path, bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => replace(path, bytes),
+        Err(e) => Err(e),
+    }
+}
+
+/// A temporary file of its own beside `path` (never one that exists), then renamed over it.
+fn replace(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.partial", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}

@@ -504,3 +504,52 @@ fn a_slow_sender_trickles_its_request() {
     // the first segment arrives after its own 22 ms on the link
     assert!(reads.len() == 2 && reads.iter().all(|r| (450..=520).contains(&r.as_millis())), "{reads:?}");
 }
+
+/// `-o PATH` writes the result and leaves PATH what it was: a regular file replaced whole (no
+/// temporary file left beside it), a FIFO still a FIFO (its reader gets the result), a character
+/// device still a device, a symlink still a link (its target gets the result).
+#[test]
+fn the_output_path_stays_what_it_is() {
+    use std::os::unix::fs::FileTypeExt;
+    let url = server(Mode::Answer { delay: Duration::from_millis(1), chunked: false });
+    let dir = std::env::temp_dir().join(format!("arena-load-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |path: &std::path::Path| {
+        let out = binary(&url, &["-c", "1", "-n", "5", "-o", path.to_str().unwrap()]).wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let completed = |text: &str| n(&serde_json::from_str::<Value>(text).unwrap()["measured"]["requests"]["completed"]);
+
+    let file = dir.join("result.json");
+    std::fs::write(&file, "old").unwrap();
+    write(&file);
+    assert_eq!(completed(&std::fs::read_to_string(&file).unwrap()), 5);
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("result.json")], "a temporary file was left");
+
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    std::fs::write(&file, "old").unwrap();
+    write(&link);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(completed(&std::fs::read_to_string(&file).unwrap()), 5);
+
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = { let fifo = fifo.clone(); std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap()) };
+    write(&fifo);
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo()); // first: else the reader waits on
+    assert_eq!(completed(&reader.join().unwrap()), 5);
+
+    // a character device of our own (the null device's numbers), where we may make one (root)
+    let device = dir.join("null");
+    let c = std::ffi::CString::new(device.to_str().unwrap()).unwrap();
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) } == 0 {
+        write(&device);
+        assert!(std::fs::symlink_metadata(&device).unwrap().file_type().is_char_device());
+    } else {
+        eprintln!("skipped the character device: mknod needs root");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
