@@ -268,7 +268,7 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("arena: error: experiment: no experiment named 'nope'") and err.count("\n") == 1
     assert main(["report", NAME, "--store", report_store(), "-o", "/nonexistent/dir/r.html"]) == 2
-    assert "--output /nonexistent/dir/r.html: cannot write it" in capsys.readouterr().err
+    assert "--output /nonexistent/dir/r.html: its directory /nonexistent/dir does not exist" in capsys.readouterr().err
     assert main(["report", "--store", str(tmp_path / "missing.db")]) == 2
     assert "no such store" in capsys.readouterr().err
     with pytest.raises(SystemExit):

@@ -14,6 +14,11 @@ class FailedStart(ArenaError):
         self.log_tail, self.log_path = log_tail, log_path
 
 
+class NotSaved(ArenaError):
+    """A result that was measured and could not be written where it belongs (the store is full,
+    read-only or gone); the message says where it was kept instead."""
+
+
 class Terminated(BaseException):
     """SIGTERM to Arena: unwinds like Ctrl-C so every started server is stopped on the way out
     (the CLI exits 143 for it, 130 for Ctrl-C)."""

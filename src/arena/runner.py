@@ -24,7 +24,7 @@ from arena import __version__ as arena_version
 from arena.drivers import DRIVERS
 from arena.drivers.result import LoadResult, SeriesPoint, to_dict
 from arena.drivers.spec import LoadSpec
-from arena.errors import ArenaError
+from arena.errors import ArenaError, NotSaved
 from arena.plan.experiment import Experiment, Group, RunSpec, plan
 from arena.probe import Probe, ResourceResult
 from arena.servers import catalog
@@ -35,7 +35,7 @@ from arena.topology.deployment import start_deployment
 from arena.topology.front import version as front_version
 from arena import speed as machine_speed
 from arena.results.runs import Database
-from arena.results.store import Store
+from arena.results.store import Store, rescue
 
 
 @dataclass(frozen=True)
@@ -393,10 +393,11 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     """Run every run of ``exp`` not yet in ``store`` (with ``retake_invalid``, also each run whose
     every stored attempt is invalid: once more, stored beside them as its next retake; nothing stored
     is replaced). Returns counts: "run" (done and saved), "skipped" (already in the store), "failed"
-    (not run: its server did not start, died before it, or its driver failed; not saved, so the next
-    ``arena run`` tries it again) and "invalid" (saved, with validity flags)."""
+    (not run: its server did not start, died before it, or its driver failed; stored as a failure, not
+    a run, so the next ``arena run`` tries it again) and "invalid" (saved, with validity flags)."""
     file = str(Path(exp.file).resolve()) if Path(exp.file).is_file() else exp.file  # its paths resolve from anywhere
     experiment_id = store.experiment_id(exp.name, file, exp.source)
+    saver = Saver(store, experiment_id, {"name": exp.name, "file": file, "definition": exp.source})
     stored = store.done_keys(experiment_id)
     groups = retakes(plan(exp), stored) if retake_invalid else plan(exp)
     done = set(stored)
@@ -417,7 +418,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
                     if r.key in done:
                         progress.emit("skipped", r)
                     else:  # not a run: the next `arena run` tries again
-                        failed(store, experiment_id, progress, r, "service", f"service {spec.kind} did not start", e)
+                        failed(saver, progress, r, "service", f"service {spec.kind} did not start", e)
                 return counts
             env["services"] = {kind: svc.describe() for kind, svc in services.items()}
         for group in groups:
@@ -425,23 +426,48 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
                 if r.key in done:
                     progress.emit("skipped", r)
             if todo[group]:
-                _run_group(exp, group, todo[group], store, experiment_id, env, progress, seams, services, reference)
+                _run_group(exp, group, todo[group], saver, env, progress, seams, services, reference)
     return counts
 
 
-def failed(store: Store, experiment_id: int, progress: "_Progress", run: RunSpec, stage: str, what: str,
+def failed(saver: "Saver", progress: "_Progress", run: RunSpec, stage: str, what: str,
            error: ArenaError, tail: str | None = None) -> None:
     """A run that could not be made: stored with why (results/runs.py Failure; not a run, so the next
     ``arena run`` tries it again), then reported."""
     reason = f"{what}: {str(error).splitlines()[0]}"
     c = run.config
-    store.save_failure(experiment_id, {
+    saver.failure({
         "run_key": run.key, "config": c.key, "label": c.name, "server": c.server, "app": c.app,
         "workload": run.workload.name, "processes": c.processes, "threads": c.threads, "connections": c.connections,
         "model": run.level.model, "level": run.level.value, "repetition": run.repetition, "failed_at": time.time(),
         "stage": stage, "reason": reason, "log_tail": getattr(error, "log_tail", "") if tail is None else tail,
         "log_path": getattr(error, "log_path", None)})
     progress.emit("failed", run, message=reason)
+
+
+@dataclass(frozen=True)
+class Saver:
+    """Where an experiment's runs go as they end: the store, one transaction each; a run the store
+    cannot take (NotSaved: a full disk, a read-only one, the store removed) is kept in a file beside
+    it (results/store.py rescue) and the experiment stops, saying how to bring it in."""
+
+    store: Store
+    experiment_id: int
+    experiment: dict  # name, file, definition: what arena import needs to file the rows
+
+    def run(self, values: dict) -> None:
+        self._save(self.store.save_run, values, "runs", "the run just measured")
+
+    def failure(self, values: dict) -> None:
+        self._save(self.store.save_failure, values, "failures", "the failed run")
+
+    def _save(self, save: Callable[[int, dict], None], values: dict, kind: str, what: str) -> None:
+        try:
+            save(self.experiment_id, values)
+        except NotSaved as e:
+            kept = rescue(self.store.path, self.experiment, **{kind: [values]})
+            raise NotSaved(f"{e}; {what} is kept in {kept}: bring it in with: arena import {kept} "
+                           f"--store {self.store.path}") from None
 
 
 RETAKE = re.compile(r" retake \d+$")  # what RunSpec.key adds for a retake
@@ -479,7 +505,7 @@ class _Progress:
         self.on_event(Event("live", self.index + 1, self.total, run, point=point))
 
 
-def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store, experiment_id: int, env: dict,
+def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver", env: dict,
                progress: _Progress, seams: Seams, services: Mapping[str, Any] = {},
                reference: machine_speed.Reference | None = None) -> None:
     c = group.config
@@ -493,7 +519,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
                   else seams.launch(spec))
     except ArenaError as e:
         for r in todo:
-            failed(store, experiment_id, progress, r, "start", "the server did not start", e)
+            failed(saver, progress, r, "start", "the server did not start", e)
         return
     pg = services.get("postgres")
     measured = {**services, c.topology.front: server.front} if c.topology.front else services
@@ -503,7 +529,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
             if not server.alive():  # the rest of this start cannot run on a dead server
                 died = ArenaError("its processes exited")
                 for rest in todo[n:]:
-                    failed(store, experiment_id, progress, rest, "server died",
+                    failed(saver, progress, rest, "server died",
                            "not run: the server died during an earlier run of its start", died, server.log_tail())
                 return
             started_at = time.time()
@@ -516,14 +542,14 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], store: Store,
             try:
                 m = measure(exp, r, server, live=live, seams=seams, services=measured, reference=reference)
             except ArenaError as e:
-                failed(store, experiment_id, progress, r, "driver", "the driver failed", e)
+                failed(saver, progress, r, "driver", "the driver failed", e)
                 continue
             if m.result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
             db = database_figures(pg, c.pool, getattr(server, "knobs", {}).get("processes"), mark)
             front = server.window(*m.window) if c.topology.front and m.window else {}
-            store.save_run(experiment_id, row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,
-                                              launch=server.described(), topology=front))
+            saver.run(row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,
+                          launch=server.described(), topology=front))
             progress.emit("run", r, result=m.result, flags=m.flags, db=db)
             if m.flags:
                 progress.counts["invalid"] += 1

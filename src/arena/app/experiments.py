@@ -16,15 +16,25 @@ from arena.report.data import Table
 from arena.results.aggregate import Cell, aggregate
 from arena.results.observe import observations
 from arena.results.runs import Failure, Run
-from arena.results.store import RUN_COLUMNS, Store
+from arena.results.store import RUN_COLUMNS, Store, read_rescued
 from arena.runner import Event, Seams, run_experiment
 
 
-def open_store(path: str, must_exist: bool = True) -> Store:
-    """The store at ``path``; one that does not exist is an error where it must (reading commands)."""
-    if must_exist and not os.path.exists(path):
+def open_store(path: str, write: bool = False) -> Store:
+    """The store at ``path``: to read (it must exist, and is never written, not even upgraded), or to
+    ``write`` (created where missing; checked writable before anything runs)."""
+    if not write and not os.path.exists(path):
         raise ArenaError(f"--store {path}: no such store (run an experiment first: arena run scenarios/quick.toml)")
-    return Store(path)
+    return Store(path, readonly=not write)
+
+
+def import_rescued(path: str, store_path: str) -> tuple[str, int, int]:
+    """Bring runs kept in a rescue file (a store that could not be written) into the store at
+    ``store_path``. Returns the experiment's name, the rows brought in and the runs already there."""
+    doc = read_rescued(path)
+    with open_store(store_path, write=True) as store:
+        added, already = store.bring_in(doc)
+    return doc["experiment"]["name"], added, already
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     on_plan(planned)
     if dry_run:
         return None
-    with open_store(store_path, must_exist=False) as store:
+    with open_store(store_path, write=True) as store:
         counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid)
     return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])
 

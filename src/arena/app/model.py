@@ -210,7 +210,7 @@ def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callabl
     if not chosen:
         raise ArenaError("--verify: no candidate keeps within the limits; nothing to verify")
     exp = verification_experiment(res, rec.load, chosen)
-    with open_store(store_path, must_exist=False) as store:
+    with open_store(store_path, write=True) as store:
         run_experiment(exp, store, on_event, seams)
         done = results(store, exp.name)
     return Verification(exp.name, verified(chosen, done.cells))

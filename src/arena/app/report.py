@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,16 +33,44 @@ def default_path(name: str) -> str:
     return f"arena-report-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}.html"
 
 
+def writable(path: str, flag: str) -> None:
+    """Before any work: ``path`` can be written as a file (its directory exists and takes writes; it
+    is not a directory)."""
+    target = Path(path)
+    if target.is_dir():
+        raise ArenaError(f"{flag} {path}: is a directory (give a file name)")
+    where = target.resolve().parent
+    if not where.is_dir():
+        raise ArenaError(f"{flag} {path}: its directory {where} does not exist")
+    if not os.access(where, os.W_OK):
+        raise ArenaError(f"{flag} {path}: its directory {where} cannot be written")
+
+
+def exportable(directory: str) -> None:
+    """Before any work: ``directory`` exists (or is made now) and takes writes."""
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ArenaError(f"--export {directory}: cannot make it ({e.strerror})") from None
+    if not os.access(directory, os.W_OK):
+        raise ArenaError(f"--export {directory}: cannot be written")
+
+
 def write_report(report: data.Report, path: str) -> str:
-    """Write the HTML file; returns its absolute path."""
+    """Write the HTML file whole or not at all (a temporary file beside it, renamed over it: a full
+    disk leaves no half page); returns its absolute path."""
     from arena.report.html import render
 
     text = render(report)
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        Path(path).write_text(text)
+        tmp.write_text(text)
+        tmp.replace(target)
     except OSError as e:
+        tmp.unlink(missing_ok=True)
         raise ArenaError(f"--output {path}: cannot write it ({e.strerror})") from None
-    return str(Path(path).resolve())
+    return str(target.resolve())
 
 
 @dataclass(frozen=True)
@@ -56,6 +85,10 @@ class Written:
 def report(store_path: str, name: str | None = None, limits: Limits = Limits(), output: str | None = None,
            export_dir: str | None = None, fmt: str = "svg") -> Written:
     """``arena report``: the experiment's report written as HTML (and its charts as files)."""
+    if output:
+        writable(output, "--output")
+    if export_dir:
+        exportable(export_dir)
     res = load_results(store_path, name)
     built = build_report(res, limits)
     path = write_report(built, output or default_path(res.name))

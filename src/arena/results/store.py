@@ -9,12 +9,14 @@ each decoded once.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, NotSaved
 from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode
 
 # Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:].
@@ -111,17 +113,39 @@ RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "proce
 
 
 class Store:
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        try:
-            self.db = sqlite3.connect(self.path)
-        except sqlite3.Error as e:
-            raise ArenaError(f"--store {self.path}: cannot open: {e}") from None
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
+    """An open store. Read-only (``readonly``: show, report, export and the like) it is never
+    written: a store of an older schema is upgraded in a copy in memory. Writable, it is checked
+    before anything is measured (its directory exists, it can be written), an older schema is
+    upgraded after a backup copy beside it (PATH.schemaN.bak), and each run is one transaction:
+    a write that fails (a full disk, the store removed) raises NotSaved and leaves the store as it
+    was before that run."""
 
-    def _migrate(self) -> None:
+    def __init__(self, path: str | Path, readonly: bool = False):
+        self.path, self.readonly = str(path), readonly
+        if not readonly:
+            where = Path(self.path).resolve().parent
+            if not where.is_dir():
+                raise ArenaError(f"--store {self.path}: its directory {where} does not exist")
+        try:
+            self.db = (sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True) if readonly
+                       else sqlite3.connect(self.path))
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA foreign_keys = ON")
+            version = self._version()
+            if not readonly:
+                self.db.execute("BEGIN IMMEDIATE")  # takes the write lock: refused on a store we cannot write
+                self.db.execute("ROLLBACK")
+        except sqlite3.Error as e:
+            raise ArenaError(f"--store {self.path}: cannot {'read' if readonly else 'write'} it ({e})") from None
+        if version < SCHEMA_VERSION:
+            if readonly:
+                self._in_memory()
+            elif version > 0:
+                self._backup(version)
+        self._migrate(version)
+        self._inode = os.stat(self.path).st_ino
+
+    def _version(self) -> int:
         try:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as e:
@@ -131,9 +155,33 @@ class Store:
             if foreign:  # an SQLite file of something else: never add Arena's tables to it
                 raise ArenaError(f"--store {self.path}: not an Arena store (an SQLite file with other tables: "
                                  f"{', '.join(foreign[:5])})")
+            if self.readonly:
+                raise ArenaError(f"--store {self.path}: not an Arena store (an empty file: no experiment has run into it)")
         if version > SCHEMA_VERSION:
             raise ArenaError(f"--store {self.path}: schema version {version} is newer than this Arena's "
                              f"({SCHEMA_VERSION}); use a newer Arena or another store")
+        return version
+
+    def _in_memory(self) -> None:
+        """Read an older store through an upgraded copy in memory (the file stays as it is)."""
+        memory = sqlite3.connect(":memory:")
+        self.db.backup(memory)
+        self.db.close()
+        self.db = memory
+        self.db.row_factory = sqlite3.Row
+
+    def _backup(self, version: int) -> None:
+        """A copy of the store as it is, before it is upgraded from ``version``."""
+        copy = f"{self.path}.schema{version}.bak"
+        try:
+            with sqlite3.connect(copy) as target:
+                self.db.backup(target)
+            target.close()
+        except sqlite3.Error as e:
+            raise ArenaError(f"--store {self.path}: cannot keep a copy before upgrading it from schema {version} "
+                             f"({copy}: {e})") from None
+
+    def _migrate(self, version: int) -> None:
         for v in range(version, SCHEMA_VERSION):
             try:  # one transaction per step: a store is never half-upgraded
                 self.db.executescript(f"BEGIN; {MIGRATIONS[v]}; PRAGMA user_version = {v + 1}; COMMIT;")
@@ -141,6 +189,20 @@ class Store:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise ArenaError(f"--store {self.path}: upgrading to schema {v + 1} failed: {e}") from None
+
+    def _write(self, sql: str, values: tuple) -> None:
+        """One statement in one transaction; NotSaved where it cannot be (a full or read-only disk, the
+        store's file removed or replaced since it was opened: SQLite would write into a deleted file)."""
+        try:
+            if os.stat(self.path).st_ino != self._inode:
+                raise FileNotFoundError("it was replaced")
+        except FileNotFoundError as e:
+            raise NotSaved(f"--store {self.path}: the store's file is gone ({e.strerror or e})") from None
+        try:
+            with self.db:
+                self.db.execute(sql, values)
+        except sqlite3.Error as e:
+            raise NotSaved(f"--store {self.path}: cannot write it ({e})") from None
 
     @property
     def version(self) -> int:
@@ -167,9 +229,12 @@ class Store:
                 raise ArenaError(f"{file}: name = \"{name}\": the store {self.path} holds an experiment of that name with "
                                  "a different definition; give this one another name")
             return row["id"]
-        with self.db:
-            return self.db.execute("INSERT INTO experiments (name, file, definition, created_at) VALUES (?, ?, ?, ?)",
-                                   (name, file, text, time.time())).lastrowid
+        try:
+            with self.db:
+                return self.db.execute("INSERT INTO experiments (name, file, definition, created_at) VALUES (?, ?, ?, ?)",
+                                       (name, file, text, time.time())).lastrowid
+        except sqlite3.Error as e:
+            raise ArenaError(f"--store {self.path}: cannot write it ({e})") from None
 
     def experiments(self) -> list[dict[str, Any]]:
         rows = self.db.execute(
@@ -214,16 +279,14 @@ class Store:
         if missing:
             raise ValueError(f"run is missing {sorted(missing)}")
         cols = ", ".join(RUN_COLUMNS)
-        with self.db:
-            self.db.execute(f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
-                            (experiment_id, *(row[c] for c in RUN_COLUMNS)))
+        self._write(f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
+                    (experiment_id, *(row[c] for c in RUN_COLUMNS)))
 
     def save_failure(self, experiment_id: int, values: dict[str, Any]) -> None:
         """Commit one run that could not be made (results/runs.py Failure), now."""
-        cols = [c for c in FAILURE_COLUMNS]
-        with self.db:
-            self.db.execute(f"INSERT INTO failures (experiment_id, {', '.join(cols)}) "
-                            f"VALUES (?, {', '.join('?' * len(cols))})", (experiment_id, *(values[c] for c in cols)))
+        cols = FAILURE_COLUMNS
+        self._write(f"INSERT INTO failures (experiment_id, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
+                    (experiment_id, *(values[c] for c in cols)))
 
     def failures(self, name: str) -> list[Failure]:
         """The experiment's runs whose last attempt failed (none stored since), each with its last
@@ -238,6 +301,19 @@ class Store:
             "ORDER BY failed_at", (row["id"],))
         return [Failure(**{k: r[k] for k in FAILURE_COLUMNS}) for r in rows]
 
+    def bring_in(self, doc: dict[str, Any]) -> tuple[int, int]:
+        """Rescued runs and failures (read_rescued) into this store, under their experiment (created,
+        or checked to be the same definition). Returns (rows brought in, runs already stored)."""
+        e = doc["experiment"]
+        experiment_id = self.experiment_id(e["name"], e["file"], e["definition"])
+        stored = self.done_keys(experiment_id)
+        fresh = [r for r in doc.get("runs", []) if r["run_key"] not in stored]
+        for r in fresh:
+            self.save_run(experiment_id, r)
+        for f in doc.get("failures", []):
+            self.save_failure(experiment_id, f)
+        return len(fresh) + len(doc.get("failures", [])), len(doc.get("runs", [])) - len(fresh)
+
     def runs(self, name: str) -> list[Run]:
         """The experiment's runs in the order they ran, each decoded once into a typed Run."""
         row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
@@ -245,3 +321,38 @@ class Store:
             raise self._unknown(name)
         rows = self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (row["id"],))
         return [decode(dict(r), {k: json.loads(r[k]) for k in DOCUMENTS}) for r in rows]
+
+
+# ---------------------------------------------------------------------- results kept elsewhere
+
+RESCUE_FORMAT = "arena-rescued-runs/1"
+
+
+def rescue(store_path: str, experiment: dict[str, Any], runs: list[dict[str, Any]] = (),
+           failures: list[dict[str, Any]] = ()) -> str:
+    """Keep rows that could not be written to the store at ``store_path`` in a JSON file (beside the
+    store, else in the temporary directory) that ``arena import`` brings in. Returns its path; an
+    error only where neither place can be written."""
+    doc = json.dumps({"format": RESCUE_FORMAT, "experiment": experiment, "runs": list(runs),
+                      "failures": list(failures)}, default=str)
+    name = f"{Path(store_path).name}.rescued-{os.getpid()}-{int(time.time() * 1000)}.json"
+    problems = []
+    for where in (Path(store_path).resolve().parent, Path(tempfile.gettempdir())):
+        try:
+            (where / name).write_text(doc)
+            return str(where / name)
+        except OSError as e:
+            problems.append(f"{where}: {e.strerror}")
+            (where / name).unlink(missing_ok=True)
+    raise NotSaved(f"--store {store_path}: the result could be kept nowhere ({'; '.join(problems)})")
+
+
+def read_rescued(path: str) -> dict[str, Any]:
+    """A file ``rescue`` wrote, checked."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ArenaError(f"{path}: cannot read it as rescued runs ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != RESCUE_FORMAT:
+        raise ArenaError(f"{path}: not a file of rescued runs (its format is not {RESCUE_FORMAT})")
+    return doc

@@ -1,0 +1,181 @@
+"""Faults injected on purpose: a store that cannot be written (a full filesystem, a read-only one, a
+missing directory, the store removed mid-run), stores that must not be written (read-only commands,
+an older schema, an empty file). Each asserts what the README's exit statuses promise: one line, the
+documented status, no measured run lost (a run the store could not take is kept in a file that
+arena import brings in), nothing left running.
+
+Filesystem faults use a small tmpfs of the test's own (mount needs root: skipped with the reason
+elsewhere)."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.app.experiments import import_rescued, open_store
+from arena.errors import ArenaError, NotSaved
+from arena.results.store import SCHEMA_VERSION, Store
+from arena.runner import run_experiment
+from tests.conftest import report_store, require_server
+from tests.test_runner_seams import Machine, experiment
+
+ARENA = [sys.executable, "-m", "arena"]
+SMALL = """\
+name = "faults"
+duration = "1s"
+warmup = "200ms"
+repetitions = 3
+speed_threshold = 10
+[load]
+concurrency = [1, 2]
+[[servers]]
+server = "gunicorn-gthread"
+threads = 2
+"""
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A directory on a tmpfs of 80 KiB (a stored run takes about 20): it fills after a few runs."""
+    where = tmp_path / "small"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80k", "tmpfs", str(where)]).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def arena(*argv, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([*ARENA, *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("arena: error: ")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@pytest.mark.integration
+def test_a_filesystem_filling_during_arena_run_ends_in_one_line_and_keeps_every_run(tmpfs, tmp_path):
+    require_server("gunicorn-gthread")
+    (tmp_path / "faults.toml").write_text(SMALL)
+    store = tmpfs / "s.db"
+    done = arena("run", "faults.toml", "--store", str(store), cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    line = one_line(done.stderr)
+    assert f"--store {store}: cannot write it (database or disk is full); the run just measured is kept in " in line
+    kept = line.split(" is kept in ")[1].split(":")[0]
+    assert Path(kept).is_file() and "arena import" in line
+    with open_store(str(store)) as s:  # the runs stored before the disk filled are there, whole
+        before = len(s.runs("faults"))
+    assert 1 <= before < 6
+    copy = tmp_path / "elsewhere.db"
+    shutil.copy(store, copy)
+    name, added, already = import_rescued(kept, str(copy))
+    assert (name, added, already) == ("faults", 1, 0)
+    with open_store(str(copy)) as s:
+        assert len(s.runs("faults")) == before + 1
+    assert import_rescued(kept, str(copy))[1:] == (0, 1)  # bringing it in twice adds nothing
+
+
+def test_a_store_that_cannot_be_written_is_refused_before_anything_runs(tmpfs, tmp_path):
+    with Store(tmpfs / "s.db"):
+        pass
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    (tmp_path / "faults.toml").write_text(SMALL)
+    done = arena("run", "faults.toml", "--store", str(tmpfs / "s.db"), cwd=tmp_path)
+    assert done.returncode == 2 and "runs done" not in done.stdout
+    assert one_line(done.stderr).startswith(f"arena: error: --store {tmpfs / 's.db'}: cannot write it (")
+    # reading it needs no writing
+    shown = arena("ls", "--store", str(tmpfs / "s.db"), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+
+
+def test_a_store_in_a_missing_directory_is_one_line_before_anything_runs(tmp_path):
+    (tmp_path / "faults.toml").write_text(SMALL)
+    done = arena("run", "faults.toml", "--store", str(tmp_path / "nowhere" / "s.db"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert one_line(done.stderr) == (f"arena: error: --store {tmp_path / 'nowhere' / 's.db'}: its directory "
+                                     f"{tmp_path / 'nowhere'} does not exist")
+
+
+def test_a_store_removed_mid_run_keeps_the_next_run_in_a_file_beside_it(tmp_path):
+    path = tmp_path / "s.db"
+    m = Machine()
+    drive = m.drive
+
+    def remove_then_drive(spec, cpus=None, live=None):
+        if len(m.driven) == 2:
+            path.unlink()  # SQLite would go on writing into the removed file: the run would be lost
+        return drive(spec, cpus, live)
+
+    seams = m.seams()
+    seams.drivers["arena-load"] = remove_then_drive
+    with Store(path) as store:
+        with pytest.raises(NotSaved) as e:
+            run_experiment(experiment(), store, seams=seams)
+    message = str(e.value)
+    assert "\n" not in message and f"--store {path}: the store's file is gone" in message
+    kept = message.split(" is kept in ")[1].split(":")[0]
+    assert Path(kept).parent == tmp_path
+    name, added, _ = import_rescued(kept, str(tmp_path / "new.db"))
+    assert (name, added) == ("fake", 1)
+
+
+def test_reading_commands_never_write_the_store(tmp_path):
+    old = tmp_path / "old.db"
+    shutil.copy(report_store(), old)  # an older schema: reading it upgrades a copy in memory
+    digest = hashlib.sha256(old.read_bytes()).hexdigest()
+    for argv in (["ls"], ["show"], ["export", "tiny-grid", "--format", "csv"]):
+        done = arena(*argv, "--store", str(old), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert hashlib.sha256(old.read_bytes()).hexdigest() == digest, argv
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    done = arena("show", "--store", str(empty), cwd=tmp_path)
+    assert done.returncode == 2 and "not an Arena store (an empty file" in one_line(done.stderr)
+    assert empty.stat().st_size == 0
+
+
+def test_an_older_store_is_upgraded_by_a_writing_command_after_a_backup(tmp_path):
+    import sqlite3
+
+    from arena.results.store import MIGRATIONS
+
+    path = tmp_path / "s.db"
+    db = sqlite3.connect(path)
+    db.executescript(f"BEGIN; {MIGRATIONS[0]}; PRAGMA user_version = 1; COMMIT;")
+    db.close()
+    before = path.read_bytes()
+    with open_store(str(path)) as s:  # reading: the file stays at version 1
+        assert s.version == SCHEMA_VERSION
+    assert path.read_bytes() == before
+    with open_store(str(path), write=True) as s:
+        assert s.version == SCHEMA_VERSION
+    backup = sqlite3.connect(tmp_path / "s.db.schema1.bak")  # the store as it was: version 1, its tables
+    assert backup.execute("PRAGMA user_version").fetchone() == (1,)
+    assert {r[0] for r in backup.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == {"experiments", "runs"}
+    with pytest.raises(ArenaError, match="no such store"):
+        open_store(str(tmp_path / "missing.db"))
+
+
+def test_a_disk_filling_during_the_reports_export_is_one_line_and_leaves_no_half_page(tmpfs, tmp_path):
+    store = tmp_path / "s.db"
+    shutil.copy(report_store(), store)
+    html = tmpfs / "report.html"
+    (tmpfs / "filler").write_bytes(b"x" * 70_000)  # what is left cannot hold the page (~4 MB with plotly)
+    done = arena("report", "tiny-grid", "--store", str(store), "-o", str(html), cwd=tmp_path)
+    assert done.returncode == 2
+    assert one_line(done.stderr) == f"arena: error: --output {html}: cannot write it (No space left on device)"
+    assert sorted(p.name for p in tmpfs.iterdir()) == ["filler"]  # no report, no temporary file
+    # an export directory that cannot be made is refused before the page is written
+    out = tmp_path / "r.html"
+    below_a_file = tmpfs / "filler" / "charts"
+    done = arena("report", "tiny-grid", "--store", str(store), "-o", str(out), "--export", str(below_a_file), cwd=tmp_path)
+    assert done.returncode == 2
+    assert one_line(done.stderr) == f"arena: error: --export {below_a_file}: cannot make it (Not a directory)"
+    assert not out.exists()
