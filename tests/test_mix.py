@@ -64,11 +64,36 @@ def test_a_json_mix_may_be_arena_loads_own_list(tmp_path):
     ([{"path": "/a", "headers": {"X-A": "1\r\nX-B: 2"}}], "m: requests[0].headers = "),
     ([{"path": "/a", "colour": 1}], "m: requests[0].colour = 1: unknown key"),
     ([], "m: requests: must be 1 to 1000 [[requests]] tables"),
+    # a mistyped template is refused, not sent as text
+    ([{"path": "/p/{x:a..b}"}], "m: requests[0].path = \"/p/{x:a..b}\": '{x:a..b}' is not a template: {name} or "
+                                "{name:lo..hi} with whole numbers lo <= hi <= 1000000000000000"),
+    ([{"path": "/p/{id:1..12345678901234567890}"}], "'{id:1..12345678901234567890}' is not a template"),
+    ([{"path": "/p/{id"}], "'{id' is not a template: {name} or {name:lo..hi} with whole numbers lo <= hi <= "
+                           "1000000000000000 (unclosed)"),
+    ([{"path": "/a", "method": "POST", "form": {"t": "{n:1..9"}}], "m: requests[0].body = "),
 ])
 def test_bad_mixes_are_one_line_errors_naming_the_request_and_key(requests, message):
     with pytest.raises(ArenaError) as e:
         parse_mix({"requests": requests}, "m")
     assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_json_bodys_own_braces_are_text_and_templates_in_it_are_drawn():
+    mix = parse_mix({"requests": [{"path": "/a", "method": "POST", "json": {"a": {"b": 1}, "id": "{id:1..9}"}}]}, "m")
+    assert mix.requests[0].body == '{"a":{"b":1},"id":"{id:1..9}"}'
+
+
+def test_a_bad_template_in_an_experiments_mix_is_refused_at_dry_run(tmp_path):
+    (tmp_path / "mix.toml").write_text('[[requests]]\npath = "/posts/{id:1..x}"\n')
+    (tmp_path / "e.toml").write_text('name = "e"\n[workload]\nmix = "mix.toml"\n[load]\nconcurrency = [1]\n'
+                                     '[[servers]]\nserver = "puma"\n')
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "arena", "run", str(tmp_path / "e.toml"), "--dry-run"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "'{id:1..x}' is not a template" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
 
 
 def test_an_experiment_names_a_mix_relative_to_its_file_and_only_arena_load_runs_it(tmp_path):

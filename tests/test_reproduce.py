@@ -144,11 +144,12 @@ def test_kendalls_tau_of_the_rankings():
 
 @pytest.mark.parametrize("table, message", [
     ({"cores": 4}, "reproduce.study"),
-    ({"study": "x", "cores": 0}, "reproduce.cores = 0: must be the original's CPU count"),
-    ({"study": "x", "cores": 4, "tolerance": -1}, "reproduce.tolerance = -1"),
-    ({"study": "x", "cores": 4, "workloads": {"w": {"workload": "nope"}}}, "reproduce.workloads.w.workload = \"nope\""),
-    ({"study": "x", "cores": 4, "workloads": {"w": {"cpu_ms": "5"}}}, "reproduce.workloads.w.cpu_ms = \"5\""),
-    ({"study": "x", "cores": 4, "speed": 1}, "reproduce.speed = 1: unknown key"),
+    ({"study": "nope", "cores": 4}, 'reproduce.study = "nope": unknown study (the published data has: rochkind-heroku, '),
+    ({"study": "rochkind-heroku", "cores": 0}, "reproduce.cores = 0: must be the original's CPU count"),
+    ({"study": "rochkind-heroku", "cores": 4, "tolerance": -1}, "reproduce.tolerance = -1"),
+    ({"study": "rochkind-heroku", "cores": 4, "workloads": {"w": {"workload": "nope"}}}, "reproduce.workloads.w.workload = \"nope\""),
+    ({"study": "rochkind-heroku", "cores": 4, "workloads": {"w": {"cpu_ms": "5"}}}, "reproduce.workloads.w.cpu_ms = \"5\""),
+    ({"study": "rochkind-heroku", "cores": 4, "speed": 1}, "reproduce.speed = 1: unknown key"),
 ])
 def test_a_bad_reproduce_table_is_one_line_naming_the_key(table, message):
     data = {"workload": {"path": "/"}, "servers": [{"server": "puma"}], "reproduce": table}

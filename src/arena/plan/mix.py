@@ -148,10 +148,28 @@ def _request(r: dict[str, Any], where: str) -> MixRequest:
     return MixRequest(weight, method, path, tuple(headers.items()), body, name)
 
 
+# What starts a template: "{name:" anywhere (a drawn value), and in a path any "{" (a brace is not
+# a URL's character: there it can only be a template). A JSON body's own braces ('{"a":1}') are text.
+RANGE_START = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*:")
+
+
+def _check_templates(where: str, key: str, text: str) -> None:
+    """Each template of ``text`` whole ({name} or {name:lo..hi}, bounds of at most 19 digits), so a
+    mistyped one is refused when the file is read instead of being sent as text."""
+    starts = [m.start() for m in (re.finditer(r"\{", text) if key == "path" else RANGE_START.finditer(text))]
+    for at in starts:
+        m = FIELD.match(text, at)
+        if m is None:
+            shown = text[at:text.find("}", at) + 1] if "}" in text[at:] else text[at:at + 30]
+            raise _fail(where, key, text, f"'{shown}' is not a template: {{name}} or {{name:lo..hi}} with whole "
+                                          f"numbers lo <= hi <= {MAX_VALUE}" + ("" if "}" in text[at:] else " (unclosed)"))
+
+
 def _check_fields(where: str, path: str, body: str) -> None:
     """The templates of a request's path, then its body, as arena-load reads them."""
     drawn: list[str] = []
     for key, text in (("path", path), ("body", body)):
+        _check_templates(where, key, text)
         for m in FIELD.finditer(text):
             name, lo, hi = m.group(1), m.group(2), m.group(3)
             if lo is None:

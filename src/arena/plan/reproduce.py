@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from arena.reproduce import published
+
 KEYS = ("study", "cores", "tolerance", "workloads", "not_run", "measured_by")
 WORKLOAD_KEYS = ("workload", "cpu_ms", "io_ms")
 
@@ -64,6 +66,9 @@ def reproduction(table: Any, workload_names: set[str], fail: Fail) -> Reproducti
     study = table.get("study")
     if not isinstance(study, str) or not study:
         raise fail("reproduce.study", study, "must be a study id of the published data (arena reproduce --list)")
+    known = published.ids()
+    if study not in known:
+        raise fail("reproduce.study", study, f"unknown study (the published data has: {', '.join(known)})")
     cores = table.get("cores")
     if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 1024:
         raise fail("reproduce.cores", cores, "must be the original's CPU count, a whole number from 1 to 1024")

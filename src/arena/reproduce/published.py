@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -122,6 +123,12 @@ def load(path: Path = DATA) -> dict[str, Study]:
         rows = tuple(Row(s["id"], j, r) for j, r in enumerate(s.get("result", [])))
         out[s["id"]] = Study(s["id"], s["title"], s["source"], s.get("year"), s.get("conditions", {}), rows)
     return out
+
+
+@lru_cache(maxsize=1)
+def ids() -> tuple[str, ...]:
+    """The ids of the studies in the published data, in its order."""
+    return tuple(load())
 
 
 def study(study_id: str, path: Path = DATA) -> Study:
