@@ -67,6 +67,10 @@ def apps(tmp_path) -> Path:
     (tmp_path / "pyapp" / "hello_wsgi.py").write_text(WSGI)
     (tmp_path / "pyapp" / "hello_asgi.py").write_text(ASGI)
     (tmp_path / "pyapp" / "broken.py").write_text("raise RuntimeError('the app cannot start: no settings')\n")
+    # imports alone, fails where a server runs it (the wrapper binds it): the server's log tells why
+    (tmp_path / "pyapp" / "served.py").write_text(
+        "import os\nif os.environ.get('ARENA_USER_INTERFACE'):\n    raise RuntimeError('the app cannot start: no settings')\n"
+        "def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'ok']\n")
     return tmp_path
 
 
@@ -161,15 +165,20 @@ def test_the_callers_gunicorn_cmd_args_do_not_change_the_worker_count(monkeypatc
 @pytest.mark.integration
 def test_a_crashing_app_and_a_missing_health_path_are_one_line_errors_with_the_log_tail(apps):
     require_server("gunicorn-gthread")
-    crash = user_app("broken:app", base=apps, chdir="pyapp", serves=("wsgi",))
+    crash = user_app("served:app", base=apps, chdir="pyapp", serves=("wsgi",))
     with pytest.raises(ArenaError) as e:
         start(ServerSpec("gunicorn-gthread", crash), ready_timeout=20)
     first, *rest = str(e.value).splitlines()
-    assert "gunicorn-gthread (broken:app)" in first and "log" in first
+    assert "gunicorn-gthread (served:app)" in first and "RuntimeError: the app cannot start: no settings (log" in first
     assert any("the app cannot start: no settings" in line for line in rest)
-    absent = user_app("hello_wsgi:nope", base=apps, chdir="pyapp", serves=("wsgi",))
-    with pytest.raises(ArenaError, match="has no attribute 'nope'"):
-        start(ServerSpec("gunicorn-gthread", absent), ready_timeout=20)
+    # an app that does not import, or has no such callable, is refused before a server is given it
+    for source, why in (("broken:app", "RuntimeError: the app cannot start: no settings"),
+                        ("hello_wsgi:nope", "module 'hello_wsgi' has no attribute 'nope'"),
+                        ("hello_wsgi:time", "hello_wsgi:time is not callable")):
+        absent = user_app(source, base=apps, chdir="pyapp", serves=("wsgi",))
+        with pytest.raises(ArenaError) as e:
+            start(ServerSpec("gunicorn-gthread", absent), ready_timeout=20)
+        assert str(e.value) == f"--app {source}: does not import from {apps / 'pyapp'}: {why}"
     # a Rack app that answers its health path with 404 is not ready
     rack = user_app("rackapp", base=apps, health="/nope", ready_timeout_s=3)
     (apps / "rackapp" / "config.ru").write_text("run ->(env) { [404, {}, ['no']] }\n")
@@ -344,7 +353,7 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
         "name": "fails", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10,
         "load": {"concurrency": [1, 2]},
         "servers": [{"server": "gunicorn-gthread", "app": {"wsgi": "hello_wsgi:app", "chdir": "pyapp"}},
-                    {"server": "gunicorn-sync", "app": {"wsgi": "broken:app", "chdir": "pyapp"}}],
+                    {"server": "gunicorn-sync", "app": {"wsgi": "served:app", "chdir": "pyapp"}}],
     }, str(apps / "fails.toml"))
     store_path = tmp_path / "s.db"
     with Store(store_path) as store:
@@ -354,7 +363,7 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
     assert [(f.server, f.level, f.stage) for f in sorted(failures, key=lambda f: f.level)] == [
         ("gunicorn-sync", 1.0, "start"), ("gunicorn-sync", 2.0, "start")]
     f = failures[0]
-    assert f.reason.startswith("the server did not start: gunicorn-sync (broken:app) exited with code")
+    assert f.reason.startswith("the server did not start: gunicorn-sync (served:app) exited with code")
     assert "RuntimeError: the app cannot start: no settings (log " in f.reason and "\n" not in f.reason
     assert "the app cannot start" in f.log_tail and Path(f.log_path).is_file()
     (shown,) = summaries(str(store_path), "fails")
@@ -367,7 +376,7 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
     failed = [d for d in json.loads(export(str(store_path), "fails", "json")) if d.get("failed")]
     assert [d["stage"] for d in failed] == ["start", "start"] and failed[0]["log_tail"]
     # fixed, the next run makes them, and they are no longer left out
-    (apps / "pyapp" / "broken.py").write_text(WSGI)
+    (apps / "pyapp" / "served.py").write_text(WSGI)
     with Store(store_path) as store:
         assert run_experiment(exp, store)["run"] == 2 and store.failures("fails") == []
     (shown,) = summaries(str(store_path), "fails")
@@ -438,3 +447,15 @@ def test_cpu_an_async_app_spends_in_its_thread_pool_is_shown_as_cpu_outside_the_
     parts = cell.decomposition
     # the coroutine's own CPU is a small part; the 3 ms burnt in the pool is found by the cgroup
     assert parts["CPU"] < 0.5 and 2.5 <= parts["CPU outside the request thread"] <= 4.5, parts
+
+
+def test_a_file_that_is_not_a_rack_app_is_refused_when_named(tmp_path):
+    (tmp_path / "notes.ru").write_text("just some notes\n")
+    (tmp_path / "empty.ru").write_text("")
+    (tmp_path / "broken.ru").write_text("run ->(env) { [200, {}, ['x']]\n")
+    for name, why in (("notes.ru", "is not a Rack app: it has no run or map statement"),
+                      ("empty.ru", "is not a Rack app: it has no run or map statement"),
+                      ("broken.ru", "does not parse as Ruby: ")):
+        with pytest.raises(ArenaError) as e:
+            user_app(name, base=tmp_path)
+        assert str(e.value).startswith(f"--app: {tmp_path / name} {why}") and "\n" not in str(e.value)

@@ -316,6 +316,36 @@ def user_app_launch(app: App, workdir: Path, bundle: Bundle | None) -> tuple[App
     return app, env, []
 
 
+# Imports the user's target as the wrapper will (arena_wrap._load: its module, its attribute, a
+# factory called, callable), and binds nothing: ARENA_USER_INTERFACE is not set.
+_IMPORT_CHECK = "import arena_wrap; arena_wrap._load()"
+_imported: set[tuple[str, str, str]] = set()  # (interpreter, target, directory) checked in this process
+
+
+def check_imports(app: App, python: str, env: dict[str, str], timeout: float) -> None:
+    """Before a server is given a user's WSGI/ASGI app: its target imports and is callable, in the
+    interpreter and environment the server will have (once per target in this process). One line
+    naming the target, its directory and the exception otherwise."""
+    user = app.user
+    key = (python, user.source, user.chdir)
+    if key in _imported:
+        return
+    env = {k: v for k, v in env.items() if k != "ARENA_USER_INTERFACE"}  # import it, bind nothing
+    try:
+        out = subprocess.run([python, "-c", _IMPORT_CHECK], cwd=user.chdir, env=env, capture_output=True, text=True,
+                             timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ArenaError(f"--app {user.source}: importing it from {user.chdir} took over {timeout:.0f} s") from None
+    except OSError as e:
+        raise ArenaError(f"--app {user.source}: {python} cannot run ({e.strerror})") from None
+    if out.returncode != 0:
+        why = raised(out.stderr) or f"exit {out.returncode}"
+        raise FailedStart(f"--app {user.source}: does not import from {user.chdir}: "
+                          f"{why.removeprefix('RuntimeError: ARENA_USER_APP: ')}",
+                          "\n".join(out.stderr.splitlines()[-15:]))
+    _imported.add(key)
+
+
 def app_bundle(app: App | str) -> Bundle | None:
     """The bundle a Rack app of the user's runs with (servers.bundle), or None."""
     user = app.user if isinstance(app, App) else None
@@ -371,6 +401,10 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         (workdir / "home").mkdir()
         (workdir / "tmp").mkdir()
         served, app_env, prefix = user_app_launch(app, workdir, bundle)
+        if app.user and app.interface != "rack":
+            python = str((venv_bin or catalog.python_bin()) / "python")
+            check_imports(app, python, server_env(server, workdir, {**app_env, **env}),
+                          ready_timeout or app.user.ready_timeout_s or server.ready_timeout_s)
         socket = str(workdir / "server.sock") if spec.unix else None
         cmd = catalog.build_command(server, served, knobs, host=spec.host, port=port, workdir=workdir, bin_dir=venv_bin,
                                     settings=settings, extra_args=tuple(spec.options), socket=socket)

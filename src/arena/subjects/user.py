@@ -11,6 +11,8 @@ requested once each after that, before anything is measured.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -93,12 +95,36 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
             raise ArenaError(f"{flag}: '{source}' is not a built-in app ({', '.join(APPS)}), a config.ru or "
                              "module:callable")
         raise ArenaError(f"{flag}: {path} does not exist (a Rack app's config.ru, or a directory holding one)")
+    _check_rackup(path, flag)
     where = _directory(base, chdir, "--chdir") if chdir else str(path.parent)
     user = UserApp(str(path), where, None, ready_timeout_s, warm)
     from arena.subjects import APPS
 
     default = path.parent.name if path.parent.name not in APPS else f"{path.parent.name}/{path.name}"  # not a built-in's
     return App(name or default, "ruby", "rack", "", f"Rack app {path}", health=health, user=user)
+
+
+RACK_RUN = re.compile(r"^\s*(run|map)\b", re.MULTILINE)  # Rack::Builder's rule: a run or a map statement
+
+
+def _check_rackup(path: Path, flag: str) -> None:
+    """A config.ru Ruby can parse (``ruby -c``) that runs or maps an app, before any server is given it."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise ArenaError(f"{flag}: {path}: cannot read it ({e.strerror})") from None
+    if not RACK_RUN.search(text):
+        raise ArenaError(f"{flag}: {path} is not a Rack app: it has no run or map statement")
+    if shutil.which("ruby") is None:
+        return  # the Ruby servers are not installed either: the start says so
+    try:
+        out = subprocess.run(["ruby", "-c", str(path)], capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ArenaError(f"{flag}: {path}: ruby -c failed ({e})") from None
+    if out.returncode != 0:
+        first = next((line for line in out.stderr.splitlines() if line.strip()), f"exit {out.returncode}")
+        raise ArenaError(f"{flag}: {path} does not parse as Ruby: {first.strip()}")
 
 
 def shadowing(source: str, chdir: str) -> tuple[str, ...]:
