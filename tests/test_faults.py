@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from arena.app.experiments import import_rescued, open_store
 from arena.errors import ArenaError, NotSaved
 from arena.results.store import SCHEMA_VERSION, Store
 from arena.runner import run_experiment
+from arena.servers import cgroup
 from tests.conftest import report_store, require_server
 from tests.test_runner_seams import Machine, experiment
 
@@ -179,3 +181,89 @@ def test_a_disk_filling_during_the_reports_export_is_one_line_and_leaves_no_half
     assert done.returncode == 2
     assert one_line(done.stderr) == f"arena: error: --export {below_a_file}: cannot make it (Not a directory)"
     assert not out.exists()
+
+
+def _load_while(url: str, act, *flags: str, after_s: float = 1.0) -> subprocess.CompletedProcess:
+    """arena load at ``url`` for 3 s (generator on CPU 0), calling ``act(arena_load_pid)`` once the
+    generator has run ``after_s``: its own child, found by the parent's pid, never by name."""
+    import psutil
+
+    proc = subprocess.Popen([*ARENA, "load", url, "-c", "2", "-d", "3s", "--cpus", "0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 30
+    while not (kids := [k for k in me.children() if k.name() == "arena-load"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert kids, "arena load started no arena-load"
+    while kids[0].cpu_times().user + kids[0].cpu_times().system < 0.05 * after_s and time.monotonic() < deadline:
+        time.sleep(0.02)
+    act(kids[0].pid)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.integration
+def test_faults_of_the_generator_and_the_server_under_arena_load():
+    import signal
+
+    from arena.servers.launch import ServerSpec, start
+
+    require_server("gunicorn-gthread")
+    with start(ServerSpec("gunicorn-gthread", "wsgi", processes=2, threads=2, cpus=[1])) as server:
+        url = f"{server.url}/work?cpu_ms=1"
+
+        def pause(pid):  # SIGSTOP of the generator for 0.6 s: its pause, not a server stall
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.6)
+            os.kill(pid, signal.SIGCONT)
+
+        paused = _load_while(url, pause)
+        verdict = [line for line in paused.stdout.splitlines() if line.startswith("INVALID: ")]
+        assert paused.returncode == 1 and verdict, paused.stdout + paused.stderr
+        assert verdict[0].startswith("INVALID: generator saturated: the generator did not run for ")
+        assert "stalled" not in verdict[0]
+
+        killed = _load_while(url, lambda pid: os.kill(pid, signal.SIGKILL))
+        assert killed.returncode == 1 and one_line(killed.stderr) == \
+            "arena: error: arena-load was killed by SIGKILL during the run: no result"
+
+        before = server.procset.pids()
+        worker = max(before)  # a worker (the arbiter started first)
+        lost = _load_while(url, lambda pid: os.kill(worker, signal.SIGKILL))
+        verdict = [line for line in lost.stdout.splitlines() if line.startswith("INVALID: ")]
+        assert lost.returncode == 1 and verdict and f"1 of the server's {len(before)} processes exited" in verdict[0]
+    assert cgroup.survivors(server.procset.name) == []
+
+
+def test_a_server_that_closes_connections_mid_response_makes_an_invalid_load(tmp_path):
+    """A target that answers a few bytes of each response and closes: errors, one INVALID line, exit 1."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        done = arena("load", f"http://127.0.0.1:{listener.getsockname()[1]}/", "-c", "2", "-d", "1s", cwd=tmp_path)
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    verdict = [line for line in done.stdout.splitlines() if line.startswith("INVALID: ")]
+    assert done.returncode == 1 and len(verdict) == 1 and "Traceback" not in done.stderr
+    assert verdict[0].startswith("INVALID: no request succeeded: ")

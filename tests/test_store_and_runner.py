@@ -337,6 +337,41 @@ def test_no_success_is_its_own_flag():
     assert "no request succeeded" in flags(result(completed=0, errors=50))
 
 
+def test_the_first_cause_comes_first():
+    import dataclasses
+
+    # a closed port: nothing succeeded (refused), and the generator was busy reconnecting
+    refused = result(completed=0, errors=5000, saturated=True)
+    refused = dataclasses.replace(refused, measured=dataclasses.replace(refused.measured, error_counts={"refused": 5000}))
+    found = flags(refused)
+    assert found[0] == "no request succeeded: 5000 connections refused" and found[1].startswith("generator saturated")
+    # a worker that died comes before the stall and the drift it caused
+    stalled = flags(result(series=(100, 100, 100, 100, 0, 0, 100, 100, 100, 100)), processes_lost=(1, 3))
+    assert stalled[0].startswith("1 of the server's 3 processes exited") and any(f.startswith("stalled") for f in stalled)
+
+
+def test_a_generator_that_paused_is_its_own_cause_not_a_server_stall():
+    import dataclasses
+
+    gap = result(series=(100, 100, 100, 100, 0, 100, 100, 100, 100, 100))
+    assert any(f.startswith("stalled") for f in flags(gap))
+    paused = dataclasses.replace(gap, saturated=True, generator_paused_ms=1000.0,
+                                 saturation_reasons=["the generator did not run for 1000 ms (it was stopped, or "
+                                                     "starved of CPU)"])
+    assert flags(paused) == ["generator saturated: the generator did not run for 1000 ms (it was stopped, or starved "
+                             "of CPU)"]
+
+
+def test_an_open_run_that_could_not_send_its_schedule_is_invalid():
+    import dataclasses
+
+    r = result()
+    at = lambda sent, unsent: dataclasses.replace(r, measured=dataclasses.replace(r.measured, sent=sent, unsent=unsent))
+    assert flags(at(1000, 10)) == []  # 1% of those due: the p99 of the rest still holds
+    (flag,) = flags(at(1000, 11))
+    assert flag.startswith("11 of the 1011 requests due were never sent (1.1%; at most 1%)")
+
+
 @pytest.mark.integration
 def test_a_freeze_inside_a_closed_run_makes_it_invalid():
     """A real server frozen (its cgroup) for 2 s in the middle of a 5 s closed run at c=4: fewer
@@ -379,7 +414,8 @@ def test_error_answers_make_an_invalid_run_and_a_failing_exit(tmp_path):
         (run,) = s.runs("bad-requests")
     assert not run.valid and run.load.measured.completed == 0
     assert run.load.measured.error_counts["status"] > 10 and run.load.measured.status == {400: run.load.measured.errors}
-    assert "no request succeeded" in run.flags and run.throughput == 0
+    assert run.flags[0].startswith("no request succeeded: ") and "answers with an unexpected status" in run.flags[0]
+    assert run.throughput == 0
 
     from arena.servers.launch import ServerSpec, start
 

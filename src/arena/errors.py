@@ -14,6 +14,11 @@ class FailedStart(ArenaError):
         self.log_tail, self.log_path = log_tail, log_path
 
 
+class DriverFailed(ArenaError):
+    """A load generator that died during its run (killed, crashed): the run could not be made. Not
+    the user's input: ``arena load`` exits 1 for it, an experiment stores it as a failed run."""
+
+
 class NotSaved(ArenaError):
     """A result that was measured and could not be written where it belongs (the store is full,
     read-only or gone); the message says where it was kept instead."""

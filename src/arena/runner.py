@@ -76,43 +76,75 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
                    server_died: bool, processes_lost: tuple[int, int] | None,
                    slowdown: float | None = None, speed_threshold: float | None = None,
                    requests: int | None = None) -> list[str]:
-    """Why a run cannot be trusted (empty: valid). The rules, as the report's method section says:
-    the generator saturated or could not open its connections; errors (transport errors and answers
-    whose status is not expected) above the threshold; no request succeeded; a stall (stall());
-    throughput drifting between the run's halves beyond counting noise; the server or one of its
-    processes died; the machine ran slower around the run than at its best (``slowdown``, from
-    machine_speed.Reference) by more than ``speed_threshold``; a run bounded by ``requests`` that
-    answered fewer (its tool was stopped at its time limit)."""
+    """Why a run cannot be trusted (empty: valid), in the order of cause before consequence: no
+    request succeeded (a closed port: the refusals, before the generator's busy reconnecting); the
+    generator saturated, paused (stopped or starved: then a gap in the answers is its, not the
+    server's stall) or could not open its connections; the server or one of its processes died;
+    errors (transport errors and answers whose status is not expected) above the threshold; more
+    than UNSENT_MAX of the requests due never sent; a run bounded by ``requests`` that answered
+    fewer (its tool was stopped at its time limit); a stall (stall()); throughput drifting between
+    the run's halves beyond counting noise; the machine ran slower around the run than at its best
+    (``slowdown``, from machine_speed.Reference) by more than ``speed_threshold``. The report's
+    method section states the same rules."""
     flags = []
     m = result.measured
+    answered = m.completed + m.errors
+    # the first cause first: a target that answered nothing right (a closed port keeps the generator
+    # busy reconnecting: its saturation follows from the refusals, it does not explain them)
+    if answered == 0:
+        flags.append("no answer at all" + _most_errors(m))
+    elif m.completed == 0:
+        flags.append("no request succeeded" + _most_errors(m))
     if result.saturated:
         flags.append("generator saturated: " + "; ".join(result.saturation_reasons))
     if result.open_failure:
         flags.append(f"the generator could not open every connection asked for ({result.open_failure})")
-    answered = m.completed + m.errors
+    if server_died:  # before what it causes: errors, a stall, a drift
+        flags.append("the server died during the run")
+    if processes_lost is not None:
+        flags.append(f"{processes_lost[0]} of the server's {processes_lost[1]} processes exited during the run "
+                     "(a worker died or was replaced)")
     if answered and m.errors / answered > error_threshold:
         flags.append(f"errors {m.errors / answered:.1%} of requests (threshold {error_threshold:.1%})")
+    due = (m.sent or 0) + (m.unsent or 0)
+    if m.unsent and m.unsent / due > UNSENT_MAX:
+        flags.append(f"{m.unsent} of the {due} requests due were never sent ({m.unsent / due:.1%}; at most "
+                     f"{UNSENT_MAX:.0%}): the percentiles cover only those sent, and the missing ones were the latest")
     if requests is not None and answered < requests:
         flags.append(f"answered {answered} of the {requests} requests before the time limit")
-    if answered == 0:
-        flags.append("no answer at all")
-    elif m.completed == 0:
-        flags.append("no request succeeded")
-    stalled = stall(result)
+    # a pause of the generator itself stops its answers too: it is the cause, not the server
+    paused = (result.generator_paused_ms or 0.0) > GENERATOR_PAUSE_MS
+    stalled = None if paused else stall(result)
     if stalled:
         flags.append(stalled)
     drift = throughput_drift(result)
     if drift is not None and drift > drift_threshold:
         flags.append(f"throughput drifted {drift:.0%} between the run's halves (threshold {drift_threshold:.0%})")
-    if server_died:
-        flags.append("the server died during the run")
-    if processes_lost is not None:
-        flags.append(f"{processes_lost[0]} of the server's {processes_lost[1]} processes exited during the run "
-                     "(a worker died or was replaced)")
     if slowdown is not None and speed_threshold is not None and slowdown > speed_threshold:
         flags.append(f"the machine ran {slowdown:.0%} slower around the run than at its best in this experiment "
                      f"(speed check; threshold {speed_threshold:.0%}): a spell of a slower machine")
     return flags
+
+
+# Due requests never sent (the run's window ended with them waiting for a connection) have no
+# latency, and they are the ones that waited longest: beyond 1% of those due, even the p99 of the
+# rest may miss the worst of them.
+UNSENT_MAX = 0.01
+GENERATOR_PAUSE_MS = 100.0  # arena-load's GENERATOR_PAUSE_NS (output.rs): a pause it counts as saturation
+
+
+# How the error classes (drivers/result.py ERROR_CLASSES) read in a sentence
+ERROR_WORDS = {"refused": "connections refused", "connect_timeout": "connections timed out", "reset": "resets",
+               "response_timeout": "responses timed out", "malformed": "malformed responses",
+               "status": "answers with an unexpected status", "local": "errors on the generator's side"}
+
+
+def _most_errors(m) -> str:
+    """The commonest kind of error of a phase, as ': 1234 connections refused'."""
+    if not m.error_counts or not max(m.error_counts.values()):
+        return ""
+    kind, n = max(m.error_counts.items(), key=lambda kv: kv[1])
+    return f": {n} {ERROR_WORDS.get(kind, kind)}"
 
 
 STALL_P = 1e-4  # how unlikely an interval's count must be, as counting noise, to be called a stall

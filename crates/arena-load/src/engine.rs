@@ -161,6 +161,9 @@ pub struct WorkerResult {
     /// Whether the hard bound (the end, plus the longest timeout, plus HARD_MARGIN_NS) cut the
     /// wait for answers still in flight.
     pub cut: bool,
+    /// The longest time the loop woke past the deadline it had set (ns): the generator itself not
+    /// running (stopped, or starved of CPU), whatever the target did.
+    pub loop_late_ns: u64,
     /// When this worker stopped issuing (ns since start).
     pub issue_end_ns: u64,
     /// Time of the last measured completion (ns since start).
@@ -374,6 +377,7 @@ impl<'a> Worker<'a> {
         let hard_end = self.cfg.stop.end_ns
             .map(|end| end + self.cfg.response_timeout_ns.max(self.cfg.connect_timeout_ns) + HARD_MARGIN_NS);
         let mut cut = false;
+        let mut loop_late = 0;
         loop {
             let now = self.now();
             if hard_end.is_some_and(|h| now >= h) {
@@ -413,7 +417,9 @@ impl<'a> Worker<'a> {
                 self.timer.set_abs(deadline);
                 self.armed = deadline;
             }
-            match self.poll.poll(&mut events, None) {
+            let polled = self.poll.poll(&mut events, None);
+            loop_late = loop_late.max(mono_ns().saturating_sub(deadline));
+            match polled {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -436,7 +442,7 @@ impl<'a> Worker<'a> {
         self.close_intervals_before(index + 1);
         Ok(WorkerResult {
             warmup: self.warmup, measured: self.measured, schedule_lag: self.schedule_lag, unsent: self.unsent,
-            in_flight, issue_end_ns: self.source.issue_end().unwrap_or(end),
+            in_flight, loop_late_ns: loop_late, issue_end_ns: self.source.issue_end().unwrap_or(end),
             last_done_ns: self.last_done, peak_conns: self.peak_conns, open_failure: self.open_failure, cut,
         })
     }

@@ -27,6 +27,10 @@ pub const SATURATED_UTILIZATION: f64 = 0.9;
 /// for nearly every request.)
 pub const SATURATED_SCHEDULE_LAG_US: u64 = 1000;
 pub const SATURATED_SCHEDULE_LAG_QUANTILE: f64 = 0.9;
+/// A loop that wakes this long past the deadline it set was not running (SIGSTOP, a CPU it did not
+/// get): what its connections saw in that time is the generator's pause, not the target's. A
+/// scheduler's time slice is milliseconds; 100 ms is no slice.
+pub const GENERATOR_PAUSE_NS: u64 = 100_000_000;
 pub const PERCENTILES: [(&str, f64); 8] =
     [("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999), ("99.99", 0.9999), ("100", 1.0)];
 
@@ -172,6 +176,8 @@ pub struct Generator {
     pub open_failure: Option<String>,
     /// The run's hard bound (end + longest timeout + 1 s) cut the wait for answers in flight.
     pub cut_at_bound: bool,
+    /// The longest time the generator's loop did not run past its own deadline (ms).
+    pub paused_ms: f64,
 }
 
 pub fn hist(h: &Histogram<u64>) -> Hist {
@@ -211,8 +217,12 @@ fn phase(p: &Phase, duration_s: f64, unsent: u64, in_flight: u64) -> PhaseOut {
 /// Why the generator itself may have been the bottleneck (empty: it was not): its CPU busy beyond
 /// SATURATED_UTILIZATION, or, in the open model (`schedule_lag` given), arrivals taken late at
 /// the SATURATED_SCHEDULE_LAG_QUANTILE.
-pub fn saturation(utilization: f64, schedule_lag: Option<&Histogram<u64>>) -> Vec<String> {
+pub fn saturation(utilization: f64, schedule_lag: Option<&Histogram<u64>>, loop_late_ns: u64) -> Vec<String> {
     let mut reasons = Vec::new();
+    if loop_late_ns > GENERATOR_PAUSE_NS {
+        reasons.push(format!("the generator did not run for {} ms (it was stopped, or starved of CPU)",
+                             loop_late_ns / 1_000_000));
+    }
     if utilization > SATURATED_UTILIZATION {
         reasons.push(format!("generator CPU {:.0}% busy (limit {:.0}%)", utilization * 100.0, SATURATED_UTILIZATION * 100.0));
     }
@@ -230,7 +240,7 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
     let total_requests = out.warmup.sent + out.measured.sent;
     let utilization = (out.cpu_user_s + out.cpu_system_s) / (out.wall_s * cfg.threads as f64).max(1e-9);
     let open = matches!(cfg.model, Model::Open { .. });
-    let reasons = saturation(utilization, open.then_some(&out.schedule_lag));
+    let reasons = saturation(utilization, open.then_some(&out.schedule_lag), out.loop_late_ns);
     let (connections, rate, arrival, think) = match cfg.model {
         Model::Closed { connections, think_ns } => (connections, None, None, Some(think_ns as f64 / 1e6)),
         Model::Open { rate, arrival, max_connections } => (max_connections, Some(rate), Some(match arrival {
@@ -274,6 +284,7 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             schedule_lag: open.then(|| hist(&out.schedule_lag)),
             saturated: !reasons.is_empty(),
             saturation_reasons: reasons.clone(),
+            paused_ms: out.loop_late_ns as f64 / 1e6,
             peak_connections: out.peak_connections,
             open_failure: out.open_failure.clone(),
             cut_at_bound: out.cut,
@@ -309,13 +320,13 @@ mod tests {
 
     #[test]
     fn saturation_by_cpu_or_by_late_arrivals_in_the_open_model_only() {
-        assert!(saturation(0.5, None).is_empty());
-        assert_eq!(saturation(0.95, None), vec!["generator CPU 95% busy (limit 90%)".to_string()]);
+        assert!(saturation(0.5, None, 0).is_empty());
+        assert_eq!(saturation(0.95, None, 0), vec!["generator CPU 95% busy (limit 90%)".to_string()]);
         let mut late = histogram();
         for _ in 0..100 {
             late.record(5_000).unwrap(); // every arrival taken 5 ms late
         }
-        let reasons = saturation(0.5, Some(&late));
+        let reasons = saturation(0.5, Some(&late), 0);
         assert_eq!(reasons.len(), 1);
         assert!(reasons[0].starts_with("schedule lag p90 50"), "{reasons:?}");
         let mut punctual = histogram();
@@ -325,8 +336,12 @@ mod tests {
         for _ in 0..5 {
             punctual.record(50_000).unwrap(); // a few preemptions: a tail, not saturation
         }
-        assert!(saturation(0.5, Some(&punctual)).is_empty());
-        assert!(saturation(0.5, Some(&histogram())).is_empty()); // no arrivals: nothing to judge
+        assert!(saturation(0.5, Some(&punctual), 0).is_empty());
+        assert!(saturation(0.5, Some(&histogram()), 0).is_empty()); // no arrivals: nothing to judge
+        // the loop woke 0.8 s past its deadline: the generator was not running, not the target slow
+        assert_eq!(saturation(0.1, None, 800_000_000),
+                   vec!["the generator did not run for 800 ms (it was stopped, or starved of CPU)".to_string()]);
+        assert!(saturation(0.1, None, 20_000_000).is_empty()); // a scheduler's slice: no pause
     }
 }
 

@@ -30,6 +30,8 @@ pub struct Outcome {
     pub open_failure: Option<String>,
     /// The run's hard bound cut the wait for answers still in flight.
     pub cut: bool,
+    /// The longest time a worker's loop woke past its own deadline (ns): the generator not running.
+    pub loop_late_ns: u64,
 }
 
 fn rusage() -> (f64, f64) {
@@ -74,7 +76,7 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         started_at, warmup: Phase::default(), measured: Phase::default(), series, schedule_lag: histogram(),
         unsent: 0, in_flight: 0, window_ns: (cfg.warmup_ns, cfg.warmup_ns), wall_s, cpu_user_s: user1 - user0,
         cpu_system_s: sys1 - sys0, interrupted: crate::engine::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed),
-        peak_connections: 0, open_failure: None, cut: false,
+        peak_connections: 0, open_failure: None, cut: false, loop_late_ns: 0,
     };
     let (mut issue_end, mut last_done) = (0, 0);
     for r in results {
@@ -89,6 +91,7 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         out.peak_connections += r.peak_conns;
         out.open_failure = out.open_failure.or(r.open_failure);
         out.cut |= r.cut;
+        out.loop_late_ns = out.loop_late_ns.max(r.loop_late_ns);
     }
     // A run bounded by time measures its schedule's window; one bounded by count (or cut short)
     // measures until its last answer.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import psutil
 
 from arena.drivers import native
 from arena.drivers.result import LoadResult
@@ -32,10 +35,47 @@ def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = 
             open(json_path, "a").close()
         except OSError as e:
             raise ArenaError(f"--json {json_path}: cannot write it ({e.strerror})") from None
+    before = serving(spec.url)
     result = native.run(spec, cpus=cpus)
     if json_path is not None:
         with open(json_path, "w") as f:
             json.dump(result.raw, f, indent=1)
+    lost = [p for p in before if not _alive(p)]
     flags = validity_flags(result, error_threshold=ERROR_THRESHOLD, drift_threshold=DRIFT_THRESHOLD,
-                           server_died=False, processes_lost=None)
+                           server_died=bool(before) and len(lost) == len(before),
+                           processes_lost=(len(lost), len(before)) if lost and len(lost) < len(before) else None)
     return Loaded(result, flags)
+
+
+def serving(url: str) -> list[psutil.Process]:
+    """The processes of the server at ``url`` when it listens on this machine: those holding its
+    listening socket, and their children (a server's workers). An experiment's run is judged by its
+    server's processes; so is ``arena load``'s, where it can find them. [] where it cannot."""
+    parts = urlsplit(url)
+    port = parts.port or 80
+
+    def listens(p: psutil.Process) -> bool:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   for c in p.net_connections(kind="inet"))
+
+    try:  # the system's table names one holder of a shared socket (a worker, say): climb to the first
+        holders = {c.pid for c in psutil.net_connections(kind="inet")
+                   if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}
+        found = {}
+        for pid in holders:
+            top = psutil.Process(pid)
+            while (parent := top.parent()) is not None and parent.pid != 1 and listens(parent):
+                top = parent
+            for q in (top, *top.children(recursive=True)):
+                found[q.pid] = q
+    except (psutil.Error, OSError, ValueError):
+        return []
+    return list(found.values())
+
+
+def _alive(p: psutil.Process) -> bool:
+    """Still the same process (psutil compares its start time: a reused pid is not it)."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

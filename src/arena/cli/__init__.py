@@ -20,8 +20,8 @@ from rich.console import Console  # noqa: E402
 
 from arena.cli import (check, export, import_, load, ls, predict, reap, recommend, report, reproduce, run,  # noqa: E402
                        serve, servers, show, simulate)
-from arena.cli.args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
-from arena.errors import ArenaError, NotSaved, Terminated  # noqa: E402
+from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
+from arena.errors import ArenaError, DriverFailed, NotSaved, Terminated  # noqa: E402
 
 COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, ls, export, import_, report, predict, recommend,
                                 simulate, reproduce, check, reap)}
@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         if _early:  # a signal came before the handlers above were in place
             raise Terminated() if signal.SIGTERM in _early else KeyboardInterrupt()
         return COMMANDS[args.command].run(args, out)
+    except DriverFailed as e:  # a measurement that failed, not a user's mistake
+        print(f"arena: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     except NotSaved as e:  # measured, not stored: where it was kept instead is in the message
         print(f"arena: error: {e}", file=sys.stderr)
         return EXIT_NOT_SAVED

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from arena.drivers.external import child_setup
 from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
-from arena.errors import ArenaError, Terminated
+from arena.errors import ArenaError, DriverFailed, Terminated
 from arena.servers.cgroup import owned_name
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -111,6 +111,9 @@ def run(spec: LoadSpec, cpus: list[int] | None = None,
         # the run itself); anything else: no result
         if proc.returncode not in EXIT_WITH_RESULT or not out.exists():
             errors = [m for m in messages if m.startswith("arena-load: error: ")] or messages
+            if proc.returncode < 0:  # killed: whatever it said before is not why
+                raise DriverFailed(f"arena-load was killed by {signal.Signals(-proc.returncode).name} "
+                                   "during the run: no result")
             raise ArenaError(errors[-1].removeprefix("arena-load: error: ") if errors
                              else f"arena-load exited {proc.returncode}")
         doc = json.loads(out.read_text())
@@ -177,5 +180,5 @@ def parse(doc: dict[str, Any]) -> LoadResult:
         cpu_per_request_us=g["cpu_per_request_us"],
         schedule_lag=Histogram.from_json(g["schedule_lag"]) if g["schedule_lag"] else None,
         saturated=g["saturated"], saturation_reasons=list(g["saturation_reasons"]), config=c, raw=doc,
-        open_failure=g["open_failure"],
+        open_failure=g["open_failure"], generator_paused_ms=g.get("paused_ms"),
     )

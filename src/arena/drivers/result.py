@@ -101,6 +101,7 @@ class LoadResult:
     config: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] | None = field(default=None, repr=False)  # the tool's own document, if any
     open_failure: str | None = None  # why the generator could not open every connection, if so
+    generator_paused_ms: float | None = None  # the longest the generator itself did not run (arena-load)
 
 
 def to_dict(r: LoadResult) -> dict[str, Any]:

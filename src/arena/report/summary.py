@@ -48,6 +48,8 @@ def load_summary(r: LoadResult) -> str:
     lines.append(f"Transfer:     {size(m.bytes_received)} received, {size(m.bytes_sent)} sent")
     lines.append("Status:       " + (", ".join(f"{k}: {v}" for k, v in sorted(m.status.items())) or "none"))
     latency = "from the intended send time" if r.model == "open" else "at concurrency " + str(r.connections)
+    if m.unsent:  # what the percentiles cover: the requests that were sent and answered, not those never sent
+        latency += f"; of the {m.completed + m.errors} answered, not the {m.unsent} never sent"
     lines.append(f"Latency ({latency}):")
     lines.append(_percentile_line("response time", m.response_time))
     lines.append(_percentile_line("service time", m.service_time))
