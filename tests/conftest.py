@@ -1,4 +1,7 @@
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +36,18 @@ def report_store() -> str:
         shutil.copy(Path(__file__).parent / "fixtures" / "report" / "store.db", copy)
         _copies["report"] = str(copy)
     return _copies["report"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kept_logs_removed():
+    """The tests start servers that fail on purpose, whose work dirs Arena keeps for their log: the
+    ones this session made are removed at its end (never those that were there before)."""
+    from arena.servers.launch import KEEP_MARK
+
+    def kept() -> set[Path]:
+        return {m.parent for m in Path(tempfile.gettempdir()).glob(f"arena-*/{KEEP_MARK}")}
+
+    before = kept()
+    yield
+    for d in kept() - before:
+        shutil.rmtree(d, ignore_errors=True)

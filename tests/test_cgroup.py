@@ -171,6 +171,17 @@ def test_stale_workdir_reaping_touches_only_dead_owners_dirs(tmp_path):
     (kept_log / KEEP_MARK).touch()
     assert reap_stale_workdirs(tmp_path) == [gone]
     assert not gone.exists() and kept_log.exists() and mine.exists() and other.exists()
+    # a failed start's log is kept a week, or until asked (arena reap --logs); only a dead owner's
+    import time
+
+    from arena.servers.launch import KEEP_LOGS_S
+
+    assert reap_stale_workdirs(tmp_path, now=time.time() + KEEP_LOGS_S - 60) == []
+    assert reap_stale_workdirs(tmp_path, now=time.time() + KEEP_LOGS_S + 60) == [kept_log]
+    kept_log.mkdir()
+    (kept_log / KEEP_MARK).touch()
+    (mine / KEEP_MARK).touch()
+    assert reap_stale_workdirs(tmp_path, logs=True) == [kept_log] and mine.exists()
 
 
 def test_an_exact_cpu_total_is_split_in_the_sampled_proportion():

@@ -10,9 +10,10 @@ from arena.servers.cgroup import OWNED, issued_since, reap_groups
 from arena.servers.launch import reap, reap_stale_workdirs, stop_all
 
 
-def reap_stale() -> list[str]:
-    """Processes, groups, work dirs and drivers' temp dirs of Arena processes that are gone."""
-    return reap()
+def reap_stale(logs: bool = False) -> list[str]:
+    """Processes, groups, work dirs and drivers' temp dirs of Arena processes that are gone; the
+    logs of their failed starts after a week, or all of them with ``logs``."""
+    return reap(logs)
 
 
 @contextlib.contextmanager

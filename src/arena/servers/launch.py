@@ -476,12 +476,13 @@ def ready_or_stopped(running: Confined, check: Callable[[], None], keep_log: boo
 _reaped = False
 
 
-def reap() -> list[str]:
+def reap(logs: bool = False) -> list[str]:
     """Clean up after Arena processes that died uncleanly: their servers' processes and groups,
-    their work dirs and their drivers' temp dirs. Returns what was reaped."""
+    their work dirs and their drivers' temp dirs; failed starts' logs a week old (all of them with
+    ``logs``). Returns what was reaped."""
     global _reaped
     _reaped = True
-    return reap_stale() + [str(d) for d in reap_stale_workdirs()]
+    return reap_stale() + [str(d) for d in reap_stale_workdirs(logs=logs)]
 
 
 def reap_before_start() -> None:
@@ -490,12 +491,24 @@ def reap_before_start() -> None:
         reap()
 
 
-def reap_stale_workdirs(tmp: Path | None = None, doomed: Callable[[str], bool] = stale) -> list[Path]:
+KEEP_LOGS_S = 7 * 24 * 3600  # a failed start's log is kept a week (its failed run in the store names it)
+
+
+def reap_stale_workdirs(tmp: Path | None = None, doomed: Callable[[str], bool] = stale, logs: bool = False,
+                        now: float | None = None) -> list[Path]:
     """Remove the work dirs (and drivers' temp dirs) of dead Arena processes (or those ``doomed``
-    accepts), except failed starts' (kept for their log)."""
+    accepts). A failed start's dir, kept for its log (KEEP_MARK), goes after KEEP_LOGS_S, or now
+    with ``logs``."""
     removed = []
+    now = time.time() if now is None else now
     for d in Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*"):
-        if d.is_dir() and doomed(d.name) and not (d / KEEP_MARK).exists():
+        if not d.is_dir() or not doomed(d.name):
+            continue
+        try:
+            kept_since = (d / KEEP_MARK).stat().st_mtime
+        except FileNotFoundError:
+            kept_since = None
+        if kept_since is None or logs or now - kept_since > KEEP_LOGS_S:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
