@@ -60,6 +60,16 @@ BAD_LINES = [
     (["report", "--p99-max", "-3"], "--p99-max"),
     (["run"], "the following arguments are required: experiment"),
     (["nope"], "invalid choice: 'nope'"),
+    # a negative value is the option's value, refused by its type (not argparse's "expected one argument")
+    (["load", "http://127.0.0.1:9/", "-d", "-5s"], "argument -d/--duration: must be a duration such as 10s, 500ms or 2m"),
+    (["load", "http://127.0.0.1:9/", "--warmup", "-1s"], "argument --warmup: must be a duration such as 10s, 500ms or 2m"),
+    (["check", "gunicorn-sync", "--app", "broken:app:x"],
+     "--app: 'broken:app:x' is neither module:callable (one colon: package.module:attribute, or module:factory()) "
+     "nor a config.ru"),
+    (["predict", "--server", "wsgiref", "--threads", "4", "--cpu-ms", "5", "--io-ms", "5", "--concurrency", "4"],
+     "--threads: wsgiref has no threads knob (its knobs: none)"),
+    (["reproduce", "--list", "extra"], "--list: lists every study; give it alone, or give the study 'extra' without it"),
+    (["show", "--store", "/tmp"], "--store /tmp: is a directory"),
 ]
 
 

@@ -136,3 +136,10 @@ def test_a_killed_arena_leaves_a_group_that_the_next_start_reaps():
     assert cgroup.survivors(group) == []
     assert reap_stale_workdirs() == workdirs and not workdirs[0].exists()
     assert port_free("127.0.0.1", int(url.rsplit(":", 1)[1]))
+
+
+def test_a_figure_the_driver_does_not_measure_is_a_dash_not_a_zero():
+    from arena.cli.run import _ms
+
+    assert _ms(None, 8, 2).strip() == "-" and len(_ms(None, 8, 2)) == len(_ms(1500, 8, 2))
+    assert _ms(1500, 8, 2) == "    1.50 ms" and _ms(0, 0, 1) == "0.0 ms"  # a measured zero stays a zero

@@ -68,7 +68,7 @@ def test_open_model_rates():
     ({"servers": [{"server": "unicorn", "threads": 4}]},
      "x.toml: servers[0].threads = 4: unicorn serving rack has no threads knob (its knobs: processes)"),
     ({"servers": [{"server": "puma", "threads": [1, 0]}]}, "x.toml: servers[0].threads = [1, 0]: must be a whole number from 1"),
-    ({"load": {"model": "open"}}, "x.toml: load.rates = None: must be a number of requests per second above 0"),
+    ({"load": {"model": "open"}}, "x.toml: load.rates = (none): must be a number of requests per second above 0"),
     ({"load": {"model": "closed", "rates": [5]}}, 'x.toml: load.rates = [5]: applies to model = "open"'),
     ({"load": {"model": "burst"}}, "x.toml: load.model = \"burst\": must be 'closed' or 'open'"),
     ({"workload": {"path": "work"}}, 'x.toml: workload.path = "work": must start with /'),

@@ -264,6 +264,11 @@ def prediction(server: str, processes: int | None, threads: int | None, loads: l
                given: Given | None = None, cores: float | None = None, pool: int | None = None,
                db_cores: float | None = None, sim: bool = False) -> Predictions:
     """``arena predict``: calibrated from an experiment's runs, or from given figures."""
+    entry = catalog.get_server(server)
+    for name, value in (("processes", processes), ("threads", threads)):
+        if value is not None and name not in entry.knobs:  # never a silent 1 where more was asked
+            have = ", ".join(entry.knobs) or "none"
+            raise ArenaError(f"--{name}: {server} has no {name} knob (its knobs: {have})")
     asked = given is not None and (given.cpu_ms is not None or given.io_ms is not None or given.db_ms)
     if experiment is not None:
         if asked:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import sys
 
 from arena.errors import ArenaError
 from arena.servers import catalog
@@ -94,6 +96,22 @@ def cpus(text: str) -> list[int]:
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, like every other Arena error
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """A value that starts like a negative number (``-d -5s``) is the option's value, to be checked
+        by its type (argparse would take ``-5s`` for an option and say "expected one argument")."""
+        argv = list(sys.argv[1:] if args is None else args)
+        joined: list[str] = []
+        for word in argv:
+            if joined and NEGATIVE.match(word) and joined[-1].startswith("-") and "=" not in joined[-1] \
+                    and not NEGATIVE.match(joined[-1]):
+                joined[-1] = f"{joined[-1]}={word}"
+            else:
+                joined.append(word)
+        return super().parse_known_args(joined, namespace)
+
+
+NEGATIVE = re.compile(r"-\d")  # a negative number, with or without a unit: -5, -5s, -0.5
 
 
 def add_knobs(p: argparse.ArgumentParser) -> None:

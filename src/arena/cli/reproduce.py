@@ -9,6 +9,7 @@ from arena.app.reproduce import reproduction, run_study, study_files
 from arena.cli.args import add_store
 from arena.cli.run import add_retake, summary, with_progress
 from arena.cli.show import terminal_table
+from arena.errors import ArenaError
 from arena.reproduce.compare import Comparison
 from arena.report.data import published_section
 
@@ -25,6 +26,8 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
+    if args.list and args.study:
+        raise ArenaError(f"--list: lists every study; give it alone, or give the study '{args.study}' without it")
     if args.list or not args.study:
         return _list(out)
     code = 0

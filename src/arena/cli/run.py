@@ -71,8 +71,8 @@ def with_progress(out, store: str, dry_run: bool, call):
                 m = e.result.measured
                 p99 = m.response_time.p("99") if m.response_time else None
                 mark = "" if not e.flags else "  INVALID: " + "; ".join(e.flags)
-                progress.update(task, last=f"{e.run.key}: {m.achieved_rps:.0f} req/s, p99 {(p99 or 0) / 1000:.1f} ms")
-                progress.console.print(f"  {e.run.key}: {m.achieved_rps:8.1f} req/s  p99 {(p99 or 0) / 1000:8.2f} ms{mark}",
+                progress.update(task, last=f"{e.run.key}: {m.achieved_rps:.0f} req/s, p99 {_ms(p99, 0, 1)}")
+                progress.console.print(f"  {e.run.key}: {m.achieved_rps:8.1f} req/s  p99 {_ms(p99, 8, 2)}{mark}",
                                        highlight=False, markup=False)
                 db = e.db.note() if e.db else None
                 if db:
@@ -82,6 +82,12 @@ def with_progress(out, store: str, dry_run: bool, call):
 
         counts = call(planned, on_event)
     return counts, names
+
+
+def _ms(us: int | None, width: int, digits: int) -> str:
+    """Microseconds as milliseconds; "-" where the driver does not measure the figure (siege has no
+    percentiles): never a zero that was not measured."""
+    return f"{'-':>{width}}   " if us is None else f"{us / 1000:{width}.{digits}f} ms"
 
 
 def summary(out, counts, name: str, store: str) -> int:

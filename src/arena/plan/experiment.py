@@ -7,6 +7,7 @@ described in schemas/experiment.schema.json and shown in scenarios/quick.toml.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import random
@@ -254,10 +255,15 @@ MAX_TIMEOUT_S = 3600.0
 
 
 def _show(v: Any) -> str:
-    """A value as the file would write it, on one line (control characters escaped)."""
+    """A value as the file would write it, on one line (control characters escaped): a string quoted,
+    a list or table as JSON (["a"], {"preload": true}), never a Python repr."""
     if isinstance(v, str):
         return '"' + re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", v) + '"'
-    return re.sub(r"[\x00-\x1f\x7f]", "?", repr(v).replace("True", "true").replace("False", "false"))
+    if v is None:
+        return "(none)"
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # TOML's own inf, -inf, nan
+    return re.sub(r"[\x00-\x1f\x7f]", "?", json.dumps(v, ensure_ascii=False, default=str))
 
 
 def parse_duration(v: Any) -> float | None:
@@ -328,9 +334,14 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if not isinstance(servers_raw, list) or not servers_raw or not all(isinstance(s, dict) for s in servers_raw):
         raise top.fail("servers", servers_raw, "must be one or more [[servers]] tables")
     servers: list[ServerConfig] = []
+    entry_of: dict[ServerConfig, int] = {}
     for i, raw in enumerate(servers_raw):
-        servers += _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app, default_topology)
-    servers = list(dict.fromkeys(servers))
+        for c in _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app, default_topology):
+            if c in entry_of:  # never merged silently: one of them is a mistake
+                raise top.fail(f"servers[{i}]", c.name, f"this configuration is in servers[{entry_of[c]}] too "
+                                                        f"({c.key}); keep one")
+            entry_of[c] = i
+            servers.append(c)
     seen: dict[str, ServerConfig] = {}
     keys: dict[str, ServerConfig] = {}
     for c in servers:
@@ -541,7 +552,7 @@ def _app(r: _Reader, value: Any, entry: catalog.Server) -> App:
 
 def _server_grid(r: _Reader, default_app: Any, default_topology: dict[str, Any] = {}) -> list[ServerConfig]:
     name = r.get("server")
-    if name not in catalog.CATALOG:
+    if not isinstance(name, str) or name not in catalog.CATALOG:
         r.unknown(SERVER_KEYS | {o for s in catalog.CATALOG.values() for o in catalog.options_for(s)})
         raise r.fail("server", name, f"unknown server (servers: {', '.join(catalog.CATALOG)})")
     entry = catalog.CATALOG[name]

@@ -122,6 +122,8 @@ class Store:
 
     def __init__(self, path: str | Path, readonly: bool = False):
         self.path, self.readonly = str(path), readonly
+        if Path(self.path).is_dir():
+            raise ArenaError(f"--store {self.path}: is a directory (give the store's file, such as {Path(self.path) / 'arena.db'})")
         if not readonly:
             where = Path(self.path).resolve().parent
             if not where.is_dir():

@@ -44,8 +44,10 @@ def env_problem(name: str, value: object) -> str | None:
         return "a variable's name is letters, digits and '_', not starting with a digit"
     if name.startswith("ARENA_") and name != "ARENA_POOL" or name in ENV_OWN:
         return f"{name} is set by Arena for every server"
-    if not isinstance(value, str) or "\x00" in value:
+    if not isinstance(value, str):
         return "a variable's value is a string (quote numbers: \"1\")"
+    if "\x00" in value:
+        return "a variable's value cannot hold a NUL character (the environment ends a value there)"
     return None
 
 

@@ -89,6 +89,9 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
     if path.is_dir():
         path = path / "config.ru"
     if not path.is_file():
+        if ":" in source and not source.endswith(".ru"):
+            raise ArenaError(f"{flag}: '{source}' is neither module:callable (one colon: package.module:attribute, "
+                             f"or module:factory()) nor a config.ru ({path} does not exist)")
         if not source.endswith(".ru") and ":" not in source and "/" not in source:
             from arena.subjects import APPS
 
