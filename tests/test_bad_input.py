@@ -70,6 +70,8 @@ BAD_LINES = [
      "--threads: wsgiref has no threads knob (its knobs: none)"),
     (["reproduce", "--list", "extra"], "--list: lists every study; give it alone, or give the study 'extra' without it"),
     (["show", "--store", "/tmp"], "--store /tmp: is a directory"),
+    # a name that is not loopback is refused without being looked up
+    (["load", "http://example.com/", "-d", "1s"], "'example.com' is not a loopback name"),
 ]
 
 

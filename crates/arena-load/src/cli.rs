@@ -134,6 +134,24 @@ pub struct Target {
 }
 
 pub fn parse_url(url: &str, allow_remote: bool) -> Result<Target, String> {
+    parse_url_with_hosts(url, allow_remote, &std::fs::read_to_string("/etc/hosts").unwrap_or_default())
+}
+
+/// A name that stays on this machine, found without asking DNS: `localhost` and `*.localhost`
+/// (RFC 6761), or a name `hosts` (the text of /etc/hosts) maps to a loopback address.
+fn loopback_name(host: &str, hosts: &str) -> Option<std::net::IpAddr> {
+    let host = host.to_ascii_lowercase();
+    for line in hosts.lines() {
+        let mut fields = line.split('#').next().unwrap_or("").split_whitespace();
+        let Some(ip) = fields.next().and_then(|a| a.parse::<std::net::IpAddr>().ok()) else { continue };
+        if ip.is_loopback() && fields.any(|name| name.eq_ignore_ascii_case(&host)) {
+            return Some(ip);
+        }
+    }
+    (host == "localhost" || host.ends_with(".localhost")).then_some(std::net::IpAddr::from([127, 0, 0, 1]))
+}
+
+pub fn parse_url_with_hosts(url: &str, allow_remote: bool, hosts: &str) -> Result<Target, String> {
     let rest = url.strip_prefix("http://").ok_or_else(|| {
         if url.starts_with("https://") {
             format!("URL: https is not supported (plain HTTP/1.1), got '{url}'")
@@ -152,7 +170,18 @@ pub fn parse_url(url: &str, allow_remote: bool) -> Result<Target, String> {
     if host.is_empty() {
         return Err(format!("URL: no host in '{url}'"));
     }
-    let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(|e| format!("URL: cannot resolve '{host}': {e}"))?.collect();
+    // Without --allow-remote a name is never resolved (a DNS query would leave the machine): an
+    // address is checked as it is, a name only as localhost or as /etc/hosts maps it.
+    let addrs: Vec<SocketAddr> = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) if !allow_remote => {
+            let ip = loopback_name(host, hosts).ok_or_else(|| format!(
+                "URL: '{host}' is not a loopback name (localhost, or one /etc/hosts maps to 127.0.0.0/8 or ::1) and is \
+                 not looked up; pass --allow-remote to load another host"))?;
+            vec![SocketAddr::new(ip, port)]
+        }
+        Err(_) => (host, port).to_socket_addrs().map_err(|e| format!("URL: cannot resolve '{host}': {e}"))?.collect(),
+    };
     let addr = *addrs.first().ok_or_else(|| format!("URL: '{host}' has no address"))?;
     if !allow_remote && !addrs.iter().all(|a| a.ip().is_loopback()) {
         return Err(format!("URL: {} is not a loopback address (127.0.0.0/8, ::1); pass --allow-remote to load another host", addr.ip()));
@@ -372,6 +401,22 @@ mod tests {
         assert!(parse_url("http://10.1.2.3/", true).is_ok());
         assert!(parse_url("https://127.0.0.1/", false).unwrap_err().starts_with("URL: https is not supported"));
         assert!(parse_url("127.0.0.1:80", false).unwrap_err().starts_with("URL: must start with http://"));
+    }
+
+    #[test]
+    fn a_name_is_refused_without_being_resolved_unless_the_hosts_file_maps_it_to_loopback() {
+        let hosts = "127.0.0.1 localhost\n::1 ip6-localhost\n127.0.1.1 app.test # a name of this machine\n10.0.0.5 db\n";
+        let t = parse_url_with_hosts("http://app.test:8080/", false, hosts).unwrap();
+        assert_eq!(t.addr, "127.0.1.1:8080".parse().unwrap());
+        assert_eq!(parse_url_with_hosts("http://IP6-LOCALHOST:81/", false, hosts).unwrap().addr, "[::1]:81".parse().unwrap());
+        // localhost is loopback by definition (RFC 6761), with or without a hosts entry
+        assert_eq!(parse_url_with_hosts("http://localhost:9/", false, "").unwrap().addr, "127.0.0.1:9".parse().unwrap());
+        assert_eq!(parse_url_with_hosts("http://api.localhost:9/", false, "").unwrap().addr.ip().to_string(), "127.0.0.1");
+        // a name mapped elsewhere, or not at all: refused, and never looked up (no DNS query leaves)
+        for url in ["http://db/", "http://example.com/", "http://arena.invalid/"] {
+            let e = parse_url_with_hosts(url, false, hosts).unwrap_err();
+            assert!(e.contains("is not a loopback name") && e.contains("not looked up"), "{e}");
+        }
     }
 
     #[test]
