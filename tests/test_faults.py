@@ -5,7 +5,8 @@ documented status, no measured run lost (a run the store could not take is kept 
 arena import brings in), nothing left running.
 
 Filesystem faults use a small tmpfs of the test's own (mount needs root: skipped with the reason
-elsewhere)."""
+elsewhere). Arena itself killed (SIGKILL) mid-run, and Ctrl-C or SIGTERM at any moment, are in
+test_signals.py: the next command reaps what it left, nothing stored is lost."""
 
 import hashlib
 import os
@@ -190,15 +191,20 @@ def _load_while(url: str, act, *flags: str, after_s: float = 1.0) -> subprocess.
 
     proc = subprocess.Popen([*ARENA, "load", url, "-c", "2", "-d", "3s", "--cpus", "0", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    me = psutil.Process(proc.pid)
+    me, acted = psutil.Process(proc.pid), False
     deadline = time.monotonic() + 30
-    while not (kids := [k for k in me.children() if k.name() == "arena-load"]) and time.monotonic() < deadline:
+    while not acted and proc.poll() is None and time.monotonic() < deadline:
+        for kid in me.children():
+            try:
+                if kid.name() == "arena-load" and sum(kid.cpu_times()[:2]) >= 0.05 * after_s:
+                    act(kid.pid)
+                    acted = True
+                    break
+            except psutil.NoSuchProcess:
+                continue
         time.sleep(0.02)
-    assert kids, "arena load started no arena-load"
-    while kids[0].cpu_times().user + kids[0].cpu_times().system < 0.05 * after_s and time.monotonic() < deadline:
-        time.sleep(0.02)
-    act(kids[0].pid)
     out, err = proc.communicate(timeout=60)
+    assert acted, f"arena-load was not seen running\n{out}\n{err}"
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -220,12 +226,29 @@ def test_faults_of_the_generator_and_the_server_under_arena_load():
         paused = _load_while(url, pause)
         verdict = [line for line in paused.stdout.splitlines() if line.startswith("INVALID: ")]
         assert paused.returncode == 1 and verdict, paused.stdout + paused.stderr
+        # (a run whose generator was paused is judged by the pause: first cause)
         assert verdict[0].startswith("INVALID: generator saturated: the generator did not run for ")
         assert "stalled" not in verdict[0]
 
         killed = _load_while(url, lambda pid: os.kill(pid, signal.SIGKILL))
         assert killed.returncode == 1 and one_line(killed.stderr) == \
             "arena: error: arena-load was killed by SIGKILL during the run: no result"
+
+        def freeze_server(_):  # SIGSTOP of every server process for 1.5 s (a whole 1-s interval without an
+            # answer): the server's stall, not the generator's
+            pids = server.procset.pids()
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            time.sleep(1.5)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+
+        frozen = _load_while(url, freeze_server, after_s=0.5)
+        verdict = [line for line in frozen.stdout.splitlines() if line.startswith("INVALID: ")]
+        # the server's own symptom (a stalled interval, or its halves' drift where the freeze spans two
+        # intervals), never blamed on the generator
+        assert frozen.returncode == 1 and verdict and ("stalled" in verdict[0] or "drifted" in verdict[0]), frozen.stdout
+        assert "generator" not in verdict[0]
 
         before = server.procset.pids()
         worker = max(before)  # a worker (the arbiter started first)
