@@ -390,7 +390,9 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
         f"{len(runs)} runs reused a server started for a lower level of the same configuration (after their own "
         f"warm-up). Server and load generator on separate CPUs (server {env.server_cpus if env else '-'}, load "
         f"{env.load_cpus if env else '-'}). Percentiles: nearest rank.",
-        "A run is invalid when the generator saturated or could not open its connections; errors (transport errors, "
+        "A run is invalid when the generator saturated, paused (its loop did not run for over 100 ms: stopped or "
+        "starved of CPU) or could not open its connections; more than 1% of the requests an open load had due were "
+        "never sent (they waited longest: the percentiles of the rest may miss them); errors (transport errors, "
         "and answers whose status is not expected: by default anything but 2xx and 3xx) passed the threshold; no "
         "request succeeded; an interval of its per-second series stalled (far below the run's usual interval, the "
         "upper quartile, beyond counting noise, while requests were outstanding; the noise is Poisson's, widened by "
