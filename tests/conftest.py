@@ -40,14 +40,22 @@ def report_store() -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def kept_logs_removed():
-    """The tests start servers that fail on purpose, whose work dirs Arena keeps for their log: the
-    ones this session made are removed at its end (never those that were there before)."""
+    """The tests start servers that fail on purpose, whose work dirs Arena keeps for their log: those
+    that appeared during this session are removed at its end, when their owner is this process or a
+    process that is gone (the arena commands it ran). Never those that were there before, nor a
+    living process's (another test session's on the same machine)."""
+    from arena.servers.cgroup import OWNED
     from arena.servers.launch import KEEP_MARK
 
     def kept() -> set[Path]:
         return {m.parent for m in Path(tempfile.gettempdir()).glob(f"arena-*/{KEEP_MARK}")}
 
+    def ours(d: Path) -> bool:
+        m = OWNED.match(d.name)
+        return m is not None and (int(m.group(1)) == os.getpid() or not Path(f"/proc/{m.group(1)}").exists())
+
     before = kept()
     yield
     for d in kept() - before:
-        shutil.rmtree(d, ignore_errors=True)
+        if ours(d):
+            shutil.rmtree(d, ignore_errors=True)
