@@ -27,7 +27,7 @@ from arena import stats  # noqa: E402
 from arena.app.experiments import results  # noqa: E402
 from arena.model.calibrate import pooled  # noqa: E402
 from arena.model.sim import Empirical, fleet, simulate_fleet  # noqa: E402
-from arena.results.observe import quantiles_ms  # noqa: E402
+from arena.model.observe import quantiles_ms  # noqa: E402
 from arena.results.store import Store  # noqa: E402
 
 

@@ -9,7 +9,7 @@ import pytest
 from arena.drivers.native import build_argv
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
-from arena.plan.clients import KEYS, Clients, of_load_config, parse_rate, rate_text
+from arena.clients import KEYS, Clients, of_load_config, parse_rate, rate_text
 from arena.plan.experiment import parse_experiment, plan, workloads_of
 from arena.report.data import clients_note
 from arena.runner import load_spec

@@ -135,7 +135,7 @@ def test_several_workloads_multiply_the_runs_and_name_them():
 
 
 def test_every_scenario_fits_its_time_budget():
-    from arena.plan.experiment import estimate_s
+    from arena.model.estimate import estimate_s
 
     for path in (ROOT / "scenarios").glob("*.toml"):
         exp = load_experiment(path)

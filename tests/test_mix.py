@@ -1,4 +1,4 @@
-"""Request mix files: read and checked in one place (plan.mix), handed to arena-load as its --mix
+"""Request mix files: read and checked in one place (arena.mix), handed to arena-load as its --mix
 JSON; arena-load draws the templated values (its own tests check the drawing)."""
 
 import json
@@ -9,7 +9,7 @@ from arena.drivers.native import build_argv
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
 from arena.plan.experiment import parse_experiment
-from arena.plan.mix import load_mix, parse_mix
+from arena.mix import load_mix, parse_mix
 
 MIX = """
 [[requests]]

@@ -84,7 +84,7 @@ def test_an_open_run_reports_offered_and_achieved(puma):
 
 def test_a_far_client_is_measured_through_a_real_server(puma):
     """10 ms each way in front of a 5 ms request: p50 near 25 ms, and the result says how."""
-    from arena.plan.clients import of_load_config
+    from arena.clients import of_load_config
     from arena.report.summary import load_summary
 
     r = native.run(LoadSpec(f"{puma.url}/work?io_ms=5", connections=2, duration_s=1.0, warmup_s=0.3, delay_s=0.01),

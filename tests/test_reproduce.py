@@ -12,7 +12,7 @@ from arena.app.experiments import results
 from arena.app.reproduce import SCENARIOS, comparison_of, study_files
 from arena.errors import ArenaError
 from arena.plan.experiment import load_experiment, parse_experiment
-from arena.reproduce import published
+from arena.results import published
 from arena.reproduce.compare import Line, compare, model_for_original, overhead_ms, taus
 from arena.results.store import Store
 

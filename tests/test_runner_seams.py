@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.plan.experiment import parse_experiment, plan
-from arena.probe import ResourceResult
+from arena.results.resources import ResourceResult
 from arena.results.store import Store
 from arena.runner import Seams, run_experiment
 

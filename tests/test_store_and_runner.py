@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from arena.results import store as store_mod
-from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.drivers.spec import LoadSpec
 from arena.runner import throughput_drift, validity_flags

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from arena.results.resources import ResourceResult
+
 
 class Source(Protocol):
     backend: str
@@ -42,33 +44,6 @@ class Sample:
     rss: int
     processes: int
     threads: int
-
-
-@dataclass(frozen=True)
-class ResourceResult:
-    window_s: float
-    samples: int
-    cpu_user_s: float | None  # None where the backend cannot account CPU
-    cpu_system_s: float | None
-    pss_bytes: int  # max over the window's samples
-    pss_mean_bytes: int
-    uss_bytes: int  # max
-    rss_bytes: int  # max
-    memory_peak_bytes: int | None  # the group's high-water mark since it was created
-    processes: int  # max
-    threads: int  # max
-    backend: str
-    # the server's CPU use with no load, in cores, measured once per server start (runner.idle_cpu_cores)
-    idle_cpu_cores: float | None = None
-
-    @property
-    def cpu_s(self) -> float | None:
-        return None if self.cpu_user_s is None else self.cpu_user_s + self.cpu_system_s
-
-    @property
-    def cpu_cores(self) -> float | None:
-        """Mean number of cores busy over the window."""
-        return None if self.cpu_s is None or self.window_s <= 0 else self.cpu_s / self.window_s
 
 
 # ---------------------------------------------------------------------- pure parts

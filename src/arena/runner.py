@@ -22,13 +22,14 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from arena import __version__ as arena_version
 from arena.drivers import DRIVERS
-from arena.drivers.result import LoadResult, SeriesPoint, to_dict
+from arena.results.load import LoadResult, SeriesPoint, to_dict
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, NotSaved
 from arena.plan.experiment import Experiment, Group, RunSpec, plan
-from arena.probe import Probe, ResourceResult
+from arena.probe import Probe
+from arena.results.resources import ResourceResult
 from arena.servers import catalog
-from arena.servers.cgroup import format_cpu_list
+from arena.cpus import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, app_bundle, server_version, start
 from arena.services import start_service
 from arena.topology.deployment import start_deployment
@@ -133,7 +134,7 @@ UNSENT_MAX = 0.01
 GENERATOR_PAUSE_MS = 100.0  # arena-load's GENERATOR_PAUSE_NS (output.rs): a pause it counts as saturation
 
 
-# How the error classes (drivers/result.py ERROR_CLASSES) read in a sentence
+# How the error classes (results/load.py ERROR_CLASSES) read in a sentence
 ERROR_WORDS = {"refused": "connections refused", "connect_timeout": "connections timed out", "reset": "resets",
                "response_timeout": "responses timed out", "malformed": "malformed responses",
                "status": "answers with an unexpected status", "local": "errors on the generator's side"}

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from arena.errors import ArenaError
-from arena.plan.experiment import Experiment, Group, estimate_s, load_experiment, plan, workloads_of
+from arena.model.estimate import estimate_s
+from arena.plan.experiment import Experiment, Group, load_experiment, plan, workloads_of
 from arena.report.data import Table
 from arena.results.aggregate import Cell, aggregate
-from arena.results.observe import observations
+from arena.model.observe import observations
 from arena.results.runs import Failure, Run
 from arena.results.store import RUN_COLUMNS, Store, read_rescued
 from arena.runner import Event, Seams, run_experiment

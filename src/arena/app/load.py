@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from arena.drivers import native
-from arena.drivers.result import LoadResult
+from arena.results.load import LoadResult
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
 

@@ -21,7 +21,8 @@ from arena.model.simulated import Simulated
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
 from arena.model.verify import measured, predict as predict_one
-from arena.plan.experiment import level_label, parse_experiment
+from arena.plan.experiment import parse_experiment
+from arena.results.runs import level_label
 from arena.results.aggregate import Cell
 from arena.runner import Event, Seams, run_experiment
 from arena.servers import catalog

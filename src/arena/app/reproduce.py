@@ -11,8 +11,9 @@ from typing import Callable
 import arena
 from arena.app.experiments import Planned, RunCounts, open_store, results, run_file
 from arena.errors import ArenaError
-from arena.plan.experiment import Experiment, estimate_s, load_experiment, parse_experiment, plan
-from arena.reproduce import published
+from arena.model.estimate import estimate_s
+from arena.plan.experiment import Experiment, load_experiment, parse_experiment, plan
+from arena.results import published
 from arena.reproduce.compare import Comparison, compare
 from arena.runner import Event, Seams
 

@@ -10,7 +10,7 @@ import sys
 from arena.errors import ArenaError
 from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
-from arena.servers.cgroup import parse_cpu_list
+from arena.cpus import parse_cpu_list
 from arena.servers.launch import env_problem
 
 EXIT_ERROR, EXIT_FAILED, EXIT_NOT_SAVED, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 3, 130, 143
@@ -65,7 +65,7 @@ def duration(flag: str, most: float):
 
 def rate(flag: str):
     """Bytes per second: ``64KiB/s``, ``1.5MB/s`` or a plain number (experiment files' rule)."""
-    from arena.plan.clients import RATE_FORM, parse_rate
+    from arena.clients import RATE_FORM, parse_rate
 
     def parse(text: str) -> int:
         value = parse_rate(text)

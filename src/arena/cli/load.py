@@ -3,9 +3,9 @@
 from arena.app.load import load
 from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, count, cpus, duration, positive, rate
 from arena.drivers.spec import LoadSpec
-from arena.plan.clients import MAX_DELAY_S
+from arena.clients import MAX_DELAY_S
 from arena.plan.experiment import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
-from arena.plan.mix import load_mix
+from arena.mix import load_mix
 from arena.report.summary import load_summary
 
 NAME = "load"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from arena.drivers.spec import LoadSpec
-from arena.drivers.result import PERCENTILES, Histogram, LoadResult, SeriesPoint
+from arena.results.load import PERCENTILES, Histogram, LoadResult, SeriesPoint
 from arena.errors import ArenaError
 from arena.servers.cgroup import die_with_parent
 from arena.stats import hdr_value_at_quantile, quantile

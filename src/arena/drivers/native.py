@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from arena.drivers.external import child_setup
-from arena.drivers.result import Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.errors import ArenaError, DriverFailed, Terminated
 from arena.servers.cgroup import owned_name

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from arena.errors import ArenaError
-from arena.plan.clients import Clients
-from arena.plan.mix import Mix
+from arena.clients import Clients
+from arena.mix import Mix
 
 
 @dataclass
@@ -28,7 +28,7 @@ class LoadSpec:
     method: str = "GET"
     headers: list[str] = field(default_factory=list)
     body: str | None = None
-    mix: Mix | None = None  # weighted requests (plan.mix) instead of method + url's path
+    mix: Mix | None = None  # weighted requests (arena.mix) instead of method + url's path
     keep_alive: bool = True
     delay_s: float = 0.0  # an emulated far client: one-way delay (arena-load only)
     upload_bps: int | None = None  # an emulated slow client: bytes per second sent, read (None: no cap)

@@ -16,7 +16,7 @@ no contention in the figures, and every higher level stays a prediction, not a f
   configurations' medians at every level (per thread 0 when threads do not vary).
 Each estimate is the median over runs with an interval of that median (stats.median_interval).
 The figures come in as typed observations (one per valid run: :class:`Observation`, made from
-stored runs by results/observe.py), never as storage keys.
+stored runs by model/observe.py), never as storage keys.
 """
 
 from __future__ import annotations

@@ -22,13 +22,13 @@ from arena.drivers import DRIVERS
 from arena import speed as machine_speed
 from arena.errors import ArenaError
 from arena.servers import catalog
-from arena.servers.cgroup import format_cpu_list, parse_cpu_list
+from arena.cpus import format_cpu_list, parse_cpu_list
 from arena.servers.launch import env_problem
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, user_app
-from arena.plan.clients import Clients, clients as read_clients
-from arena.plan.mix import Mix, load_mix
+from arena.clients import Clients, clients as read_clients
+from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
@@ -91,19 +91,13 @@ class Level:
         return level_label(self.model, self.value)
 
 
-def level_label(model: str, value: float) -> str:
-    """The one display name of a load level, everywhere Arena shows one: "c=8" (closed model, 8
-    connections) or "100 req/s" (open model, offered arrivals per second)."""
-    return f"c={int(value)}" if model == "closed" else f"{value:g} req/s"
-
-
 @dataclass(frozen=True)
 class Workload:
     path: str  # the request target, query included
     method: str = "GET"
     name: str = "default"
     expect_status: str | None = None  # the statuses that count as success, e.g. "2xx,404" (None: 2xx and 3xx)
-    mix_file: str | None = None  # a request mix file (plan.mix) instead of one path: as written in the experiment
+    mix_file: str | None = None  # a request mix file (arena.mix) instead of one path: as written in the experiment
     mix: Mix | None = field(default=None, compare=False)  # that file, read (None where only the definition is at hand)
     clients: Clients = Clients()  # keep-alive or not, and how far and slow the clients are
     levels: tuple[Level, ...] = ()  # its own load levels (a workload's ``load``); empty: the experiment's
@@ -746,31 +740,3 @@ def plan(exp: Experiment) -> list[Group]:
     return groups
 
 
-START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the stop, for estimates
-
-
-def estimate_s(exp: Experiment) -> float:
-    """Rough wall time of a whole experiment: every run's warm-up and measured time, every server
-    start. A run bounded by a request count takes its duration if one is given; in a study file
-    (``[reproduce]``), the requests over the throughput the model expects here (the server's CPUs,
-    the original's work per request), at most a timeout per request and client; else nothing (its
-    time depends on the server)."""
-    total = 0.0
-    for g in plan(exp):
-        total += START_S
-        for run in g.runs:
-            total += exp.warmup_s + (exp.duration_s or _requests_s(exp, g.config, run))
-    return total
-
-
-def _requests_s(exp: Experiment, c: ServerConfig, run: RunSpec) -> float:
-    from arena.model.calibrate import server_config
-    from arena.model.server import Workload, predict_closed
-
-    work = exp.reproduce.work_of(run.workload.name) if exp.reproduce else None
-    if not exp.requests or work is None or run.level.model != "closed":
-        return 0.0
-    x = predict_closed(Workload(work.cpu_ms, work.io_ms),
-                       server_config(c.server, c.processes, c.threads, float(len(exp.server_cpus))),
-                       int(run.level.value)).throughput
-    return min(exp.requests / max(x, 1e-9), exp.requests / run.level.value * exp.timeout_s)

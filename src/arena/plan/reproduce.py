@@ -3,7 +3,7 @@ conditions the model needs to predict the published figures (its cores, each wor
 wait per request), how close a figure must be to agree, and the published rows it does not run.
 
 One owner of those keys and their checks. The published rows themselves are
-arena.reproduce.published's; a configuration measures a row when its label is the row's key.
+arena.results.published's; a configuration measures a row when its label is the row's key.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from arena.reproduce import published
+from arena.results import published
 
 KEYS = ("study", "cores", "tolerance", "workloads", "not_run", "measured_by")
 WORKLOAD_KEYS = ("workload", "cpu_ms", "io_ms")

@@ -405,7 +405,7 @@ def nice(v: float | None, digits: int = 3) -> str:
 def published_vs_here(comparison) -> list[Chart]:
     """Per figure a study published: the published value, the one measured here and the model's for
     the original conditions, side by side per published row (one group per published workload)."""
-    from arena.reproduce.published import FIGURES
+    from arena.results.published import FIGURES
 
     compared = [ln for ln in comparison.lines if ln.run_here]
     names = [n for n in FIGURES if any(n in ln.published for ln in compared)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from arena.errors import ArenaError
-from arena.plan.clients import SEGMENT, SLOW_RCVBUF, Clients
+from arena.clients import SEGMENT, SLOW_RCVBUF, Clients
 from arena.plan.experiment import workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
@@ -263,7 +263,7 @@ def model_section(cells: list[Cell], observations) -> Section:
                                  "cores"] + (["database ms (connection held)", "database CPU ms"] if db else [])
                                 + ["accept discipline (simulator)"],
                                 cal_rows, "calibration", "Calibration (lowest-load runs)"))
-    from arena.plan.experiment import level_label
+    from arena.results.runs import level_label
 
     section.tables.append(Table(
         ["configuration", "workload", "level", "measured req/s", "predicted req/s", "error", "measured p99 ms",
@@ -291,11 +291,11 @@ def model_section(cells: list[Cell], observations) -> Section:
 def published_section(comparison) -> Section:
     """A reproduced study beside its published figures: charts, the table and its verdicts, the rank
     agreement (reproduce/compare.py)."""
-    from arena.reproduce.published import FIGURES
+    from arena.results.published import FIGURES
 
     c, rep = comparison, comparison.reproduction
     section = Section("published", "Published vs here",
-                      f"{c.study.title}. {c.study.citation}; figures transcribed in src/arena/reproduce/published.toml "
+                      f"{c.study.title}. {c.study.citation}; figures transcribed in src/arena/results/published.toml "
                       f"(study {c.study.id}). Each published row beside the median of the valid runs here "
                       f"({c.here_cpus or '?'} server CPU(s)) and the mean-value model's prediction for the original's "
                       f"conditions ({rep.cores} cores, the original's work per request, its time outside the server); "

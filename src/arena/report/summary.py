@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from arena.drivers.result import ERROR_CLASSES, Histogram, LoadResult
-from arena.plan.clients import of_load_config
+from arena.results.load import ERROR_CLASSES, Histogram, LoadResult
+from arena.clients import of_load_config
 
 PERCENTILES = ("50", "75", "90", "99", "99.9", "99.99", "100")
 

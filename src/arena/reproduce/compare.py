@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from arena.plan.reproduce import Original, Reproduction
-from arena.reproduce.published import FIGURES, Row, Study
+from arena.results.published import FIGURES, Row, Study
 from arena.results.aggregate import MiB, Cell
 
 LATENCY = ("mean_ms", "median_ms", "p90_ms", "p99_ms")

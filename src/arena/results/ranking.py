@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from arena.results.aggregate import MiB, Cell, workloads
 from arena.results.runs import Failure
-from arena.servers.cgroup import cpu_list
+from arena.cpus import cpu_list
 
 
 @dataclass(frozen=True)

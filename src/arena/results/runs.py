@@ -8,15 +8,20 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.drivers.result import LoadResult, from_dict, to_dict
-from arena.plan.experiment import level_label
-from arena.probe import ResourceResult
+from arena.results.load import LoadResult, from_dict, to_dict
+from arena.results.resources import ResourceResult
 
 
 def _known(cls, d: dict[str, Any]) -> dict[str, Any]:
     """The keys of ``d`` that ``cls`` has (stores written by older versions may lack or add some)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in d.items() if k in names}
+
+
+def level_label(model: str, value: float) -> str:
+    """The one display name of a load level, everywhere Arena shows one: "c=8" (closed model, 8
+    connections) or "100 req/s" (open model, offered arrivals per second)."""
+    return f"c={int(value)}" if model == "closed" else f"{value:g} req/s"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import contextlib
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from arena.servers.cgroup import format_cpu_list
+from arena.cpus import format_cpu_list
 from arena.servers.launch import RunningServer, ServerSpec, check_port, start
 from arena.topology import Topology
 from arena.topology.front import RunningFront, start_front

@@ -4,12 +4,12 @@ that knows where in a stored run the model's figures are."""
 from __future__ import annotations
 
 from arena import stats
-from arena.drivers.result import Histogram
+from arena.results.load import Histogram
 from arena.model.calibrate import Lazy, Observation, Quantiles
 from arena.plan.experiment import Workload
 from arena.results.aggregate import MiB, cpu_per_request_ms, mean_timing_ms
 from arena.results.runs import Run
-from arena.servers.cgroup import cpu_list
+from arena.cpus import cpu_list
 
 
 def cores(run: Run) -> float:

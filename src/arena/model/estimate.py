@@ -1,0 +1,34 @@
+"""How long an experiment takes here, before it runs: every run's warm-up and measured time and every
+server start; a study's request-bounded runs by the throughput the model expects."""
+
+from __future__ import annotations
+
+from arena.model.calibrate import server_config
+from arena.model.server import Workload, predict_closed
+from arena.plan.experiment import Experiment, RunSpec, ServerConfig, plan
+
+START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the stop, for estimates
+
+
+def estimate_s(exp: Experiment) -> float:
+    """Rough wall time of a whole experiment: every run's warm-up and measured time, every server
+    start. A run bounded by a request count takes its duration if one is given; in a study file
+    (``[reproduce]``), the requests over the throughput the model expects here (the server's CPUs,
+    the original's work per request), at most a timeout per request and client; else nothing (its
+    time depends on the server)."""
+    total = 0.0
+    for g in plan(exp):
+        total += START_S
+        for run in g.runs:
+            total += exp.warmup_s + (exp.duration_s or _requests_s(exp, g.config, run))
+    return total
+
+
+def _requests_s(exp: Experiment, c: ServerConfig, run: RunSpec) -> float:
+    work = exp.reproduce.work_of(run.workload.name) if exp.reproduce else None
+    if not exp.requests or work is None or run.level.model != "closed":
+        return 0.0
+    x = predict_closed(Workload(work.cpu_ms, work.io_ms),
+                       server_config(c.server, c.processes, c.threads, float(len(exp.server_cpus))),
+                       int(run.level.value)).throughput
+    return min(exp.requests / max(x, 1e-9), exp.requests / run.level.value * exp.timeout_s)

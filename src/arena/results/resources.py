@@ -1,0 +1,33 @@
+"""What the probe measured of a confined process set over a run's window (probe.py measures it):
+a value type, stored with each run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ResourceResult:
+    window_s: float
+    samples: int
+    cpu_user_s: float | None  # None where the backend cannot account CPU
+    cpu_system_s: float | None
+    pss_bytes: int  # max over the window's samples
+    pss_mean_bytes: int
+    uss_bytes: int  # max
+    rss_bytes: int  # max
+    memory_peak_bytes: int | None  # the group's high-water mark since it was created
+    processes: int  # max
+    threads: int  # max
+    backend: str
+    # the server's CPU use with no load, in cores, measured once per server start (runner.idle_cpu_cores)
+    idle_cpu_cores: float | None = None
+
+    @property
+    def cpu_s(self) -> float | None:
+        return None if self.cpu_user_s is None else self.cpu_user_s + self.cpu_system_s
+
+    @property
+    def cpu_cores(self) -> float | None:
+        """Mean number of cores busy over the window."""
+        return None if self.cpu_s is None or self.window_s <= 0 else self.cpu_s / self.window_s
