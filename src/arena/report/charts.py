@@ -378,24 +378,6 @@ def all_charts(cells: list[Cell], runs: list[Run]) -> list[Chart]:
     return charts
 
 
-def usl_fits(cells: list[Cell]) -> list[tuple[str, str, object]]:
-    """A Universal Scalability Law fit of throughput against concurrency per configuration and
-    workload (closed model, valid runs, at least 4 runs at 3 levels): (label, workload, fit or why not)."""
-    from arena.model import usl
-
-    out = []
-    for label in labels(cells):
-        for w in workloads(cells):
-            runs = [r for c in cells if c.label == label and c.workload == w and c.model == "closed" for r in c.valid_runs]
-            if not runs:
-                continue
-            try:
-                out.append((label, w, usl.fit([r.level for r in runs], [r.throughput for r in runs])))
-            except (ValueError, ArithmeticError) as e:
-                out.append((label, w, str(e)))
-    return out
-
-
 def nice(v: float | None, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"

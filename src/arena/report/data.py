@@ -214,42 +214,37 @@ def _ranking_table(title: str, cells: list[Cell]) -> Table:
                   "validity"], rows, "ranking", title)
 
 
-def model_section(cells: list[Cell], observations) -> Section:
-    """The model's predictions against the measurements: chart, calibration, every point, USL fits."""
-    from arena.model.calibrate import Calibration
-    from arena.model.simulated import discipline_text
-    from arena.model.verify import compare, mape, p99_mape
-
+def model_section(cells: list[Cell], found) -> Section:
+    """The model's findings (model/findings.py ModelFindings) against the measurements: charts, the
+    calibration, every point, the USL fits. Formats only: the findings come computed."""
     key, title, lead = SECTIONS[-1]
     section = Section(key, title, lead)
-    points, calibrations = compare(cells, observations, simulate_too=True)
+    points, calibrations = found.points, found.calibrations
     if not points and not calibrations:
         return section
     names = workloads(cells)
     section.charts = [ch.model_vs_measured(points, w, len(names) > 1, ch.load_axis(cells)) for w in names
                       if any(pt.workload == w for pt in points)]
     section.charts += [c for w in names if (c := ch.p99_model_vs_measured(points, w, len(names) > 1, ch.load_axis(cells)))]
-    error = mape(points)
+    error = found.throughput_mape
     predicted = [p for p in points if not p.calibration_run]
     section.paragraphs.append(f"Mean absolute percentage error of throughput: {error:.1f}% over {len(predicted)} "
                               "predicted points (the calibration level excluded)." if error is not None
                               else "No point to predict beyond the calibration level.")
-    sim_p99, mva_p99 = p99_mape(points, simulated_p99=True), p99_mape(points, simulated_p99=False)
+    sim_p99, mva_p99 = found.p99_mape_simulated, found.p99_mape_model
     if sim_p99 is not None and mva_p99 is not None:
         section.paragraphs.append(
             f"Mean absolute percentage error of p99: simulated {sim_p99:.1f}%, mean-value model {mva_p99:.1f}% "
             "(the simulator runs each configuration with its server's accept discipline, from its catalog entry or "
             "learned at the first level with queueing, which is then left out of its error, and the calibration's "
             "measured service-time distributions; fleets behind a balancer are left to the mean-value model).")
-    several = len({p.label for p in points}) > len({p.server for p in points})  # configurations of one server
-    own, _ = compare(cells, observations, per_configuration=True) if several else ([], {})
-    own_error = mape(own)
+    own_error = found.own_mape
     if own_error is not None and error is not None:
         section.paragraphs.append(
             f"Calibrated instead for each configuration from its own lowest-load runs (what differs between "
             f"configurations at low load is then measured, not predicted): {own_error:.1f}% over "
-            f"{sum(not p.calibration_run for p in own)} points.")
-    db = any(isinstance(cal, Calibration) and cal.db_ms for cal in calibrations.values())
+            f"{sum(not p.calibration_run for p in found.own_points)} points.")
+    db = found.with_database
     cal_rows = []
     for (server, workload), cal in calibrations.items():
         if isinstance(cal, str):
@@ -258,7 +253,7 @@ def model_section(cells: list[Cell], observations) -> Section:
             cal_rows.append([server, workload, str(cal.cpu_ms), str(cal.io_ms), str(cal.outside_ms),
                              str(cal.gil_wait_ms or "-"), f"{cal.cores:g}"]
                             + ([str(cal.db_ms or "-"), str(cal.db_cpu_ms or "-")] if db else [])
-                            + [discipline_text(cal)])
+                            + [found.disciplines.get((server, workload), "")])
     section.tables.append(Table(["server", "workload", "CPU ms/request", "I/O ms", "outside ms", "GIL/CPU wait ms",
                                  "cores"] + (["database ms (connection held)", "database CPU ms"] if db else [])
                                 + ["accept discipline (simulator)"],
@@ -273,7 +268,7 @@ def model_section(cells: list[Cell], observations) -> Section:
           nice(p.predicted.p99_ms), nice(p.simulated and p.simulated.prediction.p99_ms),
           p.predicted.binding] for p in points], "model", "Every point"))
     usl_rows = []
-    for label, workload, fit in ch.usl_fits(cells):
+    for label, workload, fit in found.usl:
         if isinstance(fit, str):
             usl_rows.append([label, workload, "-", "-", "-", "-", fit])
             continue
@@ -335,7 +330,7 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
     return rows
 
 
-def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], observations,
+def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found,
           limits: Limits = Limits(), comparison=None, failures: Sequence[Failure] = ()) -> Report:
     """The whole report of one experiment (``comparison``: its published study beside it, when it
     reproduces one; ``failures``: the runs that could not be made, counted in its answer)."""
@@ -371,7 +366,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], obser
     topology = topology_section(cells)
     if topology is not None:
         sections.append(topology)
-    model = model_section(cells, observations)
+    model = model_section(cells, found)
     if model.charts or model.paragraphs:
         sections.append(model)
     report_charts = [c for s in sections for c in s.charts]
