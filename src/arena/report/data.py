@@ -1,6 +1,7 @@
-"""The report as data: cells and runs in, a :class:`Report` out (sections of charts, tables and
-notes, plain text everywhere). Pure. report/html.py renders it as one HTML file, report/export.py
-its charts as CSV and SVG/PNG, report/terminal.py its answer and tables for ``arena show``."""
+"""The report as data: cells, runs and the model's findings (model/findings.py, computed by app)
+in, a :class:`Report` out (sections of charts, tables and notes, plain text everywhere). Pure, and
+formats only. report/html.py renders it as one HTML file, report/export.py its charts as CSV and
+SVG/PNG, report/summary.py a run's ab-style summary; ``arena show`` prints its answer and tables."""
 
 from __future__ import annotations
 
