@@ -1,14 +1,13 @@
-"""``arena simulate``: a fleet behind a balancer, simulated (arena.model.sim)."""
+"""``arena simulate``: one server or a fleet behind a balancer, simulated: parse -> app.simulate -> render."""
 
 import argparse
 
 from rich.table import Table
 
+from arena.app.simulate import simulate_fleet, simulate_server
 from arena.cli.args import count, duration, listof, positive
 from arena.errors import ArenaError
-from arena.model.simulated import discipline
-from arena.model.sim import (FLEET_POLICIES, Dist, Estimate, Instance, Summary, Work, fleet, instance, instances_for,
-                              parse_dist)
+from arena.model.sim import FLEET_POLICIES, Estimate, Summary, parse_dist
 
 NAME = "simulate"
 
@@ -97,18 +96,6 @@ def _row(s: Summary) -> list[str]:
 
 
 COLUMNS = ("req/s", "queue mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "queue p99 ms")
-MOST_REQUESTS = 20_000_000
-CLOSED_REQUESTS = 20_000  # per replication of a closed load (it has no rate to scale with --duration)
-
-
-def _requests(args) -> int:
-    """Requests per replication: the rate over --duration, or CLOSED_REQUESTS for closed clients."""
-    if args.rate is None:
-        return CLOSED_REQUESTS
-    requests = max(1000, round(args.rate * args.duration))
-    if requests > MOST_REQUESTS:
-        raise ArenaError(f"--rate x --duration: {requests} requests per replication; at most {MOST_REQUESTS}")
-    return requests
 
 
 def _arrivals(args) -> str:
@@ -122,45 +109,37 @@ def _how(requests: int, replications: int) -> str:
 def run(args, out) -> int:
     if args.processes is not None:
         return run_instance(args, out)
-    if args.rate is None or args.service is None:
-        raise ArenaError("--instances: a fleet needs --rate and --service")
-    requests = _requests(args)
-    common = dict(slots=args.slots, replications=args.replications, seed=args.seed, arrival=args.arrival)
+    done = simulate_fleet(args.instances, args.policy, args.rate, args.service, slots=args.slots,
+                          duration_s=args.duration, replications=args.replications, seed=args.seed,
+                          arrival=args.arrival, match=args.match, within_s=args.within)
     out.print(f"{args.instances} instance(s) x {args.slots} slot(s), {_arrivals(args)}, "
-              f"service {args.service.text}; {_how(requests, args.replications)}", highlight=False)
+              f"service {args.service.text}; {_how(done.requests, done.replications)}", highlight=False)
     table = Table("policy", *COLUMNS)
-    for policy in args.policy:
-        table.add_row(policy, *_row(fleet(args.instances, policy, args.rate, args.service, requests, **common)))
+    for policy, summary in done.by_policy.items():
+        table.add_row(policy, *_row(summary))
     out.print(table)
-    if args.match:
-        policy, n = args.match
-        reached = fleet(n, policy, args.rate, args.service, requests, **common).wait_mean.mean
-        target = reached + args.within
-        out.print(f"mean queue time of {policy} with {n} instances: {reached * 1e3:.3f} ms; instances each policy "
-                  f"needs for a mean queue time within {args.within * 1e3:g} ms of it:", highlight=False)
-        for p in args.policy:
-            need = instances_for(target, p, args.rate, args.service, requests, **common, lo=1, hi=max(100_000, n))
+    if done.matched:
+        m = done.matched
+        out.print(f"mean queue time of {m.policy} with {m.instances} instances: {m.reached_s * 1e3:.3f} ms; instances "
+                  f"each policy needs for a mean queue time within {m.within_s * 1e3:g} ms of it:", highlight=False)
+        for p, need in m.needs.items():
             out.print(f"  {p:12} {need if need is not None else 'more than 100000'}", highlight=False)
     return 0
 
 
 def run_instance(args, out) -> int:
-    if args.cpu is None or (args.concurrency is None) == (args.rate is None):
-        raise ArenaError("--processes: one server needs --cpu and one of --concurrency or --rate")
-    if (args.inline or args.least_busy) and args.accept != "per-process":
-        raise ArenaError("--inline/--least-busy: they need --accept per-process (connections that stay with a process)")
-    inst = Instance(args.processes, args.threads, args.cores, gil=not args.no_gil, accept=args.accept,
-                    blocking_io=args.blocking_io, inline=args.inline, least_busy=args.least_busy)
-    work = Work(args.cpu, args.io or Dist("fixed", 0.0), args.outside)
-    requests = _requests(args)
-    s = instance(inst, work, clients=args.concurrency, rate=args.rate, arrival=args.arrival, requests=requests,
-                 replications=args.replications, seed=args.seed)
+    done = simulate_server(args.processes, args.threads, args.cores, gil=not args.no_gil, accept=args.accept,
+                           least_busy=args.least_busy, inline=args.inline, blocking_io=args.blocking_io, cpu=args.cpu,
+                           io=args.io, outside_s=args.outside, clients=args.concurrency, rate=args.rate,
+                           arrival=args.arrival, duration_s=args.duration, replications=args.replications,
+                           seed=args.seed)
+    inst, work = done.instance, done.work
     load = f"{args.concurrency} closed-loop clients" if args.concurrency else _arrivals(args)
     out.print(f"{args.processes} process(es) x {args.threads} thread(s) on {args.cores:g} core(s), "
-              f"{'a GIL per process' if inst.gil else 'no GIL'}, {discipline(inst)}; CPU {args.cpu.text}, "
+              f"{'a GIL per process' if inst.gil else 'no GIL'}, {done.discipline}; CPU {args.cpu.text}, "
               f"I/O {work.io.text}{', holding the process' if inst.blocking_io else ''}, outside "
-              f"{args.outside * 1e3:g} ms; {load}; {_how(requests, args.replications)}", highlight=False)
+              f"{args.outside * 1e3:g} ms; {load}; {_how(done.requests, done.replications)}", highlight=False)
     table = Table(*COLUMNS)
-    table.add_row(*_row(s))
+    table.add_row(*_row(done.summary))
     out.print(table)
     return 0
