@@ -7,7 +7,7 @@ import pytest
 
 from arena.model import queueing as q
 from arena.model import usl
-from arena.model.server import Config, Workload, capacity, predict_closed, predict_open
+from arena.model.server import Config, Demand, capacity, predict_closed, predict_open
 
 # ---------------------------------------------------------------------- exact MVA
 
@@ -152,7 +152,7 @@ def test_usl_keeps_coefficients_non_negative():
 
 
 def test_server_model_limits():
-    w = Workload(cpu_ms=5, io_ms=20, outside_ms=0)
+    w = Demand(cpu_ms=5, io_ms=20, outside_ms=0)
     one = predict_closed(w, Config(1, 1, 1), 1)
     assert one.throughput == pytest.approx(1000 / 25) and one.mean_ms == pytest.approx(25)
     # threads bind: 4 slots, plenty of clients: the server holds 4 at a time, which is the machine
@@ -172,7 +172,7 @@ def test_server_model_limits():
 
 
 def test_open_model_overload_and_light_load():
-    w = Workload(cpu_ms=5, io_ms=0)
+    w = Demand(cpu_ms=5, io_ms=0)
     light = predict_open(w, Config(1, 1, 1), 1.0)
     assert light.mean_ms == pytest.approx(1000 / (200 - 1), rel=1e-3)  # M/M/1: 1 / (mu - lambda)
     assert light.p99_ms == pytest.approx(5.0, rel=1e-3)  # alone, a request takes its own 5 ms
@@ -193,7 +193,7 @@ def test_a_published_puma_benchmark():
     keep-alive connections stay with the worker that accepted them (per-process routing)."""
     published = {60: (1954, 30.6), 40: (1954, 20.4), 30: (1957, 15.3), 20: (1952, 10.2), 15: (1871, 6.7),
                  10: (1937, 5.1)}  # connections: (requests/s, p50 ms)
-    w = Workload(cpu_ms=0.05, io_ms=5.0, outside_ms=0.05)
+    w = Demand(cpu_ms=0.05, io_ms=5.0, outside_ms=0.05)
     config = Config(2, 5, 8, routing="per-process")
     errors = []
     for clients, (rps, p50) in published.items():
@@ -217,7 +217,7 @@ def test_distinct_processes_among_requests_in_service():
 def test_the_open_server_model_is_erlang_c_when_it_is_an_m_m_c_queue():
     # c single-threaded processes without a GIL bound, no I/O, shared queue, c cores: M/M/c
     c, service_ms, rate = 3, 10.0, 240.0
-    w = Workload(cpu_ms=service_ms, io_ms=0.0)
+    w = Demand(cpu_ms=service_ms, io_ms=0.0)
     got = predict_open(w, Config(c, 1, c, gil=False, routing="shared"), rate)
     want = q.mmc(rate, service_ms / 1000, c)
     assert got.mean_ms == pytest.approx(want.response_mean * 1000, rel=1e-6)
@@ -251,7 +251,7 @@ def repairman(customers: int, up: float, servers: int, service_s: float) -> floa
 def test_the_pool_station_is_the_finite_source_queue_when_it_binds(clients, pool):
     """Clients that spend 20 ms outside and 5 ms holding one of ``pool`` connections (a thread each,
     nothing else): the model's throughput is M/M/pool//clients's exactly."""
-    w = Workload(cpu_ms=0.0, io_ms=0.0, outside_ms=20.0, db_ms=5.0)
+    w = Demand(cpu_ms=0.0, io_ms=0.0, outside_ms=20.0, db_ms=5.0)
     c = Config(1, clients, 1, routing="shared", pool=pool, db_cores=8)
     got = predict_closed(w, c, clients).throughput
     assert got == pytest.approx(repairman(clients, 1 / 0.020, pool, 0.005), rel=1e-9)
@@ -261,7 +261,7 @@ def test_the_pool_station_is_the_finite_source_queue_when_it_binds(clients, pool
 def test_the_database_on_its_own_core_is_the_repairman_of_its_cpu():
     """Queries of 3 ms of which 1 ms is the database's CPU on its own single core, a pool that
     never binds: N connections cycle through 2 ms of wire and 1 ms of CPU, M/M/1//N."""
-    w = Workload(cpu_ms=0.0, io_ms=0.0, db_ms=3.0, db_cpu_ms=1.0)
+    w = Demand(cpu_ms=0.0, io_ms=0.0, db_ms=3.0, db_cpu_ms=1.0)
     for n in (1, 3, 6):
         got = predict_closed(w, Config(1, n, 4, routing="shared", db_cores=1), n).throughput
         assert got == pytest.approx(repairman(n, 1 / 0.002, 1, 0.001), rel=1e-6)
@@ -270,7 +270,7 @@ def test_the_database_on_its_own_core_is_the_repairman_of_its_cpu():
 def test_a_database_sharing_the_cores_adds_its_cpu_to_the_servers():
     """1 ms of app CPU and 0.5 ms of the database's on one shared core: at most 1 / 1.5 ms; on its
     own core the server alone binds at 1 / 1 ms."""
-    w = Workload(cpu_ms=1.0, io_ms=0.0, db_ms=0.6, db_cpu_ms=0.5)
+    w = Demand(cpu_ms=1.0, io_ms=0.0, db_ms=0.6, db_cpu_ms=0.5)
     assert capacity(w, Config(1, 8, 1, routing="shared")) == pytest.approx(1000 / 1.5, rel=1e-6)
     own = predict_closed(w, Config(1, 8, 1, routing="shared", db_cores=1), 64)
     assert own.throughput == pytest.approx(1000, rel=0.01) and own.binding.startswith("GIL") is False
@@ -287,11 +287,11 @@ def test_calibration_takes_the_cpu_out_of_the_waits_around_it():
 
     timing = {"app": 0.5, "io": 0.2, "queue": 0.3}  # outside = 1.0 - 0.5 - 0.3 = 0.2
     cal = calibrate([obs(1.0, timing)] * 3, "puma")
-    assert cal.io_ms.value == pytest.approx(0.1) and cal.outside_ms.value == pytest.approx(0.1)
+    assert cal.io_ms.median == pytest.approx(0.1) and cal.outside_ms.median == pytest.approx(0.1)
     roomy = calibrate([obs(2.0, {"app": 1.2, "io": 0.2})] * 3, "puma")  # the CPU within the app: unchanged
-    assert roomy.io_ms.value == pytest.approx(0.2) and roomy.outside_ms.value == pytest.approx(0.8)
+    assert roomy.io_ms.median == pytest.approx(0.2) and roomy.outside_ms.median == pytest.approx(0.8)
     with_db = calibrate([obs(1.2, {"app": 0.7, "io": 0.5, "db": 0.45, "pool": 0.05, "queue": 0.3}, db_cpu=0.3)] * 3, "puma")
     # waits: io 0, outside 0.2, db beyond its CPU 0.15 -> room 1.2 - 0.8 - 0.3 = 0.1 of 0.35
-    assert with_db.io_ms.value == pytest.approx(0.0) and with_db.db_cpu_ms.value == pytest.approx(0.3)
-    assert with_db.db_ms.value == pytest.approx(0.3 + 0.15 * 0.1 / 0.35)
-    assert with_db.outside_ms.value == pytest.approx(0.2 * 0.1 / 0.35)
+    assert with_db.io_ms.median == pytest.approx(0.0) and with_db.db_cpu_ms.median == pytest.approx(0.3)
+    assert with_db.db_ms.median == pytest.approx(0.3 + 0.15 * 0.1 / 0.35)
+    assert with_db.outside_ms.median == pytest.approx(0.2 * 0.1 / 0.35)

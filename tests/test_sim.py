@@ -8,7 +8,7 @@ import pytest
 
 from arena.errors import ArenaError
 from arena.model.queueing import mmc
-from arena.model.sim import Dist, Estimate, fleet, instances_for, parse_dist, simulate_fleet
+from arena.model.sim import Dist, Mean, fleet, instances_for, parse_dist, simulate_fleet
 
 
 def test_central_queue_is_m_m_c():
@@ -84,10 +84,12 @@ def test_bad_distributions_are_refused(text):
         parse_dist(text)
 
 
-def test_an_estimate_has_a_student_t_interval():
-    e = Estimate.of([1.0, 2.0, 3.0])
+def test_a_mean_over_replications_has_a_student_t_interval():
+    e = Mean.of([1.0, 2.0, 3.0])
     assert e.mean == 2.0 and e.hi - e.mean == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-4)  # qt(0.975, 2)
-    assert Estimate.of([5.0]) == Estimate(5.0, 5.0, 5.0)
+    assert (e.interval.method, e.interval.coverage) == ("Student's t", 0.95)
+    one = Mean.of([5.0])
+    assert (one.mean, one.lo, one.hi) == (5.0, 5.0, 5.0)
 
 
 def test_arena_simulate_prints_every_policy_and_matches_a_queue_time(capsys):

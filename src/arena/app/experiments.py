@@ -75,7 +75,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
 
 
 @dataclass(frozen=True)
-class Summary:
+class Shown:
     """What ``arena show`` prints of one experiment: the answer, the comparison table, the runs."""
 
     results: Results
@@ -83,7 +83,7 @@ class Summary:
     table: Table
 
 
-def summaries(store_path: str, name: str | None = None) -> list[Summary]:
+def summaries(store_path: str, name: str | None = None) -> list[Shown]:
     """The experiment ``name`` (default: every experiment in the store), each with its answer and
     its comparison table."""
     from arena.report.data import comparison_table
@@ -99,7 +99,7 @@ def summaries(store_path: str, name: str | None = None) -> list[Summary]:
     for res in found:
         many = len(workloads(res.cells)) > 1
         lines = [line for a in answers(res.cells, failures=res.failures) for line in answer_lines(a, many)]
-        out.append(Summary(res, lines, comparison_table(res.cells)))
+        out.append(Shown(res, lines, comparison_table(res.cells)))
     return out
 
 

@@ -16,7 +16,8 @@ from arena import stats
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model import simulated
-from arena.model.calibrate import Calibration, Estimate
+from arena.model.calibrate import Calibration
+from arena.results.aggregate import Figure
 from arena.model.simulated import Simulated
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
@@ -72,11 +73,11 @@ def given_calibration(server: str, cores: float, cpu_ms: float, io_ms: float, ou
                       blocking_io: bool = False, cpu_cv2: float = 1.0, db_ms: float = 0.0,
                       db_cpu_ms: float = 0.0, db_cores: float | None = None) -> Calibration:
     """A calibration from figures the user gives instead of measured runs."""
-    return Calibration(server, "given", cores, Estimate.given(cpu_ms), Estimate.given(io_ms), Estimate.given(outside_ms),
+    return Calibration(server, "given", cores, Figure.given(cpu_ms), Figure.given(io_ms), Figure.given(outside_ms),
                        app_cpu_ms=None, gil_wait_ms=None, app_other_ms=None, blocking_io=blocking_io,
-                       cpu_cv2=Estimate.given(cpu_cv2), memory_base_mib=None, memory_per_process_mib=None,
-                       memory_per_thread_mib=None, db_ms=Estimate.given(db_ms) if db_ms else None,
-                       db_cpu_ms=Estimate.given(db_cpu_ms) if db_ms else None, db_cores=db_cores)
+                       cpu_cv2=Figure.given(cpu_cv2), memory_base_mib=None, memory_per_process_mib=None,
+                       memory_per_thread_mib=None, db_ms=Figure.given(db_ms) if db_ms else None,
+                       db_cpu_ms=Figure.given(db_cpu_ms) if db_ms else None, db_cores=db_cores)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from rich.table import Table
 from arena.app.simulate import simulate_fleet, simulate_server
 from arena.cli.args import count, duration, listof, positive
 from arena.errors import ArenaError
-from arena.model.sim import FLEET_POLICIES, Estimate, Summary, parse_dist
+from arena.model.sim import FLEET_POLICIES, Mean, Summary, parse_dist
 
 NAME = "simulate"
 
@@ -86,7 +86,7 @@ def add(sub) -> None:
                          "queue's mean wait can be near zero, which random routing reaches only in the limit)")
 
 
-def _ms(e: Estimate) -> str:
+def _ms(e: Mean) -> str:
     return f"{e.mean * 1e3:.1f} ({e.lo * 1e3:.1f}-{e.hi * 1e3:.1f})"
 
 

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from arena import stats
-from arena.model.server import Config, Workload
+from arena.model.server import Config, Demand
+from arena.results.aggregate import Figure
 from arena.servers import catalog
 
 
@@ -91,35 +92,10 @@ def pooled(functions: list[Quantiles]) -> Quantiles:
     return tuple((q, float(np.mean([np.interp(q, *zip(*f)) for f in functions]))) for q in qs)
 
 
-@dataclass(frozen=True)
-class Estimate:
-    value: float  # the median over runs
-    interval: stats.Interval | None
-    runs: int
-
-    def scaled(self, k: float) -> "Estimate":
-        iv = self.interval
-        return Estimate(self.value * k, None if iv is None else stats.Interval(iv.lo * k, iv.hi * k, iv.method, iv.coverage),
-                        self.runs)
-
-    def __str__(self) -> str:
-        iv = self.interval
-        if iv is None:
-            return f"{self.value:.3g}"
-        what = "range" if iv.is_range else "95% CI of the median"
-        return f"{self.value:.3g} ({what} {iv.lo:.3g}..{iv.hi:.3g}, {self.runs} runs)"
-
-    @classmethod
-    def given(cls, value: float) -> "Estimate":
-        """A figure given by the user, not estimated."""
-        return cls(value, None, 0)
-
-
-def estimate(values: list[float]) -> Estimate | None:
+def estimate(values: list[float]) -> Figure | None:
+    """The median of the finite ``values`` with its interval (None without any)."""
     values = [v for v in values if v is not None and math.isfinite(v)]
-    if not values:
-        return None
-    return Estimate(stats.median(values), stats.median_interval(values), len(values))
+    return Figure.of(values) if values else None
 
 
 @dataclass(frozen=True)
@@ -150,30 +126,30 @@ class Calibration:
     server: str
     workload: str
     cores: float
-    cpu_ms: Estimate  # per request, server processes' CPU
-    io_ms: Estimate
-    outside_ms: Estimate
-    app_cpu_ms: Estimate | None
-    gil_wait_ms: Estimate | None  # at the lowest load
-    app_other_ms: Estimate | None
+    cpu_ms: Figure  # per request, server processes' CPU
+    io_ms: Figure
+    outside_ms: Figure
+    app_cpu_ms: Figure | None
+    gil_wait_ms: Figure | None  # at the lowest load
+    app_other_ms: Figure | None
     blocking_io: bool
-    cpu_cv2: Estimate | None  # squared coefficient of variation of the app's CPU per request
+    cpu_cv2: Figure | None  # squared coefficient of variation of the app's CPU per request
     memory_base_mib: float | None
     memory_per_process_mib: float | None
     memory_per_thread_mib: float | None
-    db_ms: Estimate | None = None  # holding a pooled connection (the query), per request
-    db_cpu_ms: Estimate | None = None  # the database's CPU per request (its cgroup)
-    pool_wait_ms: Estimate | None = None  # at the lowest load
+    db_ms: Figure | None = None  # holding a pooled connection (the query), per request
+    db_cpu_ms: Figure | None = None  # the database's CPU per request (its cgroup)
+    pool_wait_ms: Figure | None = None  # at the lowest load
     db_cores: float | None = None  # the database's own CPUs; None: it shares the server's
     db_max_connections: int | None = None
     phases_ms: Mapping[str, Quantiles] = field(default_factory=dict)  # the lowest load's Server-Timing, pooled
     keep_alive: bool = True  # at the lowest load; a configuration's own: Observation.keep_alive
     discipline: Discipline | None = None  # learned from a measured level (None: the catalog's)
 
-    def workload_model(self) -> Workload:
-        return Workload(self.cpu_ms.value, self.io_ms.value, self.outside_ms.value, self.blocking_io,
-                        self.cpu_cv2.value if self.cpu_cv2 is not None else 1.0,
-                        self.db_ms.value if self.db_ms else 0.0, self.db_cpu_ms.value if self.db_cpu_ms else 0.0)
+    def workload_model(self) -> Demand:
+        return Demand(self.cpu_ms.median, self.io_ms.median, self.outside_ms.median, self.blocking_io,
+                        self.cpu_cv2.median if self.cpu_cv2 is not None else 1.0,
+                        self.db_ms.median if self.db_ms else 0.0, self.db_cpu_ms.median if self.db_cpu_ms else 0.0)
 
     def config(self, processes: int | None, threads: int | None, pool: int | None = None) -> Config:
         """The model's configuration of this server on these cores and this database."""
@@ -218,11 +194,11 @@ def calibrate(observations: list[Observation], server: str, workload: str | None
     if cpu is None:
         raise ValueError(f"{server}: no CPU accounting in its runs (the probe's backend could not account CPU)")
     # the I/O phase less the database's part of it (waiting for a connection, the query): a delay
-    io = estimate([max(0.0, t.get("io", 0.0) - t.get("pool", 0.0) - t.get("db", 0.0)) for t in timing]) or Estimate.given(0.0)
+    io = estimate([max(0.0, t.get("io", 0.0) - t.get("pool", 0.0) - t.get("db", 0.0)) for t in timing]) or Figure.given(0.0)
     db = estimate([t["db"] for t in timing if "db" in t])
     db_cpu = estimate([o.db_cpu_ms for o in lowest]) if db else None
     db_cores = lowest[0].db_cores
-    outside = estimate([_outside_ms(o.response_ms, o.timing_ms, cpu.value, io.value) for o in lowest]) or Estimate.given(0.0)
+    outside = estimate([_outside_ms(o.response_ms, o.timing_ms, cpu.median, io.median) for o in lowest]) or Figure.given(0.0)
     io, db, outside = _without_overlap(lowest, cpu, io, db, db_cpu, outside)
     app_cpu = estimate([t.get("cpu") for t in timing])
     gil = estimate([t["cpuwall"] - t["cpu"] for t in timing if "cpuwall" in t and "cpu" in t])
@@ -238,8 +214,8 @@ def calibrate(observations: list[Observation], server: str, workload: str | None
                        all(o.keep_alive for o in lowest))
 
 
-def _without_overlap(lowest: list[Observation], cpu: Estimate, io: Estimate, db: Estimate | None,
-                     db_cpu: Estimate | None, outside: Estimate) -> tuple[Estimate, Estimate | None, Estimate]:
+def _without_overlap(lowest: list[Observation], cpu: Figure, io: Figure, db: Figure | None,
+                     db_cpu: Figure | None, outside: Figure) -> tuple[Figure, Figure | None, Figure]:
     """The waits with the CPU inside them taken out. The CPU accounting holds work done inside the
     waits the app reports (a driver encoding a query and decoding its rows, inside "db") and
     outside the app (the server parsing a request, inside "outside"); the database's CPU is inside
@@ -249,15 +225,15 @@ def _without_overlap(lowest: list[Observation], cpu: Estimate, io: Estimate, db:
     response = estimate([o.response_ms for o in lowest])
     if response is None:
         return io, db, outside
-    db_cpu_ms = min(db_cpu.value, db.value) if db and db_cpu else 0.0
-    waits = io.value + outside.value + (db.value - db_cpu_ms if db else 0.0)
-    room = response.value - cpu.value - db_cpu_ms
+    db_cpu_ms = min(db_cpu.median, db.median) if db and db_cpu else 0.0
+    waits = io.median + outside.median + (db.median - db_cpu_ms if db else 0.0)
+    room = response.median - cpu.median - db_cpu_ms
     if waits <= 0 or waits <= room:
         return io, db, outside
     k = max(0.0, room) / waits
     if db:
-        db = Estimate(db_cpu_ms + (db.value - db_cpu_ms) * k, None, db.runs)
-    return io.scaled(k), db, outside.scaled(k)
+        db = Figure(db_cpu_ms + (db.median - db_cpu_ms) * k, None, db.n)
+    return io.times(k), db, outside.times(k)
 
 
 def _outside_ms(response_ms: float | None, timing: dict[str, float], cpu_ms: float, io_ms: float) -> float | None:

@@ -4,7 +4,7 @@ server start; a study's request-bounded runs by the throughput the model expects
 from __future__ import annotations
 
 from arena.model.calibrate import server_config
-from arena.model.server import Workload, predict_closed
+from arena.model.server import Demand, predict_closed
 from arena.plan.experiment import Experiment, RunSpec, ServerConfig, plan
 
 START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the stop, for estimates
@@ -28,7 +28,7 @@ def _requests_s(exp: Experiment, c: ServerConfig, run: RunSpec) -> float:
     work = exp.reproduce.work_of(run.workload.name) if exp.reproduce else None
     if not exp.requests or work is None or run.level.model != "closed":
         return 0.0
-    x = predict_closed(Workload(work.cpu_ms, work.io_ms),
+    x = predict_closed(Demand(work.cpu_ms, work.io_ms),
                        server_config(c.server, c.processes, c.threads, float(len(exp.server_cpus))),
                        int(run.level.value)).throughput
     return min(exp.requests / max(x, 1e-9), exp.requests / run.level.value * exp.timeout_s)

@@ -50,7 +50,9 @@ UNBOUNDED_THREADS = 10_000  # async servers: no thread cap below the clients' ow
 
 
 @dataclass(frozen=True)
-class Workload:
+class Demand:
+    """What one request demands of a server, the model's input (a plan's Workload is what is sent)."""
+
     cpu_ms: float  # CPU per request in the server's processes (app and server), holds a core (and the GIL)
     io_ms: float  # waits that release core and GIL (sleeps, network calls), the database's apart
     outside_ms: float = 0.0  # per request outside the server's threads: network, kernel, parsing
@@ -75,7 +77,7 @@ class Config:
         return self.processes * (self.threads or UNBOUNDED_THREADS)
 
 
-def server_cpu_s(w: Workload, db_cores: float | None) -> float:
+def server_cpu_s(w: Demand, db_cores: float | None) -> float:
     """CPU per request on the server's cores: its own, and the database's where it shares them
     (``db_cores`` None)."""
     return (w.cpu_ms + (w.db_cpu_ms if db_cores is None else 0.0)) / 1000
@@ -140,7 +142,7 @@ def connections_busy(j: int, processes: int, threads: int | None, pool: int | No
     return processes * (pool - short)
 
 
-def _database_rates(w: Workload, db_cores: float, most: int) -> list[float]:
+def _database_rates(w: Demand, db_cores: float, most: int) -> list[float]:
     """Queries per second a database on its own ``db_cores`` completes with k = 1..most connections
     busy: exact MVA of its CPU (load dependent) and the rest of a query's time (the wire, the
     driver) as a delay."""
@@ -153,7 +155,7 @@ def _database_rates(w: Workload, db_cores: float, most: int) -> list[float]:
     return [p.throughput for p in mva(stations, most)]
 
 
-def _pool_station(w: Workload, processes: int, threads: int | None, pool: int | None, db_cores: float | None,
+def _pool_station(w: Demand, processes: int, threads: int | None, pool: int | None, db_cores: float | None,
                   population: int) -> Station | None:
     """The pool and the database as one load-dependent station [QSP ch. 8]: with j requests in their
     database phase (holding a connection or waiting for one), connections_busy(j) of them are
@@ -179,7 +181,7 @@ def _pool_station(w: Workload, processes: int, threads: int | None, pool: int | 
 
 
 @lru_cache(maxsize=256)
-def inner_throughput(w: Workload, processes: int, threads: int | None, cores: float, gil: bool,
+def inner_throughput(w: Demand, processes: int, threads: int | None, cores: float, gil: bool,
                      population: int, pool: int | None = None, db_cores: float | None = None) -> tuple[float, ...]:
     """Throughput (requests/s) of the server's inside with m = 1..population requests in service."""
     cpu_s, io_s = server_cpu_s(w, db_cores), w.io_ms / 1000
@@ -204,18 +206,18 @@ def inner_throughput(w: Workload, processes: int, threads: int | None, cores: fl
     return tuple(p.throughput for p in mva(stations, population))
 
 
-def _inner(w: Workload, c: Config, population: int) -> tuple[float, ...]:
+def _inner(w: Demand, c: Config, population: int) -> tuple[float, ...]:
     return inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, population, c.pool, c.db_cores)
 
 
-def _fes_rates(w: Workload, c: Config, limit: int) -> list[float]:
+def _fes_rates(w: Demand, c: Config, limit: int) -> list[float]:
     """Service rate of the server with n = 1..limit requests present (capped at its slots)."""
     inside = min(limit, c.slots)
     rates = _inner(w, c, inside)
     return [rates[min(n, inside) - 1] for n in range(1, limit + 1)]
 
 
-def _latency_parts(w: Workload, c: Config, rates: list[float], seen: list[float]) -> list[tuple[float, ShiftedGamma]]:
+def _latency_parts(w: Demand, c: Config, rates: list[float], seen: list[float]) -> list[tuple[float, ShiftedGamma]]:
     """The response time of an arrival that finds n = 0.. others present (probabilities ``seen``)."""
     floor = (w.cpu_ms + w.io_ms + w.db_ms) / 1000
     outside = w.outside_ms / 1000
@@ -235,7 +237,7 @@ def _latency_parts(w: Workload, c: Config, rates: list[float], seen: list[float]
     return parts
 
 
-def binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float, x: float) -> str:
+def binding(w: Demand, c: Config, cpu_util: float, busy: float, queued: float, x: float) -> str:
     if cpu_util > 0.9 * min(c.cores, c.processes if c.gil else c.cores) / c.cores:
         if c.gil and c.processes < c.cores:
             return f"GIL: {c.processes} process(es) < {c.cores:g} cores"
@@ -251,7 +253,7 @@ def binding(w: Workload, c: Config, cpu_util: float, busy: float, queued: float,
     return "load: the server is not full at this load"
 
 
-def _closed(w: Workload, c: Config, clients: int, think_ms: float):
+def _closed(w: Demand, c: Config, clients: int, think_ms: float):
     """The closed network solved: (its last MVA point, the marginals an arrival sees, the rates)."""
     rates = _fes_rates(w, c, clients)
     server = Station("server", 1.0, "ld", tuple(rates))
@@ -260,7 +262,7 @@ def _closed(w: Workload, c: Config, clients: int, think_ms: float):
     return points[-1], seen, rates
 
 
-def predict_closed(w: Workload, c: Config, clients: int, think_ms: float = 0.0) -> Prediction:
+def predict_closed(w: Demand, c: Config, clients: int, think_ms: float = 0.0) -> Prediction:
     """Closed load of ``clients`` connections with ``think_ms`` between a response and the next request."""
     if c.routing == "per-process" and c.processes > 1:
         return _split(w, c, clients, think_ms)
@@ -269,7 +271,7 @@ def predict_closed(w: Workload, c: Config, clients: int, think_ms: float = 0.0) 
                        point.marginals["server"], seen, rates)
 
 
-def _split(w: Workload, c: Config, clients: int, think_ms: float) -> Prediction:
+def _split(w: Demand, c: Config, clients: int, think_ms: float) -> Prediction:
     """Per-process routing: the clients split evenly among P single-process servers that share the
     cores. A process with n of the N clients sees the cores the others leave it: C minus their CPU
     utilization, (1 - n/N) of the total throughput X times the CPU per request (at least a sliver).
@@ -303,7 +305,7 @@ def _split(w: Workload, c: Config, clients: int, think_ms: float) -> Prediction:
                       binding(w, c, util, busy, queued, total))
 
 
-def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float, marginal: list[float],
+def _prediction(w: Demand, c: Config, load: float, x: float, response_s: float, marginal: list[float],
                 seen: list[float], rates: list[float]) -> Prediction:
     slots = c.slots
     busy = sum(min(n, slots) * p for n, p in enumerate(marginal))
@@ -315,7 +317,7 @@ def _prediction(w: Workload, c: Config, load: float, x: float, response_s: float
                       binding(w, c, cpu_util, busy, queued, x))
 
 
-def capacity(w: Workload, c: Config) -> float:
+def capacity(w: Demand, c: Config) -> float:
     """The most requests/s the server can answer: its rate with every slot busy."""
     n = min(c.slots, 4096)
     if c.routing == "per-process" and c.processes > 1:
@@ -324,7 +326,7 @@ def capacity(w: Workload, c: Config) -> float:
     return _inner(w, c, n)[-1]
 
 
-def predict_open(w: Workload, c: Config, rate: float) -> Prediction:
+def predict_open(w: Demand, c: Config, rate: float) -> Prediction:
     """Open load of ``rate`` requests/s (Poisson arrivals) against the flow-equivalent server."""
     cap = capacity(w, c)
     if rate >= cap:

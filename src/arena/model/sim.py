@@ -218,26 +218,34 @@ def simulate_fleet(instances: int, policy: str, rate: float, service: Sampler, r
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """A statistic over replications: their mean and a 95% confidence interval (Student's t)."""
+class Mean:
+    """A statistic over replications: their mean and its 95% confidence interval (Student's t)."""
 
     mean: float
-    lo: float
-    hi: float
+    interval: stats.Interval
+
+    @property
+    def lo(self) -> float:
+        return self.interval.lo
+
+    @property
+    def hi(self) -> float:
+        return self.interval.hi
 
     @staticmethod
-    def of(values: list[float]) -> "Estimate":
-        return Estimate(*stats.mean_interval(values))
+    def of(values: list[float]) -> "Mean":
+        m, lo, hi = stats.mean_interval(values)
+        return Mean(m, stats.Interval(lo, hi, "Student's t", 0.95))
 
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
 
 
 @dataclass(frozen=True)
 class Summary:
-    throughput: Estimate
-    wait_mean: Estimate
-    response: dict[str, Estimate]  # by QUANTILES' names
-    wait: dict[str, Estimate]
+    throughput: Mean
+    wait_mean: Mean
+    response: dict[str, Mean]  # by QUANTILES' names
+    wait: dict[str, Mean]
     replications: int
 
 
@@ -255,10 +263,10 @@ def summarize(runs: list[SimRun], warmup: float = 0.1) -> Summary:
     waits = [_percentiles(r.waits[skip:]) for r, skip in kept]
 
     return Summary(
-        throughput=Estimate.of([r.throughput for r in runs]),
-        wait_mean=Estimate.of([float(r.waits[skip:].mean()) for r, skip in kept]),
-        response={name: Estimate.of([p[name] for p in responses]) for name, _ in QUANTILES},
-        wait={name: Estimate.of([p[name] for p in waits]) for name, _ in QUANTILES},
+        throughput=Mean.of([r.throughput for r in runs]),
+        wait_mean=Mean.of([float(r.waits[skip:].mean()) for r, skip in kept]),
+        response={name: Mean.of([p[name] for p in responses]) for name, _ in QUANTILES},
+        wait={name: Mean.of([p[name] for p in waits]) for name, _ in QUANTILES},
         replications=len(runs))
 
 

@@ -48,16 +48,16 @@ def _phase(cal: Calibration, name: str, mean_ms: float, fallback: Sampler) -> Sa
 
 def work(cal: Calibration) -> Work:
     """The calibrated demands of one request."""
-    cv2 = cal.cpu_cv2.value if cal.cpu_cv2 is not None else 1.0
-    cpu_s = cal.cpu_ms.value / 1000
+    cv2 = cal.cpu_cv2.median if cal.cpu_cv2 is not None else 1.0
+    cpu_s = cal.cpu_ms.median / 1000
     shaped = (Dist("fixed", cpu_s) if cv2 < 1e-4 else Dist("exp", cpu_s) if abs(cv2 - 1) < 1e-6
               else Dist("lognormal", cpu_s, math.sqrt(math.log1p(cv2))))
-    io_ms = cal.io_ms.value
-    db_ms = cal.db_ms.value if cal.db_ms else 0.0
-    db_cpu_ms = min(cal.db_cpu_ms.value, db_ms) if cal.db_ms and cal.db_cpu_ms else 0.0
-    return Work(cpu=_phase(cal, "cpu", cal.cpu_ms.value, shaped),
+    io_ms = cal.io_ms.median
+    db_ms = cal.db_ms.median if cal.db_ms else 0.0
+    db_cpu_ms = min(cal.db_cpu_ms.median, db_ms) if cal.db_ms and cal.db_cpu_ms else 0.0
+    return Work(cpu=_phase(cal, "cpu", cal.cpu_ms.median, shaped),
                 io=_phase(cal, "io", io_ms, Dist("fixed", io_ms / 1000)),
-                outside=cal.outside_ms.value / 1000,
+                outside=cal.outside_ms.median / 1000,
                 db=_phase(cal, "db", db_ms - db_cpu_ms, Dist("fixed", (db_ms - db_cpu_ms) / 1000)) if db_ms else None,
                 db_cpu=Dist("exp", db_cpu_ms / 1000) if db_cpu_ms > 0 else None)
 

@@ -124,12 +124,12 @@ def model_for_original(row: Row, server: str, original: Original, cores: int, ou
                        timeout_s: float) -> dict[str, float | None]:
     """The mean-value model's figures for the row's configuration in the original's conditions."""
     from arena.model.calibrate import server_config
-    from arena.model.server import Workload, predict_closed
+    from arena.model.server import Demand, predict_closed
 
     config = server_config(server, row.get("processes"), row.get("threads"), float(cores))
     if row.get("mode") == "serial":  # a lock around the app (Rack::Lock): one request at a time per process
         config = replace(config, threads=1)
-    w = Workload(original.cpu_ms, original.io_ms, outside_ms=outside_ms, cpu_cv2=0.0)
+    w = Demand(original.cpu_ms, original.io_ms, outside_ms=outside_ms, cpu_cv2=0.0)
     p = predict_closed(w, config, int(row.concurrency or 1))
     return {"rps": p.throughput, "mean_ms": p.mean_ms, "median_ms": p.p50_ms, "p90_ms": None, "p99_ms": p.p99_ms,
             "memory_mb": None, "completed": 1.0 if p.p99_ms < timeout_s * 1000 else 0.0}

@@ -13,6 +13,7 @@ never mixed into a figure. Tables, charts, the ranking, the model's comparison a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from arena import stats
 from arena.results.runs import Database, Placement, Run
@@ -35,9 +36,30 @@ class Figure:
 
     def scaled(self, k: float) -> "Figure":
         """The same figure in another unit (divided by ``k``)."""
+        return self._map(lambda v: v / k)
+
+    def times(self, k: float) -> "Figure":
+        """The figure and its interval multiplied by ``k`` (>= 0)."""
+        return self._map(lambda v: v * k)
+
+    def _map(self, f: Callable[[float], float]) -> "Figure":
         iv = self.interval
-        return Figure(None if self.median is None else self.median / k,
-                      None if iv is None else stats.Interval(iv.lo / k, iv.hi / k, iv.method, iv.coverage), self.n)
+        return Figure(None if self.median is None else f(self.median),
+                      None if iv is None else stats.Interval(f(iv.lo), f(iv.hi), iv.method, iv.coverage), self.n)
+
+    @classmethod
+    def given(cls, value: float) -> "Figure":
+        """A figure given by the user, not measured: no repetitions, no interval."""
+        return cls(value, None, 0)
+
+    def __str__(self) -> str:
+        iv = self.interval
+        if self.median is None:
+            return "-"
+        if iv is None:
+            return f"{self.median:.3g}"
+        what = "range" if iv.is_range else "95% CI of the median"
+        return f"{self.median:.3g} ({what} {iv.lo:.3g}..{iv.hi:.3g}, {self.n} runs)"
 
     def overlaps(self, other: "Figure") -> bool:
         """Whether two figures' intervals overlap (then their difference is not shown to be real). A
