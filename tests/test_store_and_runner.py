@@ -19,7 +19,7 @@ from arena.results import store as store_mod
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.drivers.spec import LoadSpec
-from arena.runner import throughput_drift, validity_flags
+from arena.results.validity import throughput_drift, validity_flags
 from arena.results.store import SCHEMA_VERSION, Store
 from tests.conftest import require_server
 
@@ -281,7 +281,7 @@ def test_the_probe_covers_the_measured_window_not_the_drain():
 
 
 def test_a_stall_is_flagged_in_the_closed_model_beyond_counting_noise():
-    from arena.runner import poisson_cdf, stall
+    from arena.results.validity import poisson_cdf, stall
 
     # a 3 s freeze in a 5 s closed run: three seconds without a completion while 4 users wait
     frozen = result(series=(160, 0, 0, 0, 160))
@@ -301,7 +301,7 @@ def test_a_heavy_tailed_workloads_bursts_are_not_stalls_but_a_stall_among_them_i
     """Requests of heavy-tailed times complete in bursts: counts that spread far beyond Poisson's
     (the routing study's least-connections fleet at 56 req/s, as measured) are judged against their
     own spread; a steady run's dip of the same depth, and a freeze among bursts, are stalls."""
-    from arena.runner import dispersion, stall
+    from arena.results.validity import dispersion, stall
 
     bursty = (41, 29, 95, 57, 54, 55, 56, 56, 60, 47, 63, 55, 25, 57, 82)
     assert dispersion(list(bursty)) == pytest.approx(304.41 / 55.467, abs=0.01)  # variance over mean
@@ -322,7 +322,7 @@ def test_the_first_intervals_of_slow_answers_are_not_stalls():
     that count is a stall."""
     import dataclasses
 
-    from arena.runner import stall
+    from arena.results.validity import stall
 
     def slow(series):
         r = result(series=series, duration=11.0)

@@ -28,7 +28,7 @@ def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = 
     """Drive ``spec`` with arena-load pinned to ``cpus`` and judge the run as an experiment's runs
     are judged; with ``json_path``, also write its JSON result there (refused before the load when
     the file cannot be written)."""
-    from arena.runner import validity_flags
+    from arena.results.validity import validity_flags
 
     if json_path is not None:
         try:
