@@ -10,7 +10,8 @@ from arena.drivers.native import build_argv
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
 from arena.clients import KEYS, Clients, of_load_config, parse_rate, rate_text
-from arena.plan.experiment import parse_experiment, plan, workloads_of
+from arena.plan.expand import plan
+from arena.plan.experiment import parse_experiment, workloads_of
 from arena.report.data import clients_note
 from arena.runner import load_spec
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from arena.errors import ArenaError
-from arena.plan.experiment import Level, ServerConfig, default_layout, load_experiment, parse_experiment, plan
+from arena.plan.expand import plan
+from arena.plan.experiment import Level, ServerConfig, default_layout, load_experiment, parse_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"name": "t", "servers": [{"server": "puma", "app": "rack", "processes": [1, 2], "threads": [1, 5]}],

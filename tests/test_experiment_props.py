@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from arena.errors import ArenaError
-from arena.plan.experiment import SERVER_KEYS, TOP_KEYS, load_experiment, parse_experiment, plan
+from arena.plan.expand import plan
+from arena.plan.experiment import SERVER_KEYS, TOP_KEYS, load_experiment, parse_experiment
 
 scalars = st.one_of(
     st.integers(min_value=-2**63, max_value=2**63 - 1), st.floats(allow_nan=True, allow_infinity=True),

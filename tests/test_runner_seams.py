@@ -8,7 +8,8 @@ import pytest
 
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
-from arena.plan.experiment import parse_experiment, plan
+from arena.plan.expand import plan
+from arena.plan.experiment import parse_experiment
 from arena.results.resources import ResourceResult
 from arena.results.store import Store
 from arena.runner import Seams, run_experiment

@@ -25,7 +25,8 @@ from arena.cpus import format_cpu_list
 from arena.drivers import DRIVERS
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, NotSaved
-from arena.plan.experiment import Experiment, Group, RunSpec, plan
+from arena.plan.expand import plan
+from arena.plan.experiment import Experiment, Group, RunSpec
 from arena.probe import Probe
 from arena.results.load import LoadResult, SeriesPoint, to_dict
 from arena.results.resources import ResourceResult

@@ -12,7 +12,8 @@ from typing import Callable
 
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s
-from arena.plan.experiment import Experiment, Group, load_experiment, plan, workloads_of
+from arena.plan.expand import plan
+from arena.plan.experiment import Experiment, Group, load_experiment, workloads_of
 from arena.report.data import Table
 from arena.results.aggregate import Cell, aggregate
 from arena.model.observe import observations

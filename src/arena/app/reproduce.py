@@ -12,7 +12,8 @@ import arena
 from arena.app.experiments import Planned, RunCounts, open_store, results, run_file
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s
-from arena.plan.experiment import Experiment, load_experiment, parse_experiment, plan
+from arena.plan.expand import plan
+from arena.plan.experiment import Experiment, load_experiment, parse_experiment
 from arena.results import published
 from arena.reproduce.compare import Comparison, compare
 from arena.runner import Event, Seams

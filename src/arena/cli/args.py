@@ -50,7 +50,7 @@ def positive(flag: str, zero: bool = False, lo: float | None = None, hi: float =
 def duration(flag: str, most: float):
     """``10s``, ``500ms``, ``2m`` or a plain number of seconds, at most ``most`` -> seconds
     (experiment files' rule)."""
-    from arena.plan.experiment import parse_duration
+    from arena.plan.reader import parse_duration
 
     def parse(text: str) -> float:
         value = parse_duration(text)

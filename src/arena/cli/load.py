@@ -4,7 +4,7 @@ from arena.app.load import load
 from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, count, cpus, duration, positive, rate
 from arena.drivers.spec import LoadSpec
 from arena.clients import MAX_DELAY_S
-from arena.plan.experiment import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
+from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
 from arena.mix import load_mix
 from arena.report.summary import load_summary
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from arena.model.calibrate import server_config
 from arena.model.server import Demand, predict_closed
-from arena.plan.experiment import Experiment, RunSpec, ServerConfig, plan
+from arena.plan.expand import plan
+from arena.plan.experiment import Experiment, RunSpec, ServerConfig
 
 START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the stop, for estimates
 

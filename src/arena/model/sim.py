@@ -114,7 +114,7 @@ DIST_FORM = ('"fixed:20ms", "exp:mean=20ms", "lognormal:mean=50ms,sigma=1.5" or 
 
 def parse_dist(text: str) -> Dist:
     """A distribution as written on the command line (DIST_FORM); ArenaError naming what is wrong."""
-    from arena.plan.experiment import parse_duration
+    from arena.plan.reader import parse_duration
 
     bad = ArenaError(f"must be a distribution such as {DIST_FORM}, got '{text}'")
     kind, _, rest = text.partition(":")

@@ -1,4 +1,5 @@
-"""Experiment files (TOML) -> a validated, typed Experiment -> the plan of runs.
+"""Experiment files (TOML) -> a validated, typed Experiment (its runs: plan/expand.py; each key read
+and refused by plan/reader.py).
 
 Every refusal is one line naming the file, the key, the value and what is allowed. The format is
 described in schemas/experiment.schema.json and shown in scenarios/quick.toml.
@@ -7,10 +8,7 @@ described in schemas/experiment.schema.json and shown in scenarios/quick.toml.
 from __future__ import annotations
 
 import itertools
-import json
-import math
 import os
-import random
 import re
 import shlex
 import tomllib
@@ -30,6 +28,7 @@ from arena.subjects.user import INTERFACES, user_app
 from arena.clients import Clients, clients as read_clients
 from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
+from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, Reader, show_value
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
 MODELS = ("closed", "open")
@@ -167,113 +166,6 @@ class Group:
     runs: tuple[RunSpec, ...]
 
 
-# ---------------------------------------------------------------------- reading and checking
-
-
-class _Reader:
-    """Typed access to one TOML table with errors that name the file and the key."""
-
-    def __init__(self, file: str, table: dict[str, Any], prefix: str = ""):
-        self.file, self.table, self.prefix = file, table, prefix
-
-    def fail(self, key: str, value: Any, allowed: str) -> ArenaError:
-        name = key if re.fullmatch(r"[^\x00-\x1f\x7f]*", key) else _show(key)  # a TOML key may be quoted
-        return ArenaError(f"{self.file}: {self.prefix}{name} = {_show(value)}: {allowed}")
-
-    def unknown(self, allowed: set[str]) -> None:
-        for key in self.table:
-            if key not in allowed:
-                raise self.fail(key, self.table[key], f"unknown key (allowed: {', '.join(sorted(allowed))})")
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.table.get(key, default)
-
-    def string(self, key: str, default: str | None = None, choices: tuple[str, ...] | None = None) -> str | None:
-        v = self.table.get(key, default)
-        if v is None:
-            return None
-        if not isinstance(v, str) or (choices and v not in choices):
-            raise self.fail(key, v, f"must be {' or '.join(map(repr, choices))}" if choices else "must be a string")
-        return v
-
-    def boolean(self, key: str, default: bool) -> bool:
-        v = self.table.get(key, default)
-        if not isinstance(v, bool):
-            raise self.fail(key, v, "must be true or false")
-        return v
-
-    def integer(self, key: str, default: int | None, lo: int, hi: int) -> int | None:
-        v = self.table.get(key, default)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise self.fail(key, v, f"must be a whole number from {lo} to {hi}")
-        return v
-
-    def number(self, key: str, default: float, lo: float, hi: float) -> float:
-        v = self.table.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-            raise self.fail(key, v, f"must be a number from {lo:g} to {hi:g}")
-        return float(v)
-
-    def duration(self, key: str, default: str | None, most: float) -> float | None:
-        """A duration from 0 to ``most`` seconds."""
-        v = self.table.get(key, default)
-        if v is None:
-            return None
-        seconds = parse_duration(v)
-        if seconds is None or seconds > most:
-            raise self.fail(key, v, "must be a duration such as \"10s\", \"500ms\", \"2m\" or a number of seconds, "
-                                    f"at most {_human(most)}")
-        return seconds
-
-    def counts(self, key: str, lo: int, hi: int) -> list[int | None]:
-        """A whole number or a list of them (a grid axis); absent: [None] (the server's default)."""
-        v = self.table.get(key)
-        if v is None:
-            return [None]
-        values = v if isinstance(v, list) else [v]
-        if not values or not all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in values):
-            raise self.fail(key, v, f"must be a whole number from {lo} to {hi}, or a list of them")
-        return list(dict.fromkeys(values))
-
-
-def _human(seconds: float) -> str:
-    return f"{seconds / 3600:g}h" if seconds >= 3600 else f"{seconds:g}s"
-
-
-# Bounds of a run's times: a run is bounded in time; a longer one is a mistake, not a measurement.
-MAX_DURATION_S = 24 * 3600.0
-MAX_WARMUP_S = 3600.0
-MAX_TIMEOUT_S = 3600.0
-
-
-def _show(v: Any) -> str:
-    """A value as the file would write it, on one line (control characters escaped): a string quoted,
-    a list or table as JSON (["a"], {"preload": true}), never a Python repr."""
-    if isinstance(v, str):
-        return '"' + re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", v) + '"'
-    if v is None:
-        return "(none)"
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)  # TOML's own inf, -inf, nan
-    return re.sub(r"[\x00-\x1f\x7f]", "?", json.dumps(v, ensure_ascii=False, default=str))
-
-
-def parse_duration(v: Any) -> float | None:
-    """"10s", "500ms", "2m", "1h" or a number of seconds -> seconds (None when it is none of those)."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v) if 0 <= v < math.inf else None  # NaN and infinity are not durations
-    if not isinstance(v, str):
-        return None
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*", v)
-    if not m:
-        return None
-    return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
-
-
 def default_layout(available: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Server CPUs and load CPUs that never overlap: the load gets the first CPU (a quarter of them
     on larger machines), the server the rest. One CPU alone cannot be split."""
@@ -302,7 +194,7 @@ def load_experiment(path: str | Path) -> Experiment:
 
 
 def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
-    top = _Reader(file, data)
+    top = Reader(file, data)
     top.unknown(TOP_KEYS)
     name = top.string("name") or Path(file).stem
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
@@ -322,7 +214,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if len(set(names)) != len(names):
         raise top.fail("workloads", names, "each workload needs its own name")
 
-    levels = _levels(_Reader(file, _table(top, "load"), "load."))
+    levels = _levels(Reader(file, _table(top, "load"), "load."))
 
     servers_raw = data.get("servers")
     if not isinstance(servers_raw, list) or not servers_raw or not all(isinstance(s, dict) for s in servers_raw):
@@ -330,7 +222,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     servers: list[ServerConfig] = []
     entry_of: dict[ServerConfig, int] = {}
     for i, raw in enumerate(servers_raw):
-        for c in _server_grid(_Reader(file, raw, f"servers[{i}]."), default_app, default_topology):
+        for c in _server_grid(Reader(file, raw, f"servers[{i}]."), default_app, default_topology):
             if c in entry_of:  # never merged silently: one of them is a mistake
                 raise top.fail(f"servers[{i}]", c.name, f"this configuration is in servers[{entry_of[c]}] too "
                                                         f"({c.key}); keep one")
@@ -355,20 +247,20 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
 
     _check_driver(top, driver, levels, requests is not None, workloads)
 
-    lay = _Reader(file, _table(top, "layout"), "layout.")
+    lay = Reader(file, _table(top, "layout"), "layout.")
     lay.unknown({"server_cpus", "load_cpus", "service_cpus"})
     server_cpus, load_cpus = _layout(lay)
     services = _services(top)
     pooled = next((i for i, raw in enumerate(servers_raw) if raw.get("pool") is not None), None)
     if pooled is not None and not any(s.kind == "postgres" for s in services):
-        raise _Reader(file, servers_raw[pooled], f"servers[{pooled}].").fail(
+        raise Reader(file, servers_raw[pooled], f"servers[{pooled}].").fail(
             "pool", servers_raw[pooled]["pool"], "sizes the database pool: declare [[services]] kind = \"postgres\"")
     service_cpus = server_cpus
     if lay.get("service_cpus") is not None:
         try:
             service_cpus = tuple(parse_cpu_list(str(lay.get("service_cpus")), flag=f"{file}: layout.service_cpus"))
         except ArenaError as e:
-            raise ArenaError(str(e).replace("layout.service_cpus: ", f"layout.service_cpus = {_show(lay.get('service_cpus'))}: ", 1)) from None
+            raise ArenaError(str(e).replace("layout.service_cpus: ", f"layout.service_cpus = {show_value(lay.get('service_cpus'))}: ", 1)) from None
         if set(service_cpus) & set(load_cpus):
             raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
     for c in servers:
@@ -397,27 +289,27 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
 def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") -> dict[str, Workload]:
     """The workloads of an experiment's (stored) definition by name, read as the experiment reader
     reads them, without the parts that depend on the machine (the CPU layout)."""
-    return {w.name: w for w in _workloads(_Reader(file, definition), read_mix=False)}
+    return {w.name: w for w in _workloads(Reader(file, definition), read_mix=False)}
 
 
-def _workloads(top: _Reader, read_mix: bool) -> list[Workload]:
+def _workloads(top: Reader, read_mix: bool) -> list[Workload]:
     """The [workload] or [[workloads]] of an experiment, each with its clients: the [clients]
     table (keep_alive at the top level is its default) and a workload's own ``clients`` over it."""
     default = _clients(top, "clients", Clients(keep_alive=top.boolean("keep_alive", True)))
     if "workloads" in top.table:
-        return [_workload(_Reader(top.file, w, f"workloads[{i}]."), named=True, read_mix=read_mix, clients=default)
+        return [_workload(Reader(top.file, w, f"workloads[{i}]."), named=True, read_mix=read_mix, clients=default)
                 for i, w in enumerate(top.table["workloads"])]
-    return [_workload(_Reader(top.file, _table(top, "workload"), "workload."), named=False, read_mix=read_mix,
+    return [_workload(Reader(top.file, _table(top, "workload"), "workload."), named=False, read_mix=read_mix,
                       clients=default)]
 
 
-def _clients(r: _Reader, key: str, default: Clients) -> Clients:
+def _clients(r: Reader, key: str, default: Clients) -> Clients:
     """A clients table under ``key`` of ``r`` over ``default`` (plan.clients reads it)."""
-    cl = _Reader(r.file, _table(r, key), f"{r.prefix}{key}.")
+    cl = Reader(r.file, _table(r, key), f"{r.prefix}{key}.")
     return read_clients(cl.table, default, cl.fail, lambda k, most: cl.duration(k, None, most))
 
 
-def _levels(ld: _Reader) -> list[Level]:
+def _levels(ld: Reader) -> list[Level]:
     """A ``[load]`` table (or a workload's ``load``): the model and its levels."""
     ld.unknown({"model", "concurrency", "rates"})
     model = ld.string("model", "closed", MODELS)
@@ -435,7 +327,7 @@ def _levels(ld: _Reader) -> list[Level]:
     return [Level("open", float(r)) for r in dict.fromkeys(values)]
 
 
-def _check_driver(top: _Reader, driver: str, levels: list[Level], requests: bool, workloads: list[Workload]) -> None:
+def _check_driver(top: Reader, driver: str, levels: list[Level], requests: bool, workloads: list[Workload]) -> None:
     """Refuse, now and not after the first server start, what the driver cannot run."""
     caps = DRIVERS[driver].capabilities
     for i, w in enumerate(workloads):
@@ -455,13 +347,13 @@ def _check_driver(top: _Reader, driver: str, levels: list[Level], requests: bool
 STATUS_PART = re.compile(r"[1-5]xx|[1-5][0-9]{2}(-[1-5][0-9]{2})?")
 
 
-def _workload(r: _Reader, named: bool, read_mix: bool = True, clients: Clients = Clients()) -> Workload:
+def _workload(r: Reader, named: bool, read_mix: bool = True, clients: Clients = Clients()) -> Workload:
     """A [workload] table: one request (``path``, ``method``) or a request mix file (``mix``, read
     relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone).
     A named workload may have its own ``clients`` over the experiment's, and its own ``load``."""
     r.unknown({"path", "method", "name", "expect_status", "mix", "clients", "load"} if named
               else {"path", "method", "expect_status", "mix"})
-    levels = tuple(_levels(_Reader(r.file, _table(r, "load"), f"{r.prefix}load."))) if "load" in r.table else ()
+    levels = tuple(_levels(Reader(r.file, _table(r, "load"), f"{r.prefix}load."))) if "load" in r.table else ()
     if "clients" in r.table:
         clients = _clients(r, "clients", clients)
     expect = r.string("expect_status")
@@ -496,7 +388,7 @@ def _workload(r: _Reader, named: bool, read_mix: bool = True, clients: Clients =
                     levels=levels)
 
 
-def _table(r: _Reader, key: str) -> dict[str, Any]:
+def _table(r: Reader, key: str) -> dict[str, Any]:
     v = r.table.get(key, {})
     if not isinstance(v, dict):
         raise r.fail(key, v, f"must be a [{key}] table")
@@ -506,7 +398,7 @@ def _table(r: _Reader, key: str) -> dict[str, Any]:
 USER_APP_KEYS = {*INTERFACES, "chdir", "venv", "health", "ready_timeout", "warmup", "name"}
 
 
-def _app(r: _Reader, value: Any, entry: catalog.Server) -> App:
+def _app(r: Reader, value: Any, entry: catalog.Server) -> App:
     """A configuration's app: a built-in subject's name; a user's config.ru or module:callable (a
     string); or a table naming one (``rack``, ``wsgi`` or ``asgi``) with how it is run. Paths are
     relative to the experiment file's directory."""
@@ -519,7 +411,7 @@ def _app(r: _Reader, value: Any, entry: catalog.Server) -> App:
         except ArenaError as e:
             raise r.fail("app", value, str(e).removeprefix("--app: ").removeprefix("--")) from None
     elif isinstance(value, dict):
-        t = _Reader(r.file, value, f"{r.prefix}app.")
+        t = Reader(r.file, value, f"{r.prefix}app.")
         t.unknown(USER_APP_KEYS)
         given = [k for k in INTERFACES if k in value]
         if len(given) != 1:
@@ -544,7 +436,7 @@ def _app(r: _Reader, value: Any, entry: catalog.Server) -> App:
     return app
 
 
-def _server_grid(r: _Reader, default_app: Any, default_topology: dict[str, Any] = {}) -> list[ServerConfig]:
+def _server_grid(r: Reader, default_app: Any, default_topology: dict[str, Any] = {}) -> list[ServerConfig]:
     name = r.get("server")
     if not isinstance(name, str) or name not in catalog.CATALOG:
         r.unknown(SERVER_KEYS | {o for s in catalog.CATALOG.values() for o in catalog.options_for(s)})
@@ -587,7 +479,7 @@ def _axis(v: Any) -> list[Any]:
     return list(v) if isinstance(v, list) else [v]
 
 
-def _settings_axis(r: _Reader, entry: catalog.Server) -> list[tuple[tuple[str, Any], ...]]:
+def _settings_axis(r: Reader, entry: catalog.Server) -> list[tuple[tuple[str, Any], ...]]:
     """The named settings (``preload = [false, true]``, ``yjit = true``): every combination, each
     setting checked against the server's options and in their order."""
     names = [o for o in catalog.options_for(entry) if o in r.table]
@@ -602,7 +494,7 @@ def _settings_axis(r: _Reader, entry: catalog.Server) -> list[tuple[tuple[str, A
     return [tuple(zip(names, combo)) for combo in itertools.product(*axes)]
 
 
-def _topology_axis(r: _Reader, entry: catalog.Server, default: dict[str, Any]) -> list[Topology]:
+def _topology_axis(r: Reader, entry: catalog.Server, default: dict[str, Any]) -> list[Topology]:
     """``topology = { proxy = "nginx", buffering = [true, false] }`` (over the file's ``[topology]``,
     key by key): every combination, each value and each combination checked (topology.topology)."""
     own = r.get("topology", {})
@@ -610,8 +502,8 @@ def _topology_axis(r: _Reader, entry: catalog.Server, default: dict[str, Any]) -
         raise r.fail("topology", own, "must be a table, e.g. topology = { proxy = \"nginx\" }")
     table = {**default, **own}
 
-    def where(key: str) -> _Reader:  # the entry's own table, or the file's [topology]
-        return _Reader(r.file, table, f"{r.prefix}topology." if key in own else "topology.")
+    def where(key: str) -> Reader:  # the entry's own table, or the file's [topology]
+        return Reader(r.file, table, f"{r.prefix}topology." if key in own else "topology.")
 
     for n, value in table.items():
         for v in _axis(value) or [None]:
@@ -629,7 +521,7 @@ def _topology_axis(r: _Reader, entry: catalog.Server, default: dict[str, Any]) -
     return list(dict.fromkeys(out))
 
 
-def _env_axis(r: _Reader) -> list[tuple[tuple[str, str], ...]]:
+def _env_axis(r: Reader) -> list[tuple[tuple[str, str], ...]]:
     """``env = { NAME = "value" }``, a list of values being an axis (``env.RUBY_YJIT_ENABLE = ["0", "1"]``)."""
     table = r.get("env", {})
     if not isinstance(table, dict):
@@ -639,11 +531,11 @@ def _env_axis(r: _Reader) -> list[tuple[tuple[str, str], ...]]:
         for v in _axis(table[n]) or [None]:
             problem = env_problem(n, v)
             if problem:
-                raise _Reader(r.file, table, f"{r.prefix}env.").fail(n, table[n], problem)
+                raise Reader(r.file, table, f"{r.prefix}env.").fail(n, table[n], problem)
     return [tuple(zip(names, combo)) for combo in itertools.product(*(dict.fromkeys(_axis(table[n])) for n in names))]
 
 
-def _options_axis(r: _Reader) -> list[tuple[str, ...]]:
+def _options_axis(r: Reader) -> list[tuple[str, ...]]:
     """``options``: raw flags appended to the server's command, a list of strings; a list of such
     lists is an axis."""
     v = r.get("options", [])
@@ -655,7 +547,7 @@ def _options_axis(r: _Reader) -> list[tuple[str, ...]]:
     return list(dict.fromkeys(tuple(flags) for flags in sets))
 
 
-def _pool_axis(r: _Reader) -> list[int | str | None]:
+def _pool_axis(r: Reader) -> list[int | str | None]:
     """``pool``: a size, "threads" or "threads/2", or a list of them (a grid axis); absent: [None]."""
     v = r.get("pool")
     if v is None:
@@ -676,14 +568,14 @@ def _pool(rule: int | str | None, threads: int) -> int | None:
     return rule
 
 
-def _services(top: _Reader) -> tuple[ServiceSpec, ...]:
+def _services(top: Reader) -> tuple[ServiceSpec, ...]:
     """[[services]]: each a kind (postgres, http) and its settings, checked now; one of each kind."""
     raw = top.get("services", [])
     if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
         raise top.fail("services", raw, "must be [[services]] tables, each with a kind")
     out = []
     for i, table in enumerate(raw):
-        r = _Reader(top.file, table, f"services[{i}].")
+        r = Reader(top.file, table, f"services[{i}].")
         kind = r.string("kind", None, KINDS)
         if kind is None:
             raise r.fail("kind", None, f"must be one of {', '.join(KINDS)}")
@@ -695,7 +587,7 @@ def _services(top: _Reader) -> tuple[ServiceSpec, ...]:
     return tuple(out)
 
 
-def _layout(r: _Reader) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _layout(r: Reader) -> tuple[tuple[int, ...], tuple[int, ...]]:
     available = sorted(os.sched_getaffinity(0))
     picked = {}
     for key in ("server_cpus", "load_cpus"):
@@ -704,7 +596,7 @@ def _layout(r: _Reader) -> tuple[tuple[int, ...], tuple[int, ...]]:
             try:
                 picked[key] = tuple(parse_cpu_list(str(v), flag=f"{r.file}: layout.{key}"))
             except ArenaError as e:
-                raise ArenaError(str(e).replace(f"layout.{key}: ", f"layout.{key} = {_show(v)}: ", 1)) from None
+                raise ArenaError(str(e).replace(f"layout.{key}: ", f"layout.{key} = {show_value(v)}: ", 1)) from None
     if len(picked) == 1:
         raise r.fail(next(iter(picked)), r.get(next(iter(picked))), "set both server_cpus and load_cpus, or neither")
     if not picked:
@@ -714,29 +606,5 @@ def _layout(r: _Reader) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if overlap:
         raise r.fail("load_cpus", r.get("load_cpus"), f"must not overlap server_cpus (both have {format_cpu_list(overlap)})")
     return server, load
-
-
-# ---------------------------------------------------------------------- planning
-
-
-def plan(exp: Experiment) -> list[Group]:
-    """Every run of ``exp``, grouped by server start, in a randomized (seeded) order.
-
-    Groups (configuration x repetition) are shuffled so that drift on the machine does not line
-    up with one configuration; within a group the load levels run in ascending order (one server
-    start serves them, each level with its own warm-up). Without ``reuse_server`` every run is its
-    own group.
-    """
-    groups = []
-    for rep in range(1, exp.repetitions + 1):
-        for config in exp.servers:
-            runs = tuple(RunSpec(config, level, rep, wl) for wl in exp.workloads
-                         for level in sorted(wl.levels or exp.levels, key=lambda lv: lv.value))
-            if exp.reuse_server:
-                groups.append(Group(config, rep, runs))
-            else:
-                groups += [Group(config, rep, (run,)) for run in runs]
-    random.Random(exp.seed).shuffle(groups)
-    return groups
 
 

@@ -1,0 +1,116 @@
+"""The reader of an experiment file's tables: each key read and checked, each refusal one line naming
+the file, the key (servers[0].threads), the value as the file writes it and what is allowed; the
+durations and their bounds."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from arena.errors import ArenaError
+
+
+class Reader:
+    """Typed access to one TOML table with errors that name the file and the key."""
+
+    def __init__(self, file: str, table: dict[str, Any], prefix: str = ""):
+        self.file, self.table, self.prefix = file, table, prefix
+
+    def fail(self, key: str, value: Any, allowed: str) -> ArenaError:
+        name = key if re.fullmatch(r"[^\x00-\x1f\x7f]*", key) else show_value(key)  # a TOML key may be quoted
+        return ArenaError(f"{self.file}: {self.prefix}{name} = {show_value(value)}: {allowed}")
+
+    def unknown(self, allowed: set[str]) -> None:
+        for key in self.table:
+            if key not in allowed:
+                raise self.fail(key, self.table[key], f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.table.get(key, default)
+
+    def string(self, key: str, default: str | None = None, choices: tuple[str, ...] | None = None) -> str | None:
+        v = self.table.get(key, default)
+        if v is None:
+            return None
+        if not isinstance(v, str) or (choices and v not in choices):
+            raise self.fail(key, v, f"must be {' or '.join(map(repr, choices))}" if choices else "must be a string")
+        return v
+
+    def boolean(self, key: str, default: bool) -> bool:
+        v = self.table.get(key, default)
+        if not isinstance(v, bool):
+            raise self.fail(key, v, "must be true or false")
+        return v
+
+    def integer(self, key: str, default: int | None, lo: int, hi: int) -> int | None:
+        v = self.table.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise self.fail(key, v, f"must be a whole number from {lo} to {hi}")
+        return v
+
+    def number(self, key: str, default: float, lo: float, hi: float) -> float:
+        v = self.table.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise self.fail(key, v, f"must be a number from {lo:g} to {hi:g}")
+        return float(v)
+
+    def duration(self, key: str, default: str | None, most: float) -> float | None:
+        """A duration from 0 to ``most`` seconds."""
+        v = self.table.get(key, default)
+        if v is None:
+            return None
+        seconds = parse_duration(v)
+        if seconds is None or seconds > most:
+            raise self.fail(key, v, "must be a duration such as \"10s\", \"500ms\", \"2m\" or a number of seconds, "
+                                    f"at most {human(most)}")
+        return seconds
+
+    def counts(self, key: str, lo: int, hi: int) -> list[int | None]:
+        """A whole number or a list of them (a grid axis); absent: [None] (the server's default)."""
+        v = self.table.get(key)
+        if v is None:
+            return [None]
+        values = v if isinstance(v, list) else [v]
+        if not values or not all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in values):
+            raise self.fail(key, v, f"must be a whole number from {lo} to {hi}, or a list of them")
+        return list(dict.fromkeys(values))
+
+
+def human(seconds: float) -> str:
+    return f"{seconds / 3600:g}h" if seconds >= 3600 else f"{seconds:g}s"
+
+
+# Bounds of a run's times: a run is bounded in time; a longer one is a mistake, not a measurement.
+MAX_DURATION_S = 24 * 3600.0
+MAX_WARMUP_S = 3600.0
+MAX_TIMEOUT_S = 3600.0
+
+
+def show_value(v: Any) -> str:
+    """A value as the file would write it, on one line (control characters escaped): a string quoted,
+    a list or table as JSON (["a"], {"preload": true}), never a Python repr."""
+    if isinstance(v, str):
+        return '"' + re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", v) + '"'
+    if v is None:
+        return "(none)"
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # TOML's own inf, -inf, nan
+    return re.sub(r"[\x00-\x1f\x7f]", "?", json.dumps(v, ensure_ascii=False, default=str))
+
+
+def parse_duration(v: Any) -> float | None:
+    """"10s", "500ms", "2m", "1h" or a number of seconds -> seconds (None when it is none of those)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if 0 <= v < math.inf else None  # NaN and infinity are not durations
+    if not isinstance(v, str):
+        return None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|h)?\s*", v)
+    if not m:
+        return None
+    return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
