@@ -196,7 +196,9 @@ def _load_while(url: str, act, *flags: str, after_s: float = 1.0) -> subprocess.
     while not acted and proc.poll() is None and time.monotonic() < deadline:
         for kid in me.children():
             try:
-                if kid.name() == "arena-load" and sum(kid.cpu_times()[:2]) >= 0.05 * after_s:
+                # running for after_s, and working (its measured window has begun: warm-up is 0)
+                if kid.name() == "arena-load" and time.time() - kid.create_time() >= after_s \
+                        and sum(kid.cpu_times()[:2]) > 0:
                     act(kid.pid)
                     acted = True
                     break

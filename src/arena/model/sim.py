@@ -237,6 +237,7 @@ class Mean:
         m, lo, hi = stats.mean_interval(values)
         return Mean(m, stats.Interval(lo, hi, "Student's t", 0.95))
 
+
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
 
 
