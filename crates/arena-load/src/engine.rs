@@ -377,9 +377,14 @@ impl<'a> Worker<'a> {
         let hard_end = self.cfg.stop.end_ns
             .map(|end| end + self.cfg.response_timeout_ns.max(self.cfg.connect_timeout_ns) + HARD_MARGIN_NS);
         let mut cut = false;
-        let mut loop_late = 0;
+        let (mut loop_late, mut last_deadline) = (0, None);
         loop {
             let now = self.now();
+            // how far past the deadline it set the loop woke, read with the clock it reads anyway (the
+            // events handled since count too: a loop busy that long is saturated all the same)
+            if let Some(d) = last_deadline.take() {
+                loop_late = loop_late.max((self.start + now).saturating_sub(d));
+            }
             if hard_end.is_some_and(|h| now >= h) {
                 cut = self.conns.iter().flatten().any(Conn::busy);
                 break;
@@ -417,9 +422,8 @@ impl<'a> Worker<'a> {
                 self.timer.set_abs(deadline);
                 self.armed = deadline;
             }
-            let polled = self.poll.poll(&mut events, None);
-            loop_late = loop_late.max(mono_ns().saturating_sub(deadline));
-            match polled {
+            last_deadline = Some(deadline);
+            match self.poll.poll(&mut events, None) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
