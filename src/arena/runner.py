@@ -34,7 +34,7 @@ from arena.results.runs import Database
 from arena.results.store import Store, rescue
 from arena.results.validity import validity_flags
 from arena.servers import catalog
-from arena.servers.launch import RunningServer, ServerSpec, app_bundle, server_version, start
+from arena.servers.launch import RunningServer, ServerSpec, known_version, start
 from arena.services import start_service
 from arena.topology.deployment import start_deployment
 from arena.topology.front import version as front_version
@@ -107,14 +107,8 @@ def environment(exp: Experiment) -> dict:
 
 def _server_version(c) -> tuple[str, str | None]:
     """A configuration's server and its version as it runs the configuration's app (named with where
-    the version comes from when that is the app's own environment: a --venv, a Gemfile.lock); None
-    where it cannot be told (the start will fail and say why)."""
-    server = catalog.get_server(c.server)
-    app = c.user_app or c.app
-    try:
-        version, source = server_version(server, app, app_bundle(app))
-    except ArenaError:
-        return c.server, None
+    the version comes from when that is the app's own environment: a --venv, a Gemfile.lock)."""
+    version, source = known_version(catalog.get_server(c.server), c.user_app or c.app)
     return (f"{c.server} ({source})" if source else c.server), version
 
 

@@ -16,7 +16,7 @@ from arena.http_client import port_free
 from arena.probe import sample_once
 from arena.servers import catalog
 from arena.servers.cgroup import survivors
-from arena.servers.launch import ServerSpec, app_bundle, server_version, start
+from arena.servers.launch import ServerSpec, known_version, start
 from arena.subjects import App, conformance
 from arena.subjects.user import app_for, venv_dir
 
@@ -76,7 +76,7 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
     try:
         running = start(spec)
     except ArenaError as e:
-        return CheckResult(server, name, "fail", version=_version(entry, app), problems=[str(e).splitlines()[0]])
+        return CheckResult(server, name, "fail", version=known_version(entry, app)[0], problems=[str(e).splitlines()[0]])
     result = CheckResult(server, name, "pass", running.version, running.knobs, running.startup_s)
     with running:
         if isinstance(app, App):
@@ -98,14 +98,6 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
     if result.problems:
         result.status = "fail"
     return result
-
-
-def _version(server: catalog.Server, app: str | App) -> str | None:
-    """The version a failed start would have run (its venv's, its bundle's), None where not known."""
-    try:
-        return server_version(server, app, app_bundle(app))[0]
-    except ArenaError:
-        return None
 
 
 def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = None, *,

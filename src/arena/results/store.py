@@ -258,6 +258,12 @@ class Store:
             raise self._unknown(name)
         return row
 
+    def _id(self, name: str) -> int:
+        row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise self._unknown(name)
+        return row["id"]
+
     def _unknown(self, name: str) -> ArenaError:
         names = [e["name"] for e in self.experiments()]
         return ArenaError(f"experiment: no experiment named '{name}' in {self.path} "
@@ -293,14 +299,11 @@ class Store:
     def failures(self, name: str) -> list[Failure]:
         """The experiment's runs whose last attempt failed (none stored since), each with its last
         failure, in the order they failed."""
-        row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            raise self._unknown(name)
         rows = self.db.execute(
             "SELECT * FROM failures f WHERE experiment_id = ? AND run_key NOT IN "
             "(SELECT run_key FROM runs WHERE experiment_id = f.experiment_id) AND id = "
             "(SELECT MAX(id) FROM failures g WHERE g.experiment_id = f.experiment_id AND g.run_key = f.run_key) "
-            "ORDER BY failed_at", (row["id"],))
+            "ORDER BY failed_at", (self._id(name),))
         return [Failure(**{k: r[k] for k in FAILURE_COLUMNS}) for r in rows]
 
     def bring_in(self, doc: dict[str, Any]) -> tuple[int, int]:
@@ -318,10 +321,7 @@ class Store:
 
     def runs(self, name: str) -> list[Run]:
         """The experiment's runs in the order they ran, each decoded once into a typed Run."""
-        row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            raise self._unknown(name)
-        rows = self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (row["id"],))
+        rows = self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (self._id(name),))
         return [decode(dict(r), {k: json.loads(r[k]) for k in DOCUMENTS}) for r in rows]
 
 

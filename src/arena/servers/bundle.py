@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from arena.errors import ArenaError
@@ -33,14 +34,20 @@ class Bundle:
 
     def version(self, gem: str) -> str:
         """The version of ``gem`` in the lock; an error when the bundle does not hold it (``bundle
-        exec`` could not load it)."""
-        out = _run(["ruby", "-rbundler", "-e", _LOCKED_VERSION, str(self.lock), gem], self)
-        if out.returncode != 0:
-            raise ArenaError(f"--app: {self.lock}: bundler cannot read it: {_first_line(out)}")
-        if not out.stdout.strip():
-            raise ArenaError(f"--app: {self.lock} does not list {gem}: a server runs under bundle exec only from the "
-                             f"app's bundle (add gem \"{gem}\" to its Gemfile, then bundle lock --local)")
-        return out.stdout.strip()
+        exec`` could not load it). Asked once per lock as it stands (an experiment asks at every start)."""
+        return _locked_version(self, gem, self.lock.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=None)
+def _locked_version(bundle: Bundle, gem: str, stamp: int) -> str:
+    """Bundle.version for the lock as it was at ``stamp`` (its mtime): one ruby per lock and gem."""
+    out = _run(["ruby", "-rbundler", "-e", _LOCKED_VERSION, str(bundle.lock), gem], bundle)
+    if out.returncode != 0:
+        raise ArenaError(f"--app: {bundle.lock}: bundler cannot read it: {_first_line(out)}")
+    if not out.stdout.strip():
+        raise ArenaError(f"--app: {bundle.lock} does not list {gem}: a server runs under bundle exec only from the "
+                         f"app's bundle (add gem \"{gem}\" to its Gemfile, then bundle lock --local)")
+    return out.stdout.strip()
 
 
 def bundle_of(chdir: str | Path) -> Bundle | None:
@@ -57,11 +64,18 @@ def bundle_of(chdir: str | Path) -> Bundle | None:
         raise ArenaError(f"--app: {gemfile} has no Gemfile.lock (Arena writes nothing into the app's directory): "
                          f"make one from the installed gems with: cd {chdir} && bundle lock --local")
     bundle = Bundle(gemfile, lock)
+    _checked(bundle, lock.stat().st_mtime_ns)
+    return bundle
+
+
+@lru_cache(maxsize=None)
+def _checked(bundle: Bundle, stamp: int) -> None:
+    """``bundle check`` of the lock as it was at ``stamp`` (its mtime): once, not at every start (a
+    failure is not remembered: the next start asks again)."""
     out = _run(["bundle", "check", "--dry-run"], bundle)
     if out.returncode != 0:
-        raise ArenaError(f"--app: {lock}: its gems are not all installed (bundle check: {_first_line(out, 3)}); "
+        raise ArenaError(f"--app: {bundle.lock}: its gems are not all installed (bundle check: {_first_line(out, 3)}); "
                          "install them from Debian's packages (ruby-NAME)")
-    return bundle
 
 
 def _run(argv: list[str], bundle: Bundle) -> subprocess.CompletedProcess:

@@ -249,11 +249,9 @@ def log_tail(path: Path, lines: int = 15) -> str:
     try:
         with open(path, "rb") as f:
             head = f.read(65536).decode("utf-8", "replace").splitlines()
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            tail = f.read().decode("utf-8", "replace").splitlines()[-lines:]
     except OSError:
         return ""
+    tail = log_text(path, 8192).splitlines()[-lines:]
     first = next((line for pattern in ERROR_LINES for line in head if pattern.search(line)), None)
     if first is not None and first not in tail:
         tail = [first, "..."] + tail
@@ -364,6 +362,15 @@ def server_version(server: catalog.Server, app: App | str, bundle: Bundle | None
     if user is not None and user.venv is not None:
         return catalog.version(server.name, user.bin_dir), user.venv
     return catalog.version(server.name), None
+
+
+def known_version(server: catalog.Server, app: App | str) -> tuple[str | None, str | None]:
+    """server_version where it can be told (with the app's bundle); (None, None) where it cannot (a
+    bundle that is not ready: the start fails and says why)."""
+    try:
+        return server_version(server, app, app_bundle(app))
+    except ArenaError:
+        return None, None
 
 
 KEEP_MARK = "KEPT-FOR-ITS-LOG"  # in a failed start's workdir: stale reaping leaves it alone
