@@ -98,6 +98,7 @@ bench: install install-bench
 	$(VENV)/bin/python benches/interrupt_cycles.py
 	$(VENV)/bin/python benches/model_check.py
 	$(VENV)/bin/python benches/wrap_overhead.py
+	$(VENV)/bin/python benches/compare_rates.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) target

@@ -1,4 +1,4 @@
-"""The one quantile definition (nearest rank) against known values."""
+"""The one quantile definition (nearest rank), the intervals and the comparison, against known values."""
 
 import math
 
@@ -83,3 +83,60 @@ def test_geometric_error():
     assert stats.geometric_error([(3, 3)]) == 1.0
     assert stats.geometric_error([(4, 1), (1, 1)]) == pytest.approx(2.0)  # exp(mean(ln 4, 0))
     assert stats.geometric_error([]) == math.inf
+
+
+def test_t_quantile_is_students():
+    # R: qt(0.975, c(1, 2, 30, 100)) = 12.706205 4.302653 2.042272 1.983972
+    assert [round(stats.t975(df), 6) for df in (1, 2, 30, 100)] == [12.706205, 4.302653, 2.042272, 1.983972]
+
+
+def test_ratio_is_welchs_interval_on_log_values():
+    # logs a = (0, 2), b = (1, 3): difference -1, each variance 2, se sqrt(2/2 + 2/2), Welch df 2
+    # (R: t.test(c(0, 2), c(1, 3))$conf.int = -1 -+ 4.302653 * sqrt(2) = -7.084870 .. 5.084870)
+    r = stats.ratio([1, math.e ** 2], [math.e, math.e ** 3])
+    assert r.value == pytest.approx(math.exp(-1))
+    assert (math.log(r.lo), math.log(r.hi)) == pytest.approx((-7.084870, 5.084870), abs=1e-6)
+    assert r.n == (2, 2)
+
+
+def test_ratio_without_an_interval_or_a_spread():
+    assert stats.ratio([110], [100, 100]).lo is None  # one value: no interval, the point still given
+    r = stats.ratio([110, 110], [100, 100])
+    assert (r.lo, r.value, r.hi) == pytest.approx((1.1, 1.1, 1.1))
+
+
+@pytest.mark.parametrize("a, b, higher, verdict", [
+    ([120, 121, 119], [100, 101, 99], True, stats.BETTER),  # 20% more, surely
+    ([120, 121, 119], [100, 101, 99], False, stats.WORSE),  # the same 20% of a latency: worse
+    ([100, 100.5, 99.7], [100.2, 99.9, 100.1], True, stats.SAME),  # within 3% either way
+    ([101, 101.1, 101.05], [100, 100.1, 100.05], True, stats.SAME),  # a real 1%: below the threshold
+    ([100, 110], [100, 101], True, stats.UNDECIDED),  # two runs each: the interval is wide
+    ([100], [100, 101], True, stats.UNDECIDED),  # one run: no interval
+])
+def test_verdicts(a, b, higher, verdict):
+    assert stats.compare(a, b, higher).verdict == verdict
+
+
+def test_undecided_says_how_many_more_runs_would_decide():
+    c = stats.compare([100, 110], [100, 101])
+    assert c.verdict == stats.UNDECIDED and c.more is not None and c.more >= 1
+    # with that many more a side, drawn to keep the ratio and the spread, the verdict is reached
+    grow = c.more
+    a = [100, 110] * (1 + grow // 2) + [100, 110][: grow % 2]
+    b = [100, 101] * (1 + grow // 2) + [100, 101][: grow % 2]
+    assert stats.compare(a[: 2 + grow], b[: 2 + grow]).verdict != stats.UNDECIDED
+
+
+def test_identical_configurations_are_rarely_told_apart():
+    # A/A: both sides drawn from one log-normal (5% spread); at the 95% level Welch's interval
+    # excludes 1 in at most ~5% of pairs, and the 3% threshold removes some of those (benches/
+    # compare_rates.py: 2.3% at n = 2, 5.0% at n = 10 over 4000 pairs). 1000 pairs a size: 6.5% is
+    # 5% plus two binomial standard errors; range overlap, the rule this replaced, fails at ~33%.
+    import random
+
+    rng = random.Random(7)
+    for n in (2, 3, 5, 10):
+        told = sum(stats.compare([rng.lognormvariate(0, 0.05) for _ in range(n)],
+                                 [rng.lognormvariate(0, 0.05) for _ in range(n)]).verdict in (stats.BETTER, stats.WORSE)
+                   for _ in range(1000))
+        assert told / 1000 <= 0.065, (n, told)

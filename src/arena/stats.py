@@ -63,16 +63,16 @@ def median(values: list[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
-# Student's t, 97.5th percentile, for 1..30 degrees of freedom: R's qt(0.975, df) (the USL fit's
-# parameter intervals, the simulator's replications); beyond 30, the 30th (within 2% of 1.96).
-T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
-        2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
-        2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
+def t975(df: float) -> float:
+    """Student's t, 97.5th percentile, at ``df`` degrees of freedom (the two-sided 95% factor)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, df))
 
 
 def mean_interval(values: list[float]) -> tuple[float, float, float]:
-    """The mean of ``values`` and its 95% confidence interval by Student's t (T975): (mean, lo, hi);
-    one value alone: (v, v, v)."""
+    """The mean of ``values`` and its 95% confidence interval by Student's t: (mean, lo, hi); one
+    value alone: (v, v, v)."""
     n = len(values)
     if n == 0:
         raise ValueError("mean of no values")
@@ -80,7 +80,7 @@ def mean_interval(values: list[float]) -> tuple[float, float, float]:
     if n < 2:
         return m, m, m
     sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    half = T975[min(n - 1, len(T975)) - 1] * sd / math.sqrt(n)
+    half = t975(n - 1) * sd / math.sqrt(n)
     return m, m - half, m + half
 
 
@@ -104,7 +104,9 @@ class Interval:
 
 def _binom_cdf_half(k: int, n: int) -> float:
     """P(X <= k) for X ~ Binomial(n, 1/2)."""
-    return sum(math.comb(n, i) for i in range(0, k + 1)) / 2 ** n
+    from scipy.stats import binom
+
+    return float(binom.cdf(k, n, 0.5))
 
 
 def median_interval(values: list[float], level: float = 0.95) -> Interval | None:
@@ -139,3 +141,116 @@ def mape(pairs: list[tuple[float, float]]) -> float | None:
     """Mean absolute percentage error, in percent, of (predicted, measured) pairs (measured > 0)."""
     errors = [abs(p - m) / m for p, m in pairs if m]
     return 100 * sum(errors) / len(errors) if errors else None
+
+
+# ---------------------------------------------------------------------- comparing two configurations
+
+SAME, BETTER, WORSE, UNDECIDED = "same", "better", "worse", "undecided"
+THRESHOLD = 0.03  # a difference smaller than this share is of no practical consequence (default)
+MAX_MORE = 50  # "more repetitions" beyond this is said as "many"
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``a / b`` of a figure as the ratio of the two configurations' geometric means, with its 95%
+    confidence interval (None: fewer than two values on a side, no interval can be made).
+
+    Method: Welch's t-interval of the difference of the mean log values (scipy.stats.ttest_ind,
+    equal_var=False), exponentiated. Why it holds for 2 to 10 repetitions: run-to-run variation of
+    throughput and of a tail latency is multiplicative (a slower machine moment slows everything by a
+    factor), so their logarithms are close to normal, and for normal values Student's t is exact at
+    any sample size; what few runs cost is width, not coverage (at two runs a side the factor is
+    t(0.975, 1) = 12.7). Welch's form does not assume the two spreads are equal. A bootstrap, by
+    contrast, undercovers badly below about ten values, which is why it is not used here."""
+
+    value: float
+    lo: float | None
+    hi: float | None
+    n: tuple[int, int]
+
+    METHOD = "Welch's t on log values, 95%"
+
+    def __str__(self) -> str:
+        if self.lo is None:
+            return f"{self.value:.3f}x (no interval)"
+        return f"{self.value:.3f}x [{self.lo:.3f}, {self.hi:.3f}]"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How configuration ``a`` compares with ``b`` on one figure: the ratio a / b with its interval and
+    the verdict from a's side (``better`` means a is better, whichever way is better for the figure).
+
+    ``more``: for an undecided verdict, the repetitions more per configuration that would likely
+    decide it, were the spread and the ratio to stay as measured (None: not undecided, or beyond
+    MAX_MORE)."""
+
+    ratio: Ratio
+    verdict: str
+    more: int | None
+    why: str
+
+
+def _log_samples(values: list[float]) -> list[float]:
+    return [math.log(v) for v in values if v is not None and v > 0]
+
+
+def ratio(a: list[float], b: list[float], level: float = 0.95) -> Ratio:
+    """The ratio of geometric means a / b with its ``level`` interval (Ratio: Welch's t on logs)."""
+    import warnings
+
+    import numpy as np
+    from scipy.stats import ttest_ind
+
+    la, lb = _log_samples(a), _log_samples(b)
+    if not la or not lb:
+        raise ValueError("a ratio needs a positive value on each side")
+    point = math.exp(sum(la) / len(la) - sum(lb) / len(lb))
+    if len(la) < 2 or len(lb) < 2:
+        return Ratio(point, None, None, (len(la), len(lb)))
+    if np.var(la) == 0 and np.var(lb) == 0:  # no spread at all: the ratio is what it is
+        return Ratio(point, point, point, (len(la), len(lb)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # near-identical values: scipy's precision note
+        ci = ttest_ind(la, lb, equal_var=False).confidence_interval(level)
+    return Ratio(point, math.exp(ci.low), math.exp(ci.high), (len(la), len(lb)))
+
+
+def compare(a: list[float], b: list[float], higher_is_better: bool = True, threshold: float = THRESHOLD) -> Comparison:
+    """The verdict of ``a`` against ``b`` (each configuration's values of one figure, one per valid
+    repetition). A difference is declared only when the 95% interval of the ratio excludes 1 *and*
+    the ratio itself is beyond ``threshold`` (3%: a smaller gain is not worth a deployment change);
+    "same" when the interval lies within the threshold either way, or excludes 1 by an effect inside
+    it; "undecided" when the interval holds 1 and reaches beyond the threshold (more runs would tell),
+    or when a side has fewer than two values (no interval)."""
+    r = ratio(a, b)
+    edge = math.log1p(threshold)
+    effect = math.log(r.value)
+    if r.lo is None:
+        return Comparison(r, UNDECIDED, None, f"too few valid repetitions for an interval ({r.n[0]} and {r.n[1]}; 2 each needed)")
+    lo, hi = math.log(r.lo), math.log(r.hi)
+    if (lo > 0 or hi < 0) and abs(effect) > edge:
+        up = effect > 0
+        return Comparison(r, BETTER if up == higher_is_better else WORSE, None,
+                          f"the interval excludes 1 and the difference is above {100 * threshold:g}%")
+    if -edge <= lo and hi <= edge:
+        return Comparison(r, SAME, None, f"the interval lies within {100 * threshold:g}% either way")
+    if lo > 0 or hi < 0:
+        return Comparison(r, SAME, None, f"a real difference, but below {100 * threshold:g}%")
+    return Comparison(r, UNDECIDED, _more(_log_samples(a), _log_samples(b), effect, edge),
+                      f"the interval holds 1 and reaches beyond {100 * threshold:g}%")
+
+
+def _more(la: list[float], lb: list[float], effect: float, edge: float) -> int | None:
+    """Repetitions more per configuration after which, with the same spread (pooled variance of the
+    logs) and the same ratio, the interval would decide: exclude 1 (an effect beyond the threshold)
+    or fit within the threshold (an effect inside it)."""
+    import numpy as np
+
+    s2 = (np.var(la, ddof=1) * (len(la) - 1) + np.var(lb, ddof=1) * (len(lb) - 1)) / (len(la) + len(lb) - 2)
+    room = abs(effect) if abs(effect) > edge else edge - abs(effect)
+    have = max(len(la), len(lb))
+    for n in range(have + 1, have + MAX_MORE + 1):
+        if t975(2 * n - 2) * math.sqrt(2 * s2 / n) < room:
+            return n - have
+    return None

@@ -116,6 +116,6 @@ def fit(concurrency: Sequence[float], throughput: Sequence[float]) -> UslFit:
         se = tuple(float(math.sqrt(max(v, 0.0))) for v in np.diag(cov))
     except np.linalg.LinAlgError:
         se = (math.nan,) * 3
-    t = stats.T975[min(dof, len(stats.T975)) - 1] if dof > 0 else math.nan
+    t = stats.t975(dof) if dof > 0 else math.nan
     ci = tuple((max(0.0, v - t * e) if i < 2 else v - t * e, v + t * e) for i, (v, e) in enumerate(zip(theta, se)))
     return UslFit(float(theta[0]), float(theta[1]), float(theta[2]), se, ci, rss, len(n))
