@@ -121,6 +121,19 @@ def test_labels():
     assert exp.servers == (ServerConfig("puma", "rack", 2, 5, None, "Puma 5x2"),) and exp.servers[0].name == "Puma 5x2"
 
 
+def test_one_configuration_under_two_labels_runs_twice_as_an_aa_test():
+    twice = [{"server": "puma", "label": label, "processes": 1, "threads": 2} for label in ("A", "A'")]
+    exp = parse({**GOOD, "servers": twice})
+    assert [c.name for c in exp.servers] == ["A", "A'"] and all(c.twin for c in exp.servers)
+    keys = [r.key for g in plan(exp) for r in g.runs]
+    assert len(keys) == len(set(keys)) == 2 * 2 * exp.repetitions  # two cells per level, never merged
+    with pytest.raises(ArenaError, match=r"servers = \"puma\[rack\] p=1 t=2\": is the same configuration as 'A': "
+                                         "give each a label"):
+        parse({**GOOD, "servers": [twice[0], {"server": "puma", "processes": 1, "threads": 2}]})
+    # a configuration without a twin keeps its key (stores run before twins existed still resume)
+    assert parse({**GOOD, "servers": twice[:1]}).servers[0].key == "puma[rack] p=1 t=2"
+
+
 def test_several_workloads_multiply_the_runs_and_name_them():
     exp = parse({**GOOD, "workloads": [{"name": "50/250", "path": "/work?cpu_ms=50&io_ms=250"},
                                        {"name": "100/1", "path": "/work?cpu_ms=100&io_ms=1"}]})

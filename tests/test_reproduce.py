@@ -158,13 +158,14 @@ def test_a_bad_reproduce_table_is_one_line_naming_the_key(table, message):
     assert message in str(e.value) and str(e.value).startswith("study.toml: ") and "\n" not in str(e.value)
 
 
-def test_two_labels_for_one_configuration_are_refused_and_a_row_can_name_its_configuration():
+def test_two_labels_for_one_configuration_are_twins_and_a_row_can_name_its_configuration():
     """Scaled to the same knobs, two published rows are one configuration: the file names it for both
-    ([reproduce.measured_by]); two labels on one configuration would collide in the store."""
+    ([reproduce.measured_by]); listed twice under two labels it would run twice, as an A/A test."""
     data = {"workload": {"path": "/"}, "servers": [{"server": "unicorn", "label": "Unicorn 1x1", "processes": 1},
                                                    {"server": "unicorn", "label": "Unicorn 8x1", "processes": 1}]}
-    with pytest.raises(ArenaError, match=r"servers = \"Unicorn 8x1\": is the same configuration as 'Unicorn 1x1'"):
-        parse_experiment(data, "f.toml")
+    twins = parse_experiment(data, "f.toml").servers
+    assert [c.twin for c in twins] == [True, True] and twins[0].key != twins[1].key
+    assert twins[1].key == "unicorn[rack] p=1 as 'Unicorn 8x1'"
     rep = load_experiment(SCENARIOS / "fibonacci.toml").reproduce
     assert rep.label("Unicorn 8x1") == "Unicorn 1x1" and rep.label("Unicorn 32x1") == "Unicorn 32x1"
     sf = study_files()["jmeter-fibonacci"]

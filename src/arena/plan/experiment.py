@@ -56,11 +56,13 @@ class ServerConfig:
     env: tuple[tuple[str, str], ...] = ()  # declared variables, by name
     options: tuple[str, ...] = ()  # raw server flags
     topology: Topology = BARE  # what stands before the server: a proxy, or a balancer and N instances
+    twin: bool = False  # listed again under another label (an A/A test): the label is part of its identity
 
     @property
     def key(self) -> str:
         """The configuration's identity (stored runs are keyed by it): server, app, knobs, pool,
-        settings, declared variables and raw flags, each shown only when set."""
+        settings, declared variables and raw flags, each shown only when set; for a twin (the same
+        configuration under two labels), its label too."""
         parts = [f"{k[0]}={v}" for k, v in (("processes", self.processes), ("threads", self.threads),
                                             ("connections", self.connections)) if v is not None]
         parts += [f"pool={self.pool}"] if self.pool is not None else []
@@ -68,6 +70,7 @@ class ServerConfig:
         parts += [f"{k}={shlex.quote(v)}" for k, v in self.env]
         parts += [f"options={shlex.quote(shlex.join(self.options))}"] if self.options else []
         parts += [self.topology.text] if self.topology.front else []
+        parts += [f"as {shlex.quote(self.label or '')}"] if self.twin else []
         return f"{self.server}[{self.app}]" + "".join(f" {p}" for p in parts)
 
     @property
@@ -228,13 +231,9 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
                                                         f"({c.key}); keep one")
             entry_of[c] = i
             servers.append(c)
+    servers = _twins(top, servers)
     seen: dict[str, ServerConfig] = {}
-    keys: dict[str, ServerConfig] = {}
     for c in servers:
-        if c.key in keys and keys[c.key].name != c.name:
-            raise top.fail("servers", c.name, f"is the same configuration as {keys[c.key].name!r} ({c.key}): their runs "
-                                              "would be one; keep one of them")
-        keys[c.key] = c
         if c.name in seen and seen[c.name] != c:
             raise top.fail("servers", c.name, f"two configurations have this label ({seen[c.name].key} and {c.key}); "
                                               "each needs its own, or their runs would be merged into one row")
@@ -434,6 +433,21 @@ def _app(r: Reader, value: Any, entry: catalog.Server) -> App:
         raise r.fail("app", value, f"{entry.name} cannot serve it (a {app.interface} app; it serves: "
                                    f"{', '.join(entry.interfaces)})")
     return app
+
+
+def _twins(top: Reader, servers: list[ServerConfig]) -> list[ServerConfig]:
+    """The configurations, those listed more than once under different labels marked as twins (an A/A
+    test: each runs as its own cell, so one configuration can be compared with itself)."""
+    by_key: dict[str, list[ServerConfig]] = {}
+    for c in servers:
+        by_key.setdefault(c.key, []).append(c)
+    for same in (v for v in by_key.values() if len(v) > 1):
+        unlabeled = next((c for c in same if c.label is None), None)
+        if unlabeled is not None:
+            other = next(c for c in same if c is not unlabeled)
+            raise top.fail("servers", unlabeled.key, f"is the same configuration as {other.name!r}: give each a "
+                                                     "label to run it twice (an A/A test), or keep one")
+    return [replace(c, twin=True) if len(by_key[c.key]) > 1 else c for c in servers]
 
 
 def _server_grid(r: Reader, default_app: Any, default_topology: dict[str, Any] = {}) -> list[ServerConfig]:
