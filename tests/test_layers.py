@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def test_reading_the_results_loads_no_runner_server_or_driver():
-    code = ("import sys, arena.results.aggregate, arena.results.ranking, arena.results.store; "
+    code = ("import sys, arena.results.aggregate, arena.results.answer, arena.results.store; "
             "print(sorted(m for m in sys.modules if m.startswith('arena')))")
     loaded = eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     machinery = [m for m in loaded if m.split(".")[1:2] and m.split(".")[1] in

@@ -21,7 +21,7 @@ from arena.report import charts
 from arena.report.export import chart_csv, draw, export
 from arena.report.html import figure, render
 from arena.results.aggregate import aggregate, decomposition
-from arena.results.ranking import Limits, ranking
+from arena.results.answer import Goal, answer, standings
 from arena.results.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "report"
@@ -101,11 +101,15 @@ def test_the_model_section_gives_its_error(page):
 def test_the_report_opens_with_the_answer(report, stored):
     _, runs = stored
     cells = aggregate(runs)
-    _, overall = ranking(cells)
-    best = overall[0]
+    best = standings(cells)[0]
     first = report.answer[0]
-    assert first.startswith(f"best: {best.label} at {best.level_label}: {best.throughput.median:.1f} req/s")
-    assert "binds: " in first and "runner-up " in first and "distinguishable" in first
+    assert first.startswith(f"most throughput at any latency (no p99 target): {best.label} at {best.level_label}: "
+                            f"{best.throughput.median:.1f} req/s")
+    assert any(line.startswith(f"What binds {best.label}: ") for line in report.answer)
+    # no latency target: the Pareto front is given, and each other configuration is compared with the best
+    assert any(line.startswith("No latency target given") for line in report.answer)
+    tied = next((line for line in report.answer if line.startswith("Tied for best")), "")
+    assert all(f"{v.cell.label} at " in tied for v in answer(cells, "default").tied)
     per_server = [line for line in report.answer if line.startswith("best of ")]
     assert {line.split(":")[0] for line in per_server} == {"best of puma", "best of gunicorn-gthread"}
     # two repetitions: the interval beside the median is the repetitions' range, and says so
@@ -131,18 +135,18 @@ def test_throughput_chart_is_the_median_and_its_interval_of_the_valid_runs(store
     assert float(row["requests/s"]) == pytest.approx(stats.median(tp))
 
 
-def test_ranking_respects_the_limits(stored):
+def test_ranking_respects_the_goal(stored):
     _, runs = stored
     cells = aggregate(runs)
-    per_server, overall = ranking(cells)
-    assert {c.server for c in per_server} == {"puma", "gunicorn-gthread"}
+    a = answer(cells, "default")
+    assert {p.cell.server for p in a.per_server} == {"puma", "gunicorn-gthread"}
+    overall = standings(cells)
     assert [c.throughput.median for c in overall] == sorted((c.throughput.median for c in overall), reverse=True)
     best = overall[0]
     tight = best.p99_us.median / 1000 * 0.999  # the best one no longer fits
-    _, limited = ranking(cells, Limits(p99_ms=tight))
+    limited = standings(cells, Goal(p99_ms=tight))
     assert all(c.p99_us.median / 1000 <= tight for c in limited) and best not in limited
-    _, none = ranking(cells, Limits(memory_mib=1))
-    assert none == []
+    assert standings(cells, Goal(memory_mib=1)) == []
 
 
 def test_the_comparison_interval_is_of_the_median(stored, tmp_path, capsys):
@@ -160,7 +164,8 @@ def test_the_comparison_interval_is_of_the_median(stored, tmp_path, capsys):
         assert row[table.head.index("req/s")].startswith(f"{c.throughput.median:.4g}"[:3])
     assert main(["show", NAME, "--store", report_store()]) == 0
     out = capsys.readouterr().out
-    assert "best: " in out and "range " in out and out.index("best: ") < out.index("req/s interval")
+    lead = "most throughput at any latency"
+    assert lead in out and "range " in out and out.index(lead) < out.index("req/s interval")
 
 
 def test_html_and_exports_draw_each_series_in_the_same_colour(page, tmp_path):

@@ -229,8 +229,11 @@ def test_the_engine_runs_shows_exports_and_reports_an_experiment_file(tmp_path):
     import io
     import json
 
-    from arena.app.experiments import export, run_file, summaries
+    from arena.app.analysis import analyses
+    from arena.app.experiments import export, run_file
     from arena.app.report import report
+    from arena.report.answer import answer_lines
+    from arena.report.data import comparison_table
 
     f = tmp_path / "fake.toml"
     f.write_text('name = "fake"\nduration = "1s"\nwarmup = "0s"\nrepetitions = 2\n[workload]\npath = "/work"\n'
@@ -243,9 +246,11 @@ def test_the_engine_runs_shows_exports_and_reports_an_experiment_file(tmp_path):
     counts = run_file(str(f), db, seams=Machine().seams())
     assert (counts.done, counts.skipped, counts.failed, counts.invalid) == (8, 0, 0, 0)
     assert run_file(str(f), db, seams=Machine().seams()).skipped == 8  # resumed: nothing to do
-    (shown,) = summaries(db)
-    assert shown.answer[0].startswith("best: puma[rack] t=") and len(shown.table.rows) == 4
-    assert all(row[shown.table.head.index("req/s interval")].startswith("range ") for row in shown.table.rows)
+    (found,) = analyses(db)
+    table = comparison_table(found.results.cells)
+    assert answer_lines(found.answers[0], False)[0].startswith("most throughput at any latency (no p99 target): "
+                                                               "puma[rack] t=") and len(table.rows) == 4
+    assert all(row[table.head.index("req/s interval")].startswith("range ") for row in table.rows)
     rows = list(csv.DictReader(io.StringIO(export(db, "fake", "csv"))))
     assert len(rows) == 8 and {r["valid"] for r in rows} == {"1"} and json.loads(rows[0]["flags"]) == []
     assert json.loads(export(db, "fake", "json"))[0]["load"]["tool"] == "fake"

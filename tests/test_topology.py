@@ -281,7 +281,6 @@ def test_a_fleet_run_is_stored_with_the_balancers_figures_and_reported(tmp_path)
     the cell aggregates them, and the report draws the chain and tabulates them."""
     require_server("gunicorn-sync")
     from arena.app.experiments import results
-    from arena.report import data
     from arena.results.store import Store
     from arena.runner import run_experiment
 
@@ -305,11 +304,9 @@ def test_a_fleet_run_is_stored_with_the_balancers_figures_and_reported(tmp_path)
     assert "haproxy" in run.services and run.launch["front"]["kind"] == "haproxy"
     cell = res.cells[0]
     assert cell.front is not None and sum(cell.front.shares) == pytest.approx(100)
-    from arena.model.findings import findings
+    from arena.app.report import build_report
 
-    found = findings(res.cells, res.observations())
-    section = next(s for s in data.build(res.name, res.definition, res.runs, res.cells, found).sections
-                   if s.key == "topology")
+    section = next(s for s in build_report(res).sections if s.key == "topology")
     chain_row = section.tables[0].rows[0]
     assert chain_row[0] == cell.label and "-> haproxy" in chain_row[1] and "2 x gunicorn-sync" in chain_row[1]
     assert "unix sockets" in chain_row[1]

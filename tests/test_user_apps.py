@@ -346,7 +346,9 @@ def catalog_puma() -> str:
 
 @pytest.mark.integration
 def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, tmp_path):
-    from arena.app.experiments import export, summaries
+    from arena.app.analysis import analyses
+    from arena.app.experiments import export
+    from arena.report.answer import answer_lines
 
     require_server("gunicorn-gthread")
     exp = parse_experiment({
@@ -367,8 +369,8 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
     assert "RuntimeError: the app cannot start: no settings (log " in f.reason and "\n" not in f.reason
     # the log's tail is kept with it (its last lines: gunicorn's own closing lines after the traceback)
     assert f.log_tail and Path(f.log_path).is_file() and f.log_tail.splitlines()[-1] in Path(f.log_path).read_text()
-    (shown,) = summaries(str(store_path), "fails")
-    left = [line for line in shown.answer if line.startswith("Left out (not run)")]
+    (found,) = analyses(str(store_path), "fails")
+    left = [line for line in answer_lines(found.answers[0], False) if line.startswith("Left out (not run)")]
     assert left == [f"Left out (not run): 2 runs, {f.reason}"]
     rows = export(str(store_path), "fails", "csv").splitlines()
     assert len(rows) == 1 + 4 and sum(",0," in r and "the app cannot start" in r for r in rows) == 2
@@ -380,8 +382,8 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
     (apps / "pyapp" / "served.py").write_text(WSGI)
     with Store(store_path) as store:
         assert run_experiment(exp, store)["run"] == 2 and store.failures("fails") == []
-    (shown,) = summaries(str(store_path), "fails")
-    assert "No run was left out: every run was valid." in shown.answer
+    (found,) = analyses(str(store_path), "fails")
+    assert "No run was left out: every run was valid." in answer_lines(found.answers[0], False)
 
 
 def test_the_exception_a_log_ends_in_is_read_as_one_line():

@@ -14,7 +14,6 @@ from arena.errors import ArenaError
 from arena.model.estimate import estimate_s
 from arena.plan.expand import plan
 from arena.plan.experiment import Experiment, Group, load_experiment, workloads_of
-from arena.report.data import Table
 from arena.results.aggregate import Cell, aggregate
 from arena.model.observe import observations
 from arena.results.runs import Failure, Run
@@ -73,35 +72,6 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     with open_store(store_path, write=True) as store:
         counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid)
     return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])
-
-
-@dataclass(frozen=True)
-class Shown:
-    """What ``arena show`` prints of one experiment: the answer, the comparison table, the runs."""
-
-    results: Results
-    answer: list[str]
-    table: Table
-
-
-def summaries(store_path: str, name: str | None = None) -> list[Shown]:
-    """The experiment ``name`` (default: every experiment in the store), each with its answer and
-    its comparison table."""
-    from arena.report.data import comparison_table
-    from arena.results.aggregate import workloads
-    from arena.results.ranking import answer_lines, answers
-
-    with open_store(store_path) as store:
-        names = [name] if name else [e["name"] for e in store.experiments()]
-        if not names:
-            raise ArenaError(f"--store {store_path}: the store has no experiment")
-        found = [results(store, n) for n in names]
-    out = []
-    for res in found:
-        many = len(workloads(res.cells)) > 1
-        lines = [line for a in answers(res.cells, failures=res.failures) for line in answer_lines(a, many)]
-        out.append(Shown(res, lines, comparison_table(res.cells)))
-    return out
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from arena.app.experiments import Results, latest, open_store, results
 from arena.errors import ArenaError
 from arena.model.findings import findings
 from arena.report import data
-from arena.results.ranking import Limits
+from arena.app.analysis import Limits, analyse
 
 
 def load_results(store_path: str, name: str | None) -> Results:
@@ -25,9 +25,9 @@ def load_results(store_path: str, name: str | None) -> Results:
 def build_report(res: Results, limits: Limits = Limits()) -> data.Report:
     from arena.app.reproduce import comparison_of
 
-    return data.build(res.name, res.definition, res.runs, res.cells, findings(res.cells, res.observations()), limits,
-                      comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"),
-                      res.failures)
+    return data.build(res.name, res.definition, res.runs, res.cells, findings(res.cells, res.observations()),
+                      analyse(res, limits).answers,
+                      comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"))
 
 
 def default_path(name: str) -> str:

@@ -186,6 +186,23 @@ def add_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="arena.db", help="results store (default arena.db)")
 
 
+def add_goal(p: argparse.ArgumentParser) -> None:
+    """The limits over the experiment's [goal]."""
+    p.add_argument("--p99-max", type=positive("--p99-max"), metavar="MS", help="latency target: p99 at most MS ms "
+                   "(default: the experiment's [goal] p99_max)")
+    p.add_argument("--memory-max", type=positive("--memory-max"), metavar="MIB",
+                   help="memory budget: PSS at most MIB MiB (default: [goal] memory_max)")
+    p.add_argument("--error-max", type=positive("--error-max", zero=True, hi=100), metavar="PCT",
+                   help="errors at most PCT%% of the requests (default: [goal] error_max)")
+
+
+def goal_limits(args):
+    """The limits given by add_goal's flags."""
+    from arena.app.analysis import Limits
+
+    return Limits(args.p99_max, args.memory_max, args.error_max)
+
+
 def reap_first(out) -> None:
     """Before a command starts anything: remove what dead Arena processes left, and say so."""
     from arena.app.reap import reap_stale

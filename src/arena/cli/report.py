@@ -3,8 +3,7 @@
 import os
 
 from arena.app.report import report
-from arena.cli.args import add_store, positive
-from arena.results.ranking import Limits
+from arena.cli.args import add_goal, add_store, goal_limits
 
 NAME = "report"
 
@@ -14,14 +13,13 @@ def add(sub) -> None:
     rp.add_argument("experiment", nargs="?", help="experiment name (default: the store's most recent)")
     add_store(rp)
     rp.add_argument("-o", "--output", help="HTML file (default: arena-report-EXPERIMENT.html)")
-    rp.add_argument("--p99-max", type=positive("--p99-max"), metavar="MS", help="ranking: p99 limit in ms")
-    rp.add_argument("--memory-max", type=positive("--memory-max"), metavar="MIB", help="ranking: PSS limit in MiB")
+    add_goal(rp)
     rp.add_argument("--export", metavar="DIR", help="also write each chart's data (CSV) and picture into DIR")
     rp.add_argument("--format", choices=("svg", "png"), default="svg", help="picture format for --export")
 
 
 def run(args, out) -> int:
-    done = report(args.store, args.experiment, Limits(args.p99_max, args.memory_max), args.output, args.export,
+    done = report(args.store, args.experiment, goal_limits(args), args.output, args.export,
                   args.format)
     out.print(f"report of {done.name} ({done.runs} runs, {done.charts} charts): {done.path}", highlight=False)
     if args.export:

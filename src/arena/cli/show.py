@@ -1,10 +1,16 @@
-"""``arena show``: the answer, then the comparison table (and every run's summary with --runs)."""
+"""``arena show``: the answer, then the comparison table (and every run's summary with --runs);
+``--json``: the answer as JSON (schemas/answer.schema.json)."""
+
+import json
+import sys
 
 from rich.markup import escape
 from rich.table import Table
 
-from arena.app.experiments import summaries
-from arena.cli.args import add_store
+from arena.app.analysis import analyses
+from arena.cli.args import add_goal, add_store, goal_limits
+from arena.report.answer import answer_lines, experiment_json
+from arena.report.data import comparison_table
 from arena.report.summary import load_summary
 
 NAME = "show"
@@ -14,12 +20,20 @@ def add(sub) -> None:
     sh = sub.add_parser(NAME, help="print an experiment's answer, its comparison table (and runs)")
     sh.add_argument("experiment", nargs="?", help="experiment name (default: every experiment in the store)")
     add_store(sh)
+    add_goal(sh)
     sh.add_argument("--runs", action="store_true", help="also print every run's ab-style summary")
+    sh.add_argument("--json", action="store_true", help="print the answer as JSON (schemas/answer.schema.json)")
 
 
 def run(args, out) -> int:
-    for shown in summaries(args.store, args.experiment):
-        res = shown.results
+    found = analyses(args.store, args.experiment, goal_limits(args))
+    if args.json:
+        docs = [experiment_json(a.results.name, a.answers, a.results.cells) for a in found]
+        doc = docs if args.experiment is None else docs[0]
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return 0
+    for a in found:
+        res = a.results
         if not res.runs:
             out.print(f"{res.name}: no runs yet", highlight=False, markup=False)
             continue
@@ -28,9 +42,10 @@ def run(args, out) -> int:
                 out.print(f"\n[bold]{escape(r.run_key)}[/]" + ("" if r.valid else escape(f"  INVALID: {'; '.join(r.flags)}")))
                 out.print(load_summary(r.load), highlight=False, markup=False)
         out.print(f"\n[bold]{escape(res.name)}[/]")
-        for line in shown.answer:
-            out.print(line, highlight=False, markup=False)
-        out.print(terminal_table(shown.table, f"{res.name}: medians of valid repetitions; intervals of the medians"))
+        for answer in a.answers:
+            for line in answer_lines(answer, len(a.answers) > 1):
+                out.print(line, highlight=False, markup=False)
+        out.print(terminal_table(comparison_table(res.cells), f"{res.name}: medians of valid repetitions; intervals of the medians"))
     return 0
 
 

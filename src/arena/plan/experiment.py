@@ -28,13 +28,15 @@ from arena.subjects.user import INTERFACES, user_app
 from arena.clients import Clients, clients as read_clients
 from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
+from arena.results.answer import Goal
+from arena.stats import THRESHOLD
 from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, Reader, show_value
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
-            "speed_threshold", "layout", "workload", "workloads", "load", "servers", "topology", "clients",
+            "speed_threshold", "goal", "layout", "workload", "workloads", "load", "servers", "topology", "clients",
             "load_threads", "reproduce"}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
@@ -140,6 +142,7 @@ class Experiment:
     service_cpus: tuple[int, ...] = ()  # where they run (default: the servers' CPUs, as on one box)
     load_threads: int = 1  # the load tool's threads (wrk -t; arena-load's workers)
     reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
+    goal: Goal = Goal()  # what the answer must keep within ([goal]); flags override it
 
 
 @dataclass(frozen=True)
@@ -281,7 +284,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         services=services, service_cpus=service_cpus,
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
-        source=data,
+        goal=_goal(top), source=data,
     )
 
 
@@ -289,6 +292,24 @@ def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") 
     """The workloads of an experiment's (stored) definition by name, read as the experiment reader
     reads them, without the parts that depend on the machine (the CPU layout)."""
     return {w.name: w for w in _workloads(Reader(file, definition), read_mix=False)}
+
+
+def goal_of(definition: dict[str, Any], file: str = "(stored definition)") -> Goal:
+    """The goal of an experiment's (stored) definition ([goal]; none: no limits)."""
+    return _goal(Reader(file, definition))
+
+
+def _goal(top: Reader) -> Goal:
+    """``[goal]``: p99_max (a duration), memory_max (a size: PSS), error_max (a share of the requests),
+    threshold (the smallest difference worth calling one)."""
+    g = Reader(top.file, _table(top, "goal"), "goal.")
+    g.unknown({"p99_max", "memory_max", "error_max", "threshold"})
+    p99 = g.duration("p99_max", None, MAX_TIMEOUT_S)
+    if p99 == 0:
+        raise g.fail("p99_max", g.table["p99_max"], "must be above 0")
+    error = g.share("error_max")
+    return Goal(None if p99 is None else 1000 * p99, g.size_mib("memory_max"), None if error is None else 100 * error,
+                g.number("threshold", THRESHOLD, 0, 1))
 
 
 def _workloads(top: Reader, read_mix: bool) -> list[Workload]:

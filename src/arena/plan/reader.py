@@ -69,6 +69,28 @@ class Reader:
                                     f"at most {human(most)}")
         return seconds
 
+    def size_mib(self, key: str) -> float | None:
+        """A memory size: "512MiB", "1.5GiB", "800M", "2G" (binary units, as cgroups and the servers'
+        docs mean them) or a number of MiB; absent: None."""
+        v = self.table.get(key)
+        if v is None:
+            return None
+        mib = parse_size_mib(v)
+        if mib is None or mib <= 0:
+            raise self.fail(key, v, 'must be a size above 0 such as "512MiB", "2GiB", "800M" or a number of MiB')
+        return mib
+
+    def share(self, key: str) -> float | None:
+        """A share: "1%", "0.5%" or a number from 0 to 1; absent: None."""
+        v = self.table.get(key)
+        if v is None:
+            return None
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*%\s*", v) if isinstance(v, str) else None
+        share = float(m.group(1)) / 100 if m else v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        if share is None or not 0 <= share <= 1:
+            raise self.fail(key, v, 'must be a share such as "1%" or a number from 0 to 1')
+        return float(share)
+
     def counts(self, key: str, lo: int, hi: int) -> list[int | None]:
         """A whole number or a list of them (a grid axis); absent: [None] (the server's default)."""
         v = self.table.get(key)
@@ -100,6 +122,16 @@ def show_value(v: Any) -> str:
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)  # TOML's own inf, -inf, nan
     return re.sub(r"[\x00-\x1f\x7f]", "?", json.dumps(v, ensure_ascii=False, default=str))
+
+
+def parse_size_mib(v: Any) -> float | None:
+    """"512MiB", "1.5GiB", "800M", "2G", "64KiB" or a number of MiB -> MiB (None when it is none of those)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if 0 <= v < math.inf else None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(KiB|MiB|GiB|K|M|G)\s*", v) if isinstance(v, str) else None
+    return float(m.group(1)) * {"K": 1 / 1024, "M": 1.0, "G": 1024.0}[m.group(2)[0]] if m else None
 
 
 def parse_duration(v: Any) -> float | None:

@@ -16,8 +16,9 @@ from arena.plan.experiment import workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
-from arena.results.ranking import Limits, answer_lines, answers, ranking
-from arena.results.runs import Failure, Run
+from arena.report.answer import answer_lines
+from arena.results.answer import Answer
+from arena.results.runs import Run
 
 SECTIONS = (
     ("throughput", "Throughput", "How many requests per second each configuration served at each load level."),
@@ -332,20 +333,21 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
 
 
 def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found,
-          limits: Limits = Limits(), comparison=None, failures: Sequence[Failure] = ()) -> Report:
-    """The whole report of one experiment (``comparison``: its published study beside it, when it
-    reproduces one; ``failures``: the runs that could not be made, counted in its answer)."""
+          answers: Sequence[Answer], comparison=None) -> Report:
+    """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
+    workload; ``comparison``: its published study beside it, when it reproduces one)."""
     by_section: dict[str, list[ch.Chart]] = {}
     for c in ch.all_charts(cells, runs):
         by_section.setdefault(c.section, []).append(c)
+    goal = answers[0].goal if answers else None
     sections = [Section("ranking", "Ranking",
-                        f"Limits: {limits}. For each configuration, the load level with the highest median throughput "
-                        "within the limits; invalid runs are left out of the medians and their flags listed.")]
-    per_server, overall = ranking(cells, limits)
-    sections[0].tables = [_ranking_table("Best configuration per server", per_server),
-                          _ranking_table("Every configuration", overall)]
-    if not overall:
-        sections[0].paragraphs.append("No configuration keeps within the limits.")
+                        f"Goal: {goal}. For each configuration, the load level with the highest median throughput "
+                        "within the goal; invalid runs are left out of the medians and their flags listed.")]
+    placed = [c for a in answers for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.tied + a.beaten]]
+    sections[0].tables = [_ranking_table("Best configuration per server", [p.cell for a in answers for p in a.per_server]),
+                          _ranking_table("Every configuration", placed)]
+    if not placed:
+        sections[0].paragraphs.append("No configuration keeps within the goal.")
     sections.append(Section("table", "Comparison table",
                             "Per configuration and load level: medians of the valid repetitions and intervals of "
                             "those medians (see Environment and method).", tables=[comparison_table(cells)]))
@@ -373,8 +375,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     report_charts = [c for s in sections for c in s.charts]
     paint(report_charts, labels(cells))
 
-    names = workloads(cells)
-    opening = [line for a in answers(cells, limits, failures) for line in answer_lines(a, len(names) > 1)]
+    opening = [line for a in answers for line in answer_lines(a, len(answers) > 1)]
     env = runs[0].environment if runs else None
     envs = {json.dumps(r.environment.__dict__, sort_keys=True) for r in runs}
     drivers = sorted({r.driver for r in runs})

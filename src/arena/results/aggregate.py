@@ -143,6 +143,13 @@ def cpu_per_request_ms(run: Run) -> float | None:
     return max(cpu, 0.0) / answered * 1000 if answered > 0 else None
 
 
+def error_pct(run: Run) -> float | None:
+    """A run's errors (transport errors and unexpected statuses) as a share of its requests, %."""
+    m = run.load.measured if run.load else None
+    answered = m.completed + m.errors if m else 0
+    return 100 * m.errors / answered if answered else None
+
+
 def run_decomposition(run: Run) -> dict[str, float | None] | None:
     """One run's mean latency in parts (None when its app reported no Server-Timing), its request
     thread's CPU cross-checked with its server's (cpu_per_request_ms)."""
@@ -173,6 +180,7 @@ class Cell(Placement):
     app_metrics: dict[str, Figure] = field(default_factory=dict)  # the app's own metrics, mean ms per request
     response_ms: Figure = Figure(None, None, 0)  # the mean response time of each valid run, ms
     front: Front | None = None  # a balancer's figures (None: a bare server or a proxy)
+    error_pct: Figure = Figure(None, None, 0)  # errors, % of the requests answered or failed, per valid run
 
     @property
     def pool(self) -> int | None:
@@ -260,7 +268,8 @@ def cell(runs: list[Run]) -> Cell:
         service_cores={k: Figure.of([r.services[k].cpu_cores for r in ok if k in r.services])
                        for k in dict.fromkeys(k for r in ok for k in r.services)},
         database=_database(runs), app_metrics=_app_metrics(ok),
-        response_ms=Figure.of([mean_response_ms(r) for r in ok]), front=_front(ok))
+        response_ms=Figure.of([mean_response_ms(r) for r in ok]), front=_front(ok),
+        error_pct=Figure.of([error_pct(r) for r in ok]))
 
 
 def aggregate(runs: list[Run]) -> list[Cell]:

@@ -1,0 +1,59 @@
+"""The analysis of an experiment, computed once: its goal (the file's ``[goal]`` with the command's
+limits over it) and the answer for each workload (results/answer.py). ``arena show`` (text and
+JSON), ``arena recommend`` and the report all render it; none of them ranks or compares on its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arena.app.experiments import Results, open_store, results
+from arena.errors import ArenaError
+from arena.plan.experiment import goal_of
+from arena.results.answer import Answer, Goal, answers
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits given on the command line (None: the experiment's own, if any)."""
+
+    p99_ms: float | None = None
+    memory_mib: float | None = None
+    error_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    results: Results
+    goal: Goal
+    answers: list[Answer]
+
+    def answer(self, workload: str) -> Answer:
+        found = next((a for a in self.answers if a.workload == workload), None)
+        if found is None:
+            raise ArenaError(f"--workload {workload}: not a workload of {self.results.name} "
+                             f"(it has: {', '.join(a.workload for a in self.answers)})")
+        return found
+
+
+def goal(res: Results, limits: Limits = Limits()) -> Goal:
+    """The experiment's goal with the given limits over it."""
+    try:
+        own = goal_of(res.definition, res.file or "(stored definition)")
+    except ArenaError:  # a stored [goal] this Arena cannot read: none, the flags alone
+        own = Goal()
+    return own.over(p99_ms=limits.p99_ms, memory_mib=limits.memory_mib, error_pct=limits.error_pct)
+
+
+def analyse(res: Results, limits: Limits = Limits()) -> Analysis:
+    g = goal(res, limits)
+    return Analysis(res, g, answers(res.cells, g, res.failures))
+
+
+def analyses(store_path: str, name: str | None = None, limits: Limits = Limits()) -> list[Analysis]:
+    """The analysis of experiment ``name`` (default: every experiment in the store)."""
+    with open_store(store_path) as store:
+        names = [name] if name else [e["name"] for e in store.experiments()]
+        if not names:
+            raise ArenaError(f"--store {store_path}: the store has no experiment")
+        found = [results(store, n) for n in names]
+    return [analyse(res, limits) for res in found]

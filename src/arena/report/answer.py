@@ -1,0 +1,153 @@
+"""An answer (results/answer.py) as sentences and as JSON: what ``arena show`` prints, what the
+report opens with, and ``arena show --json`` (schemas/answer.schema.json). Formats only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena import stats
+from arena.results.aggregate import MiB, Cell, Figure
+from arena.results.answer import Answer, Pick, Versus
+
+METHOD = (f"comparisons are ratios of geometric means with a 95% interval ({stats.Ratio.METHOD}); a difference "
+          "is declared only where the interval excludes 1 and the ratio is beyond {threshold:g}%")
+
+
+def figure_text(f: Figure, unit: str = "", digits: int = 1) -> str:
+    """A median with its interval: "196.8 req/s (range 195.1..198.0)"."""
+    if f.median is None:
+        return "-"
+    text = f"{f.median:.{digits}f}{unit}"
+    iv = f.interval
+    if iv is None:
+        return f"{text} (one valid run: no interval)"
+    return f"{text} ({'range' if iv.is_range else '95% CI'} {iv.lo:.{digits}f}..{iv.hi:.{digits}f})"
+
+
+def cell_text(c: Cell) -> str:
+    p99 = c.p99_us.scaled(1000)
+    return (f"{c.label} at {c.level_label}: {figure_text(c.throughput, ' req/s')}, p99 "
+            f"{'-' if p99.median is None else f'{p99.median:.1f} ms'}")
+
+
+def meets_text(p: Pick) -> str:
+    return f" (meets {' and '.join(p.check.median_only)} at the median only)" if p.check.median_only else ""
+
+
+def comparison_text(v: Versus) -> str:
+    """ "puma 2x5 at 16 clients: throughput 0.99x [0.95, 1.03], undecided (...); p99 ..." """
+    return f"{v.cell.label} at {v.cell.level_label}: {verdict_text(v)}"
+
+
+def verdict_text(v: Versus) -> str:
+    """ "throughput 0.99x [0.95, 1.03], undecided (about 3 more runs each would likely decide); p99 ..." """
+    c = v.throughput
+    if c is None:
+        return "no throughput to compare"
+    text = f"throughput {c.ratio}, {c.verdict}"
+    if c.verdict == stats.UNDECIDED:
+        text += (f" ({c.why})" if c.ratio.lo is None else
+                 f" (about {c.more} more run{'s' * (c.more != 1)} each would likely decide)" if c.more else
+                 " (many more runs would be needed)")
+    if v.p99 is not None:
+        text += f"; p99 {v.p99.ratio}, {v.p99.verdict}"
+    return text
+
+
+def answer_lines(a: Answer, many: bool) -> list[str]:
+    """The answer in plain sentences (the report renders them as HTML, ``arena show`` as text)."""
+    head = f"Workload {a.workload}: " if many else ""
+    lines = []
+    if a.best is None:
+        lines.append(f"{head}no configuration keeps within the goal ({a.goal}).")
+    else:
+        what = "best within the goal" if a.goal.latency else "most throughput at any latency (no p99 target)"
+        lines.append(f"{head}{what}: {cell_text(a.best.cell)}{meets_text(a.best)}.")
+        if a.tied:
+            lines.append(f"Tied for best (not shown to be worse): " + "; ".join(comparison_text(v) for v in a.tied) + ".")
+        elif a.beaten:
+            lines.append("Every other configuration is worse, beyond the threshold.")
+        lines.append(f"What binds {a.best.cell.label}: {a.best.binds}.")
+        if len(a.per_server) > 1:
+            lines += [f"best of {p.cell.server}: {cell_text(p.cell)}{meets_text(p)}; binds: {p.binds}" for p in a.per_server]
+    if not a.goal.latency and a.pareto:
+        lines.append("No latency target given ([goal] p99_max, or --p99-max): the trade-off of throughput, p99 and "
+                     "memory has these cells nothing beats on all three: "
+                     + "; ".join(_pareto_text(c) for c in a.pareto) + ".")
+    lines += [f"A/A {comparison_text(v)} against {v.base.label}" for v in a.twins]
+    lo, hi = a.repetitions
+    lines.append(f"Goal: {a.goal}. Medians of {lo}" + (f" to {hi}" if hi != lo else "") +
+                 " valid repetitions; intervals beside medians are 95% intervals of the median (order statistics) "
+                 "with 6+ repetitions, else the range of the repetitions; "
+                 + METHOD.format(threshold=100 * a.goal.threshold) + ".")
+    if a.left_out:
+        lines.append("Left out (invalid runs): " + ", ".join(f"{n} for {k}" for k, n in sorted(a.left_out.items())) + ".")
+    if a.failed:
+        lines += [f"Left out (not run): {n} run{'s' * (n > 1)}, {why}" for why, n in sorted(a.failed.items())]
+    if not a.left_out and not a.failed:
+        lines.append("No run was left out: every run was valid.")
+    if a.excluded:
+        lines.append("Configurations with no level within the goal: "
+                     + ", ".join(f"{n} ({k})" for k, n in sorted(a.excluded.items())) + ".")
+    return lines
+
+
+def _pareto_text(c: Cell) -> str:
+    pss = c.pss_bytes.median
+    return (f"{c.label} at {c.level_label} ({c.throughput.median:.1f} req/s, p99 {c.p99_us.median / 1000:.1f} ms"
+            + (f", {pss / MiB:.0f} MiB" if pss else "") + ")")
+
+
+# ---------------------------------------------------------------------- JSON (schemas/answer.schema.json)
+
+
+def _figure(f: Figure) -> dict[str, Any]:
+    iv = f.interval
+    return {"median": f.median, "n": f.n, "low": iv.lo if iv else None, "high": iv.hi if iv else None,
+            "interval": None if iv is None else ("range" if iv.is_range else "95% order statistics")}
+
+
+def cell_json(c: Cell) -> dict[str, Any]:
+    return {"configuration": c.label, "config": c.config, "server": c.server, "workload": c.workload,
+            "processes": c.processes, "threads": c.threads, "model": c.model, "level": c.level,
+            "valid": c.valid, "runs": c.total, "throughput": _figure(c.throughput),
+            "p50_ms": _figure(c.p50_us.scaled(1000)), "p99_ms": _figure(c.p99_us.scaled(1000)),
+            "pss_mib": _figure(c.pss_bytes.scaled(MiB)), "errors_pct": _figure(c.error_pct), "flags": list(c.flags)}
+
+
+def _comparison(v: Versus, figure: str, c: stats.Comparison) -> dict[str, Any]:
+    return {"a": v.cell.label, "b": v.base.label, "a_level": v.cell.level, "b_level": v.base.level, "figure": figure,
+            "ratio": c.ratio.value, "low": c.ratio.lo, "high": c.ratio.hi, "n": list(c.ratio.n),
+            "verdict": c.verdict, "why": c.why, "more_runs": c.more}
+
+
+def _pick(p: Pick) -> dict[str, Any]:
+    return {"configuration": p.cell.label, "server": p.cell.server, "level": p.cell.level, "binds": p.binds,
+            "meets_at_median_only": list(p.check.median_only)}
+
+
+def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
+    """One workload's answer as JSON: the goal, the best and the group tied with it, every comparison
+    made, the Pareto front, each server's best, and every cell's figures with intervals."""
+    g = a.goal
+    return {
+        "workload": a.workload,
+        "goal": {"p99_max_ms": g.p99_ms, "memory_max_mib": g.memory_mib, "error_max_pct": g.error_pct,
+                 "threshold": g.threshold},
+        "best": _pick(a.best) if a.best else None,
+        "tied": [v.cell.label for v in a.tied],
+        "comparisons": [_comparison(v, figure, c) for v in a.comparisons
+                        for figure, c in (("throughput", v.throughput), ("p99", v.p99)) if c is not None],
+        "pareto": [{"configuration": c.label, "level": c.level} for c in a.pareto],
+        "per_server": [_pick(p) for p in a.per_server],
+        "left_out": a.left_out, "not_run": a.failed, "excluded": a.excluded,
+        "repetitions": {"fewest": a.repetitions[0], "most": a.repetitions[1]},
+        "cells": [cell_json(c) for c in cells if c.workload == a.workload],
+        "method": METHOD.format(threshold=100 * g.threshold),
+    }
+
+
+def experiment_json(name: str, answers: list[Answer], cells: list[Cell]) -> dict[str, Any]:
+    """An experiment's answers as one JSON document (``arena show --json``)."""
+    return {"schema": "arena/answer/1", "experiment": name,
+            "answers": [answer_json(a, cells) for a in answers]}

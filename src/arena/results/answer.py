@@ -1,0 +1,261 @@
+"""The answer, read from cells. Pure (cells in, an :class:`Answer` per workload out).
+
+The goal: a latency target (p99), a memory budget (PSS) and an error limit, from the experiment's
+``[goal]`` with the command's flags over it. A configuration's standing is its load level of highest
+median throughput among the levels that keep within the goal. The best is the configuration of
+highest median throughput so placed; every other is compared with it (stats.compare: the ratio of
+throughput and of p99, each with its 95% interval and a verdict), and those not shown to be worse are
+**tied for best**: the answer names that group, never one winner it cannot tell apart. Without a
+latency target the answer leads with the Pareto front of throughput, p99 and memory (the cells no
+other beats on all three), since "most throughput" alone ignores latency. A cell meets a limit when
+its interval of the median does; one that meets it at the median only is said to.
+
+``arena show`` (text and --json), ``recommend`` and the report render these answers; none computes
+its own.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+from arena import stats
+from arena.cpus import cpu_list
+from arena.results.aggregate import MiB, Cell, Figure, workloads
+from arena.results.runs import Failure
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a configuration must keep within: p99 (ms), memory (PSS, MiB), errors (% of requests);
+    None: no limit. ``threshold``: the smallest difference worth calling one (stats.compare)."""
+
+    p99_ms: float | None = None
+    memory_mib: float | None = None
+    error_pct: float | None = None
+    threshold: float = stats.THRESHOLD
+
+    @property
+    def latency(self) -> bool:
+        return self.p99_ms is not None
+
+    def over(self, **given: float | None) -> "Goal":
+        """This goal with each limit ``given`` (not None) in place of its own: flags over a file's."""
+        return replace(self, **{k: v for k, v in given.items() if v is not None})
+
+    def limits(self, cell: Cell) -> list[tuple[str, float, Figure]]:
+        """(name, maximum, the cell's figure in the limit's unit) for each limit set."""
+        out = []
+        if self.p99_ms is not None:
+            out.append(("p99", self.p99_ms, cell.p99_us.scaled(1000)))
+        if self.memory_mib is not None:
+            out.append(("memory", self.memory_mib, cell.pss_bytes.scaled(MiB)))
+        if self.error_pct is not None:
+            out.append(("errors", self.error_pct, cell.error_pct))
+        return out
+
+    def check(self, cell: Cell) -> "Check":
+        """Whether ``cell`` keeps within the goal: at its medians, and surely (by their intervals)."""
+        median_only = []
+        for name, most, figure in self.limits(cell):
+            if figure.median is None:
+                return Check(False, f"no {name} figure")
+            if figure.median > most:
+                return Check(False, name)
+            if figure.interval is None or figure.interval.hi > most:
+                median_only.append(name)
+        return Check(True, None, tuple(median_only))
+
+    def __str__(self) -> str:
+        parts = [f"p99 <= {self.p99_ms:g} ms" if self.p99_ms is not None else "",
+                 f"PSS <= {self.memory_mib:g} MiB" if self.memory_mib is not None else "",
+                 f"errors <= {self.error_pct:g}%" if self.error_pct is not None else ""]
+        return ", ".join(p for p in parts if p) or "none"
+
+
+@dataclass(frozen=True)
+class Check:
+    within: bool  # at the medians
+    why_not: str | None = None  # the first limit it breaks ("p99", "memory", "errors", "no p99 figure")
+    median_only: tuple[str, ...] = ()  # limits met at the median while the interval reaches beyond (or no interval)
+
+
+def standings(cells: list[Cell], goal: Goal = Goal()) -> list[Cell]:
+    """Every configuration's best cell within the goal (its level of highest median throughput), best
+    first, per workload in the cells' order."""
+    best: dict[tuple[str, str, str], Cell] = {}
+    for c in cells:
+        if c.throughput.median is None or not goal.check(c).within:
+            continue
+        key = (c.config, c.label, c.workload)
+        if key not in best or c.throughput.median > best[key].throughput.median:
+            best[key] = c
+    order = workloads(cells)
+    return sorted(best.values(), key=lambda c: (order.index(c.workload), -c.throughput.median))
+
+
+def binding(cell: Cell) -> str:
+    """What limits this cell's throughput, read from its measurements: the server's CPUs (busy 85%+
+    of the window); the GIL/GVL (a quarter of the response time or more waiting for it, where a
+    process runs more than one thread) or, with one thread a process, a core (naming the services
+    that share the machine); a free thread or worker process to take the request (a quarter or more
+    queueing); or the load itself (an open load served in full, or little queueing)."""
+    runs = cell.valid_runs
+    if not runs:
+        return "unknown (no valid run)"
+    cores = len(cpu_list(str(runs[0].environment.server_cpus or "1"), "server_cpus"))
+    busy = [r.resources.cpu_cores for r in runs if r.resources and r.resources.cpu_cores is not None]
+    cpu = sorted(busy)[len(busy) // 2] / cores if busy else None
+    cpu_text = f"CPU {100 * cpu:.0f}% of {cores} core(s)" if cpu is not None else "CPU not accounted"
+    d = cell.decomposition or {}
+    response = sum(v for v in d.values() if v)
+    threaded = (cell.threads or 1) > 1
+    if cell.model == "open" and cell.throughput.median is not None and cell.throughput.median >= 0.95 * cell.level:
+        return f"the load: all of the offered {cell.level:g} req/s served ({cpu_text})"
+    if cpu is not None and cpu >= 0.85:
+        return f"CPU: {100 * cpu:.0f}% of {cores} core(s) busy"
+    wait, queue = d.get("GIL/CPU wait") or 0, d.get("queue") or 0
+    if response and wait >= 0.25 * response:
+        if threaded:
+            return f"the GIL/GVL: {wait:.1f} of {response:.1f} ms waiting for it ({cpu_text})"
+        shared = f", shared with {', '.join(sorted(cell.service_cores))}" if cell.service_cores else ""
+        return f"a core: {wait:.1f} of {response:.1f} ms waiting for one{shared} ({cpu_text})"
+    if response and queue >= 0.25 * response:
+        free = "thread" if threaded else "worker"
+        return f"{free}s: {queue:.1f} of {response:.1f} ms queueing for a free one ({cpu_text})"
+    return f"the load: little queueing, more clients would be served ({cpu_text})"
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A configuration's best cell, what binds it, and how it keeps within the goal."""
+
+    cell: Cell
+    binds: str
+    check: Check
+
+
+@dataclass(frozen=True)
+class Versus:
+    """Configuration ``cell`` against ``base``: throughput and p99, each a ratio cell / base with its
+    interval and verdict from ``cell``'s side (None where a side has no such figure)."""
+
+    cell: Cell
+    base: Cell
+    throughput: stats.Comparison | None
+    p99: stats.Comparison | None
+
+    @property
+    def verdict(self) -> str:
+        return self.throughput.verdict if self.throughput else stats.UNDECIDED
+
+
+def versus(cell: Cell, base: Cell, threshold: float = stats.THRESHOLD) -> Versus:
+    def one(figure: Callable[[Any], float | None], higher: bool) -> stats.Comparison | None:
+        a = [v for v in map(figure, cell.valid_runs) if v]
+        b = [v for v in map(figure, base.valid_runs) if v]
+        return stats.compare(a, b, higher, threshold) if a and b else None
+
+    return Versus(cell, base, one(lambda r: r.throughput, True), one(lambda r: r.p99_us, False))
+
+
+def pareto(cells: list[Cell], threshold: float = stats.THRESHOLD) -> list[Cell]:
+    """The cells (configuration at a level, valid runs only) that no other beats on all of throughput
+    (higher), p99 and memory (lower; left out where a cell has no memory figure): one beats another
+    when it is no worse on each by more than ``threshold`` and better on one by more than it.
+    Highest throughput first."""
+    pts = [c for c in cells if c.throughput.median and c.p99_us.median]
+    memory = all(c.pss_bytes.median for c in pts)
+
+    def figures(c: Cell) -> list[float]:  # each the higher the better
+        return [c.throughput.median, -c.p99_us.median] + ([-c.pss_bytes.median] if memory else [])
+
+    def beats(a: Cell, b: Cell) -> bool:
+        pairs = list(zip(figures(a), figures(b)))
+        worse = any(x < y and abs(x - y) > threshold * abs(y) for x, y in pairs)
+        better = any(x > y and abs(x - y) > threshold * abs(y) for x, y in pairs)
+        return better and not worse
+
+    front = [c for c in pts if not any(beats(o, c) for o in pts if o is not c)]
+    return sorted(front, key=lambda c: -c.throughput.median)
+
+
+def twins(cells: list[Cell], threshold: float = stats.THRESHOLD) -> list[Versus]:
+    """Each A/A pair (one configuration under two labels, plan ServerConfig.twin) at each level, the
+    later listed against the first."""
+    base: dict[tuple, Cell] = {}
+    out = []
+    for c in cells:
+        suffix = f" as {shlex.quote(c.label)}"
+        if not c.config.endswith(suffix) or not c.valid:
+            continue
+        key = (c.config.removesuffix(suffix), c.workload, c.model, c.level)
+        if key in base:
+            out.append(versus(c, base[key], threshold))
+        else:
+            base[key] = c
+    return out
+
+
+@dataclass(frozen=True)
+class Answer:
+    workload: str
+    goal: Goal
+    best: Pick | None  # None: nothing keeps within the goal
+    tied: tuple[Versus, ...]  # configurations not shown worse than the best, each against it
+    beaten: tuple[Versus, ...]  # the others within the goal, each shown worse than the best
+    per_server: tuple[Pick, ...]
+    pareto: tuple[Cell, ...]
+    twins: tuple[Versus, ...]  # A/A pairs
+    left_out: dict[str, int]  # reason -> invalid runs (each run once, under its first reason)
+    excluded: dict[str, int]  # limit -> configurations with no level within it
+    repetitions: tuple[int, int]  # fewest and most valid repetitions behind a cell
+    failed: dict[str, int] = field(default_factory=dict)  # why -> runs that could not be made (Failure.reason)
+
+    @property
+    def comparisons(self) -> tuple[Versus, ...]:
+        return self.tied + self.beaten + self.twins
+
+
+def _reason(flag: str) -> str:
+    """A validity flag without its run's figures: "errors 2.0% of requests ..." -> "errors"."""
+    for key in ("generator saturated", "errors", "throughput drifted", "no answer", "the server died", "processes"):
+        if key in flag:
+            return {"processes": "a server process exited"}.get(key, key)
+    return flag
+
+
+def answer(cells: list[Cell], workload: str, goal: Goal = Goal(), failures: Sequence[Failure] = ()) -> Answer:
+    """The answer for one workload (counting the runs of it that could not be made, ``failures``)."""
+    mine = [c for c in cells if c.workload == workload]
+    placed = standings(mine, goal)
+    best = placed[0] if placed else None
+    compared = [versus(c, best, goal.threshold) for c in placed[1:]] if best else []
+    tied = tuple(v for v in compared if v.verdict != stats.WORSE)
+    beaten = tuple(v for v in compared if v.verdict == stats.WORSE)
+    per_server: dict[str, Cell] = {}
+    for c in placed:
+        per_server.setdefault(c.server, c)
+    left = Counter(_reason(r.flags[0]) for c in mine for r in c.runs if not r.valid and r.flags)
+    excluded: Counter = Counter()
+    within = {c.config for c in placed}
+    for config in dict.fromkeys(c.config for c in mine):
+        if config not in within:
+            reasons = {goal.check(c).why_not for c in mine if c.config == config and c.throughput.median is not None}
+            excluded[" and ".join(sorted(r for r in reasons if r)) or "no valid run"] += 1
+    reps = [c.valid for c in mine if c.valid]
+    pick = lambda c: Pick(c, binding(c), goal.check(c))  # noqa: E731
+    return Answer(workload, goal, pick(best) if best else None, tied, beaten,
+                  tuple(pick(c) for c in per_server.values()), tuple(pareto(mine, goal.threshold)),
+                  tuple(twins(mine, goal.threshold)), dict(left), dict(excluded),
+                  (min(reps), max(reps)) if reps else (0, 0), dict(Counter(f.reason for f in failures
+                                                                            if f.workload == workload)))
+
+
+def answers(cells: list[Cell], goal: Goal = Goal(), failures: Sequence[Failure] = ()) -> list[Answer]:
+    """The answer for each workload: the cells' workloads in order, then any that only failed."""
+    known = workloads(cells)
+    names = sorted(set(known) | {f.workload for f in failures}, key=lambda w: (known.index(w) if w in known else len(known), w))
+    return [answer(cells, w, goal, failures) for w in names]

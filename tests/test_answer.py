@@ -1,0 +1,137 @@
+"""The answer (results/answer.py) on the recorded fixture store: the goal, the group tied for best,
+the comparisons, the Pareto front, A/A twins, and one truth across show --json, the report and
+recommend."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from arena import stats
+from arena.app.analysis import Limits, analyse
+from arena.app.experiments import results
+from arena.app.report import build_report
+from arena.cli import main
+from arena.results.aggregate import aggregate
+from arena.results.answer import Goal, answer, binding, pareto, standings, twins
+from arena.results.store import Store
+from tests.conftest import report_store
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "tiny-grid"
+
+
+@pytest.fixture(scope="module")
+def res():
+    with Store(report_store()) as s:
+        return results(s, NAME)
+
+
+def test_show_json_is_valid_against_its_schema_and_agrees_with_the_report(res, capsys):
+    assert main(["show", NAME, "--store", report_store(), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    schema = json.loads((ROOT / "schemas" / "answer.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    (a,) = doc["answers"]
+    report = build_report(res)
+    assert report.answer[0].split(": ", 1)[1].startswith(f"{a['best']['configuration']} at c=")
+    assert set(a["tied"]) == {c["a"] for c in a["comparisons"] if c["figure"] == "throughput" and c["verdict"] != "worse"}
+    assert len(a["cells"]) == len(res.cells) and all(c["throughput"]["n"] == 2 for c in a["cells"])
+
+
+def test_the_experiments_goal_applies_and_flags_override_it(res):
+    tp = standings(res.cells)[0]
+    own = dataclasses.replace(res, definition={**res.definition, "goal": {"p99_max": "1ms", "memory_max": "1GiB"}})
+    assert analyse(own).goal == Goal(p99_ms=1.0, memory_mib=1024.0)
+    assert analyse(own).answers[0].best is None  # nothing measured answers within 1 ms
+    over = analyse(own, Limits(p99_ms=tp.p99_us.median / 1000 * 1.01))
+    assert over.goal.p99_ms > 1 and over.goal.memory_mib == 1024 and over.answers[0].best is not None
+
+
+def test_a_cell_meets_at_the_median_only_when_its_interval_reaches_beyond(res):
+    c = max((c for c in res.cells if c.valid == 2), key=lambda c: c.p99_us.interval.hi - c.p99_us.interval.lo)
+    iv = c.p99_us.interval
+    between = (c.p99_us.median + iv.hi) / 2 / 1000
+    assert Goal(p99_ms=between).check(c).median_only == ("p99",)
+    assert Goal(p99_ms=iv.hi / 1000 * 1.01).check(c).median_only == ()
+    assert not Goal(p99_ms=c.p99_us.median / 1000 * 0.99).check(c).within
+
+
+def test_the_tied_group_holds_what_is_not_shown_worse(res):
+    a = answer(res.cells, "default")
+    assert a.best is not None and a.best.cell == standings(res.cells)[0]
+    for v in a.tied:
+        assert v.base == a.best.cell and v.throughput.verdict in (stats.SAME, stats.UNDECIDED, stats.BETTER)
+    for v in a.beaten:
+        assert v.throughput.verdict == stats.WORSE
+    assert len(a.tied) + len(a.beaten) == len(standings(res.cells)) - 1
+
+
+def test_nothing_beats_a_pareto_cell_on_all_three(res):
+    front = pareto(res.cells)
+    assert front and front[0].throughput.median == max(c.throughput.median for c in res.cells if c.valid)
+    low = min((c for c in res.cells if c.valid), key=lambda c: c.p99_us.median)
+    assert any(c.p99_us.median <= low.p99_us.median * 1.03 for c in front)  # the lowest p99 is on it (or its equal)
+    for c in res.cells:
+        if c not in front and c.valid:  # each cell off the front is beaten by one on it
+            assert any(f.throughput.median >= c.throughput.median * 0.97 and f.p99_us.median <= c.p99_us.median * 1.03
+                       for f in front)
+
+
+def test_twins_are_compared_with_each_other_and_come_out_the_same():
+    """An A/A pair from recorded runs: a configuration's runs stored again under a twin's label are
+    one configuration; its comparison with itself can only be the same (or undecided)."""
+    with Store(report_store()) as s:
+        runs = s.runs(NAME)
+    one = [r for r in runs if r.config == "puma[rack] p=1 t=4"] or [r for r in runs if r.server == "puma"][:4]
+    config = one[0].config
+    a = [dataclasses.replace(r, config=f"{config} as A", label="A") for r in one if r.config == config]  # ServerConfig.key
+    b = [dataclasses.replace(r, config=f"{config} as 'B 2'", label="B 2") for r in one if r.config == config]
+    pairs = twins(aggregate(a + b))
+    assert pairs and all(v.throughput.verdict in (stats.SAME, stats.UNDECIDED) for v in pairs)
+    assert {(v.cell.label, v.base.label) for v in pairs} == {("B 2", "A")}
+
+
+@pytest.mark.parametrize("threads, wait, queue, expect", [
+    (4, 5.0, 0.0, "the GIL/GVL: "),  # threads share the lock
+    (1, 5.0, 0.0, "a core: "),  # one thread a process: the wait is for a CPU
+    (None, 0.0, 5.0, "workers: "),  # no threads knob (Unicorn): queueing for a worker
+    (4, 0.0, 5.0, "threads: "),
+])
+def test_what_binds_names_the_gil_only_where_threads_share_it(res, threads, wait, queue, expect):
+    c = next(c for c in res.cells if c.valid and c.level == 1)
+    cool = [dataclasses.replace(r, resources=dataclasses.replace(r.resources, cpu_user_s=0.1 * r.resources.window_s,
+                                                                 cpu_system_s=0.0)) for r in c.runs]  # 10% busy
+    parts = {"queue": queue, "GIL/CPU wait": wait, "CPU": 2.0, "I/O": 1.0}
+    cell = dataclasses.replace(c, threads=threads, runs=tuple(cool), decomposition=parts)
+    assert binding(cell).startswith(expect)
+
+
+@pytest.mark.integration
+def test_a_real_aa_experiment_is_never_called_better_or_worse(tmp_path):
+    """One Puma configuration listed twice under two labels, three repetitions each, run for real:
+    the pair is "same" or "undecided", never better or worse, in show --json."""
+    import subprocess
+    import sys
+
+    from tests.conftest import require_server
+
+    require_server("puma")
+    exp, db = tmp_path / "aa.toml", tmp_path / "arena.db"
+    exp.write_text('name = "aa"\nduration = "1s"\nwarmup = "300ms"\nrepetitions = 3\nspeed_threshold = 10\n'
+                   '[workload]\npath = "/work?cpu_ms=2"\n[load]\nconcurrency = [2]\n'
+                   '[[servers]]\nserver = "puma"\nlabel = "A"\nprocesses = 1\nthreads = 2\n'
+                   '[[servers]]\nserver = "puma"\nlabel = "A\'"\nprocesses = 1\nthreads = 2\n')
+    run = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    show = subprocess.run([sys.executable, "-m", "arena", "show", "aa", "--store", str(db), "--json"], capture_output=True,
+                          text=True, timeout=60)
+    (a,) = json.loads(show.stdout)["answers"]
+    pair = [c for c in a["comparisons"] if {c["a"], c["b"]} == {"A", "A'"}]
+    assert {c["figure"] for c in pair} == {"throughput", "p99"}, a["comparisons"]
+    assert all(c["verdict"] in ("same", "undecided") for c in pair), pair
+    assert all(c["n"] == [3, 3] for c in pair if c["figure"] == "throughput") or any(
+        cell["valid"] < 3 for cell in a["cells"])
