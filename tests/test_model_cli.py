@@ -84,9 +84,25 @@ def test_arena_predict_from_given_figures(capsys):
 def test_arena_recommend(capsys):
     assert main(["recommend", NAME, "--store", STORE, "--concurrency", "16", "--p99-max", "2000"]) == 0
     out = capsys.readouterr().out
-    assert "best:" in out and "puma" in out and "gunicorn-gthread" in out
+    assert "best predicted:" in out and "puma" in out and "gunicorn-gthread" in out
+    assert "measured at this load: nothing (the experiment did not run it)" in out  # it ran 1 and 4 clients
     assert main(["recommend", NAME, "--store", STORE, "--concurrency", "16", "--p99-max", "0.001"]) == 1
-    assert "no configuration meets the limits" in capsys.readouterr().out
+    assert "no configuration is predicted to meet the goal" in capsys.readouterr().out
+
+
+def test_recommend_names_a_measured_configuration_that_meets_the_goal(res, capsys):
+    """The model may predict that nothing fits; a cell measured within the goal at that load is still
+    named, first, with its measured figures (and the answer agrees with arena show's)."""
+    from arena.app.analysis import Limits, analyse
+    from arena.results.answer import standings
+
+    at4 = [c for c in res.cells if c.level == 4 and c.valid]
+    tightest = min(at4, key=lambda c: c.p99_us.median)
+    limit = tightest.p99_us.median / 1000 * 1.001  # just above its p99: it, and only what is as fast, fits
+    assert main(["recommend", NAME, "--store", STORE, "--concurrency", "4", "--p99-max", f"{limit:.6f}"]) == 0
+    out = capsys.readouterr().out
+    best = standings([c for c in at4], analyse(res, Limits(limit)).goal)[0]
+    assert f"best measured: {best.label} at c=4: " in out and out.index("best measured") < out.index("best predicted")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -132,11 +148,12 @@ def test_verified_pairs_each_candidate_with_its_cell(res):
 def test_the_engine_calibrates_and_predicts_directly(res):
     """The engine functions the CLI calls, called directly."""
     from arena.app import model
+    from arena.results.answer import Goal
 
     cal = model.calibration(res, "puma")
     got = model.predict(cal, 2, 4, [], res)
     assert [r.load.label for r in got.rows] == ["c=1", "c=4"] and all(r.measured for r in got.rows)
-    rec = model.recommend(res, model.Load("closed", 16), p99_max_ms=2000, top=2)
+    rec = model.recommend(res, model.Load("closed", 16), Goal(p99_ms=2000), top=2)
     assert {s.server for s in rec.per_server} == {"puma", "gunicorn-gthread"} and rec.best is not None
     assert all(len(s.shown) <= 2 for s in rec.per_server)
 
@@ -226,7 +243,8 @@ def test_arena_recommend_sim_ranks_by_the_simulator(capsys):
     assert main(["recommend", NAME, "--store", STORE, "--concurrency", "4", "--servers", "gunicorn-gthread", "--sim",
                  "--top", "2"]) == 0
     out = capsys.readouterr().out
-    assert "best simulated configurations" in out and "best: gunicorn-gthread" in out
+    assert "best simulated configurations" in out and "best predicted: gunicorn-gthread" in out
+    assert "best measured: gunicorn-gthread" in out  # --servers: the measured cells of those servers only
 
 
 def results_obs():

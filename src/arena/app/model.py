@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from arena import stats
+from arena.app.analysis import Limits, analyse
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model import simulated
@@ -25,6 +26,7 @@ from arena.model.verify import measured, predict as predict_one
 from arena.plan.experiment import parse_experiment
 from arena.results.runs import level_label
 from arena.results.aggregate import Cell
+from arena.results.answer import Answer, Goal, answer
 from arena.runner import Event, Seams, run_experiment
 from arena.servers import catalog
 
@@ -142,10 +144,23 @@ class ServerChoice:
 
 @dataclass(frozen=True)
 class Recommendation:
+    """For one workload at one load: what the experiment measured within the goal there (the answer
+    from those cells alone: the best, the group tied with it), then the model's best candidates per
+    server."""
+
     load: Load
-    p99_max_ms: float | None
-    memory_max_mib: float | None
+    goal: Goal
+    workload: str
+    measured: Answer  # the experiment's cells at this load
     per_server: list[ServerChoice]
+
+    @property
+    def p99_max_ms(self) -> float | None:
+        return self.goal.p99_ms
+
+    @property
+    def memory_max_mib(self) -> float | None:
+        return self.goal.memory_mib
 
     @property
     def best(self) -> Candidate | None:
@@ -153,16 +168,19 @@ class Recommendation:
         return max(tops, key=lambda c: c.predicted.throughput) if tops else None
 
 
-def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_max_mib: float | None = None,
-              cores: float | None = None, servers: list[str] | None = None, top: int = 3,
-              pool: list[int] | None = None, sim: bool = False) -> Recommendation:
-    """Per server of the experiment (or ``servers``), the best processes x threads (x pool, where
-    the workload queries a database; ``pool``: only these sizes) the model predicts under the limits
-    at ``load`` (``sim``: the simulator predicts, its grid points spread over this machine's CPUs)."""
-    names = servers or list(dict.fromkeys(r.server for r in res.runs))
+def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None = None,
+              servers: list[str] | None = None, top: int = 3, pool: list[int] | None = None, sim: bool = False,
+              workload: str | None = None) -> Recommendation:
+    """For ``workload`` (default: the experiment's first): the cells measured at ``load`` within the
+    goal, and per server of the experiment (or ``servers``) the best processes x threads (x pool, where
+    the workload queries a database; ``pool``: only these sizes) the model predicts under the goal at
+    ``load`` (``sim``: the simulator predicts, its grid points spread over this machine's CPUs)."""
+    workload = workload or next((c.workload for c in res.cells), "default")
+    names = servers or list(dict.fromkeys(r.server for r in res.runs if r.workload == workload))
+    p99_max_ms, memory_max_mib = goal.p99_ms, goal.memory_mib
     out = []
     for server in names:
-        cal = calibration(res, server)
+        cal = calibration(res, server, workload)
         if memory_max_mib and cal.memory_per_process_mib is None:
             raise ArenaError(f"--memory-max: {server} has no memory figures in {res.name}")
         if pool and not cal.db_ms:
@@ -177,15 +195,20 @@ def recommend(res: Results, load: Load, p99_max_ms: float | None = None, memory_
             ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores, pool))
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cores or cal.cores, (fits or ranked)[:top], fits[:top]))
-    return Recommendation(load, p99_max_ms, memory_max_mib, out)
+    here = [c for c in res.cells if c.model == load.model and c.level == load.level and c.server in names]
+    return Recommendation(load, goal, workload, answer(here, workload, goal), out)
 
 
-def recommendation(store_path: str, experiment: str, load: Load, p99_max_ms: float | None = None,
-                   memory_max_mib: float | None = None, cores: float | None = None, servers: list[str] | None = None,
-                   top: int = 3, pool: list[int] | None = None, sim: bool = False) -> tuple[Results, Recommendation]:
-    """``arena recommend``: the experiment's results and the recommendation calibrated from them."""
+def recommendations(store_path: str, experiment: str, load: Load, limits: Limits = Limits(), cores: float | None = None,
+                    servers: list[str] | None = None, top: int = 3, pool: list[int] | None = None, sim: bool = False,
+                    workload: str | None = None) -> tuple[Results, list[Recommendation]]:
+    """``arena recommend``: the experiment's results and, for ``workload`` (default: each of its
+    workloads), the recommendation calibrated from them under its goal with ``limits`` over it."""
     res = load_experiment_results(store_path, experiment)
-    return res, recommend(res, load, p99_max_ms, memory_max_mib, cores, servers, top, pool, sim)
+    analysis = analyse(res, limits)
+    chosen = [analysis.answer(workload).workload] if workload else [a.workload for a in analysis.answers
+                                                                    if any(c.workload == a.workload for c in res.cells)]
+    return res, [recommend(res, load, analysis.goal, cores, servers, top, pool, sim, w) for w in chosen]
 
 
 @dataclass(frozen=True)

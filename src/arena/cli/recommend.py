@@ -3,8 +3,11 @@
 from rich.markup import escape
 from rich.table import Table
 
-from arena.app.model import Load, recommendation, verify
-from arena.cli.args import reap_first, EXIT_FAILED, MODEL_CLIENTS, add_store, count, listof, positive
+from arena.app.model import Load, recommendations, verify
+from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, count, goal_limits, listof,
+                            positive)
+from arena.errors import ArenaError
+from arena.report.answer import cell_text, figure_text, meets_text, verdict_text
 
 NAME = "recommend"
 
@@ -16,8 +19,8 @@ def add(sub) -> None:
     target = rc.add_mutually_exclusive_group(required=True)
     target.add_argument("--concurrency", type=count("--concurrency", 1, MODEL_CLIENTS), help="the load: closed, N clients")
     target.add_argument("--rate", type=positive("--rate", hi=1e7), help="the load: open, requests/s")
-    rc.add_argument("--p99-max", type=positive("--p99-max"), metavar="MS", help="p99 target at that load")
-    rc.add_argument("--memory-max", type=positive("--memory-max"), metavar="MIB", help="memory budget (PSS)")
+    add_goal(rc)
+    rc.add_argument("--workload", help="only this workload of the experiment (default: each)")
     rc.add_argument("--cores", type=positive("--cores", lo=0.01, hi=4096), help="server cores (default: the experiment's)")
     rc.add_argument("--servers", type=listof(str), help="only these servers (default: every server of the experiment)")
     rc.add_argument("--top", type=count("--top", 1, 50), default=3, help="candidates shown (and verified) per server")
@@ -31,30 +34,22 @@ def add(sub) -> None:
 
 def run(args, out) -> int:
     load = Load("closed", float(args.concurrency)) if args.concurrency else Load("open", args.rate)
-    res, rec = recommendation(args.store, args.experiment, load, args.p99_max, args.memory_max, args.cores,
-                              args.servers, args.top, args.pool, args.sim)
-    limits = ", ".join(x for x in (f"p99 <= {args.p99_max:g} ms" if args.p99_max else "",
-                                   f"memory <= {args.memory_max:g} MiB" if args.memory_max else "") if x) or "none"
+    res, recs = recommendations(args.store, args.experiment, load, goal_limits(args), args.cores, args.servers, args.top,
+                                args.pool, args.sim, args.workload)
+    if args.verify and len(recs) > 1:
+        raise ArenaError(f"--verify: {res.name} has {len(recs)} workloads; give --workload to verify one")
     what = f"{int(load.level)} clients" if load.model == "closed" else f"{load.level:g} requests/s"
-    out.print(f"recommend for {what}; limits: {limits}", highlight=False)
-    for s in rec.per_server:
-        how = "simulated" if args.sim else "predicted"
-        table = Table(title=f"{s.server} ({s.calibration.workload}, {s.cores:g} core(s)): best {how} configurations")
-        for col in ("configuration", "req/s", "p50 ms", "p99 ms", "memory MiB", "what binds", "fits"):
-            table.add_column(col, overflow="fold")
-        for c in s.shown:
-            table.add_row(escape(c.name), f"{c.predicted.throughput:.1f}", f"{c.predicted.p50_ms:.1f}",
-                          f"{c.predicted.p99_ms:.1f}", "-" if c.memory_mib is None else f"{c.memory_mib:.0f}",
-                          escape(c.predicted.binding), "yes" if c.fits else escape(c.why_not))
-        out.print(table)
-        if not s.fits:
-            out.print(f"  {s.server}: no configuration meets the limits at this load", highlight=False)
+    found = False
+    for rec in recs:
+        out.print(f"recommend for {what}" + (f", workload {rec.workload}" if len(recs) > 1 else "")
+                  + f"; goal: {rec.goal}", highlight=False)
+        found = _measured(rec, out) | found
+        top = _predicted(rec, args.sim, out)
+        found = found or top is not None
+    rec = recs[0]
     top = rec.best
-    if top is not None:
-        out.print(f"best: {top.name}: {top.predicted.throughput:.1f} req/s predicted, p99 {top.predicted.p99_ms:.1f} ms"
-                  f"; {top.predicted.binding}", highlight=False)
     if not (args.verify and top is not None):
-        return 0 if top is not None else EXIT_FAILED
+        return 0 if found else EXIT_FAILED
 
     reap_first(out)
     def progress(e) -> None:
@@ -85,3 +80,47 @@ def run(args, out) -> int:
                   "with another store or compare with `arena show`)", highlight=False)
         return EXIT_FAILED
     return 0
+
+
+def _measured(rec, out) -> bool:
+    """The configurations the experiment measured at this load within the goal, best first, each
+    compared with the best; whether there is one."""
+    a = rec.measured
+    if a.best is None:
+        out.print(f"  measured at this load: none keeps within the goal ({a.goal})" if a.repetitions[1]
+                  else "  measured at this load: nothing (the experiment did not run it)", highlight=False)
+        return False
+    table = Table(title=f"measured at this load within the goal ({a.workload})")
+    for col in ("configuration", "req/s", "p99 ms", "memory MiB", "against the best"):
+        table.add_column(col, overflow="fold")
+    rows = [(a.best.cell, "best")] + [(v.cell, verdict_text(v)) for v in a.tied + a.beaten]
+    for c, versus in rows:
+        pss = c.pss_bytes.median
+        table.add_row(escape(c.label), figure_text(c.throughput),
+                      "-" if c.p99_us.median is None else f"{c.p99_us.median / 1000:.1f}",
+                      "-" if not pss else f"{pss / 2**20:.0f}", escape(versus))
+    out.print(table)
+    out.print(f"best measured: {cell_text(a.best.cell)}{meets_text(a.best)}; binds: {a.best.binds}"
+              + (f"; tied with {', '.join(v.cell.label for v in a.tied)}" if a.tied else ""), highlight=False, markup=False)
+    return True
+
+
+def _predicted(rec, sim: bool, out):
+    """The model's best candidates per server (measured or not); the best of them, if any fits."""
+    for s in rec.per_server:
+        how = "simulated" if sim else "predicted"
+        table = Table(title=f"{s.server} ({s.calibration.workload}, {s.cores:g} core(s)): best {how} configurations")
+        for col in ("configuration", "req/s", "p50 ms", "p99 ms", "memory MiB", "what binds", "fits"):
+            table.add_column(col, overflow="fold")
+        for c in s.shown:
+            table.add_row(escape(c.name), f"{c.predicted.throughput:.1f}", f"{c.predicted.p50_ms:.1f}",
+                          f"{c.predicted.p99_ms:.1f}", "-" if c.memory_mib is None else f"{c.memory_mib:.0f}",
+                          escape(c.predicted.binding), "yes" if c.fits else escape(c.why_not))
+        out.print(table)
+        if not s.fits:
+            out.print(f"  {s.server}: no configuration is predicted to meet the goal at this load", highlight=False)
+    top = rec.best
+    if top is not None:
+        out.print(f"best predicted: {top.name}: {top.predicted.throughput:.1f} req/s, p99 {top.predicted.p99_ms:.1f} ms"
+                  f"; {top.predicted.binding}", highlight=False)
+    return top
