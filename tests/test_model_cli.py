@@ -250,3 +250,25 @@ def test_arena_recommend_sim_ranks_by_the_simulator(capsys):
 def results_obs():
     with Store(STORE) as s:
         return results(s, NAME).observations()
+
+
+def test_predict_gives_a_range_and_flags_extrapolation(res):
+    from arena.app import model
+
+    cal = model.calibration(res, "puma")
+    inside = model.predict(cal, 2, 4, [model.Load("closed", 4)], res)
+    (row,) = inside.rows
+    lo, hi = row.throughput_range
+    assert lo < row.prediction.throughput < hi or lo == hi == row.prediction.throughput
+    assert row.p99_range_ms[0] <= row.prediction.p99_ms <= row.p99_range_ms[1]
+    assert inside.extrapolated == []  # 2 x 4 at 4 clients: measured
+    beyond = model.predict(cal, 8, 16, [model.Load("closed", 64)], res, cores=2)
+    assert beyond.extrapolated == ["processes 8: beyond the 2 measured", "threads 16: beyond the 4 measured",
+                                   "cores 2: the runs had 1", "load c=64: beyond the highest measured, c=4"]
+
+
+def test_predict_prints_the_range_and_what_is_extrapolated(capsys):
+    assert main(["predict", NAME, "--store", STORE, "--server", "puma", "--processes", "4", "--concurrency", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "in brackets: the range the calibration's intervals allow" in out
+    assert "extrapolated: processes 4: beyond the 2 measured" in out

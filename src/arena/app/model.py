@@ -4,12 +4,13 @@ one per server under limits, and verify recommendations on the real servers."""
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from arena import stats
@@ -89,6 +90,63 @@ class Predicted:
     measured: float | None  # median throughput of the experiment's valid runs of this configuration
     simulated: Simulated | None = None  # the simulator's (predict(sim=True))
     measured_p99_ms: float | None = None  # median p99 of those runs
+    throughput_range: tuple[float, float] | None = None  # over the calibration's intervals (None: no interval)
+    p99_range_ms: tuple[float, float] | None = None  # the same, with the simulator's spread where it ran
+
+
+def _corners(cal: Calibration) -> tuple[Calibration, Calibration] | None:
+    """The calibration at the low and at the high end of the intervals of the work per request (CPU,
+    I/O, outside time, the database's): the most and the least favourable the measurements allow.
+    None where the CPU figure has no interval (one run, or figures given)."""
+    if cal.cpu_ms.interval is None:
+        return None
+
+    def end(f: Figure | None, high: bool) -> Figure | None:
+        iv = f.interval if f is not None else None
+        return f if iv is None else Figure.given(iv.hi if high else iv.lo)
+
+    return tuple(replace(cal, cpu_ms=end(cal.cpu_ms, high), io_ms=end(cal.io_ms, high),
+                         outside_ms=end(cal.outside_ms, high), db_ms=end(cal.db_ms, high),
+                         db_cpu_ms=end(cal.db_cpu_ms, high)) for high in (False, True))
+
+
+def _ranges(cal: Calibration, compute: Callable[[Calibration], Prediction], point: Prediction,
+            sim: Simulated | None) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """(throughput, p99 ms) ranges of a prediction: the model at the calibration's two corners (its
+    intervals' ends), which hold the point; the simulator's p99 interval over its replications widened
+    by the same factors. None where the calibration has no interval."""
+    corners = _corners(cal)
+    if corners is None:
+        return None, None if sim is None else (sim.p99_lo_ms, sim.p99_hi_ms)
+    ends = [compute(c) for c in corners] + [point]
+    tp = (min(e.throughput for e in ends), max(e.throughput for e in ends))
+    p99 = (min(e.p99_ms for e in ends), max(e.p99_ms for e in ends))
+    if sim is not None and point.p99_ms > 0 and math.isfinite(sim.p99_lo_ms):
+        p99 = (sim.p99_lo_ms * p99[0] / point.p99_ms, sim.p99_hi_ms * p99[1] / point.p99_ms)
+    return tp, p99
+
+
+def extrapolations(res: Results | None, cal: Calibration, processes: int | None, threads: int | None,
+                   loads: list[Load], cores: float | None, measured_cores: float) -> list[str]:
+    """Where a prediction reaches beyond what the experiment measured of this server and workload
+    (processes, threads, cores, load): each said, since the model is checked only inside that range."""
+    if res is None:
+        return ["from given figures: nothing measured to check the model against"]
+    mine = [c for c in res.cells if c.server == cal.server and c.workload == cal.workload and c.valid]
+    out = []
+    for name, asked, seen in (("processes", processes, [c.processes or 1 for c in mine]),
+                              ("threads", threads, [c.threads for c in mine if c.threads])):
+        if asked is not None and seen and asked > max(seen):
+            out.append(f"{name} {asked}: beyond the {max(seen)} measured")
+    if cores and abs(cores - measured_cores) > 1e-9:
+        out.append(f"cores {cores:g}: the runs had {measured_cores:g}")
+    for x in loads:
+        levels = [c.level for c in mine if c.model == x.model]
+        if levels and x.level > max(levels):
+            out.append(f"load {x.label}: beyond the highest measured, {Load(x.model, max(levels)).label}")
+        elif not levels:
+            out.append(f"load {x.label}: no {x.model} load was measured")
+    return out
 
 
 @dataclass(frozen=True)
@@ -97,6 +155,7 @@ class Predictions:
     config: Config
     rows: list[Predicted]
     calibrated: bool  # from an experiment (else from given figures)
+    extrapolated: list[str] = field(default_factory=list)  # where it reaches beyond what was measured
 
 
 def predict(cal: Calibration, processes: int | None, threads: int | None, loads: list[Load],
@@ -106,6 +165,7 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
     beside what the experiment measured for it (where it ran). With no loads given, the
     experiment's own levels."""
     catalog.get_server(cal.server)  # a one-line error for an unknown name
+    measured_cores = cal.cores
     if cores:
         cal = replace(cal, cores=cores)
     if db_cores:
@@ -126,11 +186,15 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
         raise ArenaError("--concurrency or --rate: give the load levels to predict")
     if sim:
         cal = for_simulation(cal, res)
-    rows = [Predicted(x, _computed(lambda: predict_one(cal, processes, threads, x.model, x.level, pool)),
-                      seen.get((x.model, x.level)),
-                      _computed(lambda: simulated.predict(cal, processes, threads, x.model, x.level, pool)) if sim else None,
-                      tails.get((x.model, x.level))) for x in loads]
-    return Predictions(cal, cal.config(processes, threads, pool), rows, res is not None)
+    rows = []
+    for x in loads:
+        one = lambda c: _computed(lambda: predict_one(c, processes, threads, x.model, x.level, pool))  # noqa: E731
+        point = one(cal)
+        simulation = _computed(lambda: simulated.predict(cal, processes, threads, x.model, x.level, pool)) if sim else None
+        rows.append(Predicted(x, point, seen.get((x.model, x.level)), simulation, tails.get((x.model, x.level)),
+                              *_ranges(cal, one, point, simulation)))
+    return Predictions(cal, cal.config(processes, threads, pool), rows, res is not None,
+                       extrapolations(res, cal, processes, threads, loads, cores, measured_cores))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """``arena predict``: the model's figures for one configuration."""
 
+import math
+
 from rich.markup import escape
 from rich.table import Table
 
@@ -66,6 +68,13 @@ def print_calibration(out, cal) -> None:
                   f" + {cal.memory_per_thread_mib:.2f} per thread", highlight=False)
 
 
+def _ranged(value: float, between: tuple[float, float] | None, digits: int) -> str:
+    """ "12.70 (11.2..14.3)": a prediction and the range its calibration allows."""
+    if between is None or not all(map(math.isfinite, between)):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} ({between[0]:.{digits - 1 if digits else 0}f}..{between[1]:.{digits - 1 if digits else 0}f})"
+
+
 def run(args, out) -> int:
     given = Given(args.cpu_ms, args.io_ms, args.outside_ms, args.blocking_io, args.cpu_cv2, args.db_ms, args.db_cpu_ms)
     got = prediction(args.server, args.processes, args.threads, loads(args), store_path=args.store,
@@ -86,11 +95,20 @@ def run(args, out) -> int:
         simulated = () if sim is None else (
             f"{sim.prediction.throughput:.1f}", f"{sim.prediction.p50_ms:.2f}",
             "overloaded" if sim.prediction.overloaded else f"{sim.prediction.p99_ms:.2f} ({sim.p99_lo_ms:.1f}..{sim.p99_hi_ms:.1f})")
-        table.add_row(row.load.label, f"{pr.throughput:.1f}", f"{pr.mean_ms:.2f}", f"{pr.p50_ms:.2f}", f"{pr.p99_ms:.2f}",
+        table.add_row(row.load.label, _ranged(pr.throughput, row.throughput_range, 1), f"{pr.mean_ms:.2f}",
+                      f"{pr.p50_ms:.2f}", _ranged(pr.p99_ms, row.p99_range_ms, 2),
                       *simulated, f"{100 * pr.cpu_utilization:.0f}%", escape(pr.binding),
                       "-" if row.measured is None else f"{row.measured:.1f}",
                       "-" if row.measured_p99_ms is None else f"{row.measured_p99_ms:.1f}")
     out.print(table)
+    if got.rows and got.rows[0].throughput_range is not None:
+        out.print("in brackets: the range the calibration's intervals allow (the model at their ends"
+                  + ("; p99 widened by the simulator's spread over its replications" if args.sim else "") + ")",
+                  highlight=False)
+    elif got.calibrated:
+        out.print("no range: the calibration has one run at its lowest load (no interval)", highlight=False)
+    for where in got.extrapolated:
+        out.print(f"extrapolated: {where}", highlight=False)
     if args.sim and got.rows:
         how = discipline(got.rows[0].simulated.instance, discipline_of(got.calibration).source)
         out.print(f"simulated: {how}; {REPLICATIONS} replications of {REQUESTS:,} requests each, the first "
