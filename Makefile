@@ -89,7 +89,7 @@ test: install
 	$(VENV)/bin/lint-imports --no-cache
 	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-# Figures, not tests: about 26 minutes (the memory benchmark runs 6, the model's sweep 7).
+# Figures, not tests: about 33 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench
 	$(VENV)/bin/python benches/loadgen_vs_peers.py
 	$(VENV)/bin/python benches/stall_truth.py
@@ -99,6 +99,7 @@ bench: install install-bench
 	$(VENV)/bin/python benches/model_check.py
 	$(VENV)/bin/python benches/wrap_overhead.py
 	$(VENV)/bin/python benches/compare_rates.py
+	$(VENV)/bin/python benches/speed_check.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) target

@@ -78,9 +78,10 @@ class Machine:
     """Fake launcher and driver that record what they were asked to do."""
 
     def __init__(self, fail_start=(), die_after=None, driver_errors=0, interrupt_at=None, errors_per_run=0,
-                 speeds=None):
+                 speeds=None, busy=None):
         self.started, self.driven, self.servers = [], [], []
         self.speeds = list(speeds or [])  # the speed checks in turn (ms); then 2.0 each
+        self.busy = list(busy or [])  # the CPUs' busy seconds at each end of each window in turn; then 0
         self.checked: list[list[int]] = []
         self.fail_start, self.die_after = set(fail_start), die_after
         self.driver_errors, self.interrupt_at, self.errors_per_run = driver_errors, interrupt_at, errors_per_run
@@ -107,9 +108,12 @@ class Machine:
         self.checked.append(cpus)
         return self.speeds.pop(0) if self.speeds else 2.0
 
+    def cpu_busy(self, cpus):
+        return self.busy.pop(0) if self.busy else 0.0
+
     def seams(self) -> Seams:
         return Seams(launch=self.launch, drivers={"arena-load": self.drive}, probe=FakeProbe, idle_s=0.0,
-                     speed=self.speed)
+                     speed=self.speed, cpu_busy=self.cpu_busy, speed_sample=None)
 
 
 def test_every_run_is_stored_once_and_each_start_serves_its_levels(tmp_path):
@@ -146,10 +150,10 @@ def test_invalid_runs_are_retaken_beside_their_first_attempt_when_asked(tmp_path
     and leaves the valid runs alone; the cell's figures come from the valid attempts."""
     from arena.results.aggregate import aggregate
 
-    exp = experiment()
+    exp = experiment(speed_threshold=0.3)
     with Store(tmp_path / "s.db") as store:
-        # after the first run, checks twice as slow as the machine's best (2.0 ms)
-        first = run_experiment(exp, store, seams=Machine(speeds=[2.0, 2.0, 4.0, 4.0, 4.0, 4.0]).seams())
+        # after three runs, checks twice as slow as the machine's usual (2.0 ms)
+        first = run_experiment(exp, store, seams=Machine(speeds=[2.0] * 6 + [4.0] * 4).seams())
         invalid = {r.run_key for r in store.runs("fake") if not r.valid}
         assert first["invalid"] == len(invalid) >= 1
         plain = Machine()
@@ -295,7 +299,7 @@ def test_a_pool_axis_reaches_the_server_and_is_stored_with_processes_times_pool(
         return server
 
     seams = Seams(launch=launch, drivers={"arena-load": m.drive}, probe=FakeProbe, idle_s=0.0,
-                  start_service=lambda spec, cpus: Service(), speed=m.speed)
+                  start_service=lambda spec, cpus: Service(), speed=m.speed, cpu_busy=m.cpu_busy, speed_sample=None)
     with Store(tmp_path / "s.db") as store:
         run_experiment(exp, store, seams=seams)
         runs = sorted(store.runs("fake"), key=lambda r: r.pool)
@@ -306,28 +310,42 @@ def test_a_pool_axis_reaches_the_server_and_is_stored_with_processes_times_pool(
     assert set(runs[0].services) == {"postgres"} and runs[0].environment.services == {"postgres": "PostgreSQL (fake)"}
 
 
-def test_a_run_in_a_spell_of_a_slower_machine_is_flagged_against_the_fastest_check_and_resume_keeps_it(tmp_path):
-    exp = experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}])
-    # before/after each run: run 1 at 2.0 ms; run 2's after-check 2.8 ms (40% slower than the fastest)
-    m = Machine(speeds=[2.0, 2.0, 2.0, 2.8])
+def test_a_run_in_a_spell_of_a_slower_machine_is_flagged_against_the_usual_check_and_resume_keeps_it(tmp_path):
+    exp = experiment(repetitions=2, servers=[{"server": "puma", "threads": 1}], speed_threshold=0.3)
+    # before/after each run: three runs at 2.0 ms; the fourth's checks 2.8 and 3.0 (the faster 40% slower)
+    m = Machine(speeds=[2.0] * 6 + [3.0, 2.8])
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, seams=m.seams())
-        runs = sorted(store.runs("fake"), key=lambda r: r.level)
-    assert counts["invalid"] == 1 and m.checked == [[1]] * 4
-    assert [r.speed_ms for r in runs] == [2.0, 2.8] and runs[0].valid and not runs[1].valid
-    assert runs[1].flags == ("the machine ran 40% slower around the run than at its best in this experiment "
-                             "(speed check; threshold 30%): a spell of a slower machine",)
-    # interrupted after its first run, the experiment resumes on a machine now 40% slower throughout: the
-    # reference is the stored fastest check (2.0), not the resumed invocation's own first one
-    m = Machine(speeds=[2.0, 2.0, 2.0], interrupt_at=2)
+        runs = sorted(store.runs("fake"), key=lambda r: r.started_at)
+    assert counts["invalid"] == 1 and m.checked == [[1]] * 8
+    assert [r.speed_ms for r in runs] == [2.0, 2.0, 2.0, 2.8] and all(r.valid for r in runs[:3]) and not runs[3].valid
+    assert runs[3].flags == ("the machine ran 40% slower than usual in this experiment in every check before, during "
+                             "and after the run (speed check; threshold 30%): a spell of a slower machine",)
+    # interrupted after three runs, the experiment resumes on a machine now 40% slower throughout: the
+    # reference is the stored checks' median (2.0), not the resumed invocation's own first one
+    m = Machine(speeds=[2.0] * 6, interrupt_at=4)
     with Store(tmp_path / "r.db") as store:
         with pytest.raises(KeyboardInterrupt):
             run_experiment(exp, store, seams=m.seams())
         m = Machine(speeds=[2.8, 2.8])
         counts = run_experiment(exp, store, seams=m.seams())
-    assert counts == {"run": 1, "skipped": 1, "failed": 0, "invalid": 1}
-    # a threshold the experiment raises lets the same spell pass
-    m = Machine(speeds=[2.0, 2.0, 2.0, 2.8])
+    assert counts == {"run": 1, "skipped": 3, "failed": 0, "invalid": 1}
+    # the default threshold (twice as slow) lets the same spell pass
+    m = Machine(speeds=[2.0] * 6 + [3.0, 2.8])
     with Store(tmp_path / "t.db") as store:
-        assert run_experiment(experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}],
-                                         speed_threshold=0.5), store, seams=m.seams())["invalid"] == 0
+        assert run_experiment(experiment(repetitions=2, servers=[{"server": "puma", "threads": 1}]), store,
+                              seams=m.seams())["invalid"] == 0
+
+
+def test_a_run_whose_cpus_others_took_is_flagged(tmp_path):
+    """The kernel's counters of the run's CPUs, less what Arena's groups used over the window, are
+    what others took: beyond 5% of the CPUs, the run is invalid, and the figure is stored."""
+    exp = experiment(repetitions=1, servers=[{"server": "puma", "threads": 1}])
+    m = Machine(busy=[0.0, 0.0, 0.0, 100.0])  # CPUs 100 s busy over the second run's (short) window
+    with Store(tmp_path / "s.db") as store:
+        counts = run_experiment(exp, store, seams=m.seams())
+        runs = sorted(store.runs("fake"), key=lambda r: r.started_at)
+    assert counts["invalid"] == 1 and runs[0].valid and runs[0].others_cores == 0.0
+    assert runs[1].others_cores > 1 and runs[1].flags[0].startswith("other processes took ")
+
+

@@ -14,6 +14,7 @@ import re
 import subprocess
 import threading
 import time
+from functools import partial
 from dataclasses import asdict, dataclass, field, replace
 from contextlib import ExitStack
 from pathlib import Path
@@ -45,7 +46,9 @@ class Seams:
     """Where the runner meets the machine. ``launch(spec)`` starts a server and returns a running
     one (a context manager with ``url``, ``procset``, ``alive()``); ``drivers`` maps a driver's name to
     its ``run(spec, cpus, live)``; ``probe(procset, interval)`` makes a resource probe;
-    ``idle_s``: how long each start is probed idle; ``speed(cpus)``: the machine's speed check (ms)."""
+    ``idle_s``: how long each start is probed idle; ``speed(cpus)``: the machine's speed check (ms);
+    ``cpu_busy(cpus)``: the CPUs' busy seconds since boot (the kernel's counters); ``speed_sample``:
+    the one-unit check taken every half second during a run (None: none)."""
 
     launch: Callable[[ServerSpec], RunningServer] = start
     drivers: Mapping[str, Callable[..., LoadResult]] = field(
@@ -54,6 +57,8 @@ class Seams:
     idle_s: float = 1.0
     start_service: Callable[..., Any] = start_service
     speed: Callable[[list[int]], float] = machine_speed.check_ms
+    cpu_busy: Callable[[list[int]], float] = machine_speed.busy_s
+    speed_sample: Callable[[list[int]], float] | None = partial(machine_speed.check_ms, trials=1)  # None: not during runs
 
 
 @dataclass
@@ -133,8 +138,9 @@ class Measured(NamedTuple):
     resources: ResourceResult  # the server's
     flags: list[str]
     services: dict[str, ResourceResult]  # each service's (and the front's), by kind
-    speed_ms: float | None  # the slower of the machine's speed checks around the run
+    speed_ms: float | None  # the faster of the machine's speed checks around the run (speed.Reference.judged)
     window: tuple[float, float] | None = None  # the probed window (unix times)
+    others_cores: float | None = None  # cores others than Arena took on the run's CPUs over the window
 
 
 def measure(exp: Experiment, run: RunSpec, server: RunningServer,
@@ -149,7 +155,9 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     ``live`` gets the run's per-second figures while it runs, where the driver can give them.
     Each service (by kind) is probed over the same window as the server. With a ``reference``, the
     machine's speed is checked on the server's and services' CPUs before and after the run, and a run
-    in a spell of a slower machine is flagged."""
+    in a spell of a slower machine is flagged. Over the window, the kernel's counters of those CPUs
+    less the CPU of Arena's groups (and of Arena itself) say what others took of them: a run they
+    took more than validity.OTHERS_MAX of is flagged."""
     cpus = sorted(set(exp.server_cpus) | set(exp.service_cpus))
     checks = [seams.speed(cpus)] if reference is not None else []
     before = stable_pids(server)
@@ -157,17 +165,26 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
               **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
     stopped: dict[str, ResourceResult] = {}
     window: list[float] = []
+    busy: list[float] = []  # the CPUs' busy seconds and Arena's own CPU seconds, at each end of the window
+
+    sampler = machine_speed.Sampler(cpus, check=seams.speed_sample) if reference is not None and seams.speed_sample else None
 
     def start_all() -> None:
         window.append(time.time())
+        busy.extend((seams.cpu_busy(cpus), _own_cpu_s()))
         for p in probes.values():
             p.start()
+        if sampler:
+            sampler.start()
 
     def stop_all() -> None:
-        window.append(time.time())
+        if sampler:
+            checks.extend(sampler.stop())
         for k, p in probes.items():
             if p.started:
                 stopped[k] = p.stop()
+        busy.extend((seams.cpu_busy(cpus), _own_cpu_s()))
+        window.append(time.time())
 
     timers = [threading.Timer(exp.warmup_s, start_all)]
     if exp.duration_s is not None and exp.requests is None:
@@ -180,6 +197,8 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
         for t in timers:
             t.cancel()
             t.join()
+        if sampler:
+            sampler.stop()  # where the driver failed before the window ended (a second stop is harmless)
     if not stopped:  # bounded by a request count: probed until the driver returned
         if not probes[""].started:
             start_all()
@@ -188,12 +207,30 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     lost = before - set(server.procset.pids())
     if reference is not None:
         checks.append(seams.speed(cpus))
+    others = _others_cores(busy, [resources, *stopped.values()], window)
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
                            slowdown=reference.slowdown(*checks) if checks else None,
-                           speed_threshold=exp.speed_threshold, requests=exp.requests)
-    return Measured(result, resources, flags, stopped, max(checks) if checks else None,
-                    (window[0], window[-1]) if len(window) == 2 else None)
+                           speed_threshold=exp.speed_threshold, requests=exp.requests,
+                           others_share=None if others is None else others / len(cpus))
+    return Measured(result, resources, flags, stopped, machine_speed.Reference.judged(*checks) if checks else None,
+                    (window[0], window[-1]) if len(window) == 2 else None, others)
+
+
+def _own_cpu_s() -> float:
+    """Arena's own CPU seconds (this process and its threads: the probes, the runner) so far."""
+    t = os.times()
+    return t.user + t.system
+
+
+def _others_cores(busy: list[float], groups: list[ResourceResult], window: list[float]) -> float | None:
+    """Cores others than Arena kept busy on the run's CPUs over the window (speed.others_cores), from
+    the counters read at its ends (``busy``: CPUs' busy, Arena's own, at the start then the end) and
+    the CPU of Arena's groups over it; None where a group's CPU is not accounted."""
+    if len(busy) != 4 or len(window) != 2 or any(g.cpu_s is None for g in groups):
+        return None
+    cpus_s, own_s = busy[2] - busy[0], busy[3] - busy[1]
+    return machine_speed.others_cores(cpus_s, own_s + sum(g.cpu_s for g in groups), window[1] - window[0])
 
 
 def idle_cpu_cores(server: RunningServer, seams: Seams = Seams()) -> float | None:
@@ -241,7 +278,7 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
         "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
         "environment": env, "services": {kind: asdict(res) for kind, res in m.services.items()},
         "pool": c.pool, "db_connections": db.connections, "db_max_connections": db.max_connections,
-        "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms, "launch": launch or {},
+        "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms, "others_cores": m.others_cores, "launch": launch or {},
         "topology": topology or {},
     }
 
@@ -264,7 +301,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
     progress = _Progress(total, counts, on_event)
     todo = {g: [r for r in g.runs if r.key not in done] for g in groups}
-    reference = machine_speed.Reference(store.fastest_speed_ms(experiment_id))
+    reference = machine_speed.Reference(store.speed_checks(experiment_id))
     with ExitStack() as stack:
         services: dict[str, Any] = {}
         if any(todo.values()):  # services only when something will run

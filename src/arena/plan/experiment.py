@@ -134,7 +134,7 @@ class Experiment:
     timeout_s: float
     error_threshold: float
     drift_threshold: float
-    speed_threshold: float  # a run whose machine ran this much slower than at its best is invalid (speed.py)
+    speed_threshold: float  # a run whose every speed check ran this much slower than usual is invalid (speed.py)
     server_cpus: tuple[int, ...]
     load_cpus: tuple[int, ...]
     source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -394,10 +394,13 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
         "request succeeded; an interval of its per-second series stalled (far below the run's usual interval, the "
         "upper quartile, beyond counting noise, while requests were outstanding; the noise is Poisson's, widened by "
         "the run's own spread where heavy-tailed requests complete in bursts); its throughput drifted "
-        "between its halves beyond counting noise; the server or one of its processes died; or the machine ran slower "
-        "around it than at its best in the experiment by more than speed_threshold (30% by default): a fixed unit of "
-        "interpreter work is timed on the server's and services' CPUs before and after each run, so a spell of a "
-        "slower shared machine (a neighbour, a sibling hyper-thread, frequency) is not taken for the configuration.",
+        "between its halves beyond counting noise; the server or one of its processes died; processes other than "
+        "Arena's took more than 5% of the run's CPUs over its window (the kernel's per-CPU counters less the CPU of "
+        "Arena's own groups: a neighbour); or the machine ran slower than usual in every speed check by more than "
+        "speed_threshold (100% by default): a fixed unit of interpreter work is timed on the server's and services' "
+        "CPUs before, every half second during, and after each run, and the fastest of them is compared with the "
+        "experiment's median, so a spell of a slower shared machine (a sibling hyper-thread, frequency) is not taken "
+        "for the configuration.",
         INTERVALS,
         clients_note(definition),
     ]

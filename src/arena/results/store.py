@@ -101,6 +101,11 @@ MIGRATIONS: list[str] = [
         log_path TEXT                      -- where the whole log was kept
     );
     """,
+    # 10: cores that processes other than Arena's kept busy on the run's CPUs over its window (speed.py);
+    # from now on speed_ms is the faster of the checks before and after the run
+    """
+    ALTER TABLE runs ADD COLUMN others_cores REAL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 DOCUMENTS = ("flags", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
@@ -109,7 +114,7 @@ RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "proce
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
                "services", "pool", "db_connections", "db_max_connections", "db_refused", "db_refused_first",
-               "speed_ms", "launch", "topology")
+               "speed_ms", "launch", "topology", "others_cores")
 
 
 class Store:
@@ -276,9 +281,10 @@ class Store:
         return {r[0]: bool(r[1]) for r in self.db.execute("SELECT run_key, valid FROM runs WHERE experiment_id = ?",
                                                           (experiment_id,))}
 
-    def fastest_speed_ms(self, experiment_id: int) -> float | None:
-        """The fastest speed check among the experiment's stored runs (speed.Reference): the machine at its best."""
-        return self.db.execute("SELECT MIN(speed_ms) FROM runs WHERE experiment_id = ?", (experiment_id,)).fetchone()[0]
+    def speed_checks(self, experiment_id: int) -> list[float]:
+        """The speed checks of the experiment's stored runs, in the order they ran (speed.Reference)."""
+        return [r[0] for r in self.db.execute("SELECT speed_ms FROM runs WHERE experiment_id = ? AND speed_ms IS NOT NULL "
+                                              "ORDER BY started_at", (experiment_id,))]
 
     def save_run(self, experiment_id: int, values: dict[str, Any]) -> None:
         """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved)."""

@@ -12,7 +12,7 @@ from arena.results.load import LoadResult
 def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
                    server_died: bool, processes_lost: tuple[int, int] | None,
                    slowdown: float | None = None, speed_threshold: float | None = None,
-                   requests: int | None = None) -> list[str]:
+                   requests: int | None = None, others_share: float | None = None) -> list[str]:
     """Why a run cannot be trusted (empty: valid), in the order of cause before consequence: no
     request succeeded (a closed port: the refusals, before the generator's busy reconnecting); the
     generator saturated, paused (stopped or starved: then a gap in the answers is its, not the
@@ -20,9 +20,10 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     errors (transport errors and answers whose status is not expected) above the threshold; more
     than UNSENT_MAX of the requests due never sent; a run bounded by ``requests`` that answered
     fewer (its tool was stopped at its time limit); a stall (stall()); throughput drifting between
-    the run's halves beyond counting noise; the machine ran slower around the run than at its best
-    (``slowdown``, from machine_speed.Reference) by more than ``speed_threshold``. The report's
-    method section states the same rules."""
+    the run's halves beyond counting noise; processes other than Arena's took more than OTHERS_MAX of
+    the run's CPUs over its window (``others_share``, from speed.others_cores); the machine ran slower
+    around the run than usual (``slowdown``, from speed.Reference: every check) by more than
+    ``speed_threshold``. The report's method section states the same rules."""
     flags = []
     m = result.measured
     answered = m.completed + m.errors
@@ -57,9 +58,12 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     drift = throughput_drift(result)
     if drift is not None and drift > drift_threshold:
         flags.append(f"throughput drifted {drift:.0%} between the run's halves (threshold {drift_threshold:.0%})")
+    if others_share is not None and others_share > OTHERS_MAX:
+        flags.append(f"other processes took {others_share:.0%} of the run's CPUs during it (at most {OTHERS_MAX:.0%}): "
+                     "a neighbour shared the server's CPUs")
     if slowdown is not None and speed_threshold is not None and slowdown > speed_threshold:
-        flags.append(f"the machine ran {slowdown:.0%} slower around the run than at its best in this experiment "
-                     f"(speed check; threshold {speed_threshold:.0%}): a spell of a slower machine")
+        flags.append(f"the machine ran {slowdown:.0%} slower than usual in this experiment in every check before, during "
+                     f"and after the run (speed check; threshold {speed_threshold:.0%}): a spell of a slower machine")
     return flags
 
 
@@ -67,6 +71,7 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
 # latency, and they are the ones that waited longest: beyond 1% of those due, even the p99 of the
 # rest may miss the worst of them.
 UNSENT_MAX = 0.01
+OTHERS_MAX = 0.05  # what others may take of the run's CPUs (speed.others_cores; the counters tick in 10 ms)
 GENERATOR_PAUSE_MS = 100.0  # arena-load's GENERATOR_PAUSE_NS (output.rs): a pause it counts as saturation
 
 
