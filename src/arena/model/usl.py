@@ -3,9 +3,12 @@
 X(N) = lambda N / (1 + sigma (N - 1) + kappa N (N - 1)): sigma the contention (serial fraction),
 kappa the coherency (crosstalk) cost, lambda the throughput of one [Gun07]. The fit minimizes the
 squared throughput residuals (nonlinear least squares, as the R package usl's "nlxb" method
-[Moe20]) under sigma, kappa >= 0 and lambda > 0, by Levenberg-Marquardt started from the classic
-linearization N / C(N) - 1 = sigma (N - 1) + kappa N (N - 1) [Gun07 ch. 5]. Standard errors come from
-the Jacobian at the optimum, intervals from Student's t with n - 3 degrees of freedom.
+[Moe20]) under sigma, kappa >= 0 and lambda > 0, by scipy.optimize.curve_fit (trust-region
+reflective, for the bounds) started from the classic linearization N / C(N) - 1 = sigma (N - 1) +
+kappa N (N - 1) [Gun07 ch. 5]. Standard errors come from its covariance (the Jacobian at the
+optimum), intervals from Student's t with n - 3 degrees of freedom. The peak it implies is a fact
+of the data only inside the measured concurrencies (``peak_measured``); beyond them it is an
+extrapolation, and is said to be.
 
 - [Gun07] N. J. Gunther, *Guerrilla Capacity Planning*, Springer 2007, ch. 4-6.
 - [Moe20] S. Moeding, usl: Analyze System Scalability with the Universal Scalability Law, R package.
@@ -31,6 +34,7 @@ class UslFit:
     ci95: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
     rss: float
     points: int
+    measured: tuple[float, float] = (1.0, math.inf)  # the lowest and highest concurrency fitted
 
     def throughput(self, n: float) -> float:
         return usl(n, self.sigma, self.kappa, self.lam)
@@ -39,6 +43,17 @@ class UslFit:
     def peak_n(self) -> float:
         """Concurrency of the highest throughput: sqrt((1 - sigma) / kappa); infinite without kappa."""
         return math.sqrt((1 - self.sigma) / self.kappa) if self.kappa > 0 and self.sigma < 1 else math.inf
+
+    @property
+    def peak_shown(self) -> bool:
+        """Whether the data show a peak at all: the crosstalk's 95% interval excludes 0 (else the fit
+        cannot tell a peak from a plateau, and none is shown)."""
+        return self.ci95[1][0] > 0 and math.isfinite(self.peak_n)
+
+    @property
+    def peak_measured(self) -> bool:
+        """Whether the peak lies inside the measured concurrencies (else it is extrapolated)."""
+        return self.measured[0] <= self.peak_n <= self.measured[1]
 
     @property
     def peak_throughput(self) -> float:
@@ -76,46 +91,15 @@ def fit(concurrency: Sequence[float], throughput: Sequence[float]) -> UslFit:
         raise ValueError("concurrency must be >= 1 and throughput > 0")
     lam0 = float(np.mean(x[n == n.min()] / n.min()))
     s0, k0 = _linear_start(n, x, lam0)
-    theta = np.array([s0, k0, lam0])
+    from scipy.optimize import curve_fit
 
-    def residuals(t):
-        return usl(n, t[0], t[1], t[2]) - x
-
-    def jacobian(t):
-        s, k, lam = t
-        d = 1 + s * (n - 1) + k * n * (n - 1)
-        return np.column_stack([-lam * n * (n - 1) / d ** 2, -lam * n * n * (n - 1) / d ** 2, n / d])
-
-    mu = 1e-3
-    r = residuals(theta)
+    theta, cov = curve_fit(usl, n, x, p0=[s0, k0, lam0], bounds=([0.0, 0.0, 1e-12], [np.inf, np.inf, np.inf]),
+                           method="trf", x_scale="jac", max_nfev=5000)
+    r = usl(n, *theta) - x
     rss = float(r @ r)
-    for _ in range(500):
-        j = jacobian(theta)
-        g = j.T @ r
-        h = j.T @ j
-        step = np.linalg.solve(h + mu * np.diag(np.diag(h) + 1e-12), -g)
-        cand = theta + step
-        cand[:2] = np.maximum(cand[:2], 0.0)  # sigma, kappa >= 0: projected
-        cand[2] = max(cand[2], 1e-12)
-        rc = residuals(cand)
-        rss_c = float(rc @ rc)
-        if rss_c < rss:
-            done = rss - rss_c < 1e-15 * max(rss, 1e-300)
-            theta, r, rss, mu = cand, rc, rss_c, mu / 3
-            if done:
-                break
-        else:
-            mu *= 4
-            if mu > 1e12:
-                break
     dof = len(n) - 3
-    j = jacobian(theta)
-    s2 = rss / dof if dof > 0 else math.nan
-    try:
-        cov = np.linalg.inv(j.T @ j) * s2
-        se = tuple(float(math.sqrt(max(v, 0.0))) for v in np.diag(cov))
-    except np.linalg.LinAlgError:
-        se = (math.nan,) * 3
+    se = tuple(float(math.sqrt(v)) if math.isfinite(v) and v >= 0 else math.nan for v in np.diag(cov))
     t = stats.t975(dof) if dof > 0 else math.nan
     ci = tuple((max(0.0, v - t * e) if i < 2 else v - t * e, v + t * e) for i, (v, e) in enumerate(zip(theta, se)))
-    return UslFit(float(theta[0]), float(theta[1]), float(theta[2]), se, ci, rss, len(n))
+    return UslFit(float(theta[0]), float(theta[1]), float(theta[2]), se, ci, rss, len(n),
+                  (float(n.min()), float(n.max())))

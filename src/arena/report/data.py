@@ -275,7 +275,9 @@ def model_section(cells: list[Cell], found) -> Section:
             usl_rows.append([label, workload, "-", "-", "-", "-", fit])
             continue
         (slo, shi), (klo, khi), _ = fit.ci95
-        peak = "none (no crosstalk)" if math.isinf(fit.peak_n) else f"{fit.peak_n:.1f} ({fit.peak_throughput:.1f} req/s)"
+        peak = ("none shown (the crosstalk's interval reaches 0)" if not fit.peak_shown else
+                f"{fit.peak_n:.1f} ({fit.peak_throughput:.1f} req/s)" if fit.peak_measured else
+                f"extrapolated: {fit.peak_n:.1f} ({fit.peak_throughput:.1f} req/s), beyond the {fit.measured[1]:g} measured")
         usl_rows.append([label, workload, f"{fit.sigma:.4f} [{slo:.4f}, {shi:.4f}]", f"{fit.kappa:.5f} [{klo:.5f}, {khi:.5f}]",
                          f"{fit.lam:.2f}", peak, f"{fit.points} runs"])
     section.tables.append(Table(["configuration", "workload", "sigma (contention)", "kappa (crosstalk)", "lambda req/s",
