@@ -69,16 +69,35 @@ def _open(report: Path, shots: dict[str, str], evaluate: str = COUNT_POINTS):
     return problems, found
 
 
+ANSWER = """() => ({
+    counts: (""" + COUNT_POINTS + """)(),
+    headline: document.querySelector('#answer .headline').textContent,
+    rows: Array.from(document.querySelectorAll('#answer table tbody tr')).map(
+        tr => Array.from(tr.querySelectorAll('td')).map(td => td.textContent)),
+    latency: document.querySelector('#chart-latency-default .updatemenu-header-group text').textContent,
+})"""
+
+
 def test_the_report_renders_in_chromium(tmp_path):
     _require_browser()
     with Store(report_store()) as s:
-        built = build_report(results(s, "tiny-grid"))
+        res = results(s, "tiny-grid")
+    built = build_report(res)
     made = built.charts
     report = tmp_path / "report.html"
     report.write_text(render(built))
-    problems, counts = _open(report, {"report.png": "", "report-charts.png": "#throughput"})
+    problems, found = _open(report, {"report.png": "", "report-charts.png": "#throughput"}, ANSWER)
+    counts = found["counts"]
 
     assert problems == []
+    # the answer as a reader sees it: the sentence, then the best and the group tied with it
+    from arena.results.answer import answer
+
+    a = answer(res.cells, "default")
+    assert found["headline"].startswith(f"most throughput at any latency (no p99 target): {a.best.cell.label} at ")
+    assert [(r[0], r[1]) for r in found["rows"][: 1 + len(a.tied)]] == (
+        [("best", a.best.cell.label)] + [("tied", v.cell.label) for v in a.tied])
+    assert found["latency"] == "p99"  # the percentiles chart opens on the tail
     assert len(counts) == len(made)
     for c in counts:
         assert c["expected"] > 0 and c["drawn"] > 0, c

@@ -168,7 +168,7 @@ class Ratio:
     hi: float | None
     n: tuple[int, int]
 
-    METHOD = "Welch's t on log values, 95%"
+    METHOD = "Welch's t on log values"
 
     def __str__(self) -> str:
         if self.lo is None:

@@ -55,21 +55,38 @@ def verdict_text(v: Versus) -> str:
 
 
 def answer_lines(a: Answer, many: bool) -> list[str]:
-    """The answer in plain sentences (the report renders them as HTML, ``arena show`` as text)."""
+    """The answer in plain sentences, as ``arena show`` prints it: the headline, the group tied with
+    the best, what binds it, each server's best, then the notes."""
+    return [headline(a, many), *tied_lines(a), *server_lines(a), *notes(a)]
+
+
+def headline(a: Answer, many: bool) -> str:
+    """The answer in one sentence."""
     head = f"Workload {a.workload}: " if many else ""
-    lines = []
     if a.best is None:
-        lines.append(f"{head}no configuration keeps within the goal ({a.goal}).")
-    else:
-        what = "best within the goal" if a.goal.latency else "most throughput at any latency (no p99 target)"
-        lines.append(f"{head}{what}: {cell_text(a.best.cell)}{meets_text(a.best)}.")
-        if a.tied:
-            lines.append(f"Tied for best (not shown to be worse): " + "; ".join(comparison_text(v) for v in a.tied) + ".")
-        elif a.beaten:
-            lines.append("Every other configuration is worse, beyond the threshold.")
-        lines.append(f"What binds {a.best.cell.label}: {a.best.binds}.")
-        if len(a.per_server) > 1:
-            lines += [f"best of {p.cell.server}: {cell_text(p.cell)}{meets_text(p)}; binds: {p.binds}" for p in a.per_server]
+        return f"{head}no configuration keeps within the goal ({a.goal})."
+    what = "best within the goal" if a.goal.latency else "most throughput at any latency (no p99 target)"
+    return f"{head}{what}: {cell_text(a.best.cell)}{meets_text(a.best)}."
+
+
+def tied_lines(a: Answer) -> list[str]:
+    if a.best is None:
+        return []
+    if a.tied:
+        return ["Tied for best (not shown to be worse): " + "; ".join(comparison_text(v) for v in a.tied) + "."]
+    return ["Every other configuration is worse, beyond the threshold."] if a.beaten else []
+
+
+def server_lines(a: Answer) -> list[str]:
+    if len(a.per_server) < 2:
+        return []
+    return [f"best of {p.cell.server}: {cell_text(p.cell)}{meets_text(p)}; binds: {p.binds}" for p in a.per_server]
+
+
+def notes(a: Answer) -> list[str]:
+    """What binds the best, the trade-off without a latency target, A/A pairs, the goal and the
+    method, and what was left out (each reason once, with its count)."""
+    lines = [f"What binds {a.best.cell.label}: {a.best.binds}."] if a.best else []
     if not a.goal.latency and a.pareto:
         lines.append("No latency target given ([goal] p99_max, or --p99-max): the trade-off of throughput, p99 and "
                      "memory has these cells nothing beats on all three: "
@@ -90,6 +107,30 @@ def answer_lines(a: Answer, many: bool) -> list[str]:
         lines.append("Configurations with no level within the goal: "
                      + ", ".join(f"{n} ({k})" for k, n in sorted(a.excluded.items())) + ".")
     return lines
+
+
+ANSWER_HEAD = ("", "configuration", "level", "req/s", "p99 ms", "valid runs", "throughput vs the best", "verdict")
+
+
+def answer_rows(a: Answer) -> list[list[str]]:
+    """The answer's table: the best and the group tied with it, each with its ratio to the best and its
+    interval, then each server's best not among them. A cell with fewer than two valid runs says so."""
+    if a.best is None:
+        return []
+
+    def row(what: str, c: Cell, v: Versus | None) -> list[str]:
+        p99 = c.p99_us.scaled(1000)
+        ratio = "-" if v is None or v.throughput is None else str(v.throughput.ratio)
+        verdict = "-" if v is None or v.throughput is None else v.throughput.verdict
+        runs = f"{c.valid}" + (" (no interval)" if c.valid < 2 else "")
+        return [what, c.label, c.level_label, figure_text(c.throughput), figure_text(p99), runs, ratio, verdict]
+
+    rows = [row("best", a.best.cell, None)] + [row("tied", v.cell, v) for v in a.tied]
+    shown = {a.best.cell.config} | {v.cell.config for v in a.tied}
+    versus = {v.cell.config: v for v in a.beaten}
+    rows += [row(f"best of {p.cell.server}", p.cell, versus.get(p.cell.config)) for p in a.per_server
+             if p.cell.config not in shown]
+    return rows
 
 
 def _pareto_text(c: Cell) -> str:

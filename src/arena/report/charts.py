@@ -50,10 +50,17 @@ class Chart:
     columns: list[str] | None = None
     z_range: tuple[float, float] | None = None  # the colour scale's ends (heatmap_range)
     x_ticks: dict[float, str] | None = None  # tick labels at these x values
+    opens: str = ""  # the group shown first (default: the first)
 
     @property
     def groups(self) -> list[str]:
         return list(dict.fromkeys(s.group for s in self.series if s.group))
+
+    @property
+    def first_group(self) -> str:
+        """The group the chart opens on."""
+        groups = self.groups
+        return self.opens if self.opens in groups else (groups[0] if groups else "")
 
     def points(self) -> int:
         if self.kind == "heatmap":
@@ -110,6 +117,7 @@ def latency_vs_load(cells: list[Cell], workload: str, many: bool) -> Chart:
             ys = [getattr(c, f"{pct}_us").median for c in mine]
             chart.series.append(Series(label, [c.level for c in mine], [None if v is None else v / 1000 for v in ys],
                                        group=pct))
+    chart.opens = "p99"  # the tail is what a latency target is about
     return chart
 
 
@@ -138,6 +146,7 @@ def percentile_spectrum(cells: list[Cell], workload: str, many: bool) -> Chart:
         chart.series.append(Series(c.label, xs, ys, group=c.level_label))
     order = {lv: i for i, lv in enumerate(dict.fromkeys(c.level_label for c in sorted(cells, key=lambda c: c.level)))}
     chart.series.sort(key=lambda s: (order[s.group], labels(cells).index(s.name)))
+    chart.opens = chart.groups[-1] if chart.groups else ""  # the highest level: where the configurations differ
     return chart
 
 
@@ -188,6 +197,15 @@ def heatmaps(cells: list[Cell], workload: str, many: bool) -> list[Chart]:
                                   ("p99", "p99 latency, ms", lambda c: c.p99_us.scaled(1000)),
                                   ("memory", "PSS, MiB", lambda c: c.pss_bytes.scaled(MiB))):
             at = {((c.processes or 1), (c.threads or 1)): get(c) for c in at_top}
+            if len(procs) < 2 or len(threads) < 2:  # a line, not a grid: bars say it plainly
+                knob, values = ("processes", procs) if len(procs) > 1 else ("threads per process", threads)
+                keys = [(v, threads[0]) if len(procs) > 1 else (procs[0], v) for v in values]
+                charts.append(Chart(_slug("heatmap", server, metric, workload), "heatmap",
+                                    _title(f"{server}: {metric} by {knob} at {level}", workload, many), knob, unit,
+                                    [Series(server, [str(v) for v in values],
+                                            [at[k].median if k in at else None for k in keys], style="bar")],
+                                    kind="bar", note="median of valid repetitions; no bar: not run or no valid run"))
+                continue
             z = [[at[(p, t)].median if (p, t) in at else None for t in threads] for p in procs]
             widths = [f.interval.hi - f.interval.lo for f in at.values() if f.interval is not None]
             charts.append(Chart(_slug("heatmap", server, metric, workload), "heatmap",
@@ -297,8 +315,9 @@ def time_series(runs: list[Run]) -> Chart:
     return chart
 
 
-def errors(runs: list[Run]) -> Chart:
-    """Errors by class, and responses by non-2xx status, per configuration (all runs, valid or not)."""
+def errors(runs: list[Run]) -> Chart | None:
+    """Errors by class, and responses by non-2xx status, per configuration (all runs, valid or not);
+    None when there was none (the report says so in a sentence)."""
     totals: dict[str, dict[str, int]] = {}
     for r in runs:
         m = r.load.measured
@@ -311,12 +330,11 @@ def errors(runs: list[Run]) -> Chart:
                 row[f"HTTP {status}"] = row.get(f"HTTP {status}", 0) + v
     kinds = sorted({k for row in totals.values() for k in row})
     names = list(totals)
+    if not kinds:
+        return None
     chart = Chart("errors", "errors", "Errors by class and status", "configuration", "requests (all runs)", kind="stack",
-                  note="transport errors by class and responses with a non-2xx status, summed over every run"
-                       + ("" if kinds else "; none in this experiment"))
+                  note="transport errors by class and responses with a non-2xx status, summed over every run")
     chart.series = [Series(k, names, [totals[n].get(k, 0) for n in names], style="bar") for k in kinds]
-    if not kinds:  # a chart with a point per configuration: zero errors is a result
-        chart.series = [Series("errors", names, [0 for _ in names], style="bar")]
     return chart
 
 
@@ -375,7 +393,7 @@ def all_charts(cells: list[Cell], runs: list[Run]) -> list[Chart]:
         charts.append(balance(cs, w, many))
     charts += memory(cells)
     charts += [errors(runs), time_series(runs)]
-    return charts
+    return [c for c in charts if c is not None and c.points()]  # no chart without data
 
 
 def nice(v: float | None, digits: int = 3) -> str:

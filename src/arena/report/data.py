@@ -16,7 +16,7 @@ from arena.plan.experiment import workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
-from arena.report.answer import answer_lines
+from arena.report.answer import ANSWER_HEAD, answer_rows, headline, notes
 from arena.results.answer import Answer
 from arena.results.runs import Run
 
@@ -88,6 +88,16 @@ class Table:
     title: str = ""
 
 
+@dataclass(frozen=True)
+class Opening:
+    """One workload's answer as the report opens with it: one sentence, a small table (the best, the
+    group tied with it, each server's best), then the notes (what binds, what was left out, the method)."""
+
+    headline: str
+    table: Table
+    notes: list[str]
+
+
 @dataclass
 class Section:
     key: str
@@ -105,11 +115,16 @@ class Report:
     runs: int
     valid: int
     configurations: int
-    answer: list[str]  # the opening: what is best and why, how sure, what was left out
+    opening: list[Opening]  # per workload: what is best and why, how sure, what was left out
     sections: list[Section]
     method: list[str]
     environment: Table
     definition: Table
+
+    @property
+    def answer(self) -> list[str]:
+        """The opening's sentences, in order (its tables aside)."""
+        return [line for o in self.opening for line in (o.headline, *o.notes)]
 
     @property
     def charts(self) -> list[ch.Chart]:
@@ -358,6 +373,9 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     for key, title, lead in SECTIONS[:-1]:
         if by_section.get(key):
             sections.append(Section(key, title, lead, by_section[key]))
+        elif key == "errors" and runs:  # no errors is a result, said in a sentence rather than drawn as zeros
+            sections.append(Section(key, title, lead, paragraphs=[
+                "No errors: every request of every run was answered, with an expected status."]))
     own = app_metrics_table(cells)
     if own is not None:
         decomposition = next((s for s in sections if s.key == "decomposition"), None)
@@ -377,7 +395,8 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     report_charts = [c for s in sections for c in s.charts]
     paint(report_charts, labels(cells))
 
-    opening = [line for a in answers for line in answer_lines(a, len(answers) > 1)]
+    opening = [Opening(headline(a, len(answers) > 1), Table(list(ANSWER_HEAD), answer_rows(a), "answer-table"), notes(a))
+               for a in answers]
     env = runs[0].environment if runs else None
     envs = {json.dumps(r.environment.__dict__, sort_keys=True) for r in runs}
     drivers = sorted({r.driver for r in runs})

@@ -125,10 +125,13 @@ def _lines(ax, chart: Chart, group: str) -> dict[str, str]:
             if band:
                 xs, los, his = zip(*band)
                 target.fill_between(xs, los, his, color=color, alpha=0.2, linewidth=0)
-    if chart.x_log:
-        ax.set_xscale("log")
-    if chart.y_log:
-        ax.set_yscale("log")
+    from matplotlib.ticker import LogFormatter
+
+    for on, axis, set_scale in ((chart.x_log, ax.xaxis, ax.set_xscale), (chart.y_log, ax.yaxis, ax.set_yscale)):
+        if on:  # values between the powers of ten labelled too: a latency axis often spans less than a decade
+            set_scale("log")
+            axis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+            axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     if chart.x_ticks:
         ax.set_xticks(list(chart.x_ticks), list(chart.x_ticks.values()), fontsize=8)
     handles, labels = ax.get_legend_handles_labels()

@@ -62,10 +62,9 @@ def figure(chart: Chart) -> dict:
             trace["zmin"], trace["zmax"] = chart.z_range
         layout["xaxis"]["type"] = layout["yaxis"]["type"] = "category"
         return {"data": [trace], "layout": layout}
-    if chart.x_log:
-        layout["xaxis"]["type"] = "log"
-    if chart.y_log:
-        layout["yaxis"]["type"] = "log"
+    for on, axis in ((chart.x_log, "xaxis"), (chart.y_log, "yaxis")):
+        if on:  # labels at 1, 2 and 5 of each decade: a latency axis often spans less than one
+            layout[axis].update(type="log", dtick="D2")
     if chart.x_ticks:
         layout["xaxis"].update(tickvals=list(chart.x_ticks), ticktext=list(chart.x_ticks.values()))
     if chart.kind in ("bar", "stack"):
@@ -75,11 +74,11 @@ def figure(chart: Chart) -> dict:
         layout["yaxis2"] = {"title": {"text": _t(chart.y2_label)}, "overlaying": "y", "side": "right",
                             "rangemode": "tozero", "automargin": True}
         layout["legend"].update(x=1.08)
-    groups = chart.groups
+    groups, first = chart.groups, chart.first_group
     data, owner = [], []  # owner: the group of each trace
     for s in chart.series:
         color = s.color
-        visible = not groups or s.group == groups[0]
+        visible = not groups or s.group == first
         common = {"name": _t(s.name), "legendgroup": _t(s.name), "visible": visible,
                   "yaxis": "y2" if s.axis == "y2" else "y"}
         if s.lo and any(v is not None for v in s.lo):  # the band: upper edge, then lower edge filled up to it
@@ -100,6 +99,7 @@ def figure(chart: Chart) -> dict:
     if groups:
         layout["updatemenus"] = [{
             "type": "dropdown", "x": 0, "xanchor": "left", "y": 1.12, "yanchor": "top", "showactive": True,
+            "active": groups.index(first),
             "buttons": [{"label": _t(g), "method": "restyle", "args": [{"visible": [o == g for o in owner]}]}
                         for g in groups]}]
         layout["margin"]["t"] = 60
@@ -137,7 +137,8 @@ def render(report: Report) -> str:
         name=e(report.name), description=e(report.description),
         summary=(f"{report.runs} runs ({report.valid} valid) of {report.configurations} configurations; written "
                  f"{e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} by Arena {e(__version__)}."),
-        answer="".join(f"<p>{e(line)}</p>" for line in report.answer),
+        answer="".join(f'<p class="headline">{e(o.headline)}</p>' + (_table(o.table) if o.table.rows else "")
+                       + "".join(f"<p>{e(line)}</p>" for line in o.notes) for o in report.opening),
         nav="".join(f'<a href="#{e(s.key)}">{e(s.title)}</a>' for s in report.sections),
         sections=sections, method="".join(f"<p>{e(p)}</p>" for p in report.method),
         environment=_table(report.environment), definition=_table(report.definition),
