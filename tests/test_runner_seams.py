@@ -78,10 +78,11 @@ class Machine:
     """Fake launcher and driver that record what they were asked to do."""
 
     def __init__(self, fail_start=(), die_after=None, driver_errors=0, interrupt_at=None, errors_per_run=0,
-                 speeds=None, busy=None):
+                 speeds=None, busy=None, completed=None):
         self.started, self.driven, self.servers = [], [], []
         self.speeds = list(speeds or [])  # the speed checks in turn (ms); then 2.0 each
         self.busy = list(busy or [])  # the CPUs' busy seconds at each end of each window in turn; then 0
+        self.completed = list(completed or [])  # each run's requests answered in its second, in turn; then 1000
         self.checked: list[list[int]] = []
         self.fail_start, self.die_after = set(fail_start), die_after
         self.driver_errors, self.interrupt_at, self.errors_per_run = driver_errors, interrupt_at, errors_per_run
@@ -102,7 +103,7 @@ class Machine:
             self.driver_errors -= 1
             raise ArenaError("wrk: unable to connect to 127.0.0.1:1")
         self.servers[-1].runs += 1
-        return result(errors=self.errors_per_run)
+        return result(self.completed.pop(0) if self.completed else 1000, errors=self.errors_per_run)
 
     def speed(self, cpus):
         self.checked.append(cpus)
@@ -349,3 +350,30 @@ def test_a_run_whose_cpus_others_took_is_flagged(tmp_path):
     assert runs[1].others_cores > 1 and runs[1].flags[0].startswith("other processes took ")
 
 
+
+
+def test_until_decided_repeats_only_the_undecided_cells_and_says_why(tmp_path):
+    """Two configurations whose two runs each leave their comparison undecided: rounds beyond the
+    plan repeat both cells (and nothing else), each run stored with why, until decided or the most
+    repetitions allowed; a budget too small for a round stops before it."""
+    from arena.app.decide import run_until_decided
+
+    f = tmp_path / "fake.toml"
+    f.write_text('name = "fake"\nduration = "1s"\nwarmup = "0s"\nrepetitions = 2\n[workload]\npath = "/work"\n'
+                 '[load]\nconcurrency = [4]\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
+                 '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+    db = str(tmp_path / "s.db")
+    rounds = []
+    m = Machine(completed=[1000, 1100, 1050, 980])  # the planned runs: 5-10% apart, in the shuffled order
+    done = run_until_decided(str(f), db, on_round=rounds.append, seams=m.seams(), most=4)
+    assert done.rounds == len(rounds) >= 1 and done.extra_runs == 2 * done.rounds
+    assert all(len(r.wanted) == 2 for r in rounds)  # both sides of the one comparison
+    with Store(db) as store:
+        runs = store.runs("fake")
+    extra = [r for r in runs if r.why]
+    assert len(extra) == done.extra_runs and all(r.why.startswith("until decided: ") for r in extra)
+    assert max(r.repetition for r in runs) <= 4 and all(r.repetition > 2 for r in extra)
+    # a budget too small for one round: the planned runs only, and it says why it stopped
+    db2 = str(tmp_path / "t.db")
+    small = run_until_decided(str(f), db2, seams=Machine(completed=[1000, 1100, 1050, 980]).seams(), budget_s=1.0)
+    assert small.rounds == 0 and small.stopped.startswith("the budget") and small.undecided

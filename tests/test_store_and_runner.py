@@ -60,7 +60,8 @@ def test_a_version_1_store_gains_workloads_and_keeps_its_runs(tmp_path, monkeypa
     path = tmp_path / "v1.db"
     v1_columns = tuple(c for c in store_mod.RUN_COLUMNS if c not in ("workload", "services", "pool", "db_connections",
                                                                        "db_max_connections", "db_refused", "db_refused_first",
-                                                                       "speed_ms", "launch", "topology", "others_cores"))
+                                                                       "speed_ms", "launch", "topology", "others_cores",
+                                                                       "why"))
     monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
     monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
     monkeypatch.setattr(store_mod, "RUN_COLUMNS", v1_columns)

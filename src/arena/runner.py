@@ -278,23 +278,29 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
         "load": to_dict(result), "resources": asdict(replace(resources, idle_cpu_cores=idle_cpu_cores)),
         "environment": env, "services": {kind: asdict(res) for kind, res in m.services.items()},
         "pool": c.pool, "db_connections": db.connections, "db_max_connections": db.max_connections,
-        "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms, "others_cores": m.others_cores, "launch": launch or {},
+        "db_refused": db.refused, "db_refused_first": db.refused_first, "speed_ms": m.speed_ms, "others_cores": m.others_cores,
+        "why": run.why or None, "launch": launch or {},
         "topology": topology or {},
     }
 
 
 def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None,
-                   seams: Seams = Seams(), retake_invalid: bool = False) -> dict:
+                   seams: Seams = Seams(), retake_invalid: bool = False,
+                   extra: Mapping[tuple, tuple[int, str]] | None = None) -> dict:
     """Run every run of ``exp`` not yet in ``store`` (with ``retake_invalid``, also each run whose
     every stored attempt is invalid: once more, stored beside them as its next retake; nothing stored
-    is replaced). Returns counts: "run" (done and saved), "skipped" (already in the store), "failed"
-    (not run: its server did not start, died before it, or its driver failed; stored as a failure, not
-    a run, so the next ``arena run`` tries it again) and "invalid" (saved, with validity flags)."""
+    is replaced). With ``extra`` (a cell, RunSpec.cell -> its next repetition and why), only those
+    runs beyond the plan, each stored with why it was taken. Returns counts: "run" (done and saved),
+    "skipped" (already in the store), "failed" (not run: its server did not start, died before it, or
+    its driver failed; stored as a failure, not a run, so the next ``arena run`` tries it again) and
+    "invalid" (saved, with validity flags)."""
     file = str(Path(exp.file).resolve()) if Path(exp.file).is_file() else exp.file  # its paths resolve from anywhere
     experiment_id = store.experiment_id(exp.name, file, exp.source)
     saver = Saver(store, experiment_id, {"name": exp.name, "file": file, "definition": exp.source})
     stored = store.done_keys(experiment_id)
     groups = retakes(plan(exp), stored) if retake_invalid else plan(exp)
+    if extra:
+        groups = beyond(exp, extra)
     done = set(stored)
     total = sum(len(g.runs) for g in groups)
     env = environment(exp)
@@ -366,6 +372,19 @@ class Saver:
 
 
 RETAKE = re.compile(r" retake \d+$")  # what RunSpec.key adds for a retake
+
+
+def beyond(exp: Experiment, extra: Mapping[tuple, tuple[int, str]]) -> list[Group]:
+    """The runs beyond the plan that ``extra`` asks for (a cell -> its next repetition and why), grouped
+    by server start as the plan groups them, in the plan's shuffled order."""
+    most = max(rep for rep, _ in extra.values())
+    out = []
+    for g in plan(replace(exp, repetitions=most)):
+        runs = tuple(replace(r, why=extra[r.cell][1]) for r in g.runs
+                     if r.cell in extra and extra[r.cell][0] == r.repetition)
+        if runs:
+            out.append(replace(g, runs=runs))
+    return out
 
 
 def retakes(groups: list[Group], stored: dict[str, bool]) -> list[Group]:

@@ -3,8 +3,9 @@
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from arena.app.decide import BUDGET_S, MAX_REPETITIONS, run_until_decided
 from arena.app.experiments import run_file
-from arena.cli.args import reap_first, EXIT_FAILED, add_store, warn
+from arena.cli.args import reap_first, EXIT_FAILED, add_store, count, duration, warn
 
 NAME = "run"
 
@@ -15,6 +16,13 @@ def add(sub) -> None:
     add_store(ru)
     ru.add_argument("--dry-run", action="store_true", help="print the plan and its estimated time, run nothing")
     add_retake(ru)
+    ru.add_argument("--until-decided", action="store_true",
+                    help="after the planned repetitions, repeat only the cells whose comparison with the best is "
+                         "undecided, until decided (within --max-repetitions and --budget)")
+    ru.add_argument("--max-repetitions", type=count("--max-repetitions", 2, 100), default=MAX_REPETITIONS,
+                    help=f"--until-decided: at most this many repetitions of a cell (default {MAX_REPETITIONS})")
+    ru.add_argument("--budget", type=duration("--budget", 24 * 3600), default=BUDGET_S,
+                    help=f"--until-decided: wall time for the whole invocation, e.g. 20m (default {BUDGET_S / 60:.0f}m)")
 
 
 def add_retake(p) -> None:
@@ -24,6 +32,8 @@ def add_retake(p) -> None:
 
 
 def run(args, out) -> int:
+    if args.until_decided and not args.dry_run:
+        return _until_decided(args, out)
     counts, names = with_progress(out, args.store, args.dry_run,
                                   lambda planned, on_event: run_file(args.experiment, args.store, planned, on_event,
                                                                      dry_run=args.dry_run,
@@ -31,6 +41,21 @@ def run(args, out) -> int:
     if counts is None:
         return 0
     return summary(out, counts, names[0], args.store)
+
+
+def _until_decided(args, out) -> int:
+    def on_round(r) -> None:
+        out.print(f"until decided, round {r.number}: {len(r.wanted)} run(s) beyond the plan", highlight=False)
+        for why in dict.fromkeys(why for _, why in r.wanted.values()):
+            out.print(f"  {why}", highlight=False, markup=False)
+
+    decided, names = with_progress(out, args.store, False, lambda planned, on_event: run_until_decided(
+        args.experiment, args.store, planned, on_event, on_round, retake_invalid=args.retake_invalid,
+        most=args.max_repetitions, budget_s=args.budget))
+    out.print(f"until decided: {decided.rounds} round(s), {decided.extra_runs} run(s) beyond the plan; stopped: "
+              f"{decided.stopped}" + (f"; still undecided: {', '.join(decided.undecided)}" if decided.undecided else ""),
+              highlight=False, markup=False)
+    return summary(out, decided.counts, names[0], args.store)
 
 
 def with_progress(out, store: str, dry_run: bool, call):

@@ -155,6 +155,12 @@ class RunSpec:
     repetition: int
     workload: Workload = Workload("/")
     retake: int = 0
+    why: str = field(default="", compare=False)  # a run beyond the plan: why it was taken (arena run --until-decided)
+
+    @property
+    def cell(self) -> tuple[str, str, str, float]:
+        """The cell it is a repetition of: configuration, workload, load model and level."""
+        return self.config.key, self.workload.name, self.level.model, self.level.value
 
     @property
     def key(self) -> str:

@@ -131,6 +131,7 @@ class Run(Placement):
     db_refused_first: str | None = None  # the first refusal's message
     speed_ms: float | None = None  # the machine's speed check around the run (speed.py; lower is faster)
     others_cores: float | None = None  # cores others than Arena took on the run's CPUs over its window (speed.py)
+    why: str | None = None  # a run beyond the plan: why it was taken (arena run --until-decided)
     launch: dict[str, Any] = field(default_factory=dict)  # how the server was started: argv, cwd, env
     # the front's figures over the run's window (a balancer: requests and queue time, in all and per
     # instance: topology.haproxy.window_figures); {} for a bare server or a proxy
@@ -193,7 +194,7 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
                                  "threads", "connections", "model", "level", "repetition", "driver", "started_at",
                                  "throughput", "p50_us", "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes",
                                  "uss_bytes", "pool", "db_connections", "db_max_connections", "db_refused",
-                                 "db_refused_first", "speed_ms", "others_cores")}
+                                 "db_refused_first", "speed_ms", "others_cores", "why")}
     load = documents["load"]
     return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
                flags=tuple(documents["flags"]), load=from_dict(load) if load else None,

@@ -106,6 +106,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN others_cores REAL;
     """,
+    # 11: why a run beyond the plan was taken (arena run --until-decided); NULL for a planned run
+    """
+    ALTER TABLE runs ADD COLUMN why TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 DOCUMENTS = ("flags", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
@@ -114,7 +118,7 @@ RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "proce
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
                "services", "pool", "db_connections", "db_max_connections", "db_refused", "db_refused_first",
-               "speed_ms", "launch", "topology", "others_cores")
+               "speed_ms", "launch", "topology", "others_cores", "why")
 
 
 class Store:
