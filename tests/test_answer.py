@@ -135,3 +135,17 @@ def test_a_real_aa_experiment_is_never_called_better_or_worse(tmp_path):
     assert all(c["verdict"] in ("same", "undecided") for c in pair), pair
     assert all(c["n"] == [3, 3] for c in pair if c["figure"] == "throughput") or any(
         cell["valid"] < 3 for cell in a["cells"])
+
+
+def test_recommend_renders_the_same_answer_as_show_at_its_load(res):
+    """One truth: recommend's measured section at a load is the answer of the cells at that load,
+    under the same goal as show's."""
+    from arena.app.model import Load, recommendations
+
+    limit = standings(res.cells)[0].p99_us.median / 1000 * 1.2
+    _, (rec,) = recommendations(report_store(), NAME, Load("closed", 4.0), Limits(p99_ms=limit))
+    shown = analyse(res, Limits(p99_ms=limit))
+    assert rec.goal == shown.goal
+    at4 = [c for c in res.cells if c.level == 4.0]
+    assert rec.measured.best.cell == answer(at4, "default", shown.goal).best.cell
+    assert [v.cell for v in rec.measured.tied] == [v.cell for v in answer(at4, "default", shown.goal).tied]
