@@ -406,198 +406,247 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
     ``work.outside``. Cores are shared by the runnable bursts (_Cores); a process's CPU bursts take
     its GIL in turn (FIFO, whole bursts: the switch interval is left out), and a request that let go
     of the GIL for its wait (I/O, a query) takes it back, in the same queue, before it answers, as a
-    Python or Ruby thread must to run the code that writes its response."""
+    Python or Ruby thread must to run the code that writes its response (_InstanceSim)."""
     if (clients is None) == (rate is None):
         raise ValueError("give clients or rate")
-    rng = np.random.default_rng(seed)
-    # Python lists, not arrays: the loop below indexes them one element at a time
-    cpu, io = work.cpu.draw(rng, requests).tolist(), work.io.draw(rng, requests).tolist()
-    db = work.db.draw(rng, requests).tolist() if work.db is not None else None
-    db_cpu = work.db_cpu.draw(rng, requests).tolist() if work.db_cpu is not None and db is not None else None
-    bind = rng.integers(0, inst.processes, requests).tolist()
-    gaps = (None if not rate else [1 / rate] * requests if arrival == "constant"
-            else rng.exponential(1 / rate, requests).tolist())
-    threads = inst.threads or UNBOUNDED
-    shared_accept = inst.accept == "shared"
-    inline = inst.inline if clients is not None and work.outside <= inst.inline_wait_s else 0
+    return _InstanceSim(inst, work, clients, rate, arrival, requests, seed).run()
 
-    events: list = []  # (time, seq, kind, request)
-    seq = 0
 
-    def at(t: float, kind: int, r: int) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(events, (t, seq, kind, r))
+ARRIVE, CPU_DONE, DB_CPU_DONE, DB_DONE, IO_DONE, RESUMED = range(6)  # a request's events (CORES_*: a pool's)
 
-    ARRIVE, CPU_DONE, DB_CPU_DONE, DB_DONE, IO_DONE, RESUMED = range(6)
-    arrival = [0.0] * requests
-    start = [0.0] * requests
-    done = [0.0] * requests
-    proc_of = [0] * requests
-    let_go = [False] * requests  # it let go of its process's GIL for its wait (and needs it back to answer)
-    client_of = [0] * requests
-    free_threads = [threads] * inst.processes
-    shared: deque = deque()
-    waiting: list[deque] = [deque() for _ in range(inst.processes)]
-    gil_held = [False] * inst.processes
-    gil_queue: list[deque] = [deque() for _ in range(inst.processes)]
-    conns = [inst.pool or UNBOUNDED] * inst.processes
-    conn_queue: list[deque] = [deque() for _ in range(inst.processes)]
-    # the database's CPU on its own cores or the server's
-    server_cores = _Cores(inst.cores, CORES_SERVER)
-    db_cores = server_cores if inst.db_cores is None else _Cores(inst.db_cores, CORES_DB)
-    n_clients = clients or 0
-    process_of_client = [-1] * n_clients  # the process its connection stays with
-    held_for = [-1] * n_clients  # the process whose thread waits for its next request (Puma's fast inline)
-    in_row = [0] * n_clients  # requests served in a row on its connection by one thread
-    issued = 0
-    cpu_s = 0.0
 
-    def issue(t: float, client: int) -> None:
-        nonlocal issued
-        if issued < requests:
-            client_of[issued] = client
-            at(t, ARRIVE, issued)
-            issued += 1
+class _InstanceSim:
+    """One replication of one instance, event by event. A request's way through the server is its
+    steps, each a method run at its event: ``arrive`` (a free thread of the process its connection
+    is bound to, or its queue), ``cpu_done`` (its CPU burst ended: it lets go of the GIL for its
+    wait and takes a pooled connection, or waits for one), ``db_cpu_done`` and ``db_done`` (the
+    query), and ``answer`` (its wait is over: it takes the GIL back, the answer leaves, its thread
+    takes the next waiter or, on a kept-alive connection, waits for the same client's next
+    request). The rest are what the steps share: the event list, the GIL, the cores, the pools."""
 
-    def begin(r: int, p: int, t: float) -> None:
-        free_threads[p] -= 1
-        proc_of[r], start[r] = p, t
-        want_gil(r, t)
+    __slots__ = ("arrived", "bind", "client_of", "clients", "conn_queue", "conns", "cpu", "cpu_s", "db", "db_cores",
+                 "db_cpu", "done", "events", "free_threads", "gaps", "gil_held", "gil_queue", "held_for", "in_row",
+                 "inline", "inst", "io", "issued", "let_go", "proc_of", "process_of_client", "requests", "seq",
+                 "server_cores", "shared", "shared_accept", "start", "waiting", "work")
 
-    def want_gil(r: int, t: float) -> None:
-        p = proc_of[r]
-        if inst.gil and gil_held[p]:
-            gil_queue[p].append(r)
+    def __init__(self, inst: Instance, work: Work, clients: int | None, rate: float | None, arrival: str,
+                 requests: int, seed: int):
+        self.inst, self.work, self.clients, self.requests = inst, work, clients, requests
+        rng = np.random.default_rng(seed)
+        # Python lists, not arrays: the steps index them one element at a time
+        self.cpu, self.io = work.cpu.draw(rng, requests).tolist(), work.io.draw(rng, requests).tolist()
+        self.db = work.db.draw(rng, requests).tolist() if work.db is not None else None
+        self.db_cpu = (work.db_cpu.draw(rng, requests).tolist() if work.db_cpu is not None and self.db is not None
+                       else None)
+        self.bind = rng.integers(0, inst.processes, requests).tolist()
+        self.gaps = (None if not rate else [1 / rate] * requests if arrival == "constant"
+                     else rng.exponential(1 / rate, requests).tolist())
+        self.shared_accept = inst.accept == "shared"
+        self.inline = inst.inline if clients is not None and work.outside <= inst.inline_wait_s else 0
+        self.events: list = []  # (time, seq, kind, request)
+        self.seq = 0
+        self.arrived = [0.0] * requests
+        self.start = [0.0] * requests
+        self.done = [0.0] * requests
+        self.proc_of = [0] * requests
+        self.let_go = [False] * requests  # it let go of its process's GIL for its wait (and needs it back to answer)
+        self.client_of = [0] * requests
+        self.free_threads = [inst.threads or UNBOUNDED] * inst.processes
+        self.shared: deque = deque()
+        self.waiting: list[deque] = [deque() for _ in range(inst.processes)]
+        self.gil_held = [False] * inst.processes
+        self.gil_queue: list[deque] = [deque() for _ in range(inst.processes)]
+        self.conns = [inst.pool or UNBOUNDED] * inst.processes
+        self.conn_queue: list[deque] = [deque() for _ in range(inst.processes)]
+        # the database's CPU on its own cores or the server's
+        self.server_cores = _Cores(inst.cores, CORES_SERVER)
+        self.db_cores = self.server_cores if inst.db_cores is None else _Cores(inst.db_cores, CORES_DB)
+        n_clients = clients or 0
+        self.process_of_client = [-1] * n_clients  # the process its connection stays with
+        self.held_for = [-1] * n_clients  # the process whose thread waits for its next request (Puma's fast inline)
+        self.in_row = [0] * n_clients  # requests served in a row on its connection by one thread
+        self.issued = 0
+        self.cpu_s = 0.0
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> InstanceRun:
+        work = self.work
+        if self.clients is not None:
+            for c in range(min(self.clients, self.requests)):
+                self.issue(work.outside / 2, c)
+        else:
+            self.issue(self.gaps[0], 0)
+        events, server_cores, db_cores = self.events, self.server_cores, self.db_cores
+        arrive, cpu_done, db_cpu_done, db_done, answer = (self.arrive, self.cpu_done, self.db_cpu_done, self.db_done,
+                                                          self.answer)
+        while events:
+            t, _, kind, r = heapq.heappop(events)
+            if kind == CORES_SERVER or kind == CORES_DB:  # a burst ends, if nothing changed the sharing since
+                pool = server_cores if kind == CORES_SERVER else db_cores
+                if r != pool.version:
+                    continue
+                pool.advance(t)
+                r, kind = pool.pop()
+                self.schedule(pool, t)
+            if kind == ARRIVE:
+                arrive(r, t)
+            elif kind == CPU_DONE:
+                cpu_done(r, t)
+            elif kind == DB_CPU_DONE:
+                db_cpu_done(r, t)
+            elif kind == DB_DONE:
+                db_done(r, t)
+            else:  # IO_DONE, or RESUMED
+                answer(r, t, kind)
+        arrivals, starts, dones = np.array(self.arrived), np.array(self.start), np.array(self.done)
+        waits = starts - (arrivals + work.outside / 2)
+        served = np.bincount(self.proc_of, minlength=self.inst.processes)
+        in_service = float((dones - starts).sum() - self.requests * work.outside / 2)
+        return InstanceRun(arrivals, waits, dones - arrivals, served, self.cpu_s, in_service)
+
+    # ------------------------------------------------------------------ a request's steps
+
+    def arrive(self, r: int, t: float) -> None:
+        self.arrived[r] = t - self.work.outside / 2  # the client sent it half the outside time earlier
+        if self.gaps is not None and self.issued < self.requests:
+            self.issue(t + self.gaps[self.issued], 0)
+        c = self.client_of[r]
+        if self.inline and self.held_for[c] >= 0:  # its connection's thread has waited for it
+            p, self.held_for[c] = self.held_for[c], -1
+            self.free_threads[p] += 1
+            self.begin(r, p, t)
             return
-        gil_held[p] = True
-        want_core(server_cores, r, CPU_DONE, t)
+        p = self.process_for(r)
+        if self.free_threads[p] > 0:
+            self.begin(r, p, t)
+        else:
+            self.queue_of(p).append(r)
 
-    def want_core(pool: _Cores, r: int, kind: int, t: float) -> None:
+    def cpu_done(self, r: int, t: float) -> None:
+        p = self.proc_of[r]
+        self.cpu_s += self.cpu[r]
+        if not self.inst.blocking_io and (self.db is not None or self.io[r] > 0):
+            self.let_go[r] = True
+            self.release_gil(p, t)
+        if self.db is None:
+            self.after_db(r, t)
+        elif self.conns[p] > 0:
+            self.conns[p] -= 1
+            self.query(r, t)
+        else:
+            self.conn_queue[p].append(r)
+
+    def db_cpu_done(self, r: int, t: float) -> None:
+        if self.db_cores is self.server_cores:
+            self.cpu_s += self.db_cpu[r]
+        self.at(t + self.db[r], DB_DONE, r)
+
+    def db_done(self, r: int, t: float) -> None:
+        """The connection passes to the next waiter of the process."""
+        p = self.proc_of[r]
+        if self.conn_queue[p]:
+            self.query(self.conn_queue[p].popleft(), t)
+        else:
+            self.conns[p] += 1
+        self.after_db(r, t)
+
+    def answer(self, r: int, t: float, kind: int) -> None:
+        """IO_DONE, or RESUMED (it has the GIL back): the answer leaves; the thread takes the next waiter."""
+        p = self.proc_of[r]
+        if kind == IO_DONE and self.let_go[r] and self.inst.gil and self.gil_held[p]:
+            self.gil_queue[p].append(r)  # to take the GIL back (zero time: no CPU burst is modelled here)
+            return
+        if not self.let_go[r] or kind == RESUMED:
+            self.release_gil(p, t)
+        outside = self.work.outside
+        self.done[r] = t + outside / 2
+        if self.clients is not None:
+            c = self.client_of[r]
+            self.in_row[c] += 1
+            if self.inline and self.issued < self.requests and (self.in_row[c] < self.inline or not self.queue_of(p)):
+                self.held_for[c] = p  # the thread waits for the same connection's next request
+                self.issue(self.done[r] + outside / 2, c)
+                return
+            self.in_row[c] = 0
+            self.issue(self.done[r] + outside / 2, c)
+        self.free_threads[p] += 1
+        if self.queue_of(p):
+            self.begin(self.queue_of(p).popleft(), p, t)
+
+    # ------------------------------------------------------------------ what the steps share
+
+    def at(self, t: float, kind: int, r: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, r))
+
+    def issue(self, t: float, client: int) -> None:
+        if self.issued < self.requests:
+            self.client_of[self.issued] = client
+            self.at(t, ARRIVE, self.issued)
+            self.issued += 1
+
+    def begin(self, r: int, p: int, t: float) -> None:
+        self.free_threads[p] -= 1
+        self.proc_of[r], self.start[r] = p, t
+        self.want_gil(r, t)
+
+    def want_gil(self, r: int, t: float) -> None:
+        p = self.proc_of[r]
+        if self.inst.gil and self.gil_held[p]:
+            self.gil_queue[p].append(r)
+            return
+        self.gil_held[p] = True
+        self.want_core(self.server_cores, r, CPU_DONE, t)
+
+    def want_core(self, pool: _Cores, r: int, kind: int, t: float) -> None:
         pool.advance(t)
-        pool.add(r, cpu[r] if kind == CPU_DONE else db_cpu[r], kind)
-        schedule(pool, t)
+        pool.add(r, self.cpu[r] if kind == CPU_DONE else self.db_cpu[r], kind)
+        self.schedule(pool, t)
 
-    def schedule(pool: _Cores, t: float) -> None:
+    def schedule(self, pool: _Cores, t: float) -> None:
         """The next burst to end, at the pool's present sharing (any earlier forecast is void)."""
         pool.version += 1
         if pool.tags:
-            at(pool.first_end(t), pool.event, pool.version)
+            self.at(pool.first_end(t), pool.event, pool.version)
 
-    def release_gil(p: int, t: float) -> None:
-        if gil_queue[p]:  # the GIL passes to the next waiter: a CPU burst, or a request back from its wait
-            r = gil_queue[p].popleft()
-            if let_go[r]:
-                at(t, RESUMED, r)
+    def release_gil(self, p: int, t: float) -> None:
+        if self.gil_queue[p]:  # the GIL passes to the next waiter: a CPU burst, or a request back from its wait
+            r = self.gil_queue[p].popleft()
+            if self.let_go[r]:
+                self.at(t, RESUMED, r)
             else:
-                want_core(server_cores, r, CPU_DONE, t)
+                self.want_core(self.server_cores, r, CPU_DONE, t)
         else:
-            gil_held[p] = False
+            self.gil_held[p] = False
 
-    def queue_of(p: int) -> deque:
-        return shared if shared_accept else waiting[p]
+    def queue_of(self, p: int) -> deque:
+        return self.shared if self.shared_accept else self.waiting[p]
 
-    def query(r: int, t: float) -> None:
+    def query(self, r: int, t: float) -> None:
         """A pooled connection held for the database's CPU, then the rest of the query."""
-        if db_cpu is not None:
-            want_core(db_cores, r, DB_CPU_DONE, t)
+        if self.db_cpu is not None:
+            self.want_core(self.db_cores, r, DB_CPU_DONE, t)
         else:
-            at(t + db[r], DB_DONE, r)
+            self.at(t + self.db[r], DB_DONE, r)
 
-    def after_db(r: int, t: float) -> None:
-        at(t + io[r], IO_DONE, r)
+    def after_db(self, r: int, t: float) -> None:
+        self.at(t + self.io[r], IO_DONE, r)
 
-    def process_for(r: int) -> int:
-        if shared_accept:  # the process with the most free threads takes it
-            return max(range(inst.processes), key=lambda j: free_threads[j])
-        if clients is None:
-            return bind[r]
-        c = client_of[r]
-        if process_of_client[c] < 0:  # accepted by whichever process wins the race, then it stays there
+    def process_for(self, r: int) -> int:
+        inst = self.inst
+        if self.shared_accept:  # the process with the most free threads takes it
+            return max(range(inst.processes), key=lambda j: self.free_threads[j])
+        if self.clients is None:
+            return self.bind[r]
+        c = self.client_of[r]
+        if self.process_of_client[c] < 0:  # accepted by whichever process wins the race, then it stays there
             if inst.least_busy:  # the process with the most free threads takes it
-                process_of_client[c] = max(range(inst.processes), key=lambda j: (free_threads[j], -len(waiting[j])))
+                self.process_of_client[c] = max(range(inst.processes),
+                                                key=lambda j: (self.free_threads[j], -len(self.waiting[j])))
             else:
-                process_of_client[c] = bind[r]
-        return process_of_client[c]
-
-    if clients is not None:
-        for c in range(min(clients, requests)):
-            issue(work.outside / 2, c)
-    else:
-        issue(gaps[0], 0)
-    while events:
-        t, _, kind, r = heapq.heappop(events)
-        if kind == CORES_SERVER or kind == CORES_DB:  # a burst ends, if nothing changed the sharing since
-            pool = server_cores if kind == CORES_SERVER else db_cores
-            if r != pool.version:
-                continue
-            pool.advance(t)
-            r, kind = pool.pop()
-            schedule(pool, t)
-        if kind == ARRIVE:
-            arrival[r] = t - work.outside / 2  # the client sent it half the outside time earlier
-            if gaps is not None and issued < requests:
-                issue(t + gaps[issued], 0)
-            c = client_of[r]
-            if inline and held_for[c] >= 0:  # its connection's thread has waited for it
-                p, held_for[c] = held_for[c], -1
-                free_threads[p] += 1
-                begin(r, p, t)
-                continue
-            p = process_for(r)
-            if free_threads[p] > 0:
-                begin(r, p, t)
-            else:
-                queue_of(p).append(r)
-        elif kind == CPU_DONE:
-            p = proc_of[r]
-            cpu_s += cpu[r]
-            if not inst.blocking_io and (db is not None or io[r] > 0):
-                let_go[r] = True
-                release_gil(p, t)
-            if db is None:
-                after_db(r, t)
-            elif conns[p] > 0:
-                conns[p] -= 1
-                query(r, t)
-            else:
-                conn_queue[p].append(r)
-        elif kind == DB_CPU_DONE:
-            if db_cores is server_cores:
-                cpu_s += db_cpu[r]
-            at(t + db[r], DB_DONE, r)
-        elif kind == DB_DONE:  # the connection passes to the next waiter of the process
-            p = proc_of[r]
-            if conn_queue[p]:
-                query(conn_queue[p].popleft(), t)
-            else:
-                conns[p] += 1
-            after_db(r, t)
-        else:  # IO_DONE, or RESUMED: the answer leaves; the thread takes the next waiter
-            p = proc_of[r]
-            if kind == IO_DONE and let_go[r] and inst.gil and gil_held[p]:
-                gil_queue[p].append(r)  # to take the GIL back (zero time: no CPU burst is modelled here)
-                continue
-            if not let_go[r] or kind == RESUMED:
-                release_gil(p, t)
-            done[r] = t + work.outside / 2
-            if clients is not None:
-                c = client_of[r]
-                in_row[c] += 1
-                if inline and issued < requests and (in_row[c] < inline or not queue_of(p)):
-                    held_for[c] = p  # the thread waits for the same connection's next request
-                    issue(done[r] + work.outside / 2, c)
-                    continue
-                in_row[c] = 0
-                issue(done[r] + work.outside / 2, c)
-            free_threads[p] += 1
-            if queue_of(p):
-                begin(queue_of(p).popleft(), p, t)
-    arrivals, starts, dones = np.array(arrival), np.array(start), np.array(done)
-    waits = starts - (arrivals + work.outside / 2)
-    served = np.bincount(proc_of, minlength=inst.processes)
-    in_service = float((dones - starts).sum() - requests * work.outside / 2)
-    return InstanceRun(arrivals, waits, dones - arrivals, served, cpu_s, in_service)
+                self.process_of_client[c] = self.bind[r]
+        return self.process_of_client[c]
 
 
 def instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
