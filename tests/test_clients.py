@@ -9,7 +9,8 @@ import pytest
 from arena.drivers.native import build_argv
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
-from arena.clients import KEYS, Clients, of_load_config, parse_rate, rate_text
+from arena.clients import KEYS, Clients, parse_rate, rate_text
+from arena.results.settings import LoadSettings
 from arena.plan.expand import plan
 from arena.plan.experiment import parse_experiment, workloads_of
 from arena.report.data import clients_note
@@ -81,10 +82,15 @@ def test_bad_clients_are_one_line(data, message):
 
 
 def test_a_load_result_says_which_clients_it_stood_for():
-    assert of_load_config({"keep_alive": True, "link": None}) == Clients()
-    assert of_load_config({"keep_alive": True, "link": {"delay_ms": 20.0, "upload_bps": None, "download_bps": 4096}}) \
+    def clients(config):
+        s = LoadSettings.of(config)
+        return Clients(s.keep_alive, s.link_delay_s, s.upload_bps, s.download_bps)
+
+    assert clients({"keep_alive": True, "link": None}) == Clients()
+    assert clients({"keep_alive": True, "link": {"delay_ms": 20.0, "upload_bps": None, "download_bps": 4096}}) \
         == Clients(True, 0.02, None, 4096)
-    assert of_load_config({}) == Clients()  # another driver's config
+    assert clients({}) == Clients()  # another driver's config
+    assert LoadSettings.of({"arrival": "poisson", "interval_s": 0.5}) == LoadSettings(arrival="poisson", interval_s=0.5)
 
 
 def test_the_method_names_the_clients_of_each_workload():

@@ -84,7 +84,6 @@ def test_an_open_run_reports_offered_and_achieved(puma):
 
 def test_a_far_client_is_measured_through_a_real_server(puma):
     """10 ms each way in front of a 5 ms request: p50 near 25 ms, and the result says how."""
-    from arena.clients import of_load_config
     from arena.report.summary import load_summary
 
     r = native.run(LoadSpec(f"{puma.url}/work?io_ms=5", connections=2, duration_s=1.0, warmup_s=0.3, delay_s=0.01),
@@ -92,7 +91,7 @@ def test_a_far_client_is_measured_through_a_real_server(puma):
     near = native.run(LoadSpec(f"{puma.url}/work?io_ms=5", connections=2, duration_s=1.0, warmup_s=0.3), cpus=[0])
     far_ms, near_ms = r.measured.response_time.p("50") / 1e3, near.measured.response_time.p("50") / 1e3
     assert 19.5 <= far_ms - near_ms <= 21.5, (far_ms, near_ms)
-    assert of_load_config(r.config).delay_s == 0.01
+    assert r.settings.link_delay_s == 0.01
     assert "keep-alive, 10 ms away" in load_summary(r)
 
 

@@ -87,10 +87,3 @@ def clients(table: dict[str, Any], default: Clients, fail, duration) -> Clients:
             if rates[key] is None:
                 raise fail(key, table[key], f"must be {RATE_FORM}")
     return Clients(keep_alive, delay, rates.get("upload", default.upload_bps), rates.get("download", default.download_bps))
-
-
-def of_load_config(config: dict[str, Any]) -> Clients:
-    """The clients a load result's ``config`` describes (arena-load's ``keep_alive`` and ``link``)."""
-    link = config.get("link") or {}
-    return Clients(config.get("keep_alive", True), link.get("delay_ms", 0) / 1e3, link.get("upload_bps"),
-                   link.get("download_bps"))

@@ -182,16 +182,16 @@ def app_metrics_table(cells: list[Cell]) -> Table | None:
 def chain(run: Run) -> str | None:
     """The deployment of a run as a drawing in one line: client -> front -> instances, with where
     each ran (None: a bare server)."""
-    launch, env = run.launch, run.environment
-    t, front = launch.get("topology"), launch.get("front")
-    if not t or not front:
+    launch, env = run.launched, run.environment
+    t, front = launch.topology, launch.front
+    if t is None or front is None:
         return None
-    instances = launch.get("instances", [])
-    cpus = list(dict.fromkeys(i["cpus"] for i in instances if i.get("cpus")))
+    cpus = list(dict.fromkeys(i.cpus for i in launch.instances if i.cpus))
     where = f"CPUs {' | '.join(cpus)}" if cpus else "any CPU"
-    over = "unix sockets" if t.get("upstream") == "unix" else "TCP"
-    return (f"client ({run.driver}, CPUs {env.load_cpus or '-'}) -> {front['kind']} {front.get('version') or ''} "
-            f"(CPUs {env.service_cpus or env.server_cpus or '-'}) -> {len(instances)} x {run.server} ({where}) over {over}")
+    over = "unix sockets" if t.upstream == "unix" else "TCP"
+    return (f"client ({run.driver}, CPUs {env.load_cpus or '-'}) -> {front.kind} {front.version or ''} "
+            f"(CPUs {env.service_cpus or env.server_cpus or '-'}) -> {len(launch.instances)} x {run.server} ({where}) "
+            f"over {over}")
 
 
 def topology_section(cells: list[Cell]) -> Section | None:
@@ -210,7 +210,7 @@ def topology_section(cells: list[Cell]) -> Section | None:
                                 "The deployments"))
     rows = []
     for c in fronted:
-        kind = c.runs[0].launch["front"]["kind"]
+        kind = c.runs[0].launched.front.kind
         queue = (c.decomposition or {}).get("queue")
         f = c.front
         rows.append([c.label, c.level_label, nice(c.throughput.median, 4), nice(c.p99_us.median and c.p99_us.median / 1000),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from arena.results.load import ERROR_CLASSES, Histogram, LoadResult
-from arena.clients import of_load_config
+from arena.clients import Clients
 
 PERCENTILES = ("50", "75", "90", "99", "99.9", "99.99", "100")
 
@@ -33,9 +33,10 @@ def _percentile_line(label: str, h: Histogram | None) -> str:
 
 def load_summary(r: LoadResult) -> str:
     m = r.measured
-    model = (f"open model, {r.rate:g} req/s {r.config.get('arrival', '')} arrivals, up to {r.connections} connections"
+    s = r.settings
+    model = (f"open model, {r.rate:g} req/s {s.arrival} arrivals, up to {r.connections} connections"
              if r.model == "open" else f"closed model, {r.connections} connections")
-    keep = of_load_config(r.config).text
+    keep = Clients(s.keep_alive, s.link_delay_s, s.upload_bps, s.download_bps).text
     lines = [f"{r.tool} {r.tool_version or ''}: {m.duration_s:.2f}s @ {r.url} ({model}, {keep})"
              + ("  [INTERRUPTED: partial result]" if r.interrupted else "")]
     classes = ERROR_CLASSES if set(m.error_counts) <= set(ERROR_CLASSES) else tuple(m.error_counts)  # a tool's own

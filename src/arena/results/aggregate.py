@@ -210,12 +210,12 @@ class Front:
 
 
 def _front(runs: tuple[Run, ...]) -> Front | None:
-    logged = [r.topology for r in runs if r.topology.get("instances")]
+    logged = [w for w in (r.window for r in runs) if w is not None]
     if not logged:
         return None
-    counts = [sum(t["instances"][i]["requests"] for t in logged) for i in range(len(logged[0]["instances"]))]
+    counts = [sum(w.served[i] for w in logged) for i in range(len(logged[0].served))]
     total = sum(counts)
-    return Front(Figure.of([t["queue_ms"]["mean"] for t in logged]), Figure.of([t["queue_ms"]["p99"] for t in logged]),
+    return Front(Figure.of([w.queue_ms_mean for w in logged]), Figure.of([w.queue_ms_p99 for w in logged]),
                  tuple(100 * c / total for c in counts) if total else ())
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.results.settings import LoadSettings
+
 # Transport errors, and two more: "status" (an answer whose status is not expected: by default
 # anything but 2xx and 3xx) and "local" (a connection the generator could not open on its side).
 ERROR_CLASSES = ("refused", "connect_timeout", "reset", "response_timeout", "malformed", "status", "local")
@@ -102,6 +104,11 @@ class LoadResult:
     raw: dict[str, Any] | None = field(default=None, repr=False)  # the tool's own document, if any
     open_failure: str | None = None  # why the generator could not open every connection, if so
     generator_paused_ms: float | None = None  # the longest the generator itself did not run (arena-load)
+
+    @property
+    def settings(self) -> LoadSettings:
+        """What the tool was asked to do (``config``), read by attribute."""
+        return LoadSettings.of(self.config)
 
 
 def to_dict(r: LoadResult) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.results.load import LoadResult, from_dict, to_dict
+from arena.results.settings import Launch, LoadSettings, Window
 from arena.results.resources import ResourceResult
 
 
@@ -138,20 +139,35 @@ class Run(Placement):
     topology: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def launched(self) -> Launch:
+        """How the server (or deployment) was started, read by attribute (the stored ``launch``)."""
+        return Launch.of(self.launch)
+
+    @property
+    def settings(self) -> LoadSettings:
+        """What the load tool was asked to do (its result's config), read by attribute."""
+        return LoadSettings.of(self.load.config if self.load else None)
+
+    @property
+    def window(self) -> Window | None:
+        """A balancer's figures over the run's window (None: a bare server or a proxy)."""
+        return Window.of(self.topology)
+
+    @property
     def kept_alive(self) -> bool:
         """Whether the connections reaching the server stayed open between requests: the clients' own
         before a bare server; nginx's upstream keep-alive behind it; HAProxy keeps them by default."""
-        front = self.launch.get("topology") or {}
-        if front.get("proxy"):
-            return bool(front.get("upstream_keepalive", True))
-        if front.get("balancer"):
+        front = self.launched.topology
+        if front is not None and front.proxy:
+            return front.upstream_keepalive
+        if front is not None and front.balancer:
             return True
-        return bool(self.load.config.get("keep_alive", True)) if self.load else True
+        return self.settings.keep_alive
 
     @property
     def arrival(self) -> str:
         """An open load's arrivals: "constant" spacing (the drivers' default) or "poisson"."""
-        return (self.load.config.get("arrival") if self.load else None) or "constant"
+        return self.settings.arrival
 
     @property
     def database(self) -> Database:

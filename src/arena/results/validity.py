@@ -107,7 +107,7 @@ def _whole_intervals(result: LoadResult) -> list:
     """The series points whose interval lies inside the measured window (the last one, cut by the
     end, and the drain after it are left out)."""
     window = result.measured.duration_s
-    step = result.config.get("interval_s", 1.0)
+    step = result.settings.interval_s
     return [p for p in result.series if p.t + step <= window + 1e-9]
 
 
@@ -149,7 +149,7 @@ def stall(result: LoadResult) -> str | None:
     spread = dispersion([c for c in counts if usual / 2 <= c <= 2 * usual])
     rt = result.measured.response_time
     first_s = rt.p("50") / 1e6 if rt is not None and rt.count else 0.0  # when measured answers begin, typically
-    step = result.config.get("interval_s", 1.0)
+    step = result.settings.interval_s
     sent = answered = 0
     for p in points:
         outstanding = result.model == "closed" or sent + (p.sent or 0) > answered
