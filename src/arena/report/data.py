@@ -72,10 +72,11 @@ def clients_note(definition: dict) -> str:
 
 def interval_text(figure, k: float = 1.0) -> str:
     """An interval of a median as text: "a .. b", "range a .. b" when it is the repetitions' range,
-    "-" without one. Positive quantities are shown truncated at 0."""
+    "one run: none" for a median of one valid run (it looks like the rest otherwise), "-" without a
+    figure. Positive quantities are shown truncated at 0."""
     iv = figure.interval
     if iv is None:
-        return "-"
+        return "one run: none" if figure.n == 1 else "-"
     text = f"{max(0.0, iv.lo) / k:.4g} .. {iv.hi / k:.4g}"
     return f"range {text}" if iv.is_range else text
 
