@@ -36,6 +36,13 @@ def test_show_json_is_valid_against_its_schema_and_agrees_with_the_report(res, c
     jsonschema.Draft202012Validator(schema).validate(doc)
     (a,) = doc["answers"]
     report = build_report(res)
+    # the report carries the same document, for whoever reads its data
+    import re
+
+    from arena.report.html import render
+
+    embedded = re.search(r'<script type="application/json" id="arena-answer">(.*?)</script>', render(report), re.S)
+    assert json.loads(embedded.group(1)) == doc
     assert report.answer[0].split(": ", 1)[1].startswith(f"{a['best']['configuration']} at c=")
     assert set(a["tied"]) == {c["a"] for c in a["comparisons"] if c["figure"] == "throughput" and c["verdict"] != "worse"}
     assert len(a["cells"]) == len(res.cells) and all(c["throughput"]["n"] == 2 for c in a["cells"])

@@ -16,7 +16,7 @@ from arena.plan.experiment import workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
-from arena.report.answer import ANSWER_HEAD, answer_rows, headline, notes
+from arena.report.answer import ANSWER_HEAD, answer_rows, experiment_json, headline, notes
 from arena.results.answer import Answer
 from arena.results.runs import Run
 
@@ -121,6 +121,7 @@ class Report:
     method: list[str]
     environment: Table
     definition: Table
+    answer_json: dict = field(default_factory=dict)  # the answer as arena show --json gives it (schemas/answer.schema.json)
 
     @property
     def answer(self) -> list[str]:
@@ -431,4 +432,4 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     env_rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in (env.__dict__ if env else {}).items()]
     return Report(name, definition.get("description", ""), len(runs), sum(r.valid for r in runs), len(labels(cells)),
                   opening, sections, method, Table(["item", "value"], env_rows),
-                  Table(["key", "value"], _definition_rows(definition)))
+                  Table(["key", "value"], _definition_rows(definition)), experiment_json(name, list(answers), cells))

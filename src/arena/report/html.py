@@ -142,4 +142,4 @@ def render(report: Report) -> str:
         nav="".join(f'<a href="#{e(s.key)}">{e(s.title)}</a>' for s in report.sections),
         sections=sections, method="".join(f"<p>{e(p)}</p>" for p in report.method),
         environment=_table(report.environment), definition=_table(report.definition),
-        plotly=plotly_js(), figures=_json_for_script(figures))
+        plotly=plotly_js(), figures=_json_for_script(figures), answer_json=_json_for_script(report.answer_json))
