@@ -23,6 +23,15 @@ def experiment(**over):
     return parse_experiment(data, "fake.toml")
 
 
+def experiment_file(where, concurrency: str):
+    """The fake experiment as a file: puma with 1 and 2 threads, two repetitions, at ``concurrency``."""
+    f = where / "fake.toml"
+    f.write_text('name = "fake"\nduration = "1s"\nwarmup = "0s"\nrepetitions = 2\n[workload]\npath = "/work"\n'
+                 f'[load]\nconcurrency = [{concurrency}]\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
+                 '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+    return f
+
+
 def result(completed=1000, errors=0) -> LoadResult:
     h = Histogram(completed, 1, 10, 5.0, 1.0, {"50": 5, "90": 8, "99": 9})
     phase = Phase(1.0, completed, completed, completed, errors, 0, 0, None, float(completed), {200: completed},
@@ -240,10 +249,7 @@ def test_the_engine_runs_shows_exports_and_reports_an_experiment_file(tmp_path):
     from arena.report.answer import answer_lines
     from arena.report.data import comparison_table
 
-    f = tmp_path / "fake.toml"
-    f.write_text('name = "fake"\nduration = "1s"\nwarmup = "0s"\nrepetitions = 2\n[workload]\npath = "/work"\n'
-                 '[load]\nconcurrency = [1, 4]\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
-                 '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+    f = experiment_file(tmp_path, "1, 4")
     db = str(tmp_path / "s.db")
     seen = []
     assert run_file(str(f), db, seen.append, dry_run=True) is None and not (tmp_path / "s.db").exists()
@@ -358,10 +364,7 @@ def test_until_decided_repeats_only_the_undecided_cells_and_says_why(tmp_path):
     repetitions allowed; a budget too small for a round stops before it."""
     from arena.app.decide import run_until_decided
 
-    f = tmp_path / "fake.toml"
-    f.write_text('name = "fake"\nduration = "1s"\nwarmup = "0s"\nrepetitions = 2\n[workload]\npath = "/work"\n'
-                 '[load]\nconcurrency = [4]\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
-                 '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+    f = experiment_file(tmp_path, "4")
     db = str(tmp_path / "s.db")
     rounds = []
     m = Machine(completed=[1000, 1100, 1050, 980])  # the planned runs: 5-10% apart, in the shuffled order
