@@ -89,8 +89,9 @@ class Interval:
     """An interval of a statistic: ``lo`` .. ``hi`` and how it was made.
 
     ``method`` is "order statistics" (a distribution-free confidence interval of the median with at
-    least ``coverage``), or "range" (too few values for a 95% interval: the smallest and largest
-    value, which is no confidence interval and is labelled as such)."""
+    least ``coverage``), "range" (too few values for a 95% interval: the smallest and largest
+    value, which is no confidence interval and is labelled as such), "Student's t" (of a mean), or
+    Ratio.METHOD (of a ratio of geometric means)."""
 
     lo: float
     hi: float
@@ -164,14 +165,21 @@ class Ratio:
     contrast, undercovers badly below about ten values, which is why it is not used here."""
 
     value: float
-    lo: float | None
-    hi: float | None
+    interval: Interval | None
     n: tuple[int, int]
 
     METHOD = "Welch's t on log values"
 
+    @property
+    def lo(self) -> float | None:
+        return None if self.interval is None else self.interval.lo
+
+    @property
+    def hi(self) -> float | None:
+        return None if self.interval is None else self.interval.hi
+
     def __str__(self) -> str:
-        if self.lo is None:
+        if self.interval is None:
             return f"{self.value:.3f}x (no interval)"
         return f"{self.value:.3f}x [{self.lo:.3f}, {self.hi:.3f}]"
 
@@ -206,14 +214,15 @@ def ratio(a: list[float], b: list[float], level: float = 0.95) -> Ratio:
     if not la or not lb:
         raise ValueError("a ratio needs a positive value on each side")
     point = math.exp(sum(la) / len(la) - sum(lb) / len(lb))
+    n = (len(la), len(lb))
     if len(la) < 2 or len(lb) < 2:
-        return Ratio(point, None, None, (len(la), len(lb)))
+        return Ratio(point, None, n)
     if np.var(la) == 0 and np.var(lb) == 0:  # no spread at all: the ratio is what it is
-        return Ratio(point, point, point, (len(la), len(lb)))
+        return Ratio(point, Interval(point, point, Ratio.METHOD, level), n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # near-identical values: scipy's precision note
         ci = ttest_ind(la, lb, equal_var=False).confidence_interval(level)
-    return Ratio(point, math.exp(ci.low), math.exp(ci.high), (len(la), len(lb)))
+    return Ratio(point, Interval(math.exp(ci.low), math.exp(ci.high), Ratio.METHOD, level), n)
 
 
 def compare(a: list[float], b: list[float], higher_is_better: bool = True, threshold: float = THRESHOLD) -> Comparison:
