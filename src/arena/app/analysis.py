@@ -1,13 +1,18 @@
 """The analysis of an experiment, computed once: its goal (the file's ``[goal]`` with the command's
-limits over it) and the answer for each workload (results/answer.py). ``arena show`` (text and
-JSON), ``arena recommend`` and the report all render it; none of them ranks or compares on its own."""
+limits over it), the answer for each workload (results/answer.py: the best, the group tied with it,
+every comparison, the Pareto front) and, on first use, what the model says of it (model/findings.py:
+calibrations, predictions against the measurements, USL fits with their intervals). ``arena show``
+(text and JSON), ``arena recommend`` and the report all render it; none of them ranks, compares or
+fits on its own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
+from arena.model.findings import ModelFindings, findings
 from arena.plan.experiment import goal_of
 from arena.results.answer import Answer, Goal, answers
 
@@ -26,6 +31,11 @@ class Analysis:
     results: Results
     goal: Goal
     answers: list[Answer]
+
+    @cached_property
+    def findings(self) -> ModelFindings:
+        """What the model says of the experiment: computed on first use (the report's), then kept."""
+        return findings(self.results.cells, self.results.observations())
 
     def answer(self, workload: str) -> Answer:
         found = next((a for a in self.answers if a.workload == workload), None)

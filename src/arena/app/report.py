@@ -8,7 +8,6 @@ from pathlib import Path
 
 from arena.app.experiments import Results, latest, open_store, results
 from arena.errors import ArenaError
-from arena.model.findings import findings
 from arena.report import data
 from arena.app.analysis import Limits, analyse
 
@@ -25,8 +24,8 @@ def load_results(store_path: str, name: str | None) -> Results:
 def build_report(res: Results, limits: Limits = Limits()) -> data.Report:
     from arena.app.reproduce import comparison_of
 
-    return data.build(res.name, res.definition, res.runs, res.cells, findings(res.cells, res.observations()),
-                      analyse(res, limits).answers,
+    analysis = analyse(res, limits)
+    return data.build(res.name, res.definition, res.runs, res.cells, analysis.findings, analysis.answers,
                       comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"))
 
 
