@@ -216,7 +216,13 @@ class Answer:
 
     @property
     def comparisons(self) -> tuple[Versus, ...]:
-        return self.tied + self.beaten + self.twins
+        """Every comparison made, each pair once (an A/A pair compared as best and tied is not repeated)."""
+        def pair(v: Versus) -> frozenset:
+            return frozenset(((v.cell.config, v.cell.level), (v.base.config, v.base.level)))
+
+        made = self.tied + self.beaten
+        done = {pair(v) for v in made}
+        return made + tuple(v for v in self.twins if pair(v) not in done)
 
 
 def _reason(flag: str) -> str:
