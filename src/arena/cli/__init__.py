@@ -18,13 +18,13 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 
 from rich.console import Console  # noqa: E402
 
-from arena.cli import (check, export, import_, load, ls, predict, reap, recommend, report, reproduce, run,  # noqa: E402
-                       serve, servers, show, simulate)
+from arena.cli import (check, compare, export, import_, load, ls, predict, reap, recommend, report,  # noqa: E402
+                       reproduce, run, serve, servers, show, simulate)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena.errors import ArenaError, DriverFailed, NotSaved, Terminated  # noqa: E402
 
-COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, ls, export, import_, report, predict, recommend,
-                                simulate, reproduce, check, reap)}
+COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, compare, ls, export, import_, report, predict,
+                                recommend, simulate, reproduce, check, reap)}
 
 
 def _on_sigterm(signum, frame):

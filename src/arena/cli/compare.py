@@ -1,0 +1,48 @@
+"""``arena compare BASE NEW``: two experiments cell by cell, ratios with intervals and verdicts;
+``--fail-on`` rules make a regression exit 1 (for CI); text, Markdown or JSON."""
+
+import json
+import sys
+
+from rich.markup import escape
+from rich.table import Table
+
+from arena.app.compare import compare
+from arena.cli.args import EXIT_FAILED, add_store
+from arena.report.compare import HEAD, compare_json, markdown, rows, verdict_line
+
+NAME = "compare"
+
+
+def add(sub) -> None:
+    cp = sub.add_parser(NAME, help="compare two experiments cell by cell (a release against the last one)",
+                        description="Each side: an experiment in --store, STORE.db:NAME, or a file written by "
+                                    "`arena export NAME --format json`. Example: arena compare base.db:quick quick "
+                                    "--fail-on \"p99>+10%,throughput<-5%\" --format markdown")
+    cp.add_argument("base", help="the experiment to compare against (NAME, STORE.db:NAME or EXPORT.json)")
+    cp.add_argument("new", help="the experiment compared (NAME, STORE.db:NAME or EXPORT.json)")
+    add_store(cp)
+    cp.add_argument("--fail-on", metavar="RULES",
+                    help="exit 1 when a change is declared and beyond a limit, e.g. \"p99>+10%%,throughput<-5%%\" "
+                         "(figures: throughput, p50, p99, memory)")
+    cp.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+
+
+def run(args, out) -> int:
+    got = compare(args.base, args.new, args.store, args.fail_on)
+    parts = (got.base, got.new, got.changes, got.alone, got.broken, got.rules)
+    if args.format == "markdown":
+        sys.stdout.write(markdown(*parts))
+    elif args.format == "json":
+        sys.stdout.write(json.dumps(compare_json(*parts), indent=1) + "\n")
+    else:
+        table = Table(title=f"{got.new} against {got.base}: medians, ratios new / base (95% interval), verdicts")
+        for col in HEAD:
+            table.add_column(col, overflow="fold")
+        for row in rows(got.changes):
+            table.add_row(*(escape(x) for x in row))
+        out.print(table)
+        for a in got.alone:
+            out.print(a, highlight=False, markup=False)
+        out.print(verdict_line(got.broken, got.rules), highlight=False, markup=False)
+    return EXIT_FAILED if got.broken else 0

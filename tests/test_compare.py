@@ -1,0 +1,63 @@
+"""arena compare on the recorded fixture store: an experiment against itself is the same (or
+undecided), a slower copy is caught as worse and fails --fail-on, and the outputs (Markdown, JSON
+against its schema) say so."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from arena.cli import main
+from arena.results.compare import Rule, rules
+from tests.conftest import report_store
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "tiny-grid"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The fixture experiment exported as JSON, and a copy whose every p99 is 40% higher."""
+    where = tmp_path_factory.mktemp("compare")
+    from arena.app.experiments import export
+
+    doc = json.loads(export(report_store(), NAME, "json"))
+    same, slower = where / "base.json", where / "slower.json"
+    same.write_text(json.dumps(doc))
+    for r in doc:
+        if r.get("p99_us"):
+            r["p99_us"] = int(r["p99_us"] * 1.4)
+    slower.write_text(json.dumps(doc))
+    return str(same), str(slower)
+
+
+def test_an_experiment_against_itself_is_never_better_or_worse(exported, capsys):
+    same, _ = exported
+    assert main(["compare", same, NAME, "--store", report_store(), "--format", "json",
+                 "--fail-on", "p99>+10%,throughput<-5%"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(json.loads((ROOT / "schemas" / "compare.schema.json").read_text())).validate(doc)
+    assert doc["changes"] and {c["verdict"] for c in doc["changes"]} <= {"same", "undecided"}
+    assert all(c["ratio"] == pytest.approx(1.0) for c in doc["changes"]) and doc["broken"] == []
+
+
+def test_a_regression_beyond_a_rule_exits_1_and_says_where(exported, capsys):
+    same, slower = exported
+    assert main(["compare", same, slower, "--fail-on", "p99>+10%", "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("### Arena: ") and "FAILED: p99>+10% by " in out and "| p99 |" in out
+    assert "1.400x" in out and "worse" in out
+    # a limit the change stays within passes; an undecided change breaks nothing
+    assert main(["compare", same, slower, "--fail-on", "p99>+50%"]) == 0
+    assert "passed: p99>+50%" in capsys.readouterr().out
+
+
+def test_rules_are_read_or_refused_in_one_line(capsys):
+    assert rules("p99>+10%, throughput<-5%") == [Rule("p99", ">", 0.10, "p99>+10%"), Rule("throughput", "<", -0.05,
+                                                                                             "throughput<-5%")]
+    assert main(["compare", "a.json", "b.json", "--fail-on", "latency>10%"]) == 2
+    err = capsys.readouterr().err
+    assert "--fail-on: 'latency>10%' is not a rule" in err and err.count("\n") == 1
+    assert main(["compare", "nope", NAME, "--store", report_store()]) == 2
+    assert "nope: no experiment 'nope'" in capsys.readouterr().err
