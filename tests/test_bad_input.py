@@ -94,3 +94,27 @@ def test_no_traceback_when_run_as_a_program(tmp_path):
     r = subprocess.run([sys.executable, "-m", "arena", "run", str(bad), "--dry-run"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not UTF-8" in r.stderr
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["shwo"], "did you mean show?"),
+    (["serve", "gunicorn"], "did you mean gunicorn-sync, gunicorn-gthread, gunicorn-gevent, gunicorn-uvicorn?"),
+    (["predict", "--server", "pumma", "--cpu-ms", "1", "--io-ms", "1", "--concurrency", "1"], "did you mean puma?"),
+])
+def test_a_near_miss_gets_a_did_you_mean(argv, hint, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own refusal (a command name)
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert hint in err and err.count("\n") == 1
+
+
+def test_did_you_mean_offers_a_familys_members_and_close_spellings():
+    from arena.errors import did_you_mean
+
+    assert did_you_mean("gunicorn", ["puma", "gunicorn-sync", "gunicorn-gthread"]) == \
+        "did you mean gunicorn-sync, gunicorn-gthread? "
+    assert did_you_mean("pmua", ["puma", "unicorn"]) == "did you mean puma? "
+    assert did_you_mean("zzz", ["puma"]) == ""

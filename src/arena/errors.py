@@ -27,3 +27,16 @@ class NotSaved(ArenaError):
 class Terminated(BaseException):
     """SIGTERM to Arena: unwinds like Ctrl-C so every started server is stopped on the way out
     (the CLI exits 143 for it, 130 for Ctrl-C)."""
+
+
+def did_you_mean(word: str, choices) -> str:
+    """ "did you mean gunicorn-sync, gunicorn-gthread? " for a word close to some of ``choices``: those
+    it begins (a family's short name) and those difflib finds alike; "" when none is."""
+    import difflib
+
+    if not isinstance(word, str) or not word:
+        return ""
+    choices = list(choices)
+    near = [c for c in choices if c.startswith(word) and c != word]
+    near += [c for c in difflib.get_close_matches(word, choices, n=3, cutoff=0.6) if c not in near]
+    return f"did you mean {', '.join(near[:4])}? " if near else ""

@@ -7,7 +7,7 @@ import math
 import re
 import sys
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, did_you_mean
 from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
 from arena.cpus import parse_cpu_list
@@ -95,6 +95,11 @@ def cpus(text: str) -> list[int]:
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, like every other Arena error
+        wrong = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if wrong:  # a mistyped command or choice: say what was likely meant
+            choices = re.findall(r"'([^']*)'", wrong.group(2))
+            hint = did_you_mean(wrong.group(1), choices)
+            message = message[:-1] + (f"; {hint.strip()})" if hint else ")")
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
     def parse_known_args(self, args=None, namespace=None):

@@ -18,7 +18,7 @@ from typing import Any
 
 from arena.drivers import DRIVERS
 from arena import speed as machine_speed
-from arena.errors import ArenaError
+from arena.errors import ArenaError, did_you_mean
 from arena.servers import catalog
 from arena.cpus import format_cpu_list, parse_cpu_list
 from arena.servers.launch import env_problem
@@ -481,7 +481,8 @@ def _server_grid(r: Reader, default_app: Any, default_topology: dict[str, Any] =
     name = r.get("server")
     if not isinstance(name, str) or name not in catalog.CATALOG:
         r.unknown(SERVER_KEYS | {o for s in catalog.CATALOG.values() for o in catalog.options_for(s)})
-        raise r.fail("server", name, f"unknown server (servers: {', '.join(catalog.CATALOG)})")
+        raise r.fail("server", name, f"unknown server ({did_you_mean(name, catalog.CATALOG)}servers: "
+                                     f"{', '.join(catalog.CATALOG)})")
     entry = catalog.CATALOG[name]
     allowed = SERVER_KEYS | set(catalog.options_for(entry))
     for key in r.table:  # another server's setting: say which this one has

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arena.errors import ArenaError, NotSaved
+from arena.errors import ArenaError, NotSaved, did_you_mean
 from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode
 
 # Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:].
@@ -276,7 +276,7 @@ class Store:
     def _unknown(self, name: str) -> ArenaError:
         names = [e["name"] for e in self.experiments()]
         return ArenaError(f"experiment: no experiment named '{name}' in {self.path} "
-                          f"(it has: {', '.join(names) or 'none'})")
+                          f"({did_you_mean(name, names)}it has: {', '.join(names) or 'none'})")
 
     # ------------------------------------------------------------------ runs
 

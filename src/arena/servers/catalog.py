@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Mapping
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, did_you_mean
 from arena.subjects import APPS, App
 
 MODELS = ("process", "thread", "hybrid", "event", "async")
@@ -427,7 +427,7 @@ def get_server(name: str) -> Server:
     try:
         return CATALOG[name]
     except KeyError:
-        raise ArenaError(f"server: unknown server '{name}' (servers: {', '.join(CATALOG)})") from None
+        raise ArenaError(f"server: unknown server '{name}' ({did_you_mean(name, CATALOG)}servers: {', '.join(CATALOG)})") from None
 
 
 def knobs_for(server: Server, app: App) -> dict[str, Knob]:
