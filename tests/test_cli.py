@@ -143,3 +143,21 @@ def test_a_figure_the_driver_does_not_measure_is_a_dash_not_a_zero():
 
     assert _ms(None, 8, 2).strip() == "-" and len(_ms(None, 8, 2)) == len(_ms(1500, 8, 2))
     assert _ms(1500, 8, 2) == "    1.50 ms" and _ms(0, 0, 1) == "0.0 ms"  # a measured zero stays a zero
+
+
+def test_version_and_the_width_of_piped_tables():
+    import os
+    import subprocess
+    import sys
+
+    from arena import __version__
+
+    done = subprocess.run([sys.executable, "-m", "arena", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == f"arena {__version__}"
+    env = {**os.environ, "COLUMNS": "60"}
+    narrow = subprocess.run([sys.executable, "-m", "arena", "servers"], capture_output=True, text=True, timeout=60,
+                            env=env)
+    assert narrow.returncode == 0 and max(map(len, narrow.stdout.splitlines())) <= 60
+    env.pop("COLUMNS")
+    wide = subprocess.run([sys.executable, "-m", "arena", "servers"], capture_output=True, text=True, timeout=60, env=env)
+    assert max(map(len, wide.stdout.splitlines())) > 60  # piped without COLUMNS: 200 wide, not rich's 80

@@ -6,6 +6,7 @@ Only this package turns an ArenaError into a one-line message and an exit code (
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -21,6 +22,7 @@ from rich.console import Console  # noqa: E402
 from arena.cli import (check, compare, export, import_, load, ls, predict, reap, recommend, report,  # noqa: E402
                        reproduce, run, serve, servers, show, simulate)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
+from arena import __version__  # noqa: E402
 from arena.errors import ArenaError, DriverFailed, NotSaved, Terminated  # noqa: E402
 
 COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, compare, ls, export, import_, report, predict,
@@ -34,10 +36,21 @@ def _on_sigterm(signum, frame):
 def build_parser() -> Parser:
     p = Parser(prog="arena", description="Measure, explain and predict how Ruby and Python app servers "
                                          "serve a workload.")
+    p.add_argument("--version", action="version", version=f"arena {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in COMMANDS.values():
         module.add(sub)
     return p
+
+
+def console() -> Console:
+    """Where commands print: the terminal's width, or COLUMNS where it is set (rich reads it for a
+    terminal; a pipe gets it too); piped output without it (CI logs, files) gets 200 columns rather
+    than rich's 80, so tables do not break."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return Console(width=int(columns))
+    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _on_sigterm)
     args = build_parser().parse_args(argv)
-    # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
-    out = Console() if sys.stdout.isatty() else Console(width=200)
+    out = console()
     try:
         if _early:  # a signal came before the handlers above were in place
             raise Terminated() if signal.SIGTERM in _early else KeyboardInterrupt()
