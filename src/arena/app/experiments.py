@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -108,8 +109,21 @@ def experiments(store_path: str) -> list[dict]:
         return store.experiments()
 
 
+def _csv_value(column: str, v):
+    """A run's value as a CSV cell: documents (flags, launch, topology) as JSON, times as ISO 8601
+    UTC, a whole level as a whole number (16, not 16.0)."""
+    if column == "started_at" and v is not None:
+        return datetime.fromtimestamp(v, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v)
+    if column == "level" and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
 def export(store_path: str, name: str, fmt: str) -> str:
-    """The experiment's runs as JSON (every run whole) or CSV (one flat row per run)."""
+    """The experiment's runs as JSON (every run whole, as stored) or CSV (one flat row per run: its
+    documents as JSON, its start as an ISO 8601 time)."""
     with open_store(store_path) as store:
         runs, failures = store.runs(name), store.failures(name)
     if fmt == "json":  # a failure: its own fields, "failed": true, no figures
@@ -120,8 +134,8 @@ def export(store_path: str, name: str, fmt: str) -> str:
     w.writerow(["experiment", *flat])
     for r in runs:
         d = r.to_json()
-        w.writerow([name, *(json.dumps(d[c]) if c == "flags" else d[c] for c in flat)])
+        w.writerow([name, *(_csv_value(c, d[c]) for c in flat)])
     for f in failures:  # a row that could not be made: invalid, its reason the flag, no figures
-        d = {**f.to_json(), "started_at": f.failed_at, "valid": 0, "flags": json.dumps([f.reason])}
-        w.writerow([name, *(d.get(c) for c in flat)])
+        d = {**f.to_json(), "started_at": f.failed_at, "valid": 0, "flags": [f.reason]}
+        w.writerow([name, *(_csv_value(c, d.get(c)) for c in flat)])
     return buf.getvalue()
