@@ -161,3 +161,20 @@ def test_version_and_the_width_of_piped_tables():
     env.pop("COLUMNS")
     wide = subprocess.run([sys.executable, "-m", "arena", "servers"], capture_output=True, text=True, timeout=60, env=env)
     assert max(map(len, wide.stdout.splitlines())) > 60  # piped without COLUMNS: 200 wide, not rich's 80
+
+
+def test_the_store_is_arena_store_or_arena_db_here(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import report_store
+
+    env = {**os.environ, "ARENA_STORE": report_store()}
+    found = subprocess.run([sys.executable, "-m", "arena", "ls"], capture_output=True, text=True, timeout=60,
+                           cwd=tmp_path, env=env)
+    assert found.returncode == 0 and "tiny-grid" in found.stdout
+    env.pop("ARENA_STORE")
+    missing = subprocess.run([sys.executable, "-m", "arena", "ls"], capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path, env=env)
+    assert missing.returncode == 2 and f"looked for {tmp_path / 'arena.db'}" in missing.stderr

@@ -26,7 +26,8 @@ def open_store(path: str, write: bool = False) -> Store:
     """The store at ``path``: to read (it must exist, and is never written, not even upgraded), or to
     ``write`` (created where missing; checked writable before anything runs)."""
     if not write and not os.path.exists(path):
-        raise ArenaError(f"--store {path}: no such store (run an experiment first: arena run scenarios/quick.toml)")
+        raise ArenaError(f"--store {path}: no such store (looked for {os.path.abspath(path)}; run an experiment first: "
+                         "arena run scenarios/quick.toml, or name the store with --store or ARENA_STORE)")
     return Store(path, readonly=not write)
 
 

@@ -187,8 +187,16 @@ def user_app_options(args) -> dict:
                 warmup=args.warmup, ready_timeout_s=args.ready_timeout)
 
 
+STORE_ENV = "ARENA_STORE"
+
+
 def add_store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default="arena.db", help="results store (default arena.db)")
+    """--store: the results store; by default $ARENA_STORE where it is set, else arena.db in the current
+    directory (the one rule every command follows)."""
+    import os
+
+    p.add_argument("--store", default=os.environ.get(STORE_ENV) or "arena.db",
+                   help=f"results store (default: ${STORE_ENV} if set, else arena.db in the current directory)")
 
 
 def add_goal(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,7 @@
 """``arena run``: an experiment file into the store (resumable), with progress."""
 
+import os
+
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -68,7 +70,7 @@ def with_progress(out, store: str, dry_run: bool, call):
                  else f"{levels} workload levels")
         out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {shape} x "
                   f"{exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
-                  f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {store}",
+                  f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {os.path.abspath(store)}",
                   highlight=False)
         for app in {c.user_app.name: c.user_app for c in exp.servers if c.user_app}.values():
             warn(out, app)
