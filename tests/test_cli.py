@@ -178,3 +178,14 @@ def test_the_store_is_arena_store_or_arena_db_here(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "arena", "ls"], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path, env=env)
     assert missing.returncode == 2 and f"looked for {tmp_path / 'arena.db'}" in missing.stderr
+
+
+def test_the_knob_variables_of_the_callers_shell_are_said_to_be_unused():
+    from arena.app.servers import unused_environment
+
+    found = {(u.variable, u.knob): u for u in unused_environment({"WEB_CONCURRENCY": "4", "RAILS_MAX_THREADS": "3",
+                                                                    "HOME": "/root"})}
+    assert set(found) == {("WEB_CONCURRENCY", "processes"), ("RAILS_MAX_THREADS", "threads")}
+    assert {"puma", "gunicorn-sync", "unicorn"} <= set(found[("WEB_CONCURRENCY", "processes")].servers)
+    assert found[("RAILS_MAX_THREADS", "threads")].servers == ("puma",)
+    assert unused_environment({"HOME": "/root"}) == []

@@ -24,6 +24,27 @@ class ServerInfo:
     version: str | None
 
 
+@dataclass(frozen=True)
+class Unused:
+    """A variable of the caller's environment that servers read for a knob, and Arena does not pass."""
+
+    variable: str
+    value: str
+    knob: str  # the knob it would set: "processes", "threads"
+    servers: tuple[str, ...]
+
+
+def unused_environment(environ: dict[str, str]) -> list[Unused]:
+    """The knobs' variables (WEB_CONCURRENCY, RAILS_MAX_THREADS, ...) set in ``environ``: a server gets
+    exactly the environment its configuration declares, never the caller's, so these are not used."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for s in catalog.CATALOG.values():
+        for name, knob in s.knobs.items():
+            if knob.env and environ.get(knob.env):
+                found.setdefault((knob.env, name), []).append(s.name)
+    return [Unused(var, environ[var], knob, tuple(names)) for (var, knob), names in found.items()]
+
+
 def servers() -> list[ServerInfo]:
     """Every server Arena knows, whether it is installed here, and its version."""
     return [ServerInfo(s, catalog.available(s), catalog.version(s.name)) for s in catalog.CATALOG.values()]

@@ -233,6 +233,18 @@ def write(path: str, text: str, flag: str) -> None:
         raise ArenaError(f"{flag} {path}: cannot write it ({e.strerror})") from None
 
 
+def note_unused_environment(out) -> None:
+    """Before servers start: say which knob variables of the caller's shell they will not see."""
+    import os
+
+    from arena.app.servers import unused_environment
+
+    for u in unused_environment(dict(os.environ)):
+        out.print(f"note: {u.variable}={u.value} in your environment is not passed to the servers (each gets exactly "
+                  f"the environment its configuration declares): give {u.knob} = {u.value} in the experiment, or "
+                  f"--{u.knob} {u.value}, for {', '.join(u.servers)}", highlight=False, markup=False)
+
+
 def warn(out, app) -> None:
     """Print what a user's app warns of (subjects.user.UserApp.warnings), once per line."""
     for line in getattr(getattr(app, "user", None), "warnings", ()):

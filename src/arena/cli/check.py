@@ -5,7 +5,8 @@ from rich.table import Table
 
 from arena.app.check import check
 from arena.services import KINDS
-from arena.cli.args import reap_first, EXIT_FAILED, add_knobs, add_user_app, user_app_options
+from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, add_knobs, add_user_app,
+                            user_app_options)
 
 NAME = "check"
 
@@ -42,6 +43,7 @@ def run(args, out) -> int:
         out.print(f"{r.server:17} {r.app:8} {r.status}{why}", highlight=False, markup=False)
 
     reap_first(out)
+    note_unused_environment(out)
     results = check(args.servers or None, args.apps, user=user_app_options(args), processes=args.processes, threads=args.threads,
                     cpus=args.cpus, services=args.services, on_result=row,
                     on_service=lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))

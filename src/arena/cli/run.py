@@ -7,7 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.app.decide import BUDGET_S, MAX_REPETITIONS, run_until_decided
 from arena.app.experiments import run_file
-from arena.cli.args import reap_first, EXIT_FAILED, add_store, count, duration, warn
+from arena.cli.args import note_unused_environment, reap_first, EXIT_FAILED, add_store, count, duration, warn
 
 NAME = "run"
 
@@ -80,6 +80,7 @@ def with_progress(out, store: str, dry_run: bool, call):
                           + ", ".join(escape(r.key.split(' ', 1)[1]) for r in g.runs), highlight=False)
         else:
             reap_first(out)
+            note_unused_environment(out)
         names.append(exp.name)
 
     names: list[str] = []

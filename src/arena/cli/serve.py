@@ -2,8 +2,8 @@
 
 from arena.app.servers import serve
 from arena.services import KINDS
-from arena.cli.args import (reap_first, warn, add_knobs, add_settings, add_user_app, assignment, count, settings_options,
-                            topology_option, user_app_options)
+from arena.cli.args import (note_unused_environment, reap_first, warn, add_knobs, add_settings, add_user_app, assignment,
+                            count, settings_options, topology_option, user_app_options)
 from arena.servers import catalog
 from arena.servers.launch import ServerSpec
 from arena.subjects import App
@@ -51,6 +51,7 @@ def run(args, out) -> int:
     app = app_for(args.app, catalog.get_server(args.server).interfaces, **user_app_options(args))
     warn(out, app)
     reap_first(out)
+    note_unused_environment(out)
     spec = ServerSpec(args.server, app, args.processes, args.threads, args.connections, args.cpus,
                       args.port, args.host, **settings_options(args))
     stopped = serve(spec, ready, args.services,
