@@ -40,7 +40,7 @@ def test_a_directory_or_a_missing_file_is_one_line(tmp_path, capsys):
 BAD_LINES = [
     (["serve", "puma", "--host", "203.0.113.7"], "--host 203.0.113.7: not an address this machine can listen on"),
     (["serve", "puma", "--host", "no-such-host.invalid", "--port", "8080"], "--host no-such-host.invalid: not an address"),
-    (["serve", "puma", "--processes", "4096"], "--processes: must be a whole number from 1 to 256"),
+    (["serve", "puma", "--processes", "4096"], "--processes/-w/--workers: must be a whole number from 1 to 256"),
     (["serve", "nope"], "nope"),
     (["load", "http://127.0.0.1:9/", "-d", "1s", "--json", "/nonexistent/dir/r.json"],
      "--json /nonexistent/dir/r.json: cannot write it"),

@@ -28,7 +28,7 @@ from tests.conftest import require_server
     (["serve", "puma", "--app", "django"], "arena: error: --app: 'django' is not a built-in app (wsgi, asgi, flask,"),
     (["serve", "puma", "--cpus", "99"], "arena serve: error: argument --cpus: CPU 99 is not available, got '99'"),
     (["serve", "puma", "--processes", "0"],
-     "arena serve: error: argument --processes: must be a whole number from 1 to 256, got '0'"),
+     "arena serve: error: argument --processes/-w/--workers: must be a whole number from 1 to 256, got '0'"),
     (["serve", "puma", "--port", "http"], "arena serve: error: argument --port: must be a whole number from 1 to 65535"),
     (["check", "--app", "django"], "arena: error: --app: 'django' is not a built-in app"),
     (["check", "thin", "--app", "flask"], "arena: error: --app: none of thin serves flask"),
@@ -189,3 +189,13 @@ def test_the_knob_variables_of_the_callers_shell_are_said_to_be_unused():
     assert {"puma", "gunicorn-sync", "unicorn"} <= set(found[("WEB_CONCURRENCY", "processes")].servers)
     assert found[("RAILS_MAX_THREADS", "threads")].servers == ("puma",)
     assert unused_environment({"HOME": "/root"}) == []
+
+
+def test_workers_and_t_are_the_servers_own_words_for_processes_and_threads():
+    from arena.cli import build_parser
+
+    p = build_parser()
+    for argv in (["serve", "puma", "-w", "2", "-t", "3"], ["check", "puma", "--workers", "2", "--threads", "3"],
+                 ["predict", "--server", "puma", "--workers", "2", "-t", "3"]):
+        args = p.parse_args(argv)
+        assert (args.processes, args.threads) == (2, 3), argv

@@ -119,10 +119,17 @@ class Parser(argparse.ArgumentParser):
 NEGATIVE = re.compile(r"-\d")  # a negative number, with or without a unit: -5, -5s, -0.5
 
 
+def add_processes_threads(p, most_processes: int = 4096, most_threads: int = 4096) -> None:
+    """--processes (also -w/--workers, the servers' own word) and --threads (also -t)."""
+    p.add_argument("--processes", "-w", "--workers", dest="processes", metavar="N",
+                   type=count("--processes", 1, most_processes), help="worker processes (-w, --workers)")
+    p.add_argument("--threads", "-t", dest="threads", metavar="N", type=count("--threads", 1, most_threads),
+                   help="threads per process")
+
+
 def add_knobs(p: argparse.ArgumentParser) -> None:
     """The server knobs (catalog.KNOBS) and the server's CPUs."""
-    p.add_argument("--processes", type=count("--processes", 1, KNOB_MAX["processes"]), help="worker processes")
-    p.add_argument("--threads", type=count("--threads", 1, KNOB_MAX["threads"]), help="threads per process")
+    add_processes_threads(p, KNOB_MAX["processes"], KNOB_MAX["threads"])
     p.add_argument("--connections", type=count("--connections", 1, KNOB_MAX["connections"]),
                    help="connection limit (where the server has one)")
     p.add_argument("--cpus", type=cpus, help="CPU list for the server, e.g. 1 or 0-1 (default: all)")

@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Given, Load, prediction
-from arena.cli.args import MODEL_CLIENTS, MODEL_MS, add_store, count, listof, positive
+from arena.cli.args import add_processes_threads, MODEL_CLIENTS, MODEL_MS, add_store, count, listof, positive
 from arena.model.simulated import REPLICATIONS, REQUESTS, discipline, discipline_of
 
 NAME = "predict"
@@ -18,8 +18,7 @@ def add(sub) -> None:
     add_store(pr)
     pr.add_argument("--server", required=True, help="a server name from `arena servers`")
     pr.add_argument("--workload", help="the experiment's workload to calibrate from (default: its first)")
-    pr.add_argument("--processes", type=count("--processes"))
-    pr.add_argument("--threads", type=count("--threads"))
+    add_processes_threads(pr)
     pr.add_argument("--cores", type=positive("--cores", lo=0.01, hi=4096), help="server cores (default: the experiment's, else 1)")
     levels = pr.add_mutually_exclusive_group()
     levels.add_argument("--concurrency", type=listof(count("--concurrency", 1, MODEL_CLIENTS)), help="closed load, e.g. 1,8,32")
