@@ -61,3 +61,37 @@ def test_rules_are_read_or_refused_in_one_line(capsys):
     assert "--fail-on: 'latency>10%' is not a rule" in err and err.count("\n") == 1
     assert main(["compare", "nope", NAME, "--store", report_store()]) == 2
     assert "nope: no experiment 'nope'" in capsys.readouterr().err
+
+
+def test_histograms_export_in_hdrhistograms_own_formats(tmp_path, capsys):
+    """.hlog: every run's histogram as an interval that HdrHistogram's own reader reads back whole;
+    .hgrm: per cell, the valid runs' histograms merged exactly (the total count is their sum)."""
+    import re
+
+    from hdrh.log import HistogramLogReader
+
+    from arena.results.aggregate import aggregate
+    from arena.results.store import Store
+
+    with Store(report_store()) as s:
+        runs = s.runs(NAME)
+    log = tmp_path / "x.hlog"
+    assert main(["export", NAME, "--store", report_store(), "--format", "hlog", "-o", str(log)]) == 0
+    reader = HistogramLogReader(str(log), __import__("hdrh.histogram").histogram.HdrHistogram(1, 60_000_000, 3))
+    counts = []
+    while (h := reader.get_next_interval_histogram()) is not None:
+        counts.append(h.get_total_count())
+    assert counts == [r.load.measured.response_time.count for r in runs]
+    assert log.read_text().count("#run: ") == len(runs)
+
+    out = tmp_path / "hgrm"
+    assert main(["export", NAME, "--store", report_store(), "--format", "hgrm", "-o", str(out)]) == 0
+    cells = [c for c in aggregate(runs) if c.valid]
+    files = sorted(out.iterdir())
+    assert len(files) == len(cells)
+    totals = sorted(int(float(re.search(r"TotalCount\s*=\s*([0-9.]+)", f.read_text()).group(1))) for f in files)
+    mean, sd = map(float, re.search(r"Mean += +([0-9.]+), StdDeviation += +([0-9.]+)", files[0].read_text()).groups())
+    assert sd < 10 * mean  # in the same unit as the mean (hdrh leaves it unscaled; Arena scales it)
+    assert totals == sorted(sum(r.load.measured.response_time.count for r in c.valid_runs) for c in cells)
+    assert main(["export", NAME, "--store", report_store(), "--format", "hgrm"]) == 2  # needs -o DIR
+    assert "give a directory with -o DIR" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Callable
@@ -108,6 +109,58 @@ def latest(store: Store) -> str:
 def experiments(store_path: str) -> list[dict]:
     with open_store(store_path) as store:
         return store.experiments()
+
+
+def export_histograms(store_path: str, name: str, fmt: str) -> dict[str, str]:
+    """The experiment's latency histograms in HdrHistogram's own formats, for its tools
+    (HistogramLogProcessor, the plotters): "hlog", one log of every run's response-time histogram as
+    an interval (its measured window; a comment before it names the run and its validity); "hgrm",
+    per cell the percentile distribution of its valid runs' histograms merged exactly. Returns
+    file name -> text (one file for hlog). Values are microseconds; interval maxima in milliseconds."""
+    from hdrh.log import HistogramLogWriter
+
+    from arena.results.aggregate import aggregate
+
+    with open_store(store_path) as store:
+        runs = store.runs(name)
+    kept = [(r, r.load.measured.response_time) for r in runs if r.load and r.load.measured.response_time]
+    kept = [(r, h.decode()) for r, h in kept if h.hdr]
+    if not kept:
+        raise ArenaError(f"experiment {name}: no run has a latency histogram to export (arena-load records them)")
+    if fmt == "hlog":
+        buf = io.StringIO()
+        log = HistogramLogWriter(buf)
+        start = min(r.started_at for r, _ in kept)
+        buf.write(f"#[Arena experiment {name}: response time of each run, microseconds; maxima in ms]\n")
+        buf.write(f"#[StartTime: {start:.3f} (seconds since epoch), "
+                  f"{datetime.fromtimestamp(start, timezone.utc).isoformat(timespec='seconds')}]\n")
+        log.output_log_format_version()
+        log.output_legend()
+        for r, h in kept:
+            log.output_comment(f"run: {r.run_key}; valid: {'yes' if r.valid else 'no: ' + '; '.join(r.flags)}")
+            log.output_interval_histogram(h, r.started_at, r.started_at + r.load.measured.duration_s, 1000.0)
+        return {f"{name}.hlog": buf.getvalue()}
+    out = {}
+    for c in aggregate(runs):
+        merged = None
+        for r in c.valid_runs:
+            h = r.load.measured.response_time if r.load else None
+            if h is not None and h.hdr:
+                if merged is None:
+                    merged = h.decode()
+                else:
+                    merged.add(h.decode())
+        if merged is None:
+            continue
+        text = io.BytesIO()
+        merged.output_percentile_distribution(text, 1000.0)  # values in ms, as the tools print them
+        # hdrh (0.10) leaves the footer's standard deviation unscaled (microseconds beside a mean in ms)
+        fixed = re.sub(r"StdDeviation   = +[0-9.]+",
+                       lambda m: f"StdDeviation   = {merged.get_stddev() / 1000.0:12.{merged.significant_figures}f}",
+                       text.getvalue().decode())
+        slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{c.label} {c.workload} {c.level_label}")
+        out[f"{slug}.hgrm"] = fixed
+    return out
 
 
 def _csv_value(column: str, v):

@@ -1,23 +1,44 @@
-"""``arena export``: an experiment's runs as JSON or CSV."""
+"""``arena export``: an experiment's runs as JSON or CSV; its latency histograms as HdrHistogram
+logs (.hlog) or percentile distributions (.hgrm)."""
 
+import os
 import sys
 
-from arena.app.experiments import export
+from arena.app.experiments import export, export_histograms
 from arena.cli.args import add_store, write
+from arena.errors import ArenaError
 
 NAME = "export"
 
 
 def add(sub) -> None:
-    ex = sub.add_parser(NAME, help="write an experiment's runs as JSON or CSV (one row per run)")
+    ex = sub.add_parser(NAME, help="write an experiment's runs as JSON or CSV, its histograms as .hlog or .hgrm")
     ex.add_argument("experiment")
     add_store(ex)
-    ex.add_argument("--format", choices=("json", "csv"), default="csv")
-    ex.add_argument("-o", "--output", help="file (default: standard output)")
+    ex.add_argument("--format", choices=("json", "csv", "hlog", "hgrm"), default="csv",
+                    help="csv: one row per run; json: every run whole; hlog: every run's latency histogram as an "
+                         "HdrHistogram log; hgrm: each cell's merged histogram as a percentile distribution "
+                         "(one file per cell: give -o DIR)")
+    ex.add_argument("-o", "--output", help="file (a directory for hgrm; default: standard output)")
 
 
 def run(args, out) -> int:
-    text = export(args.store, args.experiment, args.format)
+    if args.format == "hgrm":
+        if not args.output:
+            raise ArenaError("--format hgrm: writes one file per cell; give a directory with -o DIR")
+        try:
+            os.makedirs(args.output, exist_ok=True)
+        except OSError as e:
+            raise ArenaError(f"--output {args.output}: cannot make it ({e.strerror})") from None
+        files = export_histograms(args.store, args.experiment, "hgrm")
+        for file, text in files.items():
+            write(os.path.join(args.output, file), text, "--output")
+        out.print(f"{len(files)} percentile distributions (.hgrm) in {os.path.abspath(args.output)}", highlight=False)
+        return 0
+    if args.format == "hlog":
+        (text,) = export_histograms(args.store, args.experiment, "hlog").values()
+    else:
+        text = export(args.store, args.experiment, args.format)
     if args.output:
         write(args.output, text, "--output")
     else:
