@@ -11,6 +11,7 @@ import pytest
 
 from arena import stats
 from arena.app.analysis import Limits, analyse
+from arena.errors import ArenaError
 from arena.app.experiments import results
 from arena.app.report import build_report
 from arena.cli import main
@@ -156,3 +157,47 @@ def test_recommend_renders_the_same_answer_as_show_at_its_load(res):
     at4 = [c for c in res.cells if c.level == 4.0]
     assert rec.measured.best.cell == answer(at4, "default", shown.goal).best.cell
     assert [v.cell for v in rec.measured.tied] == [v.cell for v in answer(at4, "default", shown.goal).tied]
+
+
+def test_thresholds_are_read_checked_on_each_cell_and_refused_in_one_line(res):
+    from arena.plan.experiment import parse_experiment
+    from arena.results.thresholds import evaluate, failed, parse
+
+    assert parse("p99 < 200ms").value == 200 and parse("p99<0.2s").value == 200
+    assert parse("errors < 0.1%").value == 0.1 and parse("memory <= 1GiB").value == 1024
+    assert parse("throughput > 500").op == ">"
+    for bad in ("latency < 200ms", "errors < 0.1", "p99 ~ 200ms"):
+        with pytest.raises(ValueError):
+            parse(bad)
+    # on the fixture's cells: a p99 below every cell's fails everywhere, above every one passes
+    lowest = min(c.p99_us.median for c in res.cells if c.valid) / 1000
+    highest = max(c.p99_us.median for c in res.cells if c.valid) / 1000
+    assert len(failed(evaluate(res.cells, [parse(f"p99 < {lowest / 2:.3f}ms")]))) == sum(c.valid > 0 for c in res.cells)
+    assert failed(evaluate(res.cells, [parse(f"p99 < {2 * highest:.3f}ms")])) == []
+    # a server entry's thresholds apply to its configurations only
+    exp = parse_experiment({"workload": {"path": "/"}, "thresholds": ["errors < 1%"],
+                            "servers": [{"server": "puma", "threads": [1, 2], "thresholds": ["p99 < 50ms"]},
+                                        {"server": "unicorn"}]}, "t.toml")
+    top, mine, _ = exp.thresholds[0], exp.thresholds[1], None
+    assert top.server is None and mine.server == "puma" and len(mine.configs) == 2
+    with pytest.raises(ArenaError, match=r'^t\.toml: thresholds = "p99 ~ 1": must be a threshold such as'):
+        parse_experiment({"workload": {"path": "/"}, "thresholds": ["p99 ~ 1"], "servers": [{"server": "puma"}]},
+                         "t.toml")
+
+
+def test_show_exits_4_when_a_threshold_fails(res, tmp_path, capsys):
+    """The fixture store with thresholds added to its definition: show says which cells fail and
+    exits 4 (every run valid, a threshold failed); a threshold every cell meets exits 0."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    shutil.copy(report_store(), db)
+    lowest = min(c.p99_us.median for c in res.cells if c.valid) / 1000
+    for text, code in ((f"p99 < {lowest / 2:.3f}ms", 4), ("throughput > 1", 0)):
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE experiments SET definition = ? WHERE name = ?",
+                        (json.dumps({**res.definition, "thresholds": [text]}), NAME))
+        assert main(["show", NAME, "--store", str(db)]) == code
+        out = capsys.readouterr().out
+        assert (f"threshold {text}: FAILED in" in out) if code else (f"threshold {text}: passed in all" in out)

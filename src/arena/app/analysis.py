@@ -13,8 +13,9 @@ from functools import cached_property
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model.findings import ModelFindings, findings
-from arena.plan.experiment import goal_of
+from arena.plan.experiment import goal_of, thresholds_of
 from arena.results.answer import Answer, Goal, answers
+from arena.results.thresholds import Outcome, evaluate, failed
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,11 @@ class Analysis:
     results: Results
     goal: Goal
     answers: list[Answer]
+    thresholds: list[Outcome]  # every threshold of the experiment on every cell it applies to
+
+    @property
+    def failed_thresholds(self) -> list[Outcome]:
+        return failed(self.thresholds)
 
     @cached_property
     def findings(self) -> ModelFindings:
@@ -56,7 +62,11 @@ def goal(res: Results, limits: Limits = Limits()) -> Goal:
 
 def analyse(res: Results, limits: Limits = Limits()) -> Analysis:
     g = goal(res, limits)
-    return Analysis(res, g, answers(res.cells, g, res.failures))
+    try:
+        given = thresholds_of(res.definition, res.file or "(stored definition)")
+    except ArenaError:  # stored thresholds this Arena cannot read: none
+        given = []
+    return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, given))
 
 
 def analyses(store_path: str, name: str | None = None, limits: Limits = Limits()) -> list[Analysis]:

@@ -14,6 +14,7 @@ from arena.cpus import parse_cpu_list
 from arena.servers.launch import env_problem
 
 EXIT_ERROR, EXIT_FAILED, EXIT_NOT_SAVED, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 3, 130, 143
+EXIT_THRESHOLD = 4  # every run valid, but a threshold of the experiment failed
 # The model's input bounds: the exact MVA is quadratic in the clients (2,000 take about 3 s here),
 # and times beyond an hour per request are a mistake, not a workload.
 MODEL_CLIENTS = 2000

@@ -7,7 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.app.decide import BUDGET_S, MAX_REPETITIONS, run_until_decided
 from arena.app.experiments import run_file
-from arena.cli.args import note_unused_environment, reap_first, EXIT_FAILED, add_store, count, duration, warn
+from arena.cli.args import note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_store, count, duration, warn
 
 NAME = "run"
 
@@ -119,7 +119,16 @@ def _ms(us: int | None, width: int, digits: int) -> str:
 
 
 def summary(out, counts, name: str, store: str) -> int:
-    """The closing line of a run, and its exit code: failed or invalid runs are not a success."""
+    """The closing lines of a run, and its exit code: failed or invalid runs are not a success
+    (EXIT_FAILED); with every run valid, a failed threshold of the experiment is EXIT_THRESHOLD."""
+    from arena.app.analysis import analyses
+    from arena.report.answer import threshold_lines
+
     out.print(f"{counts.done} runs done ({counts.invalid} invalid), {counts.skipped} already in the store, "
               f"{counts.failed} failed; results in {store} (arena show {name} --store {store})", highlight=False)
-    return EXIT_FAILED if counts.failed or counts.invalid else 0
+    (analysis,) = analyses(store, name)
+    for line in threshold_lines(analysis.thresholds):
+        out.print(line, highlight=False, markup=False)
+    if counts.failed or counts.invalid:
+        return EXIT_FAILED
+    return EXIT_THRESHOLD if analysis.failed_thresholds else 0

@@ -8,8 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.analysis import analyses
-from arena.cli.args import add_goal, add_store, goal_limits
-from arena.report.answer import answer_lines, experiment_json
+from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, goal_limits
+from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
 from arena.report.summary import load_summary
 
@@ -28,10 +28,10 @@ def add(sub) -> None:
 def run(args, out) -> int:
     found = analyses(args.store, args.experiment, goal_limits(args))
     if args.json:
-        docs = [experiment_json(a.results.name, a.answers, a.results.cells) for a in found]
+        docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds) for a in found]
         doc = docs if args.experiment is None else docs[0]
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
-        return 0
+        return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
     for a in found:
         res = a.results
         if not res.runs:
@@ -45,8 +45,10 @@ def run(args, out) -> int:
         for answer in a.answers:
             for line in answer_lines(answer, len(a.answers) > 1):
                 out.print(line, highlight=False, markup=False)
+        for line in threshold_lines(a.thresholds):
+            out.print(line, highlight=False, markup=False)
         out.print(terminal_table(comparison_table(res.cells), f"{res.name}: medians of valid repetitions; intervals of the medians"))
-    return 0
+    return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
 
 
 def terminal_table(t, title: str | None = None) -> Table:

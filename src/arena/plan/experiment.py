@@ -29,6 +29,7 @@ from arena.clients import Clients, clients as read_clients
 from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
 from arena.results.answer import Goal
+from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
 from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, Reader, show_value
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
@@ -36,9 +37,10 @@ from arena.topology import BARE, Topology, instance_cpus, topology, value_proble
 MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
-            "speed_threshold", "goal", "layout", "workload", "workloads", "load", "servers", "topology", "clients",
+            "speed_threshold", "goal", "thresholds", "layout", "workload", "workloads", "load", "servers", "topology", "clients",
             "load_threads", "reproduce"}
-SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology"}
+SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology",
+               "thresholds"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
 
 
@@ -143,6 +145,7 @@ class Experiment:
     load_threads: int = 1  # the load tool's threads (wrk -t; arena-load's workers)
     reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
     goal: Goal = Goal()  # what the answer must keep within ([goal]); flags override it
+    thresholds: tuple[Threshold, ...] = ()  # pass/fail criteria for CI (thresholds = [...]), on each cell
 
 
 @dataclass(frozen=True)
@@ -233,8 +236,11 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         raise top.fail("servers", servers_raw, "must be one or more [[servers]] tables")
     servers: list[ServerConfig] = []
     entry_of: dict[ServerConfig, int] = {}
+    thresholds = _thresholds(top, None)
     for i, raw in enumerate(servers_raw):
-        for c in _server_grid(Reader(file, raw, f"servers[{i}]."), default_app, default_topology):
+        grid = _server_grid(Reader(file, raw, f"servers[{i}]."), default_app, default_topology)
+        thresholds += _thresholds(Reader(file, raw, f"servers[{i}]."), grid)
+        for c in grid:
             if c in entry_of:  # never merged silently: one of them is a mistake
                 raise top.fail(f"servers[{i}]", c.name, f"this configuration is in servers[{entry_of[c]}] too "
                                                         f"({c.key}); keep one")
@@ -290,7 +296,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         services=services, service_cpus=service_cpus,
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
-        goal=_goal(top), source=data,
+        goal=_goal(top), thresholds=tuple(thresholds), source=data,
     )
 
 
@@ -298,6 +304,40 @@ def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") 
     """The workloads of an experiment's (stored) definition by name, read as the experiment reader
     reads them, without the parts that depend on the machine (the CPU layout)."""
     return {w.name: w for w in _workloads(Reader(file, definition), read_mix=False)}
+
+
+def _thresholds(r: Reader, grid: list[ServerConfig] | None) -> list[Threshold]:
+    """``thresholds = ["p99 < 200ms", ...]`` of the experiment, or of a server entry (``grid``: its
+    configurations, which alone its thresholds apply to)."""
+    raw = r.get("thresholds")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not raw:
+        raise r.fail("thresholds", raw, 'must be a list such as ["p99 < 200ms", "errors < 0.1%"]')
+    out = []
+    for text in raw:
+        try:
+            t = parse_threshold(text)
+        except ValueError as e:
+            raise r.fail("thresholds", text, str(e)) from None
+        out.append(t if grid is None else replace(t, server=grid[0].server, configs=frozenset(c.key for c in grid)))
+    return out
+
+
+def thresholds_of(definition: dict[str, Any], file: str = "(stored definition)") -> list[Threshold]:
+    """The thresholds of an experiment's (stored) definition. A server entry's apply to the
+    configurations it expands to; where that cannot be read here (its app moved), to its server."""
+    top = Reader(file, definition)
+    out = _thresholds(top, None)
+    for i, raw in enumerate(definition.get("servers") or []):
+        r = Reader(file, raw, f"servers[{i}].")
+        if not isinstance(raw, dict) or raw.get("thresholds") is None:
+            continue
+        try:
+            out += _thresholds(r, _server_grid(r, definition.get("app"), definition.get("topology") or {}))
+        except ArenaError:
+            out += [replace(t, server=raw.get("server")) for t in _thresholds(r, None)]
+    return out
 
 
 def goal_of(definition: dict[str, Any], file: str = "(stored definition)") -> Goal:

@@ -3,11 +3,12 @@ report opens with, and ``arena show --json`` (schemas/answer.schema.json). Forma
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from arena import stats
 from arena.results.aggregate import MiB, Cell, Figure
 from arena.results.answer import Answer, Pick, Versus
+from arena.results.thresholds import FIGURES as THRESHOLD_FIGURES, Outcome
 
 METHOD = (f"comparisons are ratios of geometric means with a 95% interval ({stats.Ratio.METHOD}); a difference "
           "is declared only where the interval excludes 1 and the ratio is beyond {threshold:g}%")
@@ -188,7 +189,28 @@ def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
     }
 
 
-def experiment_json(name: str, answers: list[Answer], cells: list[Cell]) -> dict[str, Any]:
-    """An experiment's answers as one JSON document (``arena show --json``)."""
+def experiment_json(name: str, answers: list[Answer], cells: list[Cell], outcomes: Sequence[Outcome] = ()) -> dict[str, Any]:
+    """An experiment's answers as one JSON document (``arena show --json``), with its thresholds'
+    outcomes on each cell."""
     return {"schema": "arena/answer/1", "experiment": name,
-            "answers": [answer_json(a, cells) for a in answers]}
+            "answers": [answer_json(a, cells) for a in answers],
+            "thresholds": [{"threshold": o.threshold.text, "configuration": o.cell.label, "workload": o.cell.workload,
+                            "level": o.cell.level, "value": o.value, "passed": o.passed} for o in outcomes]}
+
+
+def threshold_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """Each threshold: the cells it passed in, or where it failed with the cell's figure."""
+    lines = []
+    by: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by.setdefault(o.threshold.text, []).append(o)
+    for text, mine in by.items():
+        bad = [o for o in mine if o.passed is False]
+        judged = [o for o in mine if o.passed is not None]
+        if bad:
+            unit = THRESHOLD_FIGURES[mine[0].threshold.figure][1]
+            lines.append(f"threshold {text}: FAILED in {len(bad)} of {len(judged)} cells: " + "; ".join(
+                f"{o.cell.label} at {o.cell.level_label} ({o.value:.4g} {unit})" for o in bad))
+        else:
+            lines.append(f"threshold {text}: passed in all {len(judged)} cells")
+    return lines

@@ -16,7 +16,7 @@ from arena.plan.experiment import workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
-from arena.report.answer import ANSWER_HEAD, answer_rows, experiment_json, headline, notes
+from arena.report.answer import ANSWER_HEAD, answer_rows, experiment_json, headline, notes, threshold_lines
 from arena.results.answer import Answer
 from arena.results.runs import Run
 
@@ -352,7 +352,7 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
 
 
 def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found,
-          answers: Sequence[Answer], comparison=None) -> Report:
+          answers: Sequence[Answer], comparison=None, thresholds: Sequence = ()) -> Report:
     """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
     workload; ``comparison``: its published study beside it, when it reproduces one)."""
     by_section: dict[str, list[ch.Chart]] = {}
@@ -397,8 +397,8 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     report_charts = [c for s in sections for c in s.charts]
     paint(report_charts, labels(cells))
 
-    opening = [Opening(headline(a, len(answers) > 1), Table(list(ANSWER_HEAD), answer_rows(a), "answer-table"), notes(a))
-               for a in answers]
+    opening = [Opening(headline(a, len(answers) > 1), Table(list(ANSWER_HEAD), answer_rows(a), "answer-table"),
+                       notes(a) + (threshold_lines(thresholds) if i == 0 else [])) for i, a in enumerate(answers)]
     env = runs[0].environment if runs else None
     envs = {json.dumps(r.environment.__dict__, sort_keys=True) for r in runs}
     drivers = sorted({r.driver for r in runs})
@@ -432,4 +432,5 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     env_rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in (env.__dict__ if env else {}).items()]
     return Report(name, definition.get("description", ""), len(runs), sum(r.valid for r in runs), len(labels(cells)),
                   opening, sections, method, Table(["item", "value"], env_rows),
-                  Table(["key", "value"], _definition_rows(definition)), experiment_json(name, list(answers), cells))
+                  Table(["key", "value"], _definition_rows(definition)),
+                  experiment_json(name, list(answers), cells, thresholds))
