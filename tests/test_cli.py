@@ -199,3 +199,18 @@ def test_workers_and_t_are_the_servers_own_words_for_processes_and_threads():
                  ["predict", "--server", "puma", "--workers", "2", "-t", "3"]):
         args = p.parse_args(argv)
         assert (args.processes, args.threads) == (2, 3), argv
+
+
+def test_every_command_has_examples_that_parse():
+    import shlex
+
+    from arena.cli import COMMANDS, EXAMPLES, build_parser
+
+    assert set(EXAMPLES) == set(COMMANDS)
+    p = build_parser()
+    for name, lines in EXAMPLES.items():
+        assert "examples:" in p._subparsers._group_actions[0].choices[name].format_help()
+        for line in lines:
+            words = shlex.split(line)
+            assert words[0] == "arena" and words[1] == name
+            p.parse_args([w.replace("~", "/home") for w in words[1:]])  # an example that does not parse fails here

@@ -6,6 +6,7 @@ Only this package turns an ArenaError into a one-line message and an exit code (
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -29,6 +30,33 @@ COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, compare, ls, ex
                                 recommend, simulate, reproduce, check, reap)}
 
 
+# Each command's --help ends with these (a test parses every one, so they stay true).
+EXAMPLES = {
+    "servers": ["arena servers"],
+    "serve": ["arena serve puma -w 2 -t 5 --cpus 1", "arena serve gunicorn-gthread --app myapp:app --interface wsgi "
+              "--chdir ~/src/myapp"],
+    "load": ["arena load http://127.0.0.1:8080/ -c 16 -d 10s", "arena load http://127.0.0.1:8080/ -r 200 -d 30s"],
+    "run": ["arena run scenarios/quick.toml", "arena run scenarios/quick.toml --until-decided --budget 20m",
+            "arena run scenarios/quick.toml --dry-run"],
+    "show": ["arena show quick", "arena show quick --p99-max 100 --json"],
+    "compare": ["arena compare last.db:quick quick --fail-on \"p99>+10%,throughput<-5%\" --format markdown",
+                "arena compare baseline.json quick"],
+    "ls": ["arena ls", "arena ls --store ~/arena/results.db"],
+    "export": ["arena export quick --format csv -o quick.csv", "arena export quick --format hgrm -o hgrm/"],
+    "import": ["arena import arena.db.rescued-1234.json"],
+    "report": ["arena report quick -o quick.html", "arena report quick --p99-max 100 --export charts/"],
+    "predict": ["arena predict quick --server puma -w 2 -t 5 --concurrency 1,8,32",
+                "arena predict --server puma -w 2 -t 5 --cpu-ms 5 --io-ms 10 --rate 100,200"],
+    "recommend": ["arena recommend quick --concurrency 16 --p99-max 100", "arena recommend quick --rate 150 "
+                  "--p99-max 200 --memory-max 500 --verify"],
+    "simulate": ["arena simulate --processes 2 --threads 5 --cpu exp:mean=5ms --io fixed:10ms --rate 150",
+                 "arena simulate --instances 4 --policy roundrobin,leastconn --service exp:mean=20ms --rate 150"],
+    "reproduce": ["arena reproduce --list", "arena reproduce rochkind-heroku"],
+    "check": ["arena check", "arena check puma unicorn --app rack"],
+    "reap": ["arena reap", "arena reap --logs"],
+}
+
+
 def _on_sigterm(signum, frame):
     raise Terminated()
 
@@ -40,6 +68,10 @@ def build_parser() -> Parser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in COMMANDS.values():
         module.add(sub)
+    for name, lines in EXAMPLES.items():
+        command = sub.choices[name]
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in lines)
     return p
 
 
