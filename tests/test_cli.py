@@ -211,6 +211,27 @@ def test_every_command_has_examples_that_parse():
     for name, lines in EXAMPLES.items():
         assert "examples:" in p._subparsers._group_actions[0].choices[name].format_help()
         for line in lines:
-            words = shlex.split(line)
+            words = shlex.split(line.split(" > ")[0])  # a redirection is the shell's
             assert words[0] == "arena" and words[1] == name
             p.parse_args([w.replace("~", "/home") for w in words[1:]])  # an example that does not parse fails here
+
+
+def test_completion_scripts_know_every_command_and_its_flags(tmp_path):
+    import subprocess
+    import sys
+
+    from arena.cli import COMMANDS
+
+    done = subprocess.run([sys.executable, "-m", "arena", "completion", "bash"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0
+    script = tmp_path / "arena.bash"
+    script.write_text(done.stdout)
+    # bash itself reads it and completes "arena sh" and "arena run --until"
+    probe = ("source {0}; COMP_WORDS=(arena sh); COMP_CWORD=1; _shtab_arena; echo ${{COMPREPLY[*]}}; "
+             "COMP_WORDS=(arena run --until); COMP_CWORD=2; _shtab_arena; echo ${{COMPREPLY[*]}}").format(script)
+    words = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60).stdout.splitlines()
+    assert set(words[0].split()) == {c for c in COMMANDS if c.startswith("sh")}
+    assert "--until-decided" in words[1].split()
+    zsh = subprocess.run([sys.executable, "-m", "arena", "completion", "zsh"], capture_output=True, text=True, timeout=60)
+    assert zsh.returncode == 0 and "#compdef arena" in zsh.stdout

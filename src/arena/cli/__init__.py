@@ -20,14 +20,14 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 
 from rich.console import Console  # noqa: E402
 
-from arena.cli import (check, compare, export, import_, load, ls, predict, reap, recommend, report,  # noqa: E402
-                       reproduce, run, serve, servers, show, simulate)
+from arena.cli import (check, compare, completion, export, import_, load, ls, predict, reap, recommend,  # noqa: E402
+                       report, reproduce, run, serve, servers, show, simulate)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena import __version__  # noqa: E402
 from arena.errors import ArenaError, DriverFailed, NotSaved, Terminated  # noqa: E402
 
 COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, compare, ls, export, import_, report, predict,
-                                recommend, simulate, reproduce, check, reap)}
+                                recommend, simulate, reproduce, check, reap, completion)}
 
 
 # Each command's --help ends with these (a test parses every one, so they stay true).
@@ -54,6 +54,8 @@ EXAMPLES = {
     "reproduce": ["arena reproduce --list", "arena reproduce rochkind-heroku"],
     "check": ["arena check", "arena check puma unicorn --app rack"],
     "reap": ["arena reap", "arena reap --logs"],
+    "completion": ["arena completion bash > /etc/bash_completion.d/arena",
+                   "arena completion zsh > \"${fpath[1]}/_arena\""],
 }
 
 
