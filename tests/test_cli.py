@@ -235,3 +235,22 @@ def test_completion_scripts_know_every_command_and_its_flags(tmp_path):
     assert "--until-decided" in words[1].split()
     zsh = subprocess.run([sys.executable, "-m", "arena", "completion", "zsh"], capture_output=True, text=True, timeout=60)
     assert zsh.returncode == 0 and "#compdef arena" in zsh.stdout
+
+
+@pytest.mark.parametrize("argv, schema", [(["servers", "--json"], "servers"), (["ls", "--json"], "ls")])
+def test_json_outputs_match_their_schemas(argv, schema, capsys):
+    import json
+
+    import jsonschema
+
+    from tests.conftest import report_store
+
+    assert main(argv + (["--store", report_store()] if schema == "ls" else [])) == 0
+    doc = json.loads(capsys.readouterr().out)
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    jsonschema.Draft202012Validator(json.loads((root / "schemas" / f"{schema}.schema.json").read_text())).validate(doc)
+    if schema == "ls":
+        assert [e["name"] for e in doc["experiments"]] == ["tiny-grid"] and doc["experiments"][0]["runs"] == 32
+    else:
+        puma = next(s for s in doc["servers"] if s["name"] == "puma")
+        assert puma["knobs"]["threads"]["env"] == "RAILS_MAX_THREADS" and puma["available"]

@@ -1,6 +1,8 @@
-"""``arena ls``: the experiments in a store."""
+"""``arena ls``: the experiments in a store (``--json``: schemas/ls.schema.json)."""
 
 import datetime
+import json
+import sys
 
 from rich.markup import escape
 from rich.table import Table
@@ -12,10 +14,23 @@ NAME = "ls"
 
 
 def add(sub) -> None:
-    add_store(sub.add_parser(NAME, help="list the experiments in the store"))
+    p = sub.add_parser(NAME, help="list the experiments in the store")
+    add_store(p)
+    p.add_argument("--json", action="store_true", help="print them as JSON (schemas/ls.schema.json)")
+
+
+def _time(t: float | None) -> str | None:
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds") if t else None
 
 
 def run(args, out) -> int:
+    if args.json:
+        doc = {"schema": "arena/ls/1", "store": args.store,
+               "experiments": [{"name": e["name"], "file": e["file"], "runs": e["runs"], "valid": e["valid"],
+                                "created": _time(e["created_at"]), "last_run": _time(e["last_run"])}
+                               for e in experiments(args.store)]}
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return 0
     table = Table(title=f"experiments in {args.store}")
     for col in ("name", "file", "runs", "valid", "last run"):
         table.add_column(col)

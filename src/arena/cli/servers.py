@@ -1,4 +1,8 @@
-"""``arena servers``: the catalog, what is installed and its versions."""
+"""``arena servers``: the catalog, what is installed and its versions (``--json``:
+schemas/servers.schema.json)."""
+
+import json
+import sys
 
 from rich.markup import escape
 from rich.table import Table
@@ -10,10 +14,20 @@ NAME = "servers"
 
 
 def add(sub) -> None:
-    sub.add_parser(NAME, help="list the servers Arena knows, their knobs and what is installed")
+    p = sub.add_parser(NAME, help="list the servers Arena knows, their knobs and what is installed")
+    p.add_argument("--json", action="store_true", help="print the catalog as JSON (schemas/servers.schema.json)")
 
 
 def run(args, out) -> int:
+    if args.json:
+        doc = {"schema": "arena/servers/1", "servers": [
+            {"name": i.server.name, "language": i.server.language, "model": i.server.model,
+             "knobs": {k: {"default": v.default, "env": v.env, "why": v.why} for k, v in i.server.knobs.items()},
+             "settings": list(catalog.options_for(i.server)), "apps": list(i.server.apps),
+             "available": i.available, "install": None if i.available else i.server.install_hint, "version": i.version}
+            for i in servers()], "not_run": dict(catalog.MISSING)}
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return 0
     table = Table(title="Servers")
     for col in ("name", "language", "model", "knobs (default)", "settings", "apps", "available", "version"):
         table.add_column(col)
