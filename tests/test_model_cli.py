@@ -272,3 +272,29 @@ def test_predict_prints_the_range_and_what_is_extrapolated(capsys):
     out = capsys.readouterr().out
     assert "in brackets: the range the calibration's intervals allow" in out
     assert "extrapolated: processes 4: beyond the 2 measured" in out
+
+
+def test_predict_and_recommend_print_json_that_matches_their_schemas(capsys):
+    import json as json_
+
+    import jsonschema
+
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "schemas"
+
+    def schema(name):
+        return jsonschema.Draft202012Validator(json_.loads((root / f"{name}.schema.json").read_text()))
+
+    assert main(["predict", NAME, "--store", STORE, "--server", "puma", "-w", "4", "--concurrency", "1,4", "--json"]) == 0
+    doc = json_.loads(capsys.readouterr().out)
+    schema("predict").validate(doc)
+    assert [r["level"] for r in doc["rows"]] == [1, 4] and doc["extrapolated"] == ["processes 4: beyond the 2 measured"]
+    assert all(r["throughput_low"] <= r["throughput"] <= r["throughput_high"] for r in doc["rows"])
+    assert main(["recommend", NAME, "--store", STORE, "--concurrency", "4", "--p99-max", "11", "--json"]) == 0
+    doc = json_.loads(capsys.readouterr().out)
+    schema("recommend").validate(doc)
+    (rec,) = doc["recommendations"]
+    answer_schema = json_.loads((root / "answer.schema.json").read_text())
+    jsonschema.Draft202012Validator({"$defs": answer_schema["$defs"], "$ref": "#/$defs/answer"}).validate(rec["measured"])
+    assert rec["measured"]["best"]["level"] == 4 and {s["server"] for s in rec["per_server"]} == {"puma", "gunicorn-gthread"}

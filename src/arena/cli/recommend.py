@@ -1,4 +1,8 @@
-"""``arena recommend``: the best processes x threads per server under limits (and --verify)."""
+"""``arena recommend``: the best processes x threads per server under limits (and --verify); ``--json``:
+schemas/recommend.schema.json."""
+
+import json
+import sys
 
 from rich.markup import escape
 from rich.table import Table
@@ -7,6 +11,7 @@ from arena.app.model import Load, recommendations, verify
 from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, count, goal_limits, listof,
                             positive)
 from arena.errors import ArenaError
+from arena.report.model_json import recommend_json
 from arena.report.answer import cell_text, figure_text, meets_text, verdict_text
 
 NAME = "recommend"
@@ -30,6 +35,7 @@ def add(sub) -> None:
                     help="predict every candidate by simulation (accept discipline, measured service-time distributions) "
                          "instead of the mean-value model")
     rc.add_argument("--verify", action="store_true", help="run the top candidates on the real servers and compare")
+    rc.add_argument("--json", action="store_true", help="print the recommendations as JSON (schemas/recommend.schema.json)")
 
 
 def run(args, out) -> int:
@@ -38,6 +44,12 @@ def run(args, out) -> int:
                                 args.pool, args.sim, args.workload)
     if args.verify and len(recs) > 1:
         raise ArenaError(f"--verify: {res.name} has {len(recs)} workloads; give --workload to verify one")
+    if args.json:
+        if args.verify:
+            raise ArenaError("--json: not with --verify (its runs print as they go); verify, then arena show its experiment")
+        sys.stdout.write(json.dumps(recommend_json(recs, res.cells), indent=1) + "\n")
+        found = any(r.measured.best is not None or r.best is not None for r in recs)
+        return 0 if found else EXIT_FAILED
     what = f"{int(load.level)} clients" if load.model == "closed" else f"{load.level:g} requests/s"
     found = False
     for rec in recs:

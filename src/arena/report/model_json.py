@@ -1,0 +1,64 @@
+"""The model's answers as JSON: ``arena predict --json`` (schemas/predict.schema.json) and ``arena
+recommend --json`` (schemas/recommend.schema.json). Formats only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.report.answer import answer_json
+
+
+def _figure(f) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    iv = f.interval
+    return {"median": f.median, "low": iv.lo if iv else None, "high": iv.hi if iv else None, "n": f.n}
+
+
+def predict_json(got) -> dict[str, Any]:
+    """An app/model.py Predictions as JSON."""
+    cal, config = got.calibration, got.config
+    rows = []
+    for row in got.rows:
+        pr, sim = row.prediction, row.simulated
+        tp, p99 = row.throughput_range, row.p99_range_ms
+        rows.append({
+            "model": row.load.model, "level": row.load.level, "throughput": pr.throughput,
+            "throughput_low": tp[0] if tp else None, "throughput_high": tp[1] if tp else None,
+            "mean_ms": pr.mean_ms, "p50_ms": pr.p50_ms, "p99_ms": pr.p99_ms,
+            "p99_low_ms": p99[0] if p99 else None, "p99_high_ms": p99[1] if p99 else None,
+            "cpu_utilization": pr.cpu_utilization, "binds": pr.binding, "overloaded": pr.overloaded,
+            "measured_throughput": row.measured, "measured_p99_ms": row.measured_p99_ms,
+            "simulated": None if sim is None else {"throughput": sim.prediction.throughput,
+                                                   "p50_ms": sim.prediction.p50_ms, "p99_ms": sim.prediction.p99_ms,
+                                                   "p99_low_ms": sim.p99_lo_ms, "p99_high_ms": sim.p99_hi_ms}})
+    return {"schema": "arena/predict/1", "server": cal.server, "workload": cal.workload, "calibrated": got.calibrated,
+            "calibration": {"cores": cal.cores, "cpu_ms": _figure(cal.cpu_ms), "io_ms": _figure(cal.io_ms),
+                            "outside_ms": _figure(cal.outside_ms), "db_ms": _figure(cal.db_ms)},
+            "configuration": {"processes": config.processes, "threads": config.threads, "pool": config.pool,
+                              "cores": config.cores, "routing": config.routing},
+            "rows": rows, "extrapolated": list(got.extrapolated)}
+
+
+def recommend_json(recs, cells) -> dict[str, Any]:
+    """app/model.py Recommendations (one per workload) as JSON: the measured answer at the load first,
+    then the model's candidates per server."""
+    def candidate(c) -> dict[str, Any]:
+        return {"configuration": c.name, "processes": c.processes, "threads": c.threads, "pool": c.pool,
+                "throughput": c.predicted.throughput, "p50_ms": c.predicted.p50_ms, "p99_ms": c.predicted.p99_ms,
+                "memory_mib": c.memory_mib, "binds": c.predicted.binding, "fits": c.fits,
+                "why_not": c.why_not or None}
+
+    out = []
+    for rec in recs:
+        here = [c for c in cells if c.model == rec.load.model and c.level == rec.load.level]
+        best = rec.best
+        out.append({"workload": rec.workload, "measured": answer_json(rec.measured, here),
+                    "per_server": [{"server": s.server, "cores": s.cores, "candidates": [candidate(c) for c in s.shown]}
+                                   for s in rec.per_server],
+                    "best_predicted": candidate(best) if best else None})
+    load = recs[0].load
+    g = recs[0].goal
+    return {"schema": "arena/recommend/1", "load": {"model": load.model, "level": load.level},
+            "goal": {"p99_max_ms": g.p99_ms, "memory_max_mib": g.memory_mib, "error_max_pct": g.error_pct},
+            "recommendations": out}
