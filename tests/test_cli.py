@@ -254,3 +254,25 @@ def test_json_outputs_match_their_schemas(argv, schema, capsys):
     else:
         puma = next(s for s in doc["servers"] if s["name"] == "puma")
         assert puma["knobs"]["threads"]["env"] == "RAILS_MAX_THREADS" and puma["available"]
+
+
+@pytest.mark.integration
+def test_check_prints_json_alone_on_standard_output():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import jsonschema
+
+    from tests.conftest import require_server
+
+    require_server("puma")
+    done = subprocess.run([sys.executable, "-m", "arena", "check", "puma", "--app", "rack", "--json"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "WEB_CONCURRENCY": "2"})
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)  # the note on WEB_CONCURRENCY went to standard error
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "check.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    assert doc["passed"] == 1 and doc["results"][0]["server"] == "puma" and "WEB_CONCURRENCY=2" in done.stderr

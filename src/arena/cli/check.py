@@ -1,4 +1,7 @@
-"""``arena check``: conformance of every server and app."""
+"""``arena check``: conformance of every server and app (``--json``: schemas/check.schema.json)."""
+
+import json
+import sys
 
 from rich.markup import escape
 from rich.table import Table
@@ -20,9 +23,15 @@ def add(sub) -> None:
     add_user_app(c)
     c.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
                    help="start this service first and point every server at it (repeatable): postgres, http")
+    c.add_argument("--json", action="store_true",
+                   help="print the results as JSON at the end (schemas/check.schema.json), instead of the table")
 
 
 def run(args, out) -> int:
+    if args.json:  # standard output is the document alone: notes and warnings go to standard error
+        from rich.console import Console
+
+        out = Console(file=sys.stderr)
     table = Table(title="arena check: conformance of every server and app")
     for col in ("server", "app", "result", "version", "knobs", "start-up", "PSS", "procs", "problems"):
         table.add_column(col, overflow="fold")
@@ -40,15 +49,23 @@ def run(args, out) -> int:
                       f"{r.pss_bytes / 2**20:.1f} MiB" if r.pss_bytes else "-",
                       str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
         why = f": {r.problems[0]}" if r.status != "pass" and r.problems else ""
-        out.print(f"{r.server:17} {r.app:8} {r.status}{why}", highlight=False, markup=False)
+        if not args.json:
+            out.print(f"{r.server:17} {r.app:8} {r.status}{why}", highlight=False, markup=False)
 
     reap_first(out)
     note_unused_environment(out)
     results = check(args.servers or None, args.apps, user=user_app_options(args), processes=args.processes, threads=args.threads,
                     cpus=args.cpus, services=args.services, on_result=row,
                     on_service=lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
-    out.print(table)
     failed = sum(r.status == "fail" for r in results)
     skipped = sum(r.status == "skip" for r in results)
+    if args.json:
+        doc = {"schema": "arena/check/1", "passed": len(results) - failed - skipped, "failed": failed, "skipped": skipped,
+               "results": [{"server": r.server, "app": r.app, "status": r.status, "version": r.version,
+                            "knobs": r.knobs, "startup_s": r.startup_s, "pss_bytes": r.pss_bytes,
+                            "processes": r.processes, "problems": list(r.problems)} for r in results]}
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return EXIT_FAILED if failed else 0
+    out.print(table)
     out.print(f"{len(results) - failed - skipped} passed, {failed} failed, {skipped} skipped")
     return EXIT_FAILED if failed else 0
