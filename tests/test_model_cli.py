@@ -298,3 +298,26 @@ def test_predict_and_recommend_print_json_that_matches_their_schemas(capsys):
     answer_schema = json_.loads((root / "answer.schema.json").read_text())
     jsonschema.Draft202012Validator({"$defs": answer_schema["$defs"], "$ref": "#/$defs/answer"}).validate(rec["measured"])
     assert rec["measured"]["best"]["level"] == 4 and {s["server"] for s in rec["per_server"]} == {"puma", "gunicorn-gthread"}
+
+
+@pytest.mark.parametrize("argv, kind", [
+    (["simulate", "--processes", "2", "--threads", "5", "--cpu", "exp:mean=5ms", "--io", "fixed:10ms", "--rate", "150",
+      "--duration", "2s", "--replications", "2"], "server"),
+    (["simulate", "--instances", "4", "--policy", "central,random", "--service", "exp:mean=50ms", "--rate", "40",
+      "--duration", "60s", "--replications", "2", "--match", "central:4"], "fleet"),
+])
+def test_simulate_prints_json_that_matches_its_schema(argv, kind, capsys):
+    import json as json_
+    from pathlib import Path
+
+    import jsonschema
+
+    assert main(argv + ["--json"]) == 0
+    doc = json_.loads(capsys.readouterr().out)
+    schema = json_.loads((Path(__file__).resolve().parents[1] / "schemas" / "simulate.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    assert doc["kind"] == kind
+    for s in doc["summaries"].values():  # each mean inside its interval, the tail above the median
+        assert s["throughput"]["low"] <= s["throughput"]["mean"] <= s["throughput"]["high"]
+        assert s["response"]["p99"]["mean_ms"] >= s["response"]["p50"]["mean_ms"]
+    assert (doc["matched"] is not None) == (kind == "fleet")

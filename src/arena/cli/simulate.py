@@ -1,6 +1,9 @@
-"""``arena simulate``: one server or a fleet behind a balancer, simulated: parse -> app.simulate -> render."""
+"""``arena simulate``: one server or a fleet behind a balancer, simulated: parse -> app.simulate -> render
+(``--json``: schemas/simulate.schema.json)."""
 
 import argparse
+import json
+import sys
 
 from rich.table import Table
 
@@ -8,6 +11,7 @@ from arena.app.simulate import simulate_fleet, simulate_server
 from arena.cli.args import count, duration, listof, positive
 from arena.errors import ArenaError
 from arena.model.sim import FLEET_POLICIES, Mean, Summary, parse_dist
+from arena.report.model_json import simulate_json
 
 NAME = "simulate"
 
@@ -81,6 +85,7 @@ def add(sub) -> None:
     si.add_argument("--seed", type=count("--seed", 0, 2**63), default=1)
     si.add_argument("--match", type=_match, help="POLICY:N: also find how many instances each --policy needs to "
                                                  "reach the mean queue time POLICY reaches with N")
+    si.add_argument("--json", action="store_true", help="print the summaries as JSON (schemas/simulate.schema.json)")
     si.add_argument("--within", type=duration("--within", 3600.0), default=0.001,
                     help="with --match: mean queue times this close count as reached (default 1ms: a central "
                          "queue's mean wait can be near zero, which random routing reaches only in the limit)")
@@ -112,6 +117,10 @@ def run(args, out) -> int:
     done = simulate_fleet(args.instances, args.policy, args.rate, args.service, slots=args.slots,
                           duration_s=args.duration, replications=args.replications, seed=args.seed,
                           arrival=args.arrival, match=args.match, within_s=args.within)
+    if args.json:
+        doc = simulate_json("fleet", done.requests, done.replications, done.by_policy, done.matched)
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return 0
     out.print(f"{args.instances} instance(s) x {args.slots} slot(s), {_arrivals(args)}, "
               f"service {args.service.text}; {_how(done.requests, done.replications)}", highlight=False)
     table = Table("policy", *COLUMNS)
@@ -133,6 +142,10 @@ def run_instance(args, out) -> int:
                            io=args.io, outside_s=args.outside, clients=args.concurrency, rate=args.rate,
                            arrival=args.arrival, duration_s=args.duration, replications=args.replications,
                            seed=args.seed)
+    if args.json:
+        doc = simulate_json("server", done.requests, done.replications, {"server": done.summary})
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return 0
     inst, work = done.instance, done.work
     load = f"{args.concurrency} closed-loop clients" if args.concurrency else _arrivals(args)
     out.print(f"{args.processes} process(es) x {args.threads} thread(s) on {args.cores:g} core(s), "

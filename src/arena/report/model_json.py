@@ -1,5 +1,6 @@
-"""The model's answers as JSON: ``arena predict --json`` (schemas/predict.schema.json) and ``arena
-recommend --json`` (schemas/recommend.schema.json). Formats only."""
+"""The model's answers as JSON: ``arena predict --json`` (schemas/predict.schema.json), ``arena
+recommend --json`` (schemas/recommend.schema.json) and ``arena simulate --json``
+(schemas/simulate.schema.json). Formats only."""
 
 from __future__ import annotations
 
@@ -62,3 +63,25 @@ def recommend_json(recs, cells) -> dict[str, Any]:
     return {"schema": "arena/recommend/1", "load": {"model": load.model, "level": load.level},
             "goal": {"p99_max_ms": g.p99_ms, "memory_max_mib": g.memory_mib, "error_max_pct": g.error_pct},
             "recommendations": out}
+
+
+def _mean(m) -> dict[str, float]:
+    """A simulated figure (sim.Mean, seconds) in ms: the mean over replications and its 95% interval."""
+    return {"mean_ms": m.mean * 1e3, "low_ms": m.lo * 1e3, "high_ms": m.hi * 1e3}
+
+
+def summary_json(s) -> dict[str, Any]:
+    """A simulation's summary (sim.Summary) as JSON."""
+    return {"throughput": {"mean": s.throughput.mean, "low": s.throughput.lo, "high": s.throughput.hi},
+            "queue_mean": _mean(s.wait_mean), "queue_p99": _mean(s.wait["p99"]),
+            "response": {q: _mean(s.response[q]) for q in ("p50", "p90", "p99", "p99.9")}}
+
+
+def simulate_json(kind: str, requests: int, replications: int, summaries: dict[str, Any], matched=None) -> dict[str, Any]:
+    """``arena simulate --json`` (schemas/simulate.schema.json): one server's summary (key "server")
+    or each balancer policy's, and where asked how many instances each policy needs."""
+    return {"schema": "arena/simulate/1", "kind": kind, "requests_per_replication": requests,
+            "replications": replications, "summaries": {k: summary_json(v) for k, v in summaries.items()},
+            "matched": None if matched is None else {
+                "policy": matched.policy, "instances": matched.instances, "reached_ms": matched.reached_s * 1e3,
+                "within_ms": matched.within_s * 1e3, "needs": matched.needs}}
