@@ -276,3 +276,15 @@ def test_check_prints_json_alone_on_standard_output():
     schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "check.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(doc)
     assert doc["passed"] == 1 and doc["results"][0]["server"] == "puma" and "WEB_CONCURRENCY=2" in done.stderr
+
+
+def test_the_default_store_is_found_in_the_nearest_parent_like_git(tmp_path):
+    from arena.cli.args import default_store
+
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert default_store(str(deep)) == "arena.db"  # none anywhere up to the root: here
+    (tmp_path / "arena.db").write_bytes(b"")
+    assert default_store(str(deep)) == str(tmp_path / "arena.db")
+    (deep / "arena.db").write_bytes(b"")
+    assert default_store(str(deep)) == "arena.db"  # the nearest: this directory's own

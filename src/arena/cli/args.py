@@ -199,12 +199,25 @@ STORE_ENV = "ARENA_STORE"
 
 
 def add_store(p: argparse.ArgumentParser) -> None:
-    """--store: the results store; by default $ARENA_STORE where it is set, else arena.db in the current
-    directory (the one rule every command follows)."""
+    """--store: the results store; by default $ARENA_STORE where it is set, else the arena.db of the
+    current directory or the nearest parent that has one (as git finds its repository), else arena.db
+    here (the one rule every command follows)."""
     import os
 
-    p.add_argument("--store", default=os.environ.get(STORE_ENV) or "arena.db",
-                   help=f"results store (default: ${STORE_ENV} if set, else arena.db in the current directory)")
+    p.add_argument("--store", default=os.environ.get(STORE_ENV) or default_store(),
+                   help=f"results store (default: ${STORE_ENV} if set, else arena.db in this directory or the nearest "
+                        "parent that has one, else arena.db here)")
+
+
+def default_store(start: str | None = None) -> str:
+    """arena.db in ``start`` (the current directory) or its nearest parent that has one, else "arena.db"."""
+    from pathlib import Path
+
+    here = Path(start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "arena.db").is_file():
+            return str(d / "arena.db") if d != here else "arena.db"
+    return "arena.db"
 
 
 def add_goal(p: argparse.ArgumentParser) -> None:
