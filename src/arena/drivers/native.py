@@ -118,7 +118,12 @@ def run(spec: LoadSpec, cpus: list[int] | None = None,
                              else f"arena-load exited {proc.returncode}")
         doc = json.loads(out.read_text())
     validate(doc)
-    return parse(doc)
+    result = parse(doc)
+    if stopped_by is not None and not result.interrupted:
+        # Ctrl-C reached Arena while arena-load was already past its window (it wrote a whole result):
+        # the user still asked to stop; never swallow it
+        raise stopped_by
+    return result
 
 
 def _read_stderr(stream, live: Callable[[SeriesPoint], None] | None, messages: list[str]) -> None:
