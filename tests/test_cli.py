@@ -288,3 +288,21 @@ def test_the_default_store_is_found_in_the_nearest_parent_like_git(tmp_path):
     assert default_store(str(deep)) == str(tmp_path / "arena.db")
     (deep / "arena.db").write_bytes(b"")
     assert default_store(str(deep)) == "arena.db"  # the nearest: this directory's own
+
+
+def test_a_signal_during_a_fork_is_recorded_and_raised_after_it():
+    from arena import errors
+    from arena.cli import _stop
+
+    try:
+        with errors.forking():
+            _stop(errors.Terminated)  # what the SIGTERM handler does: inside a fork it must not raise
+        assert errors.asked_to_stop() is errors.Terminated
+        with pytest.raises(errors.Terminated):
+            errors.stop_if_asked()
+        with pytest.raises(KeyboardInterrupt):
+            _stop(KeyboardInterrupt)  # outside a fork: raised where it lands, and recorded too
+        assert errors.asked_to_stop() is errors.Terminated  # SIGTERM's stop wins over Ctrl-C's
+    finally:
+        errors.clear_stop()
+    errors.stop_if_asked()  # nothing asked: nothing raised

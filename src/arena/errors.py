@@ -1,4 +1,7 @@
-"""The one error type the engine raises for anything a user can fix; the CLI prints it as one line."""
+"""The one error type the engine raises for anything a user can fix; the CLI prints it as one line.
+And how a signal's stop reaches the code (ask_to_stop, stop_if_asked, forking)."""
+
+from contextlib import contextmanager
 
 
 class ArenaError(Exception):
@@ -27,6 +30,57 @@ class NotSaved(ArenaError):
 class Terminated(BaseException):
     """SIGTERM to Arena: unwinds like Ctrl-C so every started server is stopped on the way out
     (the CLI exits 143 for it, 130 for Ctrl-C)."""
+
+
+# The stop a signal asked for (KeyboardInterrupt or Terminated), kept beside the exception its handler
+# raises: an exception raised inside code that must catch everything to clean up can be lost, and the
+# stop with it. The runner checks at every run's start and end (stop_if_asked), and the CLI at its exit.
+_asked: list[type[BaseException]] = []
+_forking = 0  # forks in progress (forking())
+
+
+@contextmanager
+def forking():
+    """Around a fork that runs Python's at-fork callbacks (subprocess with a preexec_fn): a signal then
+    only records its stop, for the code after the fork to raise (stop_if_asked). An exception raised
+    in an at-fork callback is lost (Python prints it as ignored), and holding the signals in the main
+    thread is not enough: another thread (a probe's, the progress bar's) may take them, and the main
+    thread runs the handler inside the callback all the same."""
+    global _forking
+    _forking += 1
+    try:
+        yield
+    finally:
+        _forking -= 1
+
+
+def raise_now() -> bool:
+    """Whether a signal's handler may raise where it runs (not inside a fork: forking())."""
+    return _forking == 0
+
+
+def ask_to_stop(kind: type[BaseException]) -> BaseException:
+    """Record that a signal asked Arena to stop; returns the exception for the handler to raise."""
+    if kind not in _asked:
+        _asked.append(kind)
+    return kind()
+
+
+def asked_to_stop() -> type[BaseException] | None:
+    """The stop a signal asked for (SIGTERM's before Ctrl-C's), or None."""
+    return Terminated if Terminated in _asked else (_asked[0] if _asked else None)
+
+
+def clear_stop() -> None:
+    """Forget a stop asked for (a command run from code, after it ended)."""
+    _asked.clear()
+
+
+def stop_if_asked() -> None:
+    """Raise the stop a signal asked for, if one did (even where its exception was lost)."""
+    kind = asked_to_stop()
+    if kind is not None:
+        raise kind()
 
 
 def did_you_mean(word: str, choices) -> str:

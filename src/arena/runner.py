@@ -25,7 +25,7 @@ from arena import speed as machine_speed
 from arena.cpus import format_cpu_list
 from arena.drivers import DRIVERS
 from arena.drivers.spec import LoadSpec
-from arena.errors import ArenaError, NotSaved
+from arena.errors import ArenaError, NotSaved, stop_if_asked
 from arena.plan.expand import plan
 from arena.plan.experiment import Experiment, Group, RunSpec
 from arena.probe import Probe
@@ -440,6 +440,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver
     with server:
         idle = idle_cpu_cores(server, seams)
         for n, r in enumerate(todo):
+            stop_if_asked()  # a Ctrl-C or SIGTERM whose exception was lost (errors.ask_to_stop): no next run
             if not server.alive():  # the rest of this start cannot run on a dead server
                 died = ArenaError("its processes exited")
                 for rest in todo[n:]:
@@ -456,10 +457,12 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver
             try:
                 m = measure(exp, r, server, live=live, seams=seams, services=measured, reference=reference)
             except ArenaError as e:
+                stop_if_asked()  # the driver failed because the signal stopped it too: not a failure to keep
                 failed(saver, progress, r, "driver", "the driver failed", e)
                 continue
             if m.result.interrupted:
                 raise KeyboardInterrupt  # a partial run is not kept: the next `arena run` redoes it
+            stop_if_asked()  # a run measured while a stop was asked for is not kept either
             db = database_figures(pg, c.pool, getattr(server, "knobs", {}).get("processes"), mark)
             front = server.window(*m.window) if c.topology.front and m.window else {}
             saver.run(row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,

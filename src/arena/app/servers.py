@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, clear_stop
 from arena.http_client import port_free
 from arena.servers import catalog
 from arena.servers.cgroup import survivors
@@ -76,7 +76,7 @@ def _serve(spec: ServerSpec, on_ready: Callable[[RunningServer | Deployment], No
             while all(p.alive() or p.procset.pids() for p in parts):
                 time.sleep(0.2)
         except KeyboardInterrupt:
-            pass
+            clear_stop()  # acted on: this Ctrl-C ends `arena serve` as it should, it is no interruption
         else:
             dead = next(p for p in parts if not (p.alive() or p.procset.pids()))
             name = dead.kind if isinstance(dead, RunningFront) else spec.server

@@ -24,7 +24,8 @@ from arena.cli import (check, compare, completion, export, import_, load, ls, pr
                        report, reproduce, run, serve, servers, show, simulate)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena import __version__  # noqa: E402
-from arena.errors import ArenaError, DriverFailed, NotSaved, Terminated  # noqa: E402
+from arena.errors import (ArenaError, DriverFailed, NotSaved, Terminated, ask_to_stop, asked_to_stop,  # noqa: E402
+                          clear_stop, raise_now, stop_if_asked)
 
 COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, compare, ls, export, import_, report, predict,
                                 recommend, simulate, reproduce, check, reap, completion)}
@@ -60,7 +61,27 @@ EXAMPLES = {
 
 
 def _on_sigterm(signum, frame):
-    raise Terminated()
+    _stop(Terminated)
+
+
+def _on_sigint(signum, frame):
+    _stop(KeyboardInterrupt)
+
+
+def _stop(kind: type[BaseException]) -> None:
+    """Record the stop; raise it here unless a fork is in progress (errors.forking: then the code after
+    the fork raises it)."""
+    exc = ask_to_stop(kind)
+    if raise_now():
+        raise exc
+
+
+def _stopped(kind: type[BaseException]) -> int:
+    if kind is Terminated:
+        print("arena: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    print("arena: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def build_parser() -> Parser:
@@ -94,33 +115,30 @@ def main(argv: list[str] | None = None) -> int:
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     # Explicitly: a process started as a background job inherits SIGINT *ignored*, and Python then
     # installs no KeyboardInterrupt handler; Ctrl-C must stop Arena (and what it started) anyway.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _on_sigint)
     signal.signal(signal.SIGTERM, _on_sigterm)
     args = build_parser().parse_args(argv)
     out = console()
     try:
         if _early:  # a signal came before the handlers above were in place
             raise Terminated() if signal.SIGTERM in _early else KeyboardInterrupt()
-        return COMMANDS[args.command].run(args, out)
-    except DriverFailed as e:  # a measurement that failed, not a user's mistake
-        print(f"arena: error: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    except NotSaved as e:  # measured, not stored: where it was kept instead is in the message
-        print(f"arena: error: {e}", file=sys.stderr)
-        return EXIT_NOT_SAVED
+        code = COMMANDS[args.command].run(args, out)
+        stop_if_asked()  # a signal whose exception was lost on its way (errors.ask_to_stop)
+        return code
     except ArenaError as e:
+        if asked_to_stop():  # the failure is the signal's doing (arena-load killed with Arena)
+            return _stopped(asked_to_stop())
         print(f"arena: error: {e}", file=sys.stderr)  # plain: never wrapped or styled
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("arena: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Terminated:
-        print("arena: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+        # a measurement that failed (not a user's mistake); measured, not stored (the message says where
+        # it was kept instead); else bad input
+        return EXIT_FAILED if isinstance(e, DriverFailed) else EXIT_NOT_SAVED if isinstance(e, NotSaved) else EXIT_ERROR
+    except (KeyboardInterrupt, Terminated) as e:
+        return _stopped(type(e))
     finally:
         # Whatever ended the command (an error, a second Ctrl-C in the middle of a cleanup), leave
         # nothing it started behind: its servers, their groups and work dirs, drivers' temp dirs.
         reap_own(since)
+        clear_stop()
         for s, handler in before.items():
             # As the program (argv None), Arena is exiting: more Ctrl-Cs must not kill the
             # interpreter while it shuts down (it resets Python handlers to the default) and turn

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from arena.drivers.spec import LoadSpec
 from arena.results.load import PERCENTILES, Histogram, LoadResult, SeriesPoint
-from arena.errors import ArenaError
+from arena.errors import ArenaError, forking, stop_if_asked
 from arena.servers.cgroup import die_with_parent
 from arena.stats import hdr_value_at_quantile, quantile
 
@@ -50,13 +50,15 @@ def run_tool(tool: str, argv: list[str], *, cpus: list[int] | None, limit_s: flo
     prints what it has done (siege's report), until ``limit_s``."""
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()  # its own CPU, by difference
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                preexec_fn=child_setup(cpus))
+        with forking():
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+                                    cwd=cwd, preexec_fn=child_setup(cpus))
     except FileNotFoundError:
         raise ArenaError(f"driver = \"{tool}\": {tool} is not installed ({install})") from None
     stopped = False
     try:
         try:
+            stop_if_asked()  # a signal during the fork (errors.forking): the tool is killed below
             out, err = proc.communicate(timeout=limit_s if stop_s is None else stop_s)
         except subprocess.TimeoutExpired:
             if stop_s is None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from arena.drivers.external import child_setup
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
-from arena.errors import ArenaError, DriverFailed, Terminated
+from arena.errors import ArenaError, DriverFailed, Terminated, forking, stop_if_asked
 from arena.servers.cgroup import owned_name
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,13 +87,15 @@ def run(spec: LoadSpec, cpus: list[int] | None = None,
         if spec.mix is not None:
             mix_json.write_text(json.dumps(spec.mix.arena_load()))
         argv = build_argv(spec, exe, out, mix_json) + (["--live"] if live else [])
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                preexec_fn=child_setup(cpus))
+        with forking():
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    preexec_fn=child_setup(cpus))
         messages: list[str] = []
         reader = threading.Thread(target=_read_stderr, args=(proc.stderr, live, messages), daemon=True)
         reader.start()
         stopped_by: BaseException | None = None
         try:
+            stop_if_asked()  # a signal during the fork (errors.forking): stop arena-load as below
             proc.wait()
         except BaseException as e:
             stopped_by = e

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from arena.errors import ArenaError, FailedStart
+from arena.errors import ArenaError, FailedStart, forking, stop_if_asked
 from arena.http_client import Client, check_host, free_port, port_free
 from arena.servers import catalog
 from arena.servers.bundle import Bundle, bundle_of
@@ -218,8 +218,10 @@ def spawn(argv: list[str], setup: Callable[[], None], **popen) -> subprocess.Pop
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
 
-    with _signals_held():
-        return subprocess.Popen(argv, preexec_fn=child, start_new_session=True, **popen)
+    with _signals_held(), forking():
+        proc = subprocess.Popen(argv, preexec_fn=child, start_new_session=True, **popen)
+    stop_if_asked()  # a signal taken by another thread during the fork: its set reaps the child
+    return proc
 
 
 def check_port(host: str, port: int | None) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, forking, stop_if_asked
 from arena.http_client import free_port
 from arena.servers import launch
 from arena.servers.cgroup import ProcessSet, create
@@ -168,9 +168,12 @@ def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> Runnin
                        preexec_fn=confined_as_user)
         with open(log_path, "ab") as log:
             os.chown(log_path, user.pw_uid, user.pw_gid)
-            made = subprocess.run([str(binaries / "initdb"), "-D", str(workdir / "data"), "-U", ROLE, "--auth=trust",
-                                   "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"],
-                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=120, **as_user)
+            with forking():  # a signal meanwhile is raised once initdb is done (its group is reaped)
+                made = subprocess.run([str(binaries / "initdb"), "-D", str(workdir / "data"), "-U", ROLE,
+                                       "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=120,
+                                      **as_user)
+            stop_if_asked()
             if made.returncode != 0:
                 raise ArenaError(f"service postgres: initdb failed (exit {made.returncode}); last lines of its log:\n"
                                  f"{launch.log_tail(log_path)}")
