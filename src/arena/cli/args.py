@@ -220,6 +220,13 @@ def default_store(start: str | None = None) -> str:
     return "arena.db"
 
 
+def print_json(doc) -> None:
+    """A command's --json document, alone on standard output."""
+    import json
+
+    sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+
+
 def add_goal(p: argparse.ArgumentParser) -> None:
     """The limits over the experiment's [goal]."""
     p.add_argument("--p99-max", type=positive("--p99-max"), metavar="MS", help="latency target: p99 at most MS ms "

@@ -1,6 +1,5 @@
 """``arena check``: conformance of every server and app (``--json``: schemas/check.schema.json)."""
 
-import json
 import sys
 
 from rich.markup import escape
@@ -9,7 +8,7 @@ from rich.table import Table
 from arena.app.check import check
 from arena.services import KINDS
 from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, add_knobs, add_user_app,
-                            user_app_options)
+                            print_json, user_app_options)
 
 NAME = "check"
 
@@ -64,7 +63,7 @@ def run(args, out) -> int:
                "results": [{"server": r.server, "app": r.app, "status": r.status, "version": r.version,
                             "knobs": r.knobs, "startup_s": r.startup_s, "pss_bytes": r.pss_bytes,
                             "processes": r.processes, "problems": list(r.problems)} for r in results]}
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        print_json(doc)
         return EXIT_FAILED if failed else 0
     out.print(table)
     out.print(f"{len(results) - failed - skipped} passed, {failed} failed, {skipped} skipped")

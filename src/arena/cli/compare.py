@@ -1,14 +1,13 @@
 """``arena compare BASE NEW``: two experiments cell by cell, ratios with intervals and verdicts;
 ``--fail-on`` rules make a regression exit 1 (for CI); text, Markdown or JSON."""
 
-import json
 import sys
 
 from rich.markup import escape
 from rich.table import Table
 
 from arena.app.compare import compare
-from arena.cli.args import EXIT_FAILED, add_store
+from arena.cli.args import EXIT_FAILED, add_store, print_json
 from arena.report.compare import HEAD, compare_json, markdown, rows, verdict_line
 
 NAME = "compare"
@@ -34,7 +33,7 @@ def run(args, out) -> int:
     if args.format == "markdown":
         sys.stdout.write(markdown(*parts))
     elif args.format == "json":
-        sys.stdout.write(json.dumps(compare_json(*parts), indent=1) + "\n")
+        print_json(compare_json(*parts))
     else:
         table = Table(title=f"{got.new} against {got.base}: medians, ratios new / base (95% interval), verdicts")
         for col in HEAD:

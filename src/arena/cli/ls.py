@@ -1,14 +1,12 @@
 """``arena ls``: the experiments in a store (``--json``: schemas/ls.schema.json)."""
 
 import datetime
-import json
-import sys
 
 from rich.markup import escape
 from rich.table import Table
 
 from arena.app.experiments import experiments
-from arena.cli.args import add_store
+from arena.cli.args import add_store, print_json
 
 NAME = "ls"
 
@@ -29,7 +27,7 @@ def run(args, out) -> int:
                "experiments": [{"name": e["name"], "file": e["file"], "runs": e["runs"], "valid": e["valid"],
                                 "created": _time(e["created_at"]), "last_run": _time(e["last_run"])}
                                for e in experiments(args.store)]}
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        print_json(doc)
         return 0
     table = Table(title=f"experiments in {args.store}")
     for col in ("name", "file", "runs", "valid", "last run"):

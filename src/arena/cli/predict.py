@@ -1,14 +1,13 @@
 """``arena predict``: the model's figures for one configuration (``--json``: schemas/predict.schema.json)."""
 
-import json
 import math
-import sys
 
 from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Given, Load, prediction
-from arena.cli.args import add_processes_threads, MODEL_CLIENTS, MODEL_MS, add_store, count, listof, positive
+from arena.cli.args import (MODEL_CLIENTS, MODEL_MS, add_processes_threads, add_store, count, listof, positive,
+                            print_json)
 from arena.report.model_json import predict_json
 from arena.model.simulated import REPLICATIONS, REQUESTS, discipline, discipline_of
 
@@ -84,7 +83,7 @@ def run(args, out) -> int:
                      experiment=args.experiment, workload=args.workload, given=given, cores=args.cores,
                      pool=args.pool, db_cores=args.db_cores, sim=args.sim)
     if args.json:
-        sys.stdout.write(json.dumps(predict_json(got), indent=1) + "\n")
+        print_json(predict_json(got))
         return 0
     if got.calibrated:
         print_calibration(out, got.calibration)

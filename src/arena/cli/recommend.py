@@ -1,15 +1,13 @@
 """``arena recommend``: the best processes x threads per server under limits (and --verify); ``--json``:
 schemas/recommend.schema.json."""
 
-import json
-import sys
 
 from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Load, recommendations, verify
 from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, count, goal_limits, listof,
-                            positive)
+                            positive, print_json)
 from arena.errors import ArenaError
 from arena.report.model_json import recommend_json
 from arena.report.answer import cell_text, figure_text, meets_text, verdict_text
@@ -47,7 +45,7 @@ def run(args, out) -> int:
     if args.json:
         if args.verify:
             raise ArenaError("--json: not with --verify (its runs print as they go); verify, then arena show its experiment")
-        sys.stdout.write(json.dumps(recommend_json(recs, res.cells), indent=1) + "\n")
+        print_json(recommend_json(recs, res.cells))
         found = any(r.measured.best is not None or r.best is not None for r in recs)
         return 0 if found else EXIT_FAILED
     what = f"{int(load.level)} clients" if load.model == "closed" else f"{load.level:g} requests/s"

@@ -1,12 +1,11 @@
 """``arena servers``: the catalog, what is installed and its versions (``--json``:
 schemas/servers.schema.json)."""
 
-import json
-import sys
 
 from rich.markup import escape
 from rich.table import Table
 
+from arena.cli.args import print_json
 from arena.app.servers import servers
 from arena.servers import catalog
 
@@ -26,7 +25,7 @@ def run(args, out) -> int:
              "settings": list(catalog.options_for(i.server)), "apps": list(i.server.apps),
              "available": i.available, "install": None if i.available else i.server.install_hint, "version": i.version}
             for i in servers()], "not_run": dict(catalog.MISSING)}
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        print_json(doc)
         return 0
     table = Table(title="Servers")
     for col in ("name", "language", "model", "knobs (default)", "settings", "apps", "available", "version"):

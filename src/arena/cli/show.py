@@ -1,14 +1,12 @@
 """``arena show``: the answer, then the comparison table (and every run's summary with --runs);
 ``--json``: the answer as JSON (schemas/answer.schema.json)."""
 
-import json
-import sys
 
 from rich.markup import escape
 from rich.table import Table
 
 from arena.app.analysis import analyses
-from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, goal_limits
+from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, goal_limits, print_json
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
 from arena.report.summary import load_summary
@@ -30,7 +28,7 @@ def run(args, out) -> int:
     if args.json:
         docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds) for a in found]
         doc = docs if args.experiment is None else docs[0]
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        print_json(doc)
         return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
     for a in found:
         res = a.results

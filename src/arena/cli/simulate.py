@@ -2,13 +2,11 @@
 (``--json``: schemas/simulate.schema.json)."""
 
 import argparse
-import json
-import sys
 
 from rich.table import Table
 
 from arena.app.simulate import simulate_fleet, simulate_server
-from arena.cli.args import count, duration, listof, positive
+from arena.cli.args import count, duration, listof, positive, print_json
 from arena.errors import ArenaError
 from arena.model.sim import FLEET_POLICIES, Mean, Summary, parse_dist
 from arena.report.model_json import simulate_json
@@ -119,7 +117,7 @@ def run(args, out) -> int:
                           arrival=args.arrival, match=args.match, within_s=args.within)
     if args.json:
         doc = simulate_json("fleet", done.requests, done.replications, done.by_policy, done.matched)
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        print_json(doc)
         return 0
     out.print(f"{args.instances} instance(s) x {args.slots} slot(s), {_arrivals(args)}, "
               f"service {args.service.text}; {_how(done.requests, done.replications)}", highlight=False)
@@ -144,7 +142,7 @@ def run_instance(args, out) -> int:
                            seed=args.seed)
     if args.json:
         doc = simulate_json("server", done.requests, done.replications, {"server": done.summary})
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        print_json(doc)
         return 0
     inst, work = done.instance, done.work
     load = f"{args.concurrency} closed-loop clients" if args.concurrency else _arrivals(args)
