@@ -49,10 +49,9 @@ def wanted(comparisons: list[Versus], repetitions: dict[tuple, int], most: int) 
             continue
         why = f"until decided: {v.cell.label} against {v.base.label}, throughput {c.ratio}, undecided"
         for cell in (v.cell, v.base):
-            key = (cell.config, cell.workload, cell.model, cell.level)
-            have = repetitions.get(key, 0)
-            if have < most and key not in out:
-                out[key] = (have + 1, why)
+            have = repetitions.get(cell.cell, 0)
+            if have < most and cell.cell not in out:
+                out[cell.cell] = (have + 1, why)
     return out
 
 
@@ -81,10 +80,9 @@ def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: 
         comparisons = [v for a in analysis.answers for v in a.tied + a.twins]
         undecided = [f"{v.cell.label} against {v.base.label}" for v in comparisons
                      if v.throughput is not None and v.throughput.verdict == stats.UNDECIDED]
-        reps = {}
+        reps: dict[tuple, int] = {}
         for r in res.runs:
-            key = (r.config, r.workload, r.model, r.level)
-            reps[key] = max(reps.get(key, 0), r.repetition)
+            reps[r.cell] = max(reps.get(r.cell, 0), r.repetition)
         want = wanted(comparisons, reps, most)
         if not want:
             stopped = ("every comparison with the best is decided" if not undecided else

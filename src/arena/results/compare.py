@@ -39,12 +39,11 @@ def cell_name(c: Cell, many: bool) -> str:
 def changes(base: list[Cell], new: list[Cell], threshold: float = stats.THRESHOLD) -> tuple[list[Change], list[str]]:
     """Each cell both experiments hold (the same configuration, workload and load level), figure by
     figure; and the cells only one of them holds (said, never compared)."""
-    key = lambda c: (c.config, c.workload, c.model, c.level)  # noqa: E731
-    before = {key(c): c for c in base}
+    before = {c.cell: c for c in base}
     many = len({c.workload for c in base + new}) > 1
     out, alone = [], []
     for c in new:
-        b = before.pop(key(c), None)
+        b = before.pop(c.cell, None)
         if b is None:
             alone.append(f"only in the new: {cell_name(c, many)}")
             continue

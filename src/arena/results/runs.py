@@ -100,6 +100,12 @@ class Placement:
     def level_label(self) -> str:
         return level_label(self.model, self.level)
 
+    @property
+    def cell(self) -> tuple[str, str, str, float]:
+        """The cell it is (or belongs to): configuration, workload, load model and level (as
+        plan's RunSpec.cell)."""
+        return self.config, self.workload, self.model, self.level
+
 
 @dataclass(frozen=True)
 class Run(Placement):
