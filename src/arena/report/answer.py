@@ -14,15 +14,23 @@ METHOD = (f"comparisons are ratios of geometric means with a 95% interval ({stat
           "is declared only where the interval excludes 1 and the ratio is beyond {threshold:g}%")
 
 
-def figure_text(f: Figure, unit: str = "", digits: int = 1) -> str:
-    """A median with its interval: "196.8 req/s (range 195.1..198.0)"."""
+def interval_text(figure, k: float = 1.0) -> str:
+    """An interval of a median as text: "a .. b", "range a .. b" when it is the repetitions' range,
+    "one run: none" for a median of one valid run (it looks like the rest otherwise), "-" without a
+    figure. Positive quantities are shown truncated at 0."""
+    iv = figure.interval
+    if iv is None:
+        return "one run: none" if figure.n == 1 else "-"
+    text = f"{max(0.0, iv.lo) / k:.4g} .. {iv.hi / k:.4g}"
+    return f"range {text}" if iv.is_range else text
+
+
+def figure_text(f: Figure, unit: str = "") -> str:
+    """A median with its interval: "196.8 req/s (range 195.1 .. 198)", "(95% CI 195.9 .. 197.2)"."""
     if f.median is None:
         return "-"
-    text = f"{f.median:.{digits}f}{unit}"
-    iv = f.interval
-    if iv is None:
-        return f"{text} (one valid run: no interval)"
-    return f"{text} ({'range' if iv.is_range else '95% CI'} {iv.lo:.{digits}f}..{iv.hi:.{digits}f})"
+    ci = "95% CI " if f.interval is not None and not f.interval.is_range else ""
+    return f"{f.median:.1f}{unit} ({ci}{interval_text(f)})"
 
 
 def cell_text(c: Cell) -> str:
@@ -143,7 +151,8 @@ def _pareto_text(c: Cell) -> str:
 # ---------------------------------------------------------------------- JSON (schemas/answer.schema.json)
 
 
-def _figure(f: Figure) -> dict[str, Any]:
+def figure_json(f: Figure) -> dict[str, Any]:
+    """A median and its interval as JSON (the schemas' figure)."""
     iv = f.interval
     return {"median": f.median, "n": f.n, "low": iv.lo if iv else None, "high": iv.hi if iv else None,
             "interval": None if iv is None else ("range" if iv.is_range else "95% order statistics")}
@@ -152,9 +161,9 @@ def _figure(f: Figure) -> dict[str, Any]:
 def cell_json(c: Cell) -> dict[str, Any]:
     return {"configuration": c.label, "config": c.config, "server": c.server, "workload": c.workload,
             "processes": c.processes, "threads": c.threads, "model": c.model, "level": c.level,
-            "valid": c.valid, "runs": c.total, "throughput": _figure(c.throughput),
-            "p50_ms": _figure(c.p50_us.scaled(1000)), "p99_ms": _figure(c.p99_us.scaled(1000)),
-            "pss_mib": _figure(c.pss_bytes.scaled(MiB)), "errors_pct": _figure(c.error_pct), "flags": list(c.flags)}
+            "valid": c.valid, "runs": c.total, "throughput": figure_json(c.throughput),
+            "p50_ms": figure_json(c.p50_us.scaled(1000)), "p99_ms": figure_json(c.p99_us.scaled(1000)),
+            "pss_mib": figure_json(c.pss_bytes.scaled(MiB)), "errors_pct": figure_json(c.error_pct), "flags": list(c.flags)}
 
 
 def _comparison(v: Versus, figure: str, c: stats.Comparison) -> dict[str, Any]:

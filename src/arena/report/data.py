@@ -16,7 +16,8 @@ from arena.plan.experiment import workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
-from arena.report.answer import ANSWER_HEAD, answer_rows, experiment_json, headline, notes, threshold_lines
+from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, headline, interval_text, notes,
+                                 threshold_lines)
 from arena.results.answer import Answer
 from arena.results.runs import Run
 
@@ -69,17 +70,6 @@ def clients_note(definition: dict) -> str:
                  f"and a {SLOW_RCVBUF // 1024} KiB receive buffer, so a server's writes stall behind a slow reader "
                  "once its own send buffer is full.")
     return note
-
-def interval_text(figure, k: float = 1.0) -> str:
-    """An interval of a median as text: "a .. b", "range a .. b" when it is the repetitions' range,
-    "one run: none" for a median of one valid run (it looks like the rest otherwise), "-" without a
-    figure. Positive quantities are shown truncated at 0."""
-    iv = figure.interval
-    if iv is None:
-        return "one run: none" if figure.n == 1 else "-"
-    text = f"{max(0.0, iv.lo) / k:.4g} .. {iv.hi / k:.4g}"
-    return f"range {text}" if iv.is_range else text
-
 
 @dataclass
 class Table:

@@ -6,14 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena.report.answer import answer_json
-
-
-def _figure(f) -> dict[str, Any] | None:
-    if f is None:
-        return None
-    iv = f.interval
-    return {"median": f.median, "low": iv.lo if iv else None, "high": iv.hi if iv else None, "n": f.n}
+from arena.report.answer import answer_json, figure_json
 
 
 def predict_json(got) -> dict[str, Any]:
@@ -34,8 +27,8 @@ def predict_json(got) -> dict[str, Any]:
                                                    "p50_ms": sim.prediction.p50_ms, "p99_ms": sim.prediction.p99_ms,
                                                    "p99_low_ms": sim.p99_lo_ms, "p99_high_ms": sim.p99_hi_ms}})
     return {"schema": "arena/predict/1", "server": cal.server, "workload": cal.workload, "calibrated": got.calibrated,
-            "calibration": {"cores": cal.cores, "cpu_ms": _figure(cal.cpu_ms), "io_ms": _figure(cal.io_ms),
-                            "outside_ms": _figure(cal.outside_ms), "db_ms": _figure(cal.db_ms)},
+            "calibration": {"cores": cal.cores, **{k: None if f is None else figure_json(f) for k, f in (
+                ("cpu_ms", cal.cpu_ms), ("io_ms", cal.io_ms), ("outside_ms", cal.outside_ms), ("db_ms", cal.db_ms))}},
             "configuration": {"processes": config.processes, "threads": config.threads, "pool": config.pool,
                               "cores": config.cores, "routing": config.routing},
             "rows": rows, "extrapolated": list(got.extrapolated)}
