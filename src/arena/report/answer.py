@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from arena import stats
-from arena.results.aggregate import MiB, Cell, Figure
+from arena.results.aggregate import FIGURES, MiB, Cell, Figure
 from arena.results.answer import Answer, Pick, Versus
-from arena.results.thresholds import FIGURES as THRESHOLD_FIGURES, Outcome
+from arena.results.thresholds import Outcome
 
 METHOD = (f"comparisons are ratios of geometric means with a 95% interval ({stats.Ratio.METHOD}); a difference "
           "is declared only where the interval excludes 1 and the ratio is beyond {threshold:g}%")
@@ -217,7 +217,7 @@ def threshold_lines(outcomes: Sequence[Outcome]) -> list[str]:
         bad = [o for o in mine if o.passed is False]
         judged = [o for o in mine if o.passed is not None]
         if bad:
-            unit = THRESHOLD_FIGURES[mine[0].threshold.figure][1]
+            unit = FIGURES[mine[0].threshold.figure][0]
             lines.append(f"threshold {text}: FAILED in {len(bad)} of {len(judged)} cells: " + "; ".join(
                 f"{o.cell.label} at {o.cell.level_label} ({o.value:.4g} {unit})" for o in bad))
         else:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena.results.compare import FIGURES, Change, Rule
+from arena.results.aggregate import FIGURES
+from arena.results.compare import Change, Rule
 
 HEAD = ("cell", "figure", "base", "new", "new / base", "verdict")
 
@@ -13,7 +14,7 @@ HEAD = ("cell", "figure", "base", "new", "new / base", "verdict")
 def rows(changes: list[Change]) -> list[list[str]]:
     out = []
     for ch in changes:
-        unit = FIGURES[ch.figure][2]
+        unit = FIGURES[ch.figure][0]
         c = ch.comparison
         out.append([ch.cell, ch.figure, _num(ch.base, unit), _num(ch.new, unit), "-" if c is None else str(c.ratio),
                     "-" if c is None else c.verdict + _more(c)])

@@ -284,6 +284,18 @@ def aggregate(runs: list[Run]) -> list[Cell]:
     return [cell(sorted(groups[k], key=lambda r: r.repetition)) for k in keys]
 
 
+# The figures of a cell by the names goals, thresholds and comparisons use for them: (unit, the cell's
+# figure in that unit, whether higher is better).
+FIGURES: dict[str, tuple[str, Callable[[Cell], Figure], bool]] = {
+    "throughput": ("req/s", lambda c: c.throughput, True),
+    "p50": ("ms", lambda c: c.p50_us.scaled(1000), False),
+    "p90": ("ms", lambda c: c.p90_us.scaled(1000), False),
+    "p99": ("ms", lambda c: c.p99_us.scaled(1000), False),
+    "memory": ("MiB", lambda c: c.pss_bytes.scaled(MiB), False),
+    "errors": ("%", lambda c: c.error_pct, False),
+}
+
+
 # ---------------------------------------------------------------------- views of cells
 
 

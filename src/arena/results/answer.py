@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from arena import stats
 from arena.cpus import cpu_list
-from arena.results.aggregate import MiB, Cell, Figure, workloads
+from arena.results.aggregate import FIGURES, MiB, Cell, Figure, workloads
 from arena.results.runs import Failure
 
 
@@ -47,14 +47,8 @@ class Goal:
 
     def limits(self, cell: Cell) -> list[tuple[str, float, Figure]]:
         """(name, maximum, the cell's figure in the limit's unit) for each limit set."""
-        out = []
-        if self.p99_ms is not None:
-            out.append(("p99", self.p99_ms, cell.p99_us.scaled(1000)))
-        if self.memory_mib is not None:
-            out.append(("memory", self.memory_mib, cell.pss_bytes.scaled(MiB)))
-        if self.error_pct is not None:
-            out.append(("errors", self.error_pct, cell.error_pct))
-        return out
+        given = (("p99", self.p99_ms), ("memory", self.memory_mib), ("errors", self.error_pct))
+        return [(name, most, FIGURES[name][1](cell)) for name, most in given if most is not None]
 
     def check(self, cell: Cell) -> "Check":
         """Whether ``cell`` keeps within the goal: at its medians, and surely (by their intervals)."""

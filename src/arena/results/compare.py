@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from typing import Callable
 
 from arena import stats
-from arena.results.aggregate import Cell
+from arena.results.aggregate import FIGURES, MiB, Cell
 from arena.results.runs import Run
 
-# figure -> (its values of a run, higher is better, unit)
-FIGURES: dict[str, tuple[Callable[[Run], float | None], bool, str]] = {
-    "throughput": (lambda r: r.throughput, True, "req/s"),
-    "p50": (lambda r: r.p50_us and r.p50_us / 1000, False, "ms"),
-    "p99": (lambda r: r.p99_us and r.p99_us / 1000, False, "ms"),
-    "memory": (lambda r: r.pss_bytes and r.pss_bytes / 2**20, False, "MiB"),
+# the figures compared (aggregate.FIGURES: unit, which way is better) -> a run's value, in that unit
+COMPARED: dict[str, Callable[[Run], float | None]] = {
+    "throughput": lambda r: r.throughput,
+    "p50": lambda r: r.p50_us and r.p50_us / 1000,
+    "p99": lambda r: r.p99_us and r.p99_us / 1000,
+    "memory": lambda r: r.pss_bytes and r.pss_bytes / MiB,
 }
 
 
@@ -47,7 +47,8 @@ def changes(base: list[Cell], new: list[Cell], threshold: float = stats.THRESHOL
         if b is None:
             alone.append(f"only in the new: {cell_name(c, many)}")
             continue
-        for name, (value, higher, _) in FIGURES.items():
+        for name, value in COMPARED.items():
+            higher = FIGURES[name][2]
             a_vals = [v for v in map(value, c.valid_runs) if v]
             b_vals = [v for v in map(value, b.valid_runs) if v]
             out.append(Change(cell_name(c, many), name, stats.median(b_vals) if b_vals else None,
@@ -78,7 +79,7 @@ class Rule:
         return change > self.limit if self.op == ">" else change < self.limit
 
 
-RULE = re.compile(r"\s*(throughput|p50|p99|memory)\s*([<>])\s*([+-]?\d+(?:\.\d+)?)\s*%\s*")
+RULE = re.compile(rf"\s*({'|'.join(COMPARED)})\s*([<>])\s*([+-]?\d+(?:\.\d+)?)\s*%\s*")
 
 
 def rules(text: str) -> list[Rule]:
@@ -88,7 +89,7 @@ def rules(text: str) -> list[Rule]:
         m = RULE.fullmatch(part)
         if not m:
             raise ValueError(f"{part.strip()!r} is not a rule such as \"p99>+10%\" or \"throughput<-5%\" "
-                             f"(figures: {', '.join(FIGURES)})")
+                             f"(figures: {', '.join(COMPARED)})")
         out.append(Rule(m.group(1), m.group(2), float(m.group(3)) / 100, part.strip()))
     return out
 

@@ -10,16 +10,12 @@ import shlex
 from dataclasses import dataclass
 from typing import Callable
 
-from arena.results.aggregate import MiB, Cell
+from arena.results.aggregate import FIGURES, Cell
 
-# figure -> (the cell's median in the threshold's unit, the unit, the units a value may be written in)
-FIGURES: dict[str, tuple[Callable[[Cell], float | None], str, dict[str, float]]] = {
-    "p50": (lambda c: c.p50_us.median and c.p50_us.median / 1000, "ms", {"ms": 1, "s": 1000, "us": 0.001}),
-    "p90": (lambda c: c.p90_us.median and c.p90_us.median / 1000, "ms", {"ms": 1, "s": 1000, "us": 0.001}),
-    "p99": (lambda c: c.p99_us.median and c.p99_us.median / 1000, "ms", {"ms": 1, "s": 1000, "us": 0.001}),
-    "throughput": (lambda c: c.throughput.median, "req/s", {"req/s": 1, "": 1}),
-    "errors": (lambda c: c.error_pct.median, "%", {"%": 1}),
-    "memory": (lambda c: c.pss_bytes.median and c.pss_bytes.median / MiB, "MiB", {"MiB": 1, "GiB": 1024}),
+DURATION = {"ms": 1, "s": 1000, "us": 0.001}
+UNITS: dict[str, dict[str, float]] = {  # how a threshold may write each figure's value, in its unit (FIGURES)
+    "p50": DURATION, "p90": DURATION, "p99": DURATION, "throughput": {"req/s": 1, "": 1}, "errors": {"%": 1},
+    "memory": {"MiB": 1, "GiB": 1024},
 }
 FORM = re.compile(r"\s*([a-z0-9]+)\s*(<=|>=|<|>)\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z%/]*)\s*")
 OPS: dict[str, Callable[[float, float], bool]] = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__,
@@ -30,7 +26,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {"<": float.__lt__, "<=": float
 class Threshold:
     figure: str
     op: str
-    value: float  # in the figure's unit (FIGURES)
+    value: float  # in the figure's unit (aggregate.FIGURES)
     text: str  # as written
     server: str | None = None  # only this server entry's configurations (their keys), None: every one
     configs: frozenset[str] = frozenset()
@@ -44,18 +40,23 @@ class Threshold:
 
     def holds(self, cell: Cell) -> bool | None:
         """Whether the cell's median meets it (None: the cell has no such figure)."""
-        v = FIGURES[self.figure][0](cell)
+        v = median(self.figure, cell)
         return None if v is None else OPS[self.op](float(v), self.value)
+
+
+def median(figure: str, cell: Cell) -> float | None:
+    """The cell's median of ``figure``, in its unit (aggregate.FIGURES)."""
+    return FIGURES[figure][1](cell).median
 
 
 def parse(text: str) -> Threshold:
     """"p99 < 200ms" -> a Threshold (ValueError saying what is allowed)."""
     m = FORM.fullmatch(text) if isinstance(text, str) else None
-    if not m or m.group(1) not in FIGURES:
+    if not m or m.group(1) not in UNITS:
         raise ValueError(f"must be a threshold such as \"p99 < 200ms\", \"errors < 0.1%\", \"throughput > 500\" "
-                         f"or \"memory < 512MiB\" (figures: {', '.join(FIGURES)})")
+                         f"or \"memory < 512MiB\" (figures: {', '.join(UNITS)})")
     figure, op, number, unit = m.groups()
-    units = FIGURES[figure][2]
+    units = UNITS[figure]
     if unit not in units and not (unit == "" and figure in ("p50", "p90", "p99", "memory")):
         raise ValueError(f"{figure}: unit {unit or '(none)'!r} is not one of {', '.join(u for u in units if u)}")
     return Threshold(figure, op, float(number) * units.get(unit, 1), text.strip())
@@ -71,7 +72,7 @@ class Outcome:
 
 def evaluate(cells: list[Cell], thresholds: list[Threshold]) -> list[Outcome]:
     """Every threshold on every cell with valid runs it applies to."""
-    return [Outcome(t, c, FIGURES[t.figure][0](c), t.holds(c)) for t in thresholds for c in cells
+    return [Outcome(t, c, median(t.figure, c), t.holds(c)) for t in thresholds for c in cells
             if c.valid and t.applies(c)]
 
 
