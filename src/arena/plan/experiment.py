@@ -29,6 +29,7 @@ from arena.clients import Clients, clients as read_clients
 from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
 from arena.results.answer import Goal
+from arena.results.runs import level_label
 from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
 from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, Reader, show_value
