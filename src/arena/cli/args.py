@@ -227,14 +227,47 @@ def print_json(doc) -> None:
     sys.stdout.write(json.dumps(doc, indent=1) + "\n")
 
 
-def add_goal(p: argparse.ArgumentParser) -> None:
+def latency_ms(flag: str):
+    """A latency limit: ``200ms``, ``0.2s``, or a plain number of milliseconds -> ms."""
+    from arena.plan.reader import parse_duration
+
+    def parse(text: str) -> float:
+        plain = re.fullmatch(r"[0-9]*\.?[0-9]+", text.strip())
+        seconds = float(text) / 1000 if plain else parse_duration(text)
+        if seconds is None or not 0 < seconds <= 3600:
+            raise argparse.ArgumentTypeError(f"must be a latency such as 200ms, 0.5s or 200 (ms), above 0 and at most "
+                                             f"1h, got '{text}'")
+        return seconds * 1000
+
+    parse.__name__ = flag
+    return parse
+
+
+def size_mib(flag: str):
+    """A memory size: ``512MiB``, ``1.5GiB``, ``800M``, or a plain number of MiB -> MiB."""
+    from arena.plan.reader import parse_size_mib
+
+    def parse(text: str) -> float:
+        plain = re.fullmatch(r"[0-9]*\.?[0-9]+", text.strip())
+        value = float(text) if plain else parse_size_mib(text)
+        if value is None or not 0 < value <= 1 << 30:
+            raise argparse.ArgumentTypeError(f"must be a size such as 512MiB, 2GiB or 512 (MiB), above 0, got '{text}'")
+        return value
+
+    parse.__name__ = flag
+    return parse
+
+
+def add_goal(p: argparse.ArgumentParser, required: bool = False) -> None:
     """The limits over the experiment's [goal]."""
-    p.add_argument("--p99-max", type=positive("--p99-max"), metavar="MS", help="latency target: p99 at most MS ms "
-                   "(default: the experiment's [goal] p99_max)")
-    p.add_argument("--memory-max", type=positive("--memory-max"), metavar="MIB",
-                   help="memory budget: PSS at most MIB MiB (default: [goal] memory_max)")
+    p.add_argument("--p99-max", type=latency_ms("--p99-max"), metavar="LATENCY", required=required,
+                   help="latency target: p99 at most this (200ms, 0.5s; a plain number is ms)"
+                        + ("" if required else " (default: the experiment's [goal] p99_max)"))
+    p.add_argument("--memory-max", type=size_mib("--memory-max"), metavar="SIZE",
+                   help="memory budget: PSS at most this (512MiB, 2GiB; a plain number is MiB)"
+                        + ("" if required else " (default: [goal] memory_max)"))
     p.add_argument("--error-max", type=positive("--error-max", zero=True, hi=100), metavar="PCT",
-                   help="errors at most PCT%% of the requests (default: [goal] error_max)")
+                   help="errors at most PCT%% of the requests" + ("" if required else " (default: [goal] error_max)"))
 
 
 def goal_limits(args):
