@@ -9,7 +9,8 @@ from typing import Callable
 
 from arena.model import simulated
 from arena.model.calibrate import Calibration
-from arena.model.server import Prediction
+from arena.model.search import highest_rate
+from arena.model.server import Prediction, capacity
 from arena.model.verify import predict
 from arena.servers import catalog
 from arena.results.aggregate import Cell
@@ -121,3 +122,21 @@ def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate
                 measured = cell.throughput.median
                 out.append((c, cell, (c.predicted.throughput - measured) / measured if measured else None))
     return out
+
+
+SLO_SIM_REQUESTS = 4000  # per simulated rate of a capacity search: about 10 ms each here
+
+
+def slo_capacity(cal: Calibration, processes: int, threads: int | None, p99_max_ms: float,
+                 pool: int | None = None, sim: bool = False) -> float:
+    """The highest open rate (req/s) whose predicted p99 keeps within ``p99_max_ms`` (0: none), by the
+    mean-value model or, ``sim``, the simulator (its p99 is the closer: model/sim.py)."""
+    top = capacity(cal.workload_model(), cal.config(processes, threads, pool))
+    if sim:
+        def p99(rate: float) -> float:
+            return simulated.predict(cal, processes, threads, "open", rate, pool, requests=SLO_SIM_REQUESTS,
+                                     replications=1).prediction.p99_ms
+    else:
+        def p99(rate: float) -> float:
+            return predict(cal, processes, threads, "open", rate, pool).p99_ms
+    return highest_rate(p99, p99_max_ms, top, steps=10 if sim else 12)

@@ -1,0 +1,524 @@
+"""``arena tune``'s search, pure: it decides which runs to make; a measurer makes them.
+
+Given contenders ranked by the model's prediction, it
+1. **races** them at one load (the given one, or an open rate near the leaders' predicted capacity,
+   moved up by UP while every p99 is below RACE_LOW of the target, or down by DOWN while every run
+   is beyond the goal, one way only: where the contenders' p99s meet the target they tell capacity): every contender gets two runs, then a run more a round for those still in;
+   a contender is dropped only when it is *surely* worse than the leader (stats.compare: the
+   interval of the ratio excludes 1 by more than the threshold), surely beyond a limit of the goal,
+   or has no valid run where others had; the race ends when at most ``finalists`` are left, every
+   comparison with the leader is decided, or a contender reaches ``most`` runs (successive halving,
+   with a statistical test in place of a fixed cut). With no more contenders than finalists, there
+   is no race;
+2. finds each finalist's **capacity** (no load given): the highest open rate whose p99 keeps within
+   the target with errors within their limit, by a bracketing search from the model's estimate and
+   the race's rates (up by UP until a rate fails, down by DOWN until one passes, then halving the
+   bracket in log space until it is within WITHIN), and confirms the highest passing rate with
+   CONFIRM runs. The choice is the highest capacity; of capacities within the threshold of it, the
+   one that takes the least memory; a finalist whose bracket reaches above the choice's is tied;
+3. stops starting runs when the next would overrun the budget, and says what more time would buy.
+
+A rate passes when the median p99 of its valid runs keeps within the target and their median error
+share within the limit; a rate with no valid run fails (overload is what usually invalidates an
+open-model run: errors, the arrival rate not kept). Every run it asks for is keyed by contender,
+load level and repetition, so a second search over the same stored runs asks for nothing it has:
+an interrupted search resumes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+from arena import stats
+from arena.plan.experiment import Level
+from arena.results.aggregate import Figure
+from arena.results.answer import Goal
+
+UP, DOWN = 1.3, 0.7  # bracketing steps while one end is missing
+WITHIN = 0.05  # a bracket this narrow (hi / lo - 1) is capacity found
+FLOOR = 1 / 64  # below this share of the first rate tried, nothing meets the goal
+CONFIRM = 3  # runs at the capacity found
+RACE_RATE = 0.9  # the race's open rate: this share of the finalists' predicted capacity
+RACE_LOW = 0.5  # a race where every p99 is below this share of the target moves up by UP (too easy to tell)
+FIRST_RUNS = 2  # a contender's runs in the race's first round (two: the least that gives an interval)
+
+Key = tuple  # a contender: (server, processes, threads)
+
+
+@dataclass(frozen=True)
+class Contender:
+    key: Key
+    name: str
+    predicted: float  # req/s: the model's capacity within the goal (or throughput at the load given)
+    memory_mib: float | None = None  # the model's
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One stored run as the search sees it."""
+
+    valid: bool
+    throughput: float | None
+    p99_ms: float | None
+    error_pct: float | None
+    memory_mib: float | None
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ask:
+    key: Key
+    level: Level
+    repetition: int
+    why: str
+
+
+class Measurer(Protocol):
+    def measure(self, asks: Sequence[Ask]) -> None:
+        """Make the runs asked for that are not stored yet (a run that fails to start is left out)."""
+
+    def samples(self, key: Key, level: Level) -> list[Sample]:
+        """Every stored run of the contender at the level, in repetition order."""
+
+
+@dataclass(frozen=True)
+class Step:
+    stage: str  # "race", "drop", "capacity", "confirm", "stop"
+    text: str
+
+
+@dataclass(frozen=True)
+class Capacity:
+    key: Key
+    lo: float | None  # the highest rate that passed (None: none did)
+    hi: float | None  # the lowest rate above it that failed (None: none did)
+    runs_at_lo: int
+    confirmed: bool  # CONFIRM runs at ``lo``, passing at their median
+    p99_ms: Figure | None  # p99 at ``lo`` over its runs
+    probes: tuple[tuple[float, bool, int], ...]  # (rate, passed, runs) in rate order
+
+    @property
+    def width(self) -> float | None:
+        """hi / lo - 1 (None: an end is missing)."""
+        return None if self.lo is None or self.hi is None else self.hi / self.lo - 1
+
+
+@dataclass
+class Tuning:
+    """What the search did and found."""
+
+    load: Level | None  # the load given (None: capacity was searched)
+    race_level: Level | None = None  # where the race ended
+    race_levels: list[Level] = field(default_factory=list)  # every rate the race ran at, in order
+    raced: list[Contender] = field(default_factory=list)
+    dropped: dict[Key, str] = field(default_factory=dict)  # contender -> why
+    finalists: list[Key] = field(default_factory=list)
+    capacities: dict[Key, Capacity] = field(default_factory=dict)
+    choice: Key | None = None
+    tied: list[Key] = field(default_factory=list)  # not shown to be worse than the choice
+    steps: list[Step] = field(default_factory=list)
+    runs: int = 0  # runs asked for (made now or found stored)
+    stopped: str = ""  # why the search ended
+    more: list[str] = field(default_factory=list)  # what more time would buy
+    leader: Key | None = None  # the race's leader when it last ended a round
+    none_meets: bool = False  # nothing kept within the goal at any rate tried
+    best_p99_ms: float | None = None  # then: the lowest median p99 seen, and where
+    best_p99_at: tuple[Key, Level] | None = None
+    on_step: Callable[[Step], None] = field(default=lambda s: None, repr=False, compare=False)
+
+    def say(self, stage: str, text: str) -> None:
+        self.steps.append(Step(stage, text))
+        self.on_step(self.steps[-1])
+
+
+# ---------------------------------------------------------------------- pure judgements
+
+
+def rounded(rate: float) -> float:
+    """A rate to three significant figures: readable, and the same key on every resume."""
+    if rate <= 0:
+        return 0.0
+    digits = 2 - int(math.floor(math.log10(rate)))
+    return float(round(rate, digits))
+
+
+def highest_rate(p99_at: Callable[[float], float], p99_max: float, top: float, steps: int = 12) -> float:
+    """The highest rate in (0, ``top``) whose ``p99_at(rate)`` keeps within ``p99_max``, by bisection
+    (``steps`` halvings: 12 is 1/4096 of ``top``; p99 grows with the rate); 0 where even top / 1000
+    does not."""
+    if not p99_at(top * 1e-3) <= p99_max:
+        return 0.0
+    lo, hi = 0.0, top
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if p99_at(mid) <= p99_max else (lo, mid)
+    return lo
+
+
+def passes(samples: Sequence[Sample], goal: Goal) -> bool:
+    """Whether a rate keeps within the goal: the median p99 and error share of its valid runs."""
+    valid = [s for s in samples if s.valid and s.p99_ms is not None]
+    if not valid:
+        return False
+    if goal.p99_ms is not None and stats.median([s.p99_ms for s in valid]) > goal.p99_ms:
+        return False
+    errors = [s.error_pct or 0.0 for s in valid]
+    return goal.error_pct is None or stats.median(errors) <= goal.error_pct
+
+
+def bracket(history: dict[float, bool]) -> tuple[float | None, float | None]:
+    """(highest passing rate below the lowest failing one, that failing rate) of the rates tried."""
+    failing = [r for r, ok in history.items() if not ok]
+    hi = min(failing) if failing else None
+    passing = [r for r, ok in history.items() if ok and (hi is None or r < hi)]
+    return (max(passing) if passing else None), hi
+
+
+def next_rate(history: dict[float, bool], start: float) -> float | None:
+    """The next rate to try (None: the bracket is narrow enough, or even the floor failed)."""
+    lo, hi = bracket(history)
+    if lo is None and hi is None:
+        return rounded(start)
+    if lo is None:
+        r = rounded(hi * DOWN)
+        return None if r < start * FLOOR or r in history else r
+    if hi is None:
+        return rounded(lo * UP)
+    if hi / lo - 1 <= WITHIN:
+        return None
+    r = rounded(math.sqrt(lo * hi))
+    return None if r in history else r  # rounding met a rate tried: as narrow as the rates go
+
+
+def figure_of(load: Level | None) -> tuple[str, bool]:
+    """What the race compares: throughput (higher is better) at a closed load, else p99 (lower)."""
+    return ("throughput", True) if load is not None and load.model == "closed" else ("p99_ms", False)
+
+
+def values(samples: Sequence[Sample], figure: str) -> list[float]:
+    return [v for v in (getattr(s, figure) for s in samples if s.valid) if v is not None and v > 0]
+
+
+# ---------------------------------------------------------------------- the search
+
+
+def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, measurer: Measurer, *,
+           budget_s: float, run_s: float, clock: Callable[[], float], finalists: int = 2, most: int = 5,
+           threshold: float = stats.THRESHOLD, on_step: Callable[[Step], None] = lambda s: None) -> Tuning:
+    """Race ``contenders`` (best predicted first), then find the finalists' capacity (``load`` None)
+    within ``budget_s`` of ``clock`` (a run taken as ``run_s`` seconds)."""
+    start = clock()
+    t = Tuning(load, on_step=on_step)
+
+    def afford(n: int) -> bool:
+        return clock() - start + n * run_s <= budget_s
+
+    def ask(asks: list[Ask]) -> bool:
+        if not asks:
+            return True
+        if not afford(len(asks)):
+            t.stopped = f"the budget: {len(asks)} more run(s) (about {len(asks) * run_s:.0f} s) would overrun it"
+            return False
+        measurer.measure(asks)
+        t.runs += len(asks)
+        return True
+
+    if not contenders:
+        t.stopped = "no contender fits the limits"
+        return t
+    t.raced = list(contenders)
+    if load is None and len(contenders) <= finalists:  # every one is a finalist: nothing to race for
+        t.finalists = [c.key for c in contenders]
+    else:
+        _race(t, goal, load, measurer, ask, finalists, most, threshold)
+    if load is None and t.finalists and not t.stopped:
+        for key in t.finalists:
+            if not _capacity(t, key, goal, measurer, ask, next(c for c in contenders if c.key == key)):
+                break
+    _choose(t, goal, load, measurer, threshold)
+    if not t.stopped:
+        t.stopped = "done"
+    t.more = _more(t, goal, measurer, run_s)
+    return t
+
+
+def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, finalists: int, most: int,
+          threshold: float) -> None:
+    ranked = t.raced
+    lead = ranked[min(finalists, len(ranked)) - 1]
+    level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))
+    t.race_level = level
+    t.race_levels.append(level)
+    moved = 0  # the race's rate moves one way only: +1 up, -1 down
+    figure, higher = figure_of(load)
+    alive = [c.key for c in ranked]
+    names = {c.key: c.name for c in ranked}
+    t.say("race", f"race of {len(alive)} at {level.label}, compared on {figure.replace('_ms', '')}: "
+                  + ", ".join(names[k] for k in alive))
+    reps = FIRST_RUNS
+    while True:
+        asks = [Ask(k, level, r, f"tune: race at {level.label}, run {r}") for k in alive
+                for r in range(1, reps + 1) if len(measurer.samples(k, level)) < r]
+        if not ask(asks):
+            break
+        got = {k: measurer.samples(k, level) for k in alive}
+        beyond = all(not passes([s], goal) for k in alive for s in got[k])
+        if load is None and beyond and moved <= 0:  # the rate is beyond every contender: too hard to tell
+            lower = rounded(level.value * DOWN)
+            if lower < RACE_RATE * lead.predicted * FLOOR:
+                break
+            t.say("race", f"every run beyond the goal at {level.label}: the race moves to {lower:g} req/s")
+            level = t.race_level = Level("open", lower)
+            t.race_levels.append(level)
+            reps, moved = FIRST_RUNS, -1
+            continue
+        t.say("race", f"round at {level.label}: " + "; ".join(
+            f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
+        medians = [stats.median(values(got[k], "p99_ms")) if values(got[k], "p99_ms") else math.inf for k in alive]
+        if load is None and goal.p99_ms is not None and moved >= 0 and max(medians) < RACE_LOW * goal.p99_ms:
+            higher_rate = rounded(level.value * UP)  # every one far within the target: too easy to tell capacity
+            t.say("race", f"every p99 below {100 * RACE_LOW:g}% of the target at {level.label}: the race moves to "
+                          f"{higher_rate:g} req/s")
+            level = t.race_level = Level("open", higher_rate)
+            t.race_levels.append(level)
+            reps, moved = FIRST_RUNS, 1
+            continue
+        for k in list(alive):
+            why = _out_of_goal(got[k], goal, load)
+            if why:
+                alive.remove(k)
+                t.dropped[k] = why
+                t.say("drop", f"{names[k]}: {why}")
+        if not alive:
+            break
+        leader = t.leader = _leader(alive, got, figure, higher)
+        undecided = False
+        for k in [k for k in alive if k != leader]:
+            c = stats.compare(values(got[k], figure), values(got[leader], figure), higher, threshold)
+            if c.verdict == stats.WORSE:
+                alive.remove(k)
+                t.dropped[k] = f"surely worse than {names[leader]}: {figure.replace('_ms', '')} {c.ratio}"
+                t.say("drop", f"{names[k]}: {t.dropped[k]}")
+            elif c.verdict == stats.UNDECIDED:
+                undecided = True
+        if len(alive) <= finalists or not undecided or reps >= most:
+            break
+        reps += 1
+    alive.sort(key=lambda k: _median_or(measurer.samples(k, level), figure, higher))
+    t.finalists = alive[:finalists]
+    if alive:
+        t.say("race", f"finalists: {', '.join(names[k] for k in t.finalists)}"
+                      + (f" (of {len(alive)} not shown worse)" if len(alive) > finalists else ""))
+
+
+def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None) -> str:
+    """Why a contender is out of the race whatever the others do ('' where it is not)."""
+    if len(samples) >= FIRST_RUNS and not any(s.valid for s in samples):  # while another has valid runs
+        flags = sorted({f for s in samples for f in s.flags})
+        return "no valid run" + (f" ({', '.join(flags)})" if flags else "") + " where others had"
+    valid = [s for s in samples if s.valid]
+    mem = [s.memory_mib for s in valid if s.memory_mib is not None]
+    if goal.memory_mib is not None and len(mem) >= FIRST_RUNS and min(mem) > goal.memory_mib:
+        return f"memory {min(mem):.0f} MiB or more > {goal.memory_mib:g} MiB in every run"
+    p99 = [s.p99_ms for s in valid if s.p99_ms is not None]
+    if load is not None and goal.p99_ms is not None and len(p99) >= FIRST_RUNS and min(p99) > goal.p99_ms:
+        return f"p99 {min(p99):.0f} ms or more > {goal.p99_ms:g} ms in every run at {load.label}"
+    return ""
+
+
+def _leader(alive: list[Key], got: dict[Key, list[Sample]], figure: str, higher: bool) -> Key:
+    return min(alive, key=lambda k: _median_or(got[k], figure, higher))
+
+
+def _median_text(samples: Sequence[Sample], figure: str) -> str:
+    vs = values(samples, figure)
+    if not vs:
+        return "no valid run"
+    return f"p99 {stats.median(vs):.0f} ms" if figure == "p99_ms" else f"{stats.median(vs):.1f} req/s"
+
+
+def _median_or(samples: Sequence[Sample], figure: str, higher: bool) -> float:
+    """A sort key: the median of the figure, best first; no value sorts last."""
+    vs = values(samples, figure)
+    if not vs:
+        return math.inf
+    m = stats.median(vs)
+    return -m if higher else m
+
+
+def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Contender) -> bool:
+    """Find one finalist's capacity; False where the budget stopped it."""
+    history: dict[float, bool] = {}
+    for level in t.race_levels:
+        if level.model == "open" and measurer.samples(key, level):
+            history[level.value] = passes(measurer.samples(key, level), goal)
+    start = c.predicted if c.predicted > 0 else (t.race_level.value if t.race_level else 1.0)
+
+    def probe(rate: float, runs: int, why: str) -> bool:
+        """Judge ``rate`` on ``runs`` runs there (those stored count: a resumed search makes none again)."""
+        level = Level("open", rate)
+        have = len(measurer.samples(key, level))
+        if not ask([Ask(key, level, n, f"tune: {why} of {c.name}") for n in range(have + 1, runs + 1)]):
+            return False
+        got = measurer.samples(key, level)
+        history[rate] = passes(got, goal)
+        t.say(why.split()[0], f"{c.name} at {level.label}: {_probe_text(got, history[rate])}")
+        return True
+
+    while True:
+        lo, hi = bracket(history)
+        r = None if hi is None and lo is not None and lo >= start / FLOOR else next_rate(history, start)
+        if r is not None:  # search on
+            if not probe(r, 1, "capacity"):
+                break
+            continue
+        if lo is None:  # even the lowest rate tried failed
+            break
+        at = measurer.samples(key, Level("open", lo))
+        if len(at) >= CONFIRM:
+            if passes(at, goal):
+                break  # confirmed
+            history[lo] = False  # confirmation failed: the bracket moves down
+            continue
+        if not probe(lo, CONFIRM, "confirm the capacity"):
+            break
+    t.capacities[key] = _result(key, history, measurer)
+    return not t.stopped
+
+
+def _probe_text(samples: Sequence[Sample], ok: bool) -> str:
+    return f"{_median_text(samples, 'p99_ms')} over {len(samples)} run(s): {'within' if ok else 'beyond'} the goal"
+
+
+def _result(key: Key, history: dict[float, bool], measurer: Measurer) -> Capacity:
+    lo, hi = bracket(history)
+    at = measurer.samples(key, Level("open", lo)) if lo is not None else []
+    probes = tuple((r, ok, len(measurer.samples(key, Level("open", r)))) for r, ok in sorted(history.items()))
+    return Capacity(key, lo, hi, len(at), lo is not None and len(at) >= CONFIRM and history[lo],
+                    Figure.of(values(at, "p99_ms")) if at else None, probes)
+
+
+def _choose(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, threshold: float) -> None:
+    if load is None:
+        found = [c for c in t.capacities.values() if c.lo is not None]
+        if not found:
+            if not t.stopped:  # searched to the end: nothing met the goal (else the budget cut it short)
+                _none_meets(t, measurer)
+            return
+        best = max(found, key=lambda c: c.lo)
+        # of the capacities found as high (within the threshold), the one that takes the least memory
+        same = [c for c in found if c.lo * (1 + threshold) >= best.lo]
+        best = min(same, key=lambda c: (_memory(measurer, c), -c.lo))
+        t.choice = best.key
+        # tied: a finalist whose capacity may be as high (its bracket reaches the best's lowest end)
+        t.tied = [c.key for c in found if c.key != best.key and (c.hi is None or c.hi > best.lo * (1 + threshold))]
+        t.tied += [k for k in t.finalists if k not in t.capacities]  # never searched: not shown worse
+        return
+    figure, higher = figure_of(load)
+    within = [k for k in t.finalists if passes(measurer.samples(k, load), goal)]
+    if not within:
+        if not t.stopped:
+            _none_meets(t, measurer)
+        return
+    t.choice = within[0]
+    best = values(measurer.samples(t.choice, load), figure)
+    for k in within[1:]:
+        c = stats.compare(values(measurer.samples(k, load), figure), best, higher, threshold)
+        if c.verdict != stats.WORSE:
+            t.tied.append(k)
+
+
+def _memory(measurer: Measurer, c: Capacity) -> float:
+    """The median PSS (MiB) of the valid runs at a capacity found (inf without a figure)."""
+    mem = [s.memory_mib for s in measurer.samples(c.key, Level("open", c.lo)) if s.valid and s.memory_mib]
+    return stats.median(mem) if mem else math.inf
+
+
+def _none_meets(t: Tuning, measurer: Measurer) -> None:
+    """Nothing passed: the lowest median p99 seen, and where (the best achievable here)."""
+    t.none_meets = True
+    best: tuple[float, Key, Level] | None = None
+    levels = set(t.race_levels) | {Level("open", r) for c in t.capacities.values() for r, _, _ in c.probes}
+    for c in t.raced:
+        for lv in levels:
+            if lv is None:
+                continue
+            p99 = values(measurer.samples(c.key, lv), "p99_ms")
+            if p99 and (best is None or stats.median(p99) < best[0]):
+                best = (stats.median(p99), c.key, lv)
+    if best is not None:
+        t.best_p99_ms, t.best_p99_at = best[0], (best[1], best[2])
+
+
+def _more(t: Tuning, goal: Goal, measurer: Measurer, run_s: float) -> list[str]:
+    """What more time would buy, each with the runs and seconds it would take."""
+    out = []
+    names = {c.key: c.name for c in t.raced}
+    if t.choice is None and t.stopped.startswith("the budget"):
+        runs = (len(t.raced) - len(t.dropped)) * FIRST_RUNS + (0 if t.load else 8 + CONFIRM)
+        lead = f"; the race's leader so far: {names[t.leader]}" if t.leader is not None else ""
+        out.append(f"an answer: the race and {'a capacity search' if t.load is None else 'its last round'} need "
+                   f"about {runs} more run(s) (~{runs * run_s:.0f} s){lead}")
+    level = t.race_level
+    figure, higher = figure_of(t.load)
+    if level is not None and t.choice is not None:
+        for k in t.tied:
+            c = stats.compare(values(measurer.samples(k, level), figure),
+                              values(measurer.samples(t.choice, level), figure), higher)
+            if c.verdict == stats.UNDECIDED and c.more:
+                out.append(f"telling {names[k]} from {names[t.choice]} apart: about {c.more} more run(s) each "
+                           f"(~{2 * c.more * run_s:.0f} s)")
+    for key, cap in t.capacities.items():
+        if cap.lo is None:
+            continue
+        if cap.hi is None:
+            out.append(f"{names[key]}: no rate beyond {cap.lo:g} req/s failed yet: the upper end needs 1 or more runs "
+                       f"(~{run_s:.0f} s each)")
+        elif cap.width is not None and cap.width > WITHIN:
+            steps = math.ceil(math.log2(math.log(1 + cap.width) / math.log(1 + WITHIN)))
+            out.append(f"{names[key]}: capacity between {cap.lo:g} and {cap.hi:g} req/s; {steps} more run(s) "
+                       f"(~{steps * run_s:.0f} s) narrow it to {100 * WITHIN:g}%")
+        if not cap.confirmed:
+            n = max(CONFIRM - cap.runs_at_lo, 1)
+            out.append(f"{names[key]}: {cap.lo:g} req/s is not confirmed: {n} more run(s) there (~{n * run_s:.0f} s)")
+    return out
+
+
+# ---------------------------------------------------------------------- a measurer from a model
+
+
+class Modelled:
+    """A measurer whose runs come from ``truth(key, level) -> (p99 ms, throughput)`` (the simulator,
+    say), each p99 times a seeded log-normal factor of spread ``noise``; a p99 of inf is an invalid
+    run (overload). Each run moves its own clock (``clock()``) by ``run_s``: the search's budget is
+    then kept in simulated time. For tests and benches: the search judged against a known truth."""
+
+    def __init__(self, truth: Callable[[Key, Level], tuple[float, float]], noise: float = 0.0, seed: int = 1,
+                 run_s: float = 8.0, memory_mib: Callable[[Key], float] = lambda k: 40.0):
+        import random
+
+        self.truth, self.noise, self.run_s, self.memory_mib = truth, noise, run_s, memory_mib
+        self.rng = random.Random(seed)
+        self.stored: dict[tuple[Key, Level], list[Sample]] = {}
+        self.made = 0
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def measure(self, asks: Sequence[Ask]) -> None:
+        for a in asks:
+            have = self.stored.setdefault((a.key, a.level), [])
+            if a.repetition != len(have) + 1:
+                raise ValueError(f"asked for run {a.repetition} of {a.key} at {a.level.label} with {len(have)} stored")
+            p99, x = self.truth(a.key, a.level)
+            ok = math.isfinite(p99)
+            p99 *= self.rng.lognormvariate(0, self.noise) if self.noise and ok else 1.0
+            have.append(Sample(ok, x, p99 if ok else None, 0.0, self.memory_mib(a.key)))
+            self.made += 1
+            self.now += self.run_s
+
+    def samples(self, key: Key, level: Level) -> list[Sample]:
+        return list(self.stored.get((key, level), []))

@@ -1,0 +1,126 @@
+"""arena tune's search (model/search.py) against a measurer whose truth is the simulator: capacity
+found within 5%, the budget kept, only surely-worse contenders dropped, a resumed search repeating
+no run."""
+
+import math
+
+from arena.app.model import given_calibration
+from arena.model import simulated
+from arena.model.search import (CONFIRM, WITHIN, Contender, Modelled, Sample, bracket, highest_rate, next_rate, passes,
+                                rounded, search)
+from arena.plan.experiment import Level
+from arena.results.answer import Goal
+
+RUN_S = 8.0
+
+
+CAL = given_calibration("gunicorn-gthread", cores=1, cpu_ms=5.0, io_ms=10.0)
+
+
+def simulator(key, level):
+    """The simulator's p99 (ms) and throughput of gunicorn-gthread p x t, 5 ms CPU + 10 ms I/O, 1 core."""
+    _, p, t = key
+    sim = simulated.predict(CAL, p, t, level.model, level.value, requests=3000, replications=1, seed=7)
+    return sim.prediction.p99_ms, sim.prediction.throughput
+
+
+def true_capacity(key, p99_max: float) -> float:
+    return highest_rate(lambda rate: simulator(key, Level("open", rate))[0], p99_max, 1000.0, steps=30)
+
+
+def test_rates_are_rounded_to_three_figures():
+    assert [rounded(x) for x in (123.456, 0.012345, 99.96, 1234.5)] == [123.0, 0.0123, 100.0, 1230.0]
+
+
+def test_the_bracket_grows_until_a_rate_fails_then_halves_in_log_space():
+    assert next_rate({}, 100) == 100.0
+    assert next_rate({100.0: True}, 100) == 130.0  # up by 1.3 until one fails
+    assert next_rate({100.0: False}, 100) == 70.0  # down by 0.7 until one passes
+    assert next_rate({100.0: True, 130.0: False}, 100) == 114.0  # sqrt(100 x 130)
+    assert next_rate({100.0: True, 104.0: False}, 100) is None  # within 5%: found
+    assert bracket({90.0: True, 100.0: False, 110.0: True}) == (90.0, 100.0)  # a pass above a failure is noise
+    assert next_rate({1.0: False}, 64) is None  # below 1/64 of the start: nothing meets the goal
+
+
+def test_a_rate_passes_on_its_valid_runs_medians():
+    goal = Goal(p99_ms=100, error_pct=1.0)
+    ok = Sample(True, 10.0, 90.0, 0.0, None)
+    assert passes([ok, ok, Sample(True, 10.0, 300.0, 0.0, None)], goal)  # one slow run of three
+    assert not passes([ok, Sample(True, 10.0, 300.0, 0.0, None)], goal)  # median of two: 195
+    assert not passes([Sample(True, 10.0, 50.0, 5.0, None)], goal)  # errors beyond the limit
+    assert not passes([Sample(False, None, None, None, None)], goal)  # no valid run: overload
+
+
+def test_capacity_is_found_within_five_percent_of_the_simulators():
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    keys = [("gunicorn-gthread", 1, 4), ("gunicorn-gthread", 1, 1)]
+    truth = {k: true_capacity(k, goal.p99_ms) for k in keys}
+    fake = Modelled(simulator, run_s=RUN_S)
+    # the model's estimates are 30% off on purpose: the search must not depend on them
+    contenders = [Contender(k, f"p={k[1]} t={k[2]}", 1.3 * truth[k]) for k in keys]
+    t = search(contenders, goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock)
+    assert t.choice == keys[0]
+    cap = t.capacities[keys[0]]
+    assert cap.lo <= truth[keys[0]] * 1.001 and cap.hi > truth[keys[0]] * 0.999, (cap, truth)
+    assert cap.hi / cap.lo - 1 <= WITHIN and cap.lo >= truth[keys[0]] * (1 - WITHIN)
+    assert cap.confirmed and cap.runs_at_lo >= CONFIRM
+    assert t.stopped == "done" and t.runs == fake.made
+
+
+def test_the_budget_is_kept_and_what_more_time_would_buy_is_said():
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    keys = [("gunicorn-gthread", 1, 4), ("gunicorn-gthread", 2, 4), ("gunicorn-gthread", 1, 1)]
+    fake = Modelled(simulator, noise=0.05, run_s=RUN_S)
+    t = search([Contender(k, str(k), 60.0) for k in keys], goal, None, fake, budget_s=10 * RUN_S, run_s=RUN_S,
+               clock=fake.clock)
+    assert fake.made <= 10 and fake.now <= 10 * RUN_S
+    assert t.stopped.startswith("the budget")
+    assert t.more, "says what more time would buy"
+
+
+def test_only_surely_worse_contenders_are_dropped():
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    twin_a, twin_b, weak = ("gunicorn-gthread", 1, 4), ("gunicorn-gthread", 1, 4, "again"), ("gunicorn-gthread", 1, 1)
+
+    def truth(key, level):
+        return simulator(key[:3], level)
+
+    dropped_twins = 0
+    for seed in range(10):
+        fake = Modelled(truth, noise=0.05, seed=seed, run_s=RUN_S)
+        cap = true_capacity(twin_a, goal.p99_ms)
+        t = search([Contender(twin_a, "A", cap), Contender(twin_b, "A'", cap), Contender(weak, "weak", cap)],
+                   goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock)
+        # at the race's rate the one-thread server is overloaded (no valid run) or surely slower
+        assert weak in t.dropped and ("surely worse" in t.dropped[weak] or "no valid run" in t.dropped[weak])
+        dropped_twins += (twin_a in t.dropped) + (twin_b in t.dropped)
+    assert dropped_twins <= 1, "an A/A pair is (almost) never told apart"
+
+
+def test_a_goal_nothing_meets_gives_the_best_p99_reached():
+    goal = Goal(p99_ms=5.0, error_pct=1.0)  # below the 15 ms a request takes alone
+    fake = Modelled(simulator, run_s=RUN_S)
+    t = search([Contender(("gunicorn-gthread", 1, 4), "p=1 t=4", 50.0)], goal, None, fake, budget_s=3600,
+               run_s=RUN_S, clock=fake.clock)
+    assert t.choice is None and t.none_meets
+    assert 15.0 <= t.best_p99_ms < 40.0 and t.best_p99_at[0] == ("gunicorn-gthread", 1, 4)
+
+
+def test_a_second_search_over_the_stored_runs_makes_none_again():
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    contenders = [Contender(("gunicorn-gthread", 1, 4), "a", 70.0), Contender(("gunicorn-gthread", 2, 2), "b", 60.0)]
+    fake = Modelled(simulator, noise=0.05, run_s=RUN_S)
+    first = search(contenders, goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock)
+    made = fake.made
+    again = search(contenders, goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock)
+    assert fake.made == made and (again.choice, again.capacities) == (first.choice, first.capacities)
+
+
+def test_a_fixed_closed_load_is_raced_on_throughput_within_the_goal():
+    goal = Goal(p99_ms=200.0, error_pct=1.0)
+    keys = [("gunicorn-gthread", 1, 1), ("gunicorn-gthread", 1, 8)]
+    fake = Modelled(simulator, noise=0.03, run_s=RUN_S)
+    t = search([Contender(k, str(k), 1.0) for k in keys], goal, Level("closed", 16), fake, budget_s=3600,
+               run_s=RUN_S, clock=fake.clock)
+    assert t.choice == keys[1] and not t.capacities  # 8 threads overlap the I/O; no capacity at a fixed load
+    assert keys[0] in t.dropped
