@@ -18,7 +18,7 @@ from functools import partial
 from dataclasses import asdict, dataclass, field, replace
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from arena import __version__ as arena_version
 from arena import speed as machine_speed
@@ -286,11 +286,13 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
 
 def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None,
                    seams: Seams = Seams(), retake_invalid: bool = False,
-                   extra: Mapping[tuple, tuple[int, str]] | None = None) -> dict:
+                   extra: Mapping[tuple, tuple[int, str]] | None = None,
+                   chosen: Sequence[Group] | None = None) -> dict:
     """Run every run of ``exp`` not yet in ``store`` (with ``retake_invalid``, also each run whose
     every stored attempt is invalid: once more, stored beside them as its next retake; nothing stored
     is replaced). With ``extra`` (a cell, RunSpec.cell -> its next repetition and why), only those
-    runs beyond the plan, each stored with why it was taken. Returns counts: "run" (done and saved),
+    runs beyond the plan, each stored with why it was taken. With ``chosen``, those runs (arena tune's,
+    each with why), in that order, whatever the plan holds. Returns counts: "run" (done and saved),
     "skipped" (already in the store), "failed" (not run: its server did not start, died before it, or
     its driver failed; stored as a failure, not a run, so the next ``arena run`` tries it again) and
     "invalid" (saved, with validity flags)."""
@@ -301,6 +303,8 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     groups = retakes(plan(exp), stored) if retake_invalid else plan(exp)
     if extra:
         groups = beyond(exp, extra)
+    if chosen is not None:
+        groups = list(chosen)
     done = set(stored)
     total = sum(len(g.runs) for g in groups)
     env = environment(exp)

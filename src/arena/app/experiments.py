@@ -60,18 +60,29 @@ class RunCounts:
     skipped: int
     failed: int
     invalid: int
+    # [load] find = "capacity": (configuration, workload, model.search.Capacity or None, why none)
+    capacities: tuple = ()
 
 
 def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
              on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
-             seams: Seams = Seams(), retake_invalid: bool = False) -> RunCounts | None:
+             seams: Seams = Seams(), retake_invalid: bool = False,
+             on_step: Callable[[str], None] = lambda s: None) -> RunCounts | None:
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
     run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
-    stored attempts are all invalid once more (runner.run_experiment)."""
+    stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
+    "capacity"``, each configuration's capacity is searched instead (app/tune.py capacities), each
+    step of the search told to ``on_step``."""
     planned = plan_file(path)
     on_plan(planned)
     if dry_run:
         return None
+    if planned.experiment.find == "capacity":
+        from arena.app.tune import capacities
+
+        found = capacities(planned.experiment, store_path, on_event, on_step, seams)
+        c = found.counts
+        return RunCounts(c["run"], c["skipped"], c["failed"], c["invalid"], tuple(found.capacities))
     with open_store(store_path, write=True) as store:
         counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid)
     return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])

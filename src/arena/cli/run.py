@@ -7,6 +7,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.app.decide import BUDGET_S, MAX_REPETITIONS, run_until_decided
 from arena.app.experiments import run_file
+from arena.errors import ArenaError
+from arena.report.tune import capacity_text
 from arena.cli.args import note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_store, count, duration, warn
 
 NAME = "run"
@@ -36,16 +38,26 @@ def add_retake(p) -> None:
 def run(args, out) -> int:
     if args.until_decided and not args.dry_run:
         return _until_decided(args, out)
+    step = lambda text: out.print(f"  {text}", highlight=False, markup=False)  # noqa: E731
     counts, names = with_progress(out, args.store, args.dry_run,
                                   lambda planned, on_event: run_file(args.experiment, args.store, planned, on_event,
                                                                      dry_run=args.dry_run,
-                                                                     retake_invalid=args.retake_invalid))
+                                                                     retake_invalid=args.retake_invalid, on_step=step))
     if counts is None:
         return 0
-    return summary(out, counts, names[0], args.store)
+    for config, workload, cap, why in counts.capacities:
+        out.print(f"capacity of {config}" + ("" if workload == "default" else f" ({workload})") + ": "
+                  + (capacity_text(cap) if cap is not None and cap.lo is not None else why), highlight=False, markup=False)
+    code = summary(out, counts, names[0], args.store)
+    missing = any(cap is None or cap.lo is None for _, _, cap, _ in counts.capacities)
+    return code or (EXIT_FAILED if missing else 0)
 
 
 def _until_decided(args, out) -> int:
+    from arena.app.experiments import plan_file
+
+    if plan_file(args.experiment).experiment.find:
+        raise ArenaError(f"--until-decided: {args.experiment} searches capacities ([load] find); run it without")
     def on_round(r) -> None:
         out.print(f"until decided, round {r.number}: {len(r.wanted)} run(s) beyond the plan", highlight=False)
         for why in dict.fromkeys(why for _, why in r.wanted.values()):
@@ -68,9 +80,10 @@ def with_progress(out, store: str, dry_run: bool, call):
         levels = sum(len(w.levels or exp.levels) for w in exp.workloads)  # workload x level pairs
         shape = (f"{len(exp.workloads)} workloads x {len(exp.levels)} levels" if not any(w.levels for w in exp.workloads)
                  else f"{levels} workload levels")
-        out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {shape} x "
-                  f"{exp.repetitions} repetitions; server CPUs {list(exp.server_cpus)}, "
-                  f"load CPUs {list(exp.load_cpus)}; about {p.estimate_s / 60:.0f} min; store {os.path.abspath(store)}",
+        what = (f"{shape} x {exp.repetitions} repetitions; about {p.estimate_s / 60:.0f} min" if not exp.find else
+                f"{len(exp.workloads)} workloads: the capacity within {exp.goal} searched for each")
+        out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {what}; server CPUs "
+                  f"{list(exp.server_cpus)}, load CPUs {list(exp.load_cpus)}; store {os.path.abspath(store)}",
                   highlight=False)
         for app in {c.user_app.name: c.user_app for c in exp.servers if c.user_app}.values():
             warn(out, app)

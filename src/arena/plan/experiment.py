@@ -147,6 +147,8 @@ class Experiment:
     reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
     goal: Goal = Goal()  # what the answer must keep within ([goal]); flags override it
     thresholds: tuple[Threshold, ...] = ()  # pass/fail criteria for CI (thresholds = [...]), on each cell
+    find: str | None = None  # "capacity": each configuration's capacity is searched ([load] find); levels are ()
+    find_from: float | None = None  # the rate that search starts from (None: from a closed-loop run)
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,9 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if len(set(names)) != len(names):
         raise top.fail("workloads", names, "each workload needs its own name")
 
-    levels = _levels(Reader(file, _table(top, "load"), "load."))
+    load = Reader(file, _table(top, "load"), "load.")
+    find, find_from = _find(load)
+    levels = [] if find else _levels(load)
 
     servers_raw = data.get("servers")
     if not isinstance(servers_raw, list) or not servers_raw or not all(isinstance(s, dict) for s in servers_raw):
@@ -260,7 +264,12 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if duration == 0:
         raise top.fail("duration", data.get("duration"), "must be above 0")
 
-    _check_driver(top, driver, levels, requests is not None, workloads)
+    _check_driver(top, driver, levels or [Level("open", 1.0)], requests is not None, workloads)
+    goal = _goal(top)
+    if find and goal.p99_ms is None:
+        raise load.fail("find", "capacity", "needs the latency target it is the capacity for: [goal] p99_max")
+    if find and requests is not None:
+        raise top.fail("requests", requests, "a capacity search runs for a duration: give duration, not requests")
 
     lay = Reader(file, _table(top, "layout"), "layout.")
     lay.unknown({"server_cpus", "load_cpus", "service_cpus"})
@@ -297,7 +306,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         services=services, service_cpus=service_cpus,
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
-        goal=_goal(top), thresholds=tuple(thresholds), source=data,
+        goal=goal, thresholds=tuple(thresholds), source=data, find=find, find_from=find_from,
     )
 
 
@@ -374,6 +383,21 @@ def _clients(r: Reader, key: str, default: Clients) -> Clients:
     """A clients table under ``key`` of ``r`` over ``default`` (plan.clients reads it)."""
     cl = Reader(r.file, _table(r, key), f"{r.prefix}{key}.")
     return read_clients(cl.table, default, cl.fail, lambda k, most: cl.duration(k, None, most))
+
+
+def _find(ld: Reader) -> tuple[str | None, float | None]:
+    """``[load] find = "capacity"``: each configuration's capacity is searched (the highest open rate
+    within [goal] p99_max) instead of fixed levels; ``rates``, if given, is where the search starts."""
+    if "find" not in ld.table:
+        return None, None
+    ld.unknown({"model", "find", "rates"})
+    ld.string("find", None, ("capacity",))
+    if ld.string("model", "open", MODELS) != "open":
+        raise ld.fail("model", ld.get("model"), "must be \"open\" with find = \"capacity\" (a capacity is a rate)")
+    start = ld.get("rates")
+    if start is not None and not (isinstance(start, (int, float)) and not isinstance(start, bool) and 0 < start <= 1e7):
+        raise ld.fail("rates", start, "with find = \"capacity\": the rate the search starts from, one number above 0")
+    return "capacity", None if start is None else float(start)
 
 
 def _levels(ld: Reader) -> list[Level]:

@@ -1,0 +1,81 @@
+"""Capacity searches on the runner: [load] find = "capacity" through the runner's seams (a fake
+machine whose capacity is known)."""
+
+from arena.model.search import WITHIN
+
+
+def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_path):
+    """A fake machine whose p99 is 20 ms up to a configuration's capacity (100 req/s a thread) and
+    800 ms beyond: `arena run` of a find = "capacity" file brackets each within 5% and confirms it."""
+    from arena.app.experiments import run_file
+    from arena.results.load import Histogram, LoadResult, Phase
+    from arena.results.resources import ResourceResult
+    from arena.results.store import Store
+    from arena.runner import Seams
+
+    f = tmp_path / "cap.toml"
+    f.write_text('name = "cap"\nduration = "1s"\nwarmup = "0s"\n[workload]\npath = "/work"\n'
+                 '[load]\nfind = "capacity"\n[goal]\np99_max = "100ms"\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
+                 '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+    driven = []
+
+    class Server:
+        def __init__(self, spec):
+            self.spec, self.url = spec, "http://127.0.0.1:1"
+            self.procset = type("P", (), {"name": "fake", "pids": lambda self: [100]})()
+
+        def alive(self):
+            return True
+
+        def described(self):
+            return {"argv": ["fake"], "cwd": "/", "env": {}}
+
+        def log_tail(self):
+            return ""
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    class Probe:
+        def __init__(self, procset, interval=0.5):
+            self.started = False
+
+        def start(self):
+            self.started = True
+            return self
+
+        def stop(self):
+            return ResourceResult(1.0, 1, 0.4, 0.1, 50 << 20, 50 << 20, 40 << 20, 60 << 20, None, 1, 4, "fake")
+
+    current = {}
+
+    def launch(spec):
+        current["threads"] = spec.threads
+        return Server(spec)
+
+    def drive(spec, cpus=None, live=None):
+        driven.append(spec)
+        capacity = 100.0 * current["threads"]
+        rate = spec.rate if spec.rate is not None else 1.2 * capacity  # closed, every slot busy: a bit beyond
+        done = int(min(rate, capacity))
+        p99 = 20_000 if spec.rate is None or spec.rate <= capacity else 800_000
+        h = Histogram(done, 1000, p99, p99 / 2, 1.0, {"50": p99 // 2, "90": p99, "99": p99})
+        phase = Phase(1.0, done, done, done, 0, 0, 0, spec.rate, float(done), {200: done}, {}, {}, 0, 0, h, h, None, None)
+        return LoadResult("fake", "0", "open" if spec.rate else "closed", "u", spec.connections, spec.rate, False, phase,
+                          None, [], 0.1, 0.1, 1.0, None, False, [], {"interval_s": 1.0})
+
+    seams = Seams(launch=launch, drivers={"arena-load": drive}, probe=Probe, idle_s=0.0, speed=lambda c: 2.0,
+                  cpu_busy=lambda c: 0.0, speed_sample=None)
+    counts = run_file(str(f), str(tmp_path / "s.db"), seams=seams)
+    assert counts.failed == 0 and counts.invalid == 0
+    found = {config: cap for config, _, cap, _ in counts.capacities}
+    for threads, cap in ((1, found["puma[rack] t=1"]), (2, found["puma[rack] t=2"])):
+        assert cap.lo <= 100 * threads < cap.hi and cap.hi / cap.lo - 1 <= WITHIN and cap.confirmed, cap
+    with Store(tmp_path / "s.db") as store:
+        runs = store.runs("cap")
+    assert len(runs) == counts.done and all(r.why for r in runs)
+    again = run_file(str(f), str(tmp_path / "s.db"), seams=seams)  # resumed: the same search, nothing new
+    assert again.done == 0 and [c for _, _, c, _ in again.capacities] == [c for _, _, c, _ in counts.capacities]
