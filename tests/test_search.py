@@ -2,8 +2,6 @@
 found within 5%, the budget kept, only surely-worse contenders dropped, a resumed search repeating
 no run."""
 
-import math
-
 from arena.app.model import given_calibration
 from arena.model import simulated
 from arena.model.search import (CONFIRM, WITHIN, Contender, Modelled, Sample, bracket, highest_rate, next_rate, passes,
@@ -70,11 +68,17 @@ def test_capacity_is_found_within_five_percent_of_the_simulators():
 def test_the_budget_is_kept_and_what_more_time_would_buy_is_said():
     goal = Goal(p99_ms=100.0, error_pct=1.0)
     keys = [("gunicorn-gthread", 1, 4), ("gunicorn-gthread", 2, 4), ("gunicorn-gthread", 1, 1)]
+    # room for one capacity search, not for a race: the best predicted goes straight to it
     fake = Modelled(simulator, noise=0.05, run_s=RUN_S)
     t = search([Contender(k, str(k), 60.0) for k in keys], goal, None, fake, budget_s=10 * RUN_S, run_s=RUN_S,
                clock=fake.clock)
     assert fake.made <= 10 and fake.now <= 10 * RUN_S
-    assert t.stopped.startswith("the budget")
+    assert t.steps[0].text.startswith("no race: 10 run(s) fit") and t.finalists == [keys[0]]
+    # room for less: it stops where the next run would overrun, and says what more would buy
+    fake = Modelled(simulator, noise=0.05, run_s=RUN_S)
+    t = search([Contender(k, str(k), 60.0) for k in keys], goal, None, fake, budget_s=5 * RUN_S, run_s=RUN_S,
+               clock=fake.clock)
+    assert fake.made <= 5 and t.stopped.startswith("the budget")
     assert t.more, "says what more time would buy"
 
 

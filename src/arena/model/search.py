@@ -43,6 +43,7 @@ CONFIRM = 3  # runs at the capacity found
 RACE_RATE = 0.9  # the race's open rate: this share of the finalists' predicted capacity
 RACE_LOW = 0.5  # a race where every p99 is below this share of the target moves up by UP (too easy to tell)
 FIRST_RUNS = 2  # a contender's runs in the race's first round (two: the least that gives an interval)
+SEARCH_RUNS = 9  # runs a capacity search takes, about: a few steps each way, halvings, CONFIRM
 
 Key = tuple  # a contender: (server, processes, threads)
 
@@ -228,10 +229,23 @@ def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, meas
     if not contenders:
         t.stopped = "no contender fits the limits"
         return t
-    t.raced = list(contenders)
-    if load is None and len(contenders) <= finalists:  # every one is a finalist: nothing to race for
-        t.finalists = [c.key for c in contenders]
+    # what the budget allows: each finalist's capacity search (about SEARCH_RUNS runs), then two runs
+    # a contender raced; too little for a race: the best predicted go straight to their capacity
+    room = (budget_s - (clock() - start)) / run_s
+    left = int(room) if math.isfinite(room) else 1 << 30
+    reserve = finalists * SEARCH_RUNS if load is None else 0
+    size = min(len(contenders), max(0, (left - reserve) // FIRST_RUNS))
+    if load is None and size <= finalists:
+        n = max(1, min(finalists, len(contenders), left // SEARCH_RUNS))
+        t.raced = list(contenders[:n])
+        t.finalists = [c.key for c in t.raced]
+        if len(contenders) > n:
+            t.say("race", f"no race: {left} run(s) fit in the budget; the capacity of the best predicted: "
+                          + ", ".join(c.name for c in t.raced))
     else:
+        if size < len(contenders):
+            t.say("race", f"{left} run(s) fit in the budget: the race takes the best {size} predicted of {len(contenders)}")
+        t.raced = list(contenders[:max(size, 1)])
         _race(t, goal, load, measurer, ask, finalists, most, threshold)
     if load is None and t.finalists and not t.stopped:
         for key in t.finalists:
