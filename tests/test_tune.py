@@ -1,5 +1,13 @@
 """Capacity searches on the runner: [load] find = "capacity" through the runner's seams (a fake
-machine whose capacity is known)."""
+machine whose capacity is known), and arena tune for real: gunicorn on one CPU, a short budget."""
+
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+
+from pathlib import Path
 
 from arena.model.search import WITHIN
 
@@ -79,3 +87,36 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
     assert len(runs) == counts.done and all(r.why for r in runs)
     again = run_file(str(f), str(tmp_path / "s.db"), seams=seams)  # resumed: the same search, nothing new
     assert again.done == 0 and [c for _, _, c, _ in again.capacities] == [c for _, _, c, _ in counts.capacities]
+
+
+def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes(tmp_path):
+    """The issue's done-when, shortened: gunicorn-gthread on CPU 1, p99 within 200 ms, a 75 s budget
+    of 1 s runs; then the same command again resumes without making any run twice."""
+    store, out = tmp_path / "tune.db", tmp_path / "deploy"
+    cmd = [sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1", "--p99-max", "200ms",
+           "--budget", "75s", "--duration", "1s", "--write", str(out), "--store", str(store)]
+    t0 = time.monotonic()
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - t0
+    assert first.returncode in (0, 1), first.stdout + first.stderr
+    assert took < 75 + 60, f"{took:.0f} s for a 75 s budget"
+    assert re.search(r"gunicorn-gthread: CPU [0-9.]+ ms/request", first.stdout), first.stdout
+    assert "stopped: " in first.stdout
+    if first.returncode == 0:  # a choice: its capacity with an interval, and the files for it
+        chosen = re.search(r"chosen: gunicorn-gthread\[wsgi\] p=(\d+) t=(\d+): capacity ([0-9.]+) req/s "
+                           r"\(interval [0-9.]+ \.\. [0-9.]+", first.stdout)
+        assert chosen, first.stdout
+        gunicorn = Path(sys.executable).parent / "gunicorn"
+        conf = subprocess.run([str(gunicorn), "--print-config", "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"],
+                              cwd=out, capture_output=True, text=True, timeout=60)
+        read = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in conf.stdout.splitlines())}
+        assert (read["workers"], read["threads"]) == chosen.group(1, 2)
+        assert "# Written by arena tune" in (out / "gunicorn.conf.py").read_text()
+    else:
+        assert "no configuration was chosen" in first.stdout or "nothing kept within the goal" in first.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode in (0, 1), again.stdout + again.stderr
+    assert "calibration: 3 run(s) at 1 client (3 stored)" in again.stdout
+    with sqlite3.connect(store) as db:
+        keys = [k for (k,) in db.execute("SELECT run_key FROM runs")]
+    assert len(keys) == len(set(keys)) and len(keys) >= 3

@@ -1,26 +1,204 @@
-"""Capacity searches on the real servers: the search of model/search.py, its runs made by the runner
-into the store (``Stored``). ``[load] find = "capacity"`` in an experiment file searches each of its
-configurations' capacity (``capacities``).
+"""``arena tune``: from an app, its CPUs, its memory limit and its latency target to a configuration
+to deploy, measured, within a time budget.
 
-Every run is stored as it ends, keyed by configuration, level and repetition, so the same search
-again resumes: the runs stored are not made again.
+1. Calibrate: per server, a few short runs at one client (1x1, processes at the core count, 1 x
+   CALIBRATION_THREADS where it has threads) give the model its figures (model/calibrate.py);
+2. predict: every processes x threads of each server's grid (model/recommend.py) that fits the memory
+   limit, ranked by its capacity within the p99 target as the simulator predicts it (its p99 is the
+   closer; about 10 ms a rate tried), or by the model's throughput at the load given;
+3. race the best RACE of them and find the finalists' capacity (model/search.py) on the real server.
+
+Every run is stored as it ends, in one experiment whose definition is the request (its name a hash
+of it), so the same ``arena tune`` again resumes: the search asks for runs by contender, level and
+repetition, and the ones stored are not made again. ``[load] find = "capacity"`` in an experiment
+file runs the same capacity search for each of its configurations (``capacities``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 from arena.app.experiments import open_store, results
-from arena.model.calibrate import server_config
+from arena.errors import ArenaError
+from arena.model.calibrate import Calibration, calibrate, server_config
 from arena.model.estimate import START_S
-from arena.model.search import Ask, Capacity, Contender, Key, Sample, search
-from arena.plan.experiment import Experiment, Group, Level, RunSpec, ServerConfig, Workload
-from arena.results.aggregate import MiB, error_pct
+from arena.model.observe import observations
+from arena.model.recommend import grid, slo_capacity
+from arena.model.search import Ask, Capacity, Contender, Key, Sample, Tuning, search
+from arena.model.verify import predict
+from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, parse_experiment,
+                                   workloads_of)
+from arena.results.aggregate import MiB, Figure, error_pct
+from arena.results.answer import Goal
 from arena.results.runs import Failure, Run
 from arena.runner import Event, Seams, run_experiment
+from arena.servers import catalog
+
+DURATION_S = 3.0  # measured per run: short, the search repeats where it matters
+WARMUP_S = 1.0
+BUDGET_S = 600.0
+ERROR_PCT = 1.0  # errors allowed at a capacity unless the goal says
+RACE = 6  # contenders raced
+PER_SERVER = 2  # at most this many of one server in the race
+CALIBRATION_THREADS = 4
+CALIBRATION = Level("closed", 1)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asks ``arena tune`` for."""
+
+    server_cpus: tuple[int, ...]
+    load_cpus: tuple[int, ...]
+    p99_ms: float
+    memory_mib: float | None = None
+    error_pct: float = ERROR_PCT
+    servers: tuple[str, ...] = ()  # () = every installed server that serves the app
+    load: Level | None = None  # a fixed load; None: capacity
+    app: str | None = None  # a subject app or the user's config.ru / module:callable; None: the subjects
+    app_options: dict = field(default_factory=dict)  # chdir, venv, interface, health, warmup, ready_timeout
+    path: str | None = None
+    mix: str | None = None
+    budget_s: float = BUDGET_S
+    duration_s: float = DURATION_S
+    warmup_s: float = WARMUP_S
+    name: str | None = None
+
+    @property
+    def goal(self) -> Goal:
+        return Goal(self.p99_ms, self.memory_mib, self.error_pct)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    key: Key
+    name: str
+    server: str
+    processes: int | None
+    threads: int | None
+    app: object  # subjects.App
+    throughput: float | None  # median at the level it is judged at (its capacity, or the load given)
+    p99_ms: Figure  # there
+    memory_mib: float | None  # median PSS there
+    level: Level | None
+
+
+@dataclass(frozen=True)
+class Tuned:
+    request: Request
+    experiment: str
+    store: str
+    calibrations: dict[str, Calibration]
+    left_out: dict[str, str]  # server -> why it was not tuned
+    contenders: list[Contender]  # every grid point that fits, best predicted first
+    grid_points: int  # grid points predicted (fitting the memory limit or not)
+    tuning: Tuning
+    chosen: Chosen | None
+    names: dict[Key, str]
+    elapsed_s: float
+    calibration_runs: int
+
+
+# ---------------------------------------------------------------------- the experiment it is stored as
+
+
+def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
+    """The request as an experiment definition: its servers with their grids, the goal, the layout."""
+    entries = []
+    for name in servers:
+        s = catalog.get_server(name)
+        entry: dict = {"server": name, "app": _app_value(req, s)}
+        points = grid(name, cores) + _calibration_points(name, cores)
+        procs = sorted({p for p, _ in points if "processes" in s.knobs})
+        threads = sorted({t for _, t in points if t is not None})
+        if procs:
+            entry["processes"] = procs
+        if threads:
+            entry["threads"] = threads
+        entries.append(entry)
+    goal = {"p99_max": f"{req.p99_ms:g}ms", "error_max": f"{req.error_pct:g}%"}
+    if req.memory_mib is not None:
+        goal["memory_max"] = f"{req.memory_mib:g}MiB"
+    workload = {"mix": str(Path(req.mix).resolve())} if req.mix else {"path": req.path} if req.path else {}
+    load = ({"model": "open", "find": "capacity"} if req.load is None else
+            {"model": "closed", "concurrency": int(req.load.value)} if req.load.model == "closed" else
+            {"model": "open", "rates": req.load.value})
+    body = {"driver": "arena-load", "duration": f"{req.duration_s:g}s", "warmup": f"{req.warmup_s:g}s",
+            "repetitions": 1, "seed": 1, "goal": goal, "workload": workload, "load": load, "servers": entries,
+            "layout": {"server_cpus": ",".join(map(str, req.server_cpus)), "load_cpus": ",".join(map(str, req.load_cpus))}}
+    name = req.name or "tune-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
+    return {"name": name, "description": f"arena tune: {req.goal} on CPUs {body['layout']['server_cpus']}", **body}
+
+
+def _app_value(req: Request, s: catalog.Server) -> object:
+    """An entry's app: the subject the server serves first, or the user's (a table with how it is run)."""
+    if req.app is None:
+        return s.apps[0]
+    from arena.subjects import APPS
+
+    if req.app in APPS:
+        return req.app
+    interface = "rack" if req.app.endswith(".ru") else req.app_options.get("interface") or next(
+        (i for i in s.interfaces if i != "rack"), s.interfaces[0])
+    table: dict = {interface: str(Path(req.app).resolve()) if req.app.endswith(".ru") else req.app}
+    opts = req.app_options
+    chdir = opts.get("chdir") or (None if req.app.endswith(".ru") else ".")
+    for key, value in (("chdir", chdir), ("venv", opts.get("venv")), ("health", opts.get("health"))):
+        if value:
+            table[key] = str(Path(value).resolve()) if key != "health" else value
+    if opts.get("warmup"):
+        table["warmup"] = list(opts["warmup"])
+    if opts.get("ready_timeout_s"):
+        table["ready_timeout"] = f"{opts['ready_timeout_s']:g}s"
+    return table
+
+
+def _calibration_points(server: str, cores: float) -> list[tuple[int, int | None]]:
+    """1x1, processes at the core count (at least 2: memory per process needs two counts), and 1 x
+    CALIBRATION_THREADS where the server has threads."""
+    s = catalog.get_server(server)
+    one_thread = 1 if "threads" in s.knobs else None
+    points = [(1, one_thread)]
+    if "processes" in s.knobs:
+        points.append((max(2, int(cores)), one_thread))
+    if "threads" in s.knobs:
+        points.append((1, CALIBRATION_THREADS))
+    return points
+
+
+def servers_for(req: Request) -> tuple[list[str], dict[str, str]]:
+    """The servers to tune (asked for, or every installed one serving the app) and why others are not."""
+    wanted = list(req.servers) or list(catalog.CATALOG)
+    out, left = [], {}
+    for name in wanted:
+        s = catalog.get_server(name)
+        if not catalog.available(s, Path(req.app_options["venv"]) / "bin" if req.app_options.get("venv") else None):
+            left[name] = f"not installed ({s.install_hint})"
+        elif req.app is not None and req.app.endswith(".ru") != (s.language == "ruby"):
+            left[name] = f"serves {', '.join(s.interfaces)}, not this app"
+        else:
+            out.append(name)
+    return out, left
+
+
+def experiment(req: Request, servers: list[str], left: dict[str, str]) -> Experiment:
+    """The tune's experiment, each server that cannot serve the app left out (``left``, with why)."""
+    cores = float(len(req.server_cpus))
+    for name in list(servers):
+        try:
+            parse_experiment(definition(req, [name], cores), "arena tune")
+        except ArenaError as e:
+            servers.remove(name)
+            left[name] = str(e).partition("servers[0].app = ")[2] or str(e)
+    if not servers:
+        raise ArenaError("arena tune: no server to tune: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
+    return parse_experiment(definition(req, servers, cores), "arena tune")
 
 
 # ---------------------------------------------------------------------- measuring through the store
@@ -78,6 +256,136 @@ def sample(r: Run) -> Sample:
 
 def failed_sample(f: Failure) -> Sample:
     return Sample(False, None, None, None, None, (f"{f.stage}: {f.reason}",))
+
+
+# ---------------------------------------------------------------------- the use case
+
+
+def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
+         on_step: Callable[[str], None] = lambda s: None, seams: Seams = Seams(),
+         clock: Callable[[], float] = time.monotonic) -> Tuned:
+    start = clock()
+    servers, left = servers_for(req)
+    exp = experiment(req, servers, left)
+    cores = float(len(req.server_cpus))
+    measurer = Stored(exp, store_path, seams, on_event, {key_of(c): (c, exp.workloads[0]) for c in exp.servers})
+    names = {key_of(c): c.name for c in exp.servers}
+    run_s = START_S + req.warmup_s + req.duration_s
+
+    # 1. calibrate
+    asks = [Ask((s, p, t), CALIBRATION, 1, "tune: calibration") for s in servers for p, t in _calibration_points(s, cores)]
+    missing = [a for a in asks if not measurer.samples(a.key, a.level)]
+    if len(missing) * run_s > req.budget_s:
+        raise ArenaError(f"--budget {req.budget_s:g}s: calibrating {len(servers)} server(s) takes {len(missing)} runs "
+                         f"(about {len(missing) * run_s:.0f} s); give a larger --budget or fewer --servers")
+    on_step(f"calibration: {len(asks)} run(s) at 1 client ({len(asks) - len(missing)} stored)")
+    began = clock()
+    measurer.measure(missing)
+    if missing:  # the runs' own time here, not the estimate: the budget then fits what it can hold
+        run_s = max(req.warmup_s + req.duration_s, (clock() - began) / len(missing))
+    calibrations = _calibrate(exp, measurer, servers, left, on_step)
+    if not calibrations:
+        raise ArenaError("arena tune: no server could be calibrated: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
+    _memory_check(req, calibrations, left)
+
+    # 2. predict
+    contenders, points = _contenders(req, calibrations, cores, names)
+    raced = _race_field(contenders)
+    on_step(f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} to race")
+
+    # 3. race and find capacity
+    spent = clock() - start
+    tuning = search(raced, req.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
+                    clock=clock, threshold=exp.goal.threshold, on_step=lambda step: on_step(step.text))
+    chosen = _chosen(tuning, measurer, exp, names)
+    return Tuned(req, exp.name, store_path, calibrations, left, contenders, points, tuning, chosen, names,
+                 clock() - start, len(asks))
+
+
+def _calibrate(exp: Experiment, measurer: Stored, servers: list[str], left: dict[str, str],
+               on_step: Callable[[str], None]) -> dict[str, Calibration]:
+    runs = [r for r in measurer.runs() if r.model == CALIBRATION.model and r.level == CALIBRATION.value]
+    obs = observations(runs, workloads_of(exp.source))
+    out = {}
+    for s in servers:
+        try:
+            out[s] = calibrate(obs, s)
+        except ValueError as e:
+            left[s] = f"could not be calibrated: {e}"
+            on_step(f"{s}: left out: {left[s]}")
+    return out
+
+
+def _memory_check(req: Request, calibrations: dict[str, Calibration], left: dict[str, str]) -> None:
+    """A memory limit below one process of every server: said now, before the search."""
+    if req.memory_mib is None:
+        return
+    one = {s: c.memory_mib(1, 1) for s, c in calibrations.items()}
+    small = {s: m for s, m in one.items() if m is not None}
+    for s, m in small.items():
+        if m > req.memory_mib:
+            left[s] = f"one process takes {m:.0f} MiB > --memory-max {req.memory_mib:g} MiB"
+            del calibrations[s]
+    if small and not calibrations:
+        least = min(small, key=small.get)
+        raise ArenaError(f"--memory-max {req.memory_mib:g}MiB: below one process of every server tried (the "
+                         f"smallest: {least} 1x1 at {small[least]:.0f} MiB PSS)")
+
+
+def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float,
+                names: dict[Key, str]) -> tuple[list[Contender], int]:
+    out, points = [], 0
+    for s, cal in calibrations.items():
+        for p, t in grid(s, cores):
+            points += 1
+            key = (s, p if "processes" in catalog.get_server(s).knobs else None, t)
+            if key not in names:
+                continue
+            mem = cal.memory_mib(p, t)
+            if req.memory_mib is not None and mem is not None and mem > req.memory_mib:
+                continue
+            if req.load is None:
+                predicted = slo_capacity(cal, p, t, req.p99_ms, sim=True)
+            else:
+                pred = predict(cal, p, t, req.load.model, req.load.value)
+                predicted = 0.0 if pred.overloaded or pred.p99_ms > req.p99_ms else pred.throughput
+            out.append(Contender(key, names[key], predicted, mem))
+    out.sort(key=lambda c: (-round(c.predicted, 1), c.memory_mib if c.memory_mib is not None else 0.0))
+    return out, points
+
+
+def _race_field(ranked: list[Contender]) -> list[Contender]:
+    """The best RACE, at most PER_SERVER of a server where there are several, and not two of one
+    server and process count predicted within 3% of each other (thread counts the model cannot tell
+    apart)."""
+    out: list[Contender] = []
+    servers = len({c.key[0] for c in ranked})
+    most = max(PER_SERVER, -(-RACE // max(servers, 1)))
+    for c in ranked:
+        mine = [o for o in out if o.key[0] == c.key[0]]
+        if len(mine) >= most or any(o.key[1] == c.key[1] and c.predicted >= 0.97 * o.predicted for o in mine):
+            continue
+        out.append(c)
+        if len(out) == RACE:
+            break
+    return out
+
+
+def _chosen(t: Tuning, measurer: Stored, exp: Experiment, names: dict[Key, str]) -> Chosen | None:
+    if t.choice is None:
+        return None
+    level = t.load or (Level("open", t.capacities[t.choice].lo) if t.choice in t.capacities else t.race_level)
+    got = [s for s in measurer.samples(t.choice, level) if s.valid] if level else []
+    config, _ = measurer.points[t.choice]
+    return Chosen(t.choice, names[t.choice], config.server, config.processes, config.threads,
+                  _app_of(exp, config), Figure.of([s.throughput for s in got]).median,
+                  Figure.of([s.p99_ms for s in got]), Figure.of([s.memory_mib for s in got]).median, level)
+
+
+def _app_of(exp: Experiment, config: ServerConfig):
+    from arena.subjects import APPS
+
+    return config.user_app or APPS[config.app]
 
 
 # ---------------------------------------------------------------------- [load] find = "capacity"

@@ -21,14 +21,14 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 from rich.console import Console  # noqa: E402
 
 from arena.cli import (check, compare, completion, export, import_, load, ls, predict, reap, recommend,  # noqa: E402
-                       report, reproduce, run, serve, servers, show, simulate)
+                       report, reproduce, run, serve, servers, show, simulate, tune)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena import __version__  # noqa: E402
 from arena.errors import (ArenaError, DriverFailed, NotSaved, Terminated, ask_to_stop, asked_to_stop,  # noqa: E402
                           clear_stop, raise_now, stop_if_asked)
 
 COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, compare, ls, export, import_, report, predict,
-                                recommend, simulate, reproduce, check, reap, completion)}
+                                recommend, tune, simulate, reproduce, check, reap, completion)}
 
 
 # Each command's --help ends with these (a test parses every one, so they stay true).
@@ -50,6 +50,8 @@ EXAMPLES = {
                 "arena predict --server puma -w 2 -t 5 --cpu-ms 5 --io-ms 10 --rate 100,200"],
     "recommend": ["arena recommend quick --concurrency 16 --p99-max 100", "arena recommend quick --rate 150 "
                   "--p99-max 200 --memory-max 500 --verify"],
+    "tune": ["arena tune --servers gunicorn-gthread --cpus 1 --p99-max 200ms --budget 2m --write deploy/",
+             "arena tune --app config.ru --cpus 1 --memory-max 2GiB --p99-max 300ms --rate 400"],
     "simulate": ["arena simulate --processes 2 --threads 5 --cpu exp:mean=5ms --io fixed:10ms --rate 150",
                  "arena simulate --instances 4 --policy roundrobin,leastconn --service exp:mean=20ms --rate 150"],
     "reproduce": ["arena reproduce --list", "arena reproduce rochkind-heroku"],

@@ -1,6 +1,32 @@
-"""Capacity searches as text (arena run of a find = "capacity" file, arena tune)."""
+"""``arena tune``'s answer as text: what calibration learned, the choice with its evidence, how sure
+it is and what more time would buy; the same evidence heads the config files it writes."""
 
 from __future__ import annotations
+
+import platform
+import time
+
+from arena.report.answer import interval_text
+
+
+def calibration_lines(tuned) -> list[str]:
+    """Per server: CPU and I/O per request, the GIL/GVL wait's share, memory per process and thread."""
+    out = []
+    for server, c in tuned.calibrations.items():
+        parts = [f"CPU {c.cpu_ms.median:.2f} ms/request ({interval_text(c.cpu_ms)})",
+                 f"I/O {c.io_ms.median:.2f} ms"]
+        if c.gil_wait_ms is not None and c.gil_wait_ms.median is not None:
+            total = c.cpu_ms.median + c.io_ms.median + c.gil_wait_ms.median
+            share = 100 * c.gil_wait_ms.median / total if total else 0.0
+            parts.append(f"GIL/GVL wait {c.gil_wait_ms.median:.2f} ms ({share:.0f}% at one client)")
+        if c.memory_per_process_mib is not None:
+            parts.append(f"memory {c.memory_base_mib or 0:.0f} MiB + {c.memory_per_process_mib:.1f} MiB/process"
+                         + (f" + {max(0.0, c.memory_per_thread_mib):.2f} MiB/thread" if c.memory_per_thread_mib is not None
+                            else ""))
+        out.append(f"  {server}: " + ", ".join(parts))
+    for server, why in tuned.left_out.items():
+        out.append(f"  {server}: left out: {why}")
+    return out
 
 
 def capacity_text(cap) -> str:
@@ -12,3 +38,60 @@ def capacity_text(cap) -> str:
     sure = f"confirmed over {cap.runs_at_lo} runs" if cap.confirmed else f"{cap.runs_at_lo} run(s), not confirmed"
     return (f"{cap.lo:g} req/s (interval {cap.lo:g} .. {cap.hi:g}: the highest rate within the goal, {sure}; "
             f"the lowest rate beyond it)")
+
+
+def answer_lines(tuned) -> list[str]:
+    t, ch, names = tuned.tuning, tuned.chosen, tuned.names
+    goal = tuned.request.goal
+    out = []
+    if ch is None:
+        if t.none_meets and t.best_p99_at is not None:
+            key, level = t.best_p99_at
+            out.append(f"nothing kept within the goal ({goal}); the best p99 reached: {t.best_p99_ms:.1f} ms, by "
+                       f"{names[key]} at {level.label}")
+        else:
+            out.append(f"no configuration was chosen ({t.stopped})")
+        return out
+    where = "" if ch.level is None else f" at {ch.level.label}"
+    if t.load is None:
+        out.append(f"chosen: {ch.name}: capacity {capacity_text(t.capacities.get(ch.key))}")
+    else:
+        out.append(f"chosen: {ch.name}: {ch.throughput or 0:.1f} req/s{where}")
+    p99 = ch.p99_ms
+    out.append(f"  p99{where}: " + ("-" if p99.median is None else f"{p99.median:.1f} ms ({interval_text(p99)})")
+               + (f"; memory {ch.memory_mib:.0f} MiB PSS" if ch.memory_mib else "") + f"; goal: {goal}")
+    if t.tied:
+        out.append("  not shown to be worse: " + "; ".join(
+            f"{names[k]} (capacity {capacity_text(t.capacities[k])})" if k in t.capacities else names[k] for k in t.tied))
+    elif len(t.raced) == 1:
+        out.append("  no other contender was measured (the budget had room for one capacity search)")
+    else:
+        out.append(f"  the {len(t.raced) - 1} other contender(s) raced were shown worse or out of the goal")
+    return out
+
+
+def path_lines(tuned) -> list[str]:
+    """The search as it went: each step, in order."""
+    return [f"  {s.stage}: {s.text}" for s in tuned.tuning.steps]
+
+
+def sureness_lines(tuned) -> list[str]:
+    t = tuned.tuning
+    out = [f"stopped: {t.stopped}; {t.runs} run(s) in the search, {tuned.calibration_runs} to calibrate, "
+           f"{tuned.elapsed_s:.0f} s"]
+    if t.more:
+        out.append("more time would buy:")
+        out += [f"  {m}" for m in t.more]
+    return out
+
+
+def evidence(tuned, version: str) -> list[str]:
+    """The header of the config files written: the choice and the figures it rests on."""
+    req = tuned.request
+    lines = [f"Written by arena tune {version} on {time.strftime('%Y-%m-%d')}, {platform.node()} "
+             f"({platform.machine()}), server CPUs {','.join(map(str, req.server_cpus))}",
+             f"goal: {req.goal}"]
+    lines += answer_lines(tuned)
+    lines.append(f"measured runs: experiment {tuned.experiment} in {tuned.store} "
+                 f"(arena show {tuned.experiment} --store {tuned.store})")
+    return [line.strip() for line in lines]

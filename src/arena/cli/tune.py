@@ -1,0 +1,99 @@
+"""``arena tune``: a configuration to deploy for an app, its CPUs, memory and latency target, measured
+within a budget; ``--write DIR`` writes the server's config files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from arena import __version__
+from arena.app.tune import BUDGET_S, DURATION_S, ERROR_PCT, Request, tune
+from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, add_user_app, count, cpus, duration, listof,
+                            positive, reap_first, user_app_options, write)
+from arena.cpus import format_cpu_list
+from arena.errors import ArenaError
+from arena.plan.experiment import Level
+from arena.report.tune import answer_lines, calibration_lines, evidence, sureness_lines
+from arena.servers import catalog, deploy
+
+NAME = "tune"
+
+
+def add(sub) -> None:
+    tu = sub.add_parser(NAME, help="find the configuration to deploy: calibrate, predict, race the best, find capacity")
+    tu.add_argument("--app", help="a built-in subject app, or your own: config.ru or module:callable "
+                                  "(default: the subject app each server serves)")
+    add_user_app(tu)
+    what = tu.add_mutually_exclusive_group()
+    what.add_argument("--path", help="the request to measure (default: the subject's /work?cpu_ms=5&io_ms=10)")
+    what.add_argument("--mix", help="a request mix file (TOML) instead of one path")
+    tu.add_argument("--cpus", type=cpus, required=True, help="the server's CPUs, e.g. 1 or 1-3")
+    tu.add_argument("--load-cpus", type=cpus, help="the load generator's CPUs (default: every other CPU)")
+    add_goal(tu, required=True)
+    tu.add_argument("--servers", type=listof(str), help="only these servers, e.g. puma,gunicorn-gthread "
+                                                         "(default: every installed server that serves the app)")
+    load = tu.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=count("--concurrency", 1, MODEL_CLIENTS),
+                      help="a fixed closed load of N clients (default: find each finalist's capacity)")
+    load.add_argument("--rate", type=positive("--rate", hi=1e7), help="a fixed open load, requests/s")
+    tu.add_argument("--budget", type=duration("--budget", 24 * 3600), default=BUDGET_S,
+                    help=f"wall time for the whole tune, e.g. 5m (default {BUDGET_S / 60:.0f}m)")
+    tu.add_argument("--duration", type=duration("--duration", 3600), default=DURATION_S,
+                    help=f"measured time of each run (default {DURATION_S:g}s)")
+    tu.add_argument("--name", help="the experiment its runs are stored as (default: tune- and a hash of the request)")
+    tu.add_argument("--write", metavar="DIR", help="write the chosen configuration's files here: the server's config "
+                                                   "(puma.rb, gunicorn.conf.py, ...), run.sh, arena.env")
+    add_store(tu)
+
+
+def run(args, out) -> int:
+    request = _request(args)
+    if args.write and Path(args.write).exists() and not Path(args.write).is_dir():
+        raise ArenaError(f"--write {args.write}: not a directory")
+    reap_first(out)
+    say = lambda text: out.print(text, highlight=False, markup=False)  # noqa: E731
+    say(f"arena tune on CPUs {format_cpu_list(request.server_cpus)} (load on {format_cpu_list(request.load_cpus)}); "
+        f"goal: {request.goal}; " + ("capacity" if request.load is None else f"load {request.load.label}")
+        + f"; budget {request.budget_s:g} s; store {args.store}")
+
+    def on_event(e) -> None:
+        if e.kind == "failed":
+            say(f"    {e.run.key}: FAILED: {e.message}")
+
+    tuned = tune(request, args.store, on_event=on_event, on_step=lambda text: say(f"  {text}"))
+    say("calibration:")
+    for line in calibration_lines(tuned):
+        say(line)
+    for line in answer_lines(tuned) + sureness_lines(tuned):
+        say(line)
+    say(f"runs stored as experiment {tuned.experiment}: arena show {tuned.experiment} --store {args.store}")
+    if tuned.chosen is None:
+        return EXIT_FAILED
+    if args.write:
+        ch = tuned.chosen
+        files = deploy.files(deploy.Deployment(ch.server, ch.app, ch.processes, ch.threads), evidence(tuned, __version__))
+        os.makedirs(args.write, exist_ok=True)
+        for name, text in files.items():
+            path = os.path.join(args.write, name)
+            write(path, text, "--write")
+            if name.endswith(".sh"):
+                os.chmod(path, 0o755)
+        say(f"wrote {', '.join(os.path.join(args.write, n) for n in files)}")
+    return 0
+
+
+def _request(args) -> Request:
+    server_cpus = tuple(args.cpus)
+    load_cpus = tuple(args.load_cpus) if args.load_cpus else tuple(sorted(os.sched_getaffinity(0) - set(server_cpus)))
+    if not load_cpus:
+        raise ArenaError(f"--cpus {format_cpu_list(server_cpus)}: leaves no CPU for the load generator "
+                         "(give the server fewer, or --load-cpus)")
+    if set(load_cpus) & set(server_cpus):
+        raise ArenaError(f"--load-cpus {format_cpu_list(load_cpus)}: must not overlap --cpus")
+    for name in args.servers or []:
+        if name not in catalog.CATALOG:
+            catalog.get_server(name)  # the one-line error with a did-you-mean
+    load = (Level("closed", args.concurrency) if args.concurrency else Level("open", args.rate) if args.rate else None)
+    return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,
+                   ERROR_PCT if args.error_max is None else args.error_max, tuple(args.servers or ()), load,
+                   args.app, user_app_options(args), args.path, args.mix, args.budget, args.duration, name=args.name)
