@@ -116,6 +116,7 @@ class Tuning:
     raced: list[Contender] = field(default_factory=list)
     dropped: dict[Key, str] = field(default_factory=dict)  # contender -> why
     finalists: list[Key] = field(default_factory=list)
+    survivors: list[Key] = field(default_factory=list)  # in the race to its end (the finalists first)
     capacities: dict[Key, Capacity] = field(default_factory=dict)
     choice: Key | None = None
     tied: list[Key] = field(default_factory=list)  # not shown to be worse than the choice
@@ -233,6 +234,8 @@ def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, meas
     # a contender raced; too little for a race: the best predicted go straight to their capacity
     room = (budget_s - (clock() - start)) / run_s
     left = int(room) if math.isfinite(room) else 1 << 30
+    if load is None and left < finalists * SEARCH_RUNS + (finalists + 1) * FIRST_RUNS:
+        finalists = 1  # room for one capacity search after a race, not for more
     reserve = finalists * SEARCH_RUNS if load is None else 0
     size = min(len(contenders), max(0, (left - reserve) // FIRST_RUNS))
     if load is None and size <= finalists:
@@ -246,7 +249,12 @@ def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, meas
         if size < len(contenders):
             t.say("race", f"{left} run(s) fit in the budget: the race takes the best {size} predicted of {len(contenders)}")
         t.raced = list(contenders[:max(size, 1)])
-        _race(t, goal, load, measurer, ask, finalists, most, threshold)
+
+        def spare(n: int) -> bool:  # n more race runs leave the finalists' capacity searches their room
+            rest = (budget_s - (clock() - start)) / run_s - n
+            return rest >= reserve
+
+        _race(t, goal, load, measurer, ask, finalists, most, threshold, spare)
     if load is None and t.finalists and not t.stopped:
         for key in t.finalists:
             if not _capacity(t, key, goal, measurer, ask, next(c for c in contenders if c.key == key)):
@@ -259,7 +267,7 @@ def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, meas
 
 
 def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, finalists: int, most: int,
-          threshold: float) -> None:
+          threshold: float, spare: Callable[[int], bool]) -> None:
     ranked = t.raced
     lead = ranked[min(finalists, len(ranked)) - 1]
     level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))
@@ -271,12 +279,16 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
     names = {c.key: c.name for c in ranked}
     t.say("race", f"race of {len(alive)} at {level.label}, compared on {figure.replace('_ms', '')}: "
                   + ", ".join(names[k] for k in alive))
-    reps = FIRST_RUNS
+    reps, first = FIRST_RUNS, True
     while True:
         asks = [Ask(k, level, r, f"tune: race at {level.label}, run {r}") for k in alive
                 for r in range(1, reps + 1) if len(measurer.samples(k, level)) < r]
+        if not first and asks and not spare(len(asks)):
+            t.say("race", "the race ends here: the rest of the budget is kept for the capacity search")
+            break
         if not ask(asks):
             break
+        first = False
         got = {k: measurer.samples(k, level) for k in alive}
         beyond = all(not passes([s], goal) for k in alive for s in got[k])
         if load is None and beyond and moved <= 0:  # the rate is beyond every contender: too hard to tell
@@ -321,6 +333,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             break
         reps += 1
     alive.sort(key=lambda k: _median_or(measurer.samples(k, level), figure, higher))
+    t.survivors = list(alive)
     t.finalists = alive[:finalists]
     if alive:
         t.say("race", f"finalists: {', '.join(names[k] for k in t.finalists)}"
@@ -428,7 +441,8 @@ def _choose(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, thres
         t.choice = best.key
         # tied: a finalist whose capacity may be as high (its bracket reaches the best's lowest end)
         t.tied = [c.key for c in found if c.key != best.key and (c.hi is None or c.hi > best.lo * (1 + threshold))]
-        t.tied += [k for k in t.finalists if k not in t.capacities]  # never searched: not shown worse
+        # never searched (a finalist the budget left, a survivor of the race): not shown worse either
+        t.tied += [k for k in t.survivors + t.finalists if k not in t.capacities and k not in t.tied]
         return
     figure, higher = figure_of(load)
     within = [k for k in t.finalists if passes(measurer.samples(k, load), goal)]
