@@ -382,6 +382,7 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
         if level.model == "open" and measurer.samples(key, level):
             history[level.value] = passes(measurer.samples(key, level), goal)
     start = c.predicted if c.predicted > 0 else (t.race_level.value if t.race_level else 1.0)
+    confirming: set[float] = set()
 
     def probe(rate: float, runs: int, why: str) -> bool:
         """Judge ``rate`` on ``runs`` runs there (those stored count: a resumed search makes none again)."""
@@ -403,14 +404,12 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
             continue
         if lo is None:  # even the lowest rate tried failed
             break
-        at = measurer.samples(key, Level("open", lo))
-        if len(at) >= CONFIRM:
-            if passes(at, goal):
-                break  # confirmed
-            history[lo] = False  # confirmation failed: the bracket moves down
+        if lo not in confirming:  # CONFIRM runs there (those stored count); a failure moves the bracket down
+            confirming.add(lo)
+            if not probe(lo, CONFIRM, "confirm the capacity"):
+                break
             continue
-        if not probe(lo, CONFIRM, "confirm the capacity"):
-            break
+        break  # confirmed
     t.capacities[key] = _result(key, history, measurer)
     return not t.stopped
 
