@@ -87,6 +87,17 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
     assert len(runs) == counts.done and all(r.why for r in runs)
     again = run_file(str(f), str(tmp_path / "s.db"), seams=seams)  # resumed: the same search, nothing new
     assert again.done == 0 and [c for _, _, c, _ in again.capacities] == [c for _, _, c, _ in counts.capacities]
+    # the report draws the path: the rates tried in order, the p99s against the target, the steps
+    from arena.app.report import build_report, load_results
+
+    built = build_report(load_results(str(tmp_path / "s.db"), "cap"))
+    (path,) = [s for s in built.sections if s.key == "tuning"]
+    assert [c.id for c in path.charts] == ["tuning-rates", "tuning-p99"]
+    rates = {s.name: s.y for s in path.charts[0].series}
+    assert set(rates) == {"puma[rack] t=1", "puma[rack] t=2"} and max(rates["puma[rack] t=2"]) > max(rates["puma[rack] t=1"])
+    steps = path.tables[0].rows
+    assert [r[0] for r in steps] == [str(i) for i in range(1, len(steps) + 1)]
+    assert sum(r[1] == "confirm" for r in steps) == 2  # one confirmation per configuration, the resumed search's own
 
 
 def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes(tmp_path):

@@ -98,6 +98,7 @@ class Results:
     cells: list[Cell]
     file: str = ""  # the experiment file it was run from
     failures: list[Failure] = field(default_factory=list)  # runs whose last attempt could not be made
+    steps: list[tuple[str, str]] = field(default_factory=list)  # the latest search's steps: (stage, text)
 
     def observations(self):
         """The model's observations of the valid runs (model/calibrate.py Observation)."""
@@ -106,7 +107,8 @@ class Results:
 
 def results(store: Store, name: str) -> Results:
     runs = store.runs(name)
-    return Results(name, store.definition(name), runs, aggregate(runs), store.file(name), store.failures(name))
+    return Results(name, store.definition(name), runs, aggregate(runs), store.file(name), store.failures(name),
+                   store.steps(name))
 
 
 def latest(store: Store) -> str:

@@ -212,6 +212,7 @@ class Stored:
                  points: dict[Key, tuple[ServerConfig, Workload]]):
         self.exp, self.store_path, self.seams, self.on_event, self.points = exp, store_path, seams, on_event, points
         self.counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
+        self.session, self.seq = time.time(), 0  # this invocation's steps (Store.save_step)
         self._load()
 
     def measure(self, asks: Sequence[Ask]) -> None:
@@ -224,6 +225,13 @@ class Stored:
         for k, n in got.items():
             self.counts[k] += n
         self._load()
+
+    def record(self, stage: str, text: str) -> None:
+        """Store one step of the search (the report's tuning path), in order."""
+        self.seq += 1
+        with open_store(self.store_path, write=True) as store:
+            store.save_step(store.experiment_id(self.exp.name, self.exp.file, self.exp.source), self.session,
+                            self.seq, stage, text)
 
     def samples(self, key: Key, level: Level) -> list[Sample]:
         config, workload = self.points[key]
@@ -270,6 +278,11 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     cores = float(len(req.server_cpus))
     measurer = Stored(exp, store_path, seams, on_event, {key_of(c): (c, exp.workloads[0]) for c in exp.servers})
     names = {key_of(c): c.name for c in exp.servers}
+
+    def step(text: str, stage: str) -> None:  # told, and stored as the tuning path
+        measurer.record(stage, text)
+        on_step(text)
+
     run_s = START_S + req.warmup_s + req.duration_s
 
     # 1. calibrate
@@ -278,12 +291,12 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     if len(missing) * run_s > req.budget_s:
         raise ArenaError(f"--budget {req.budget_s:g}s: calibrating {len(servers)} server(s) takes {len(missing)} runs "
                          f"(about {len(missing) * run_s:.0f} s); give a larger --budget or fewer --servers")
-    on_step(f"calibration: {len(asks)} run(s) at 1 client ({len(asks) - len(missing)} stored)")
+    step(f"calibration: {len(asks)} run(s) at 1 client ({len(asks) - len(missing)} stored)", "calibration")
     began = clock()
     measurer.measure(missing)
     if missing:  # the runs' own time here, not the estimate: the budget then fits what it can hold
         run_s = max(req.warmup_s + req.duration_s, (clock() - began) / len(missing))
-    calibrations = _calibrate(exp, measurer, servers, left, on_step)
+    calibrations = _calibrate(exp, measurer, servers, left, lambda text: step(text, "calibration"))
     if not calibrations:
         raise ArenaError("arena tune: no server could be calibrated: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
     _memory_check(req, calibrations, left)
@@ -291,13 +304,14 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     # 2. predict
     contenders, points = _contenders(req, calibrations, cores, names)
     raced = _race_field(contenders)
-    on_step(f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} to race")
+    step(f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} to race", "predict")
 
     # 3. race and find capacity
     spent = clock() - start
     tuning = search(raced, req.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
-                    clock=clock, threshold=exp.goal.threshold, on_step=lambda step: on_step(step.text))
+                    clock=clock, threshold=exp.goal.threshold, on_step=lambda s: step(s.text, s.stage))
     chosen = _chosen(tuning, measurer, exp, names)
+    step(f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})", "choice")
     return Tuned(req, exp.name, store_path, calibrations, left, contenders, points, tuning, chosen, names,
                  clock() - start, len(asks))
 
@@ -424,7 +438,7 @@ def capacities(exp: Experiment, store_path: str, on_event: Callable[[Event], Non
                 continue
             start = 0.9 * got[0]
         t = search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
-                   clock=clock, on_step=lambda step: on_step(step.text))
+                   clock=clock, on_step=lambda s: (measurer.record(s.stage, s.text), on_step(s.text)))
         cap = t.capacities.get(key)
         out.append((config.name, workload.name, cap, "" if cap and cap.lo is not None else "no rate kept within the goal"))
     return Found(dict(measurer.counts), out)

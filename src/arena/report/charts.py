@@ -396,6 +396,29 @@ def all_charts(cells: list[Cell], runs: list[Run]) -> list[Chart]:
     return [c for c in charts if c is not None and c.points()]  # no chart without data
 
 
+def tuning_path(runs: list[Run], p99_max_ms: float | None) -> list[Chart]:
+    """A search's runs in the order they ran (arena tune, find = "capacity"): the open rate each
+    configuration was tried at, and the p99 each run measured against the target. Runs at a closed
+    load (calibration, the saturation run a capacity search starts from) are in the steps, not here."""
+    tried = [(i, r) for i, r in enumerate(runs, 1) if r.model == "open"]
+    if not tried:
+        return []
+    rates = Chart("tuning-rates", "tuning", "Rates tried, in order", "run (in the order they ran)",
+                  "offered rate, req/s", note="Each configuration's line joins its runs: the race at a common "
+                  "rate, then each finalist's bracket closing in on its capacity.")
+    p99 = Chart("tuning-p99", "tuning", "p99 of each run against the target", "run (in the order they ran)",
+                "p99, ms", y_log=True, note="Runs above the target's line are beyond the goal (invalid runs: no point).")
+    for label in dict.fromkeys(r.label for _, r in tried):
+        mine = [(i, r) for i, r in tried if r.label == label]
+        rates.series.append(Series(label, [i for i, _ in mine], [r.level for _, r in mine], style="dot"))
+        p99.series.append(Series(label, [i for i, _ in mine],
+                                 [r.p99_us / 1000 if r.valid and r.p99_us else None for _, r in mine], style="dot"))
+    if p99_max_ms is not None:
+        p99.series.append(Series("p99 target", [tried[0][0], tried[-1][0]], [p99_max_ms, p99_max_ms], style="dash",
+                                 color_key="target"))
+    return [rates, p99]
+
+
 def nice(v: float | None, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"

@@ -38,6 +38,9 @@ SECTIONS = (
     ("memory", "Memory", "PSS and USS summed over each server's processes, and throughput per GB."),
     ("errors", "Errors", "Transport errors by class and non-2xx responses by status."),
     ("time-series", "Time series", "Second by second, so stalls and warm-up effects show."),
+    ("tuning", "Tuning path",
+     "What the search tried, in order, and why: the calibration, the race (a contender leaves only when it "
+     "is surely worse than the leader), each finalist's capacity bracket and its confirmation."),
     ("model", "Model: predicted vs measured",
      "The queueing model (arena.model) calibrated from each server's lowest-load runs, then asked for every "
      "configuration and load level; the error is (predicted - measured) / measured of throughput."),
@@ -341,8 +344,22 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
     return rows
 
 
+def tuning_section(runs: list[Run], steps: Sequence[tuple[str, str]], goal) -> Section | None:
+    """A search's path (arena tune, find = "capacity"): its runs in order, charted, and its steps;
+    None for an experiment no search ran."""
+    if not steps and not any((r.why or "").startswith("tune:") for r in runs):
+        return None
+    key, title, lead = next(s for s in SECTIONS if s[0] == "tuning")
+    section = Section(key, title, lead, ch.tuning_path(runs, goal.p99_ms if goal else None))
+    if steps:
+        section.tables.append(Table(["#", "stage", "what and why"], [[str(i), stage, text] for i, (stage, text)
+                                                                     in enumerate(steps, 1)], title="Steps"))
+    return section
+
+
 def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found,
-          answers: Sequence[Answer], comparison=None, thresholds: Sequence = ()) -> Report:
+          answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
+          steps: Sequence[tuple[str, str]] = ()) -> Report:
     """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
     workload; ``comparison``: its published study beside it, when it reproduces one)."""
     by_section: dict[str, list[ch.Chart]] = {}
@@ -381,6 +398,9 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     topology = topology_section(cells)
     if topology is not None:
         sections.append(topology)
+    tuning = tuning_section(runs, steps, goal)
+    if tuning is not None:
+        sections.insert(2, tuning)
     model = model_section(cells, found)
     if model.charts or model.paragraphs:
         sections.append(model)

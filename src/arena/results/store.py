@@ -110,6 +110,19 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN why TEXT;
     """,
+    # 12: the steps of a search (arena tune, [load] find = "capacity"): what it decided and why, in
+    # order, per invocation (session: when it started); the report draws the latest as its path
+    """
+    CREATE TABLE steps (
+        id INTEGER PRIMARY KEY,
+        experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+        session REAL NOT NULL,
+        seq INTEGER NOT NULL,
+        stage TEXT NOT NULL,               -- model/search.py Step.stage: race, drop, capacity, confirm, ...
+        text TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 DOCUMENTS = ("flags", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
@@ -305,6 +318,19 @@ class Store:
         cols = FAILURE_COLUMNS
         self._write(f"INSERT INTO failures (experiment_id, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
                     (experiment_id, *(values[c] for c in cols)))
+
+    def save_step(self, experiment_id: int, session: float, seq: int, stage: str, text: str) -> None:
+        """Commit one step of a search (what it decided and why), now."""
+        self._write("INSERT INTO steps (experiment_id, session, seq, stage, text, at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (experiment_id, session, seq, stage, text, time.time()))
+
+    def steps(self, name: str) -> list[tuple[str, str]]:
+        """The latest search's steps of the experiment, in order: (stage, text); [] where none ran."""
+        rows = self.db.execute(
+            "SELECT stage, text FROM steps s WHERE experiment_id = ? AND session = "
+            "(SELECT MAX(session) FROM steps t WHERE t.experiment_id = s.experiment_id) ORDER BY seq",
+            (self._id(name),))
+        return [(r["stage"], r["text"]) for r in rows]
 
     def failures(self, name: str) -> list[Failure]:
         """The experiment's runs whose last attempt failed (none stored since), each with its last
