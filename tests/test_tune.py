@@ -1,20 +1,27 @@
 """Capacity searches on the runner: [load] find = "capacity" through the runner's seams (a fake
 machine whose capacity is known), and arena tune for real: gunicorn on one CPU, a short budget."""
 
+import json
 import re
 import sqlite3
 import subprocess
 import sys
 import time
-
 from pathlib import Path
 
-from arena.model.search import WITHIN
+import jsonschema
+
+from arena.app.tune import Stored
+from arena.cli import main
+from arena.model.search import WITHIN, Ask
+from arena.plan.experiment import Level, parse_experiment
+from test_runner_seams import Machine
 
 
 def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_path):
     """A fake machine whose p99 is 20 ms up to a configuration's capacity (100 req/s a thread) and
     800 ms beyond: `arena run` of a find = "capacity" file brackets each within 5% and confirms it."""
+    from arena.app.analysis import analyses
     from arena.app.experiments import run_file
     from arena.results.load import Histogram, LoadResult, Phase
     from arena.results.resources import ResourceResult
@@ -79,14 +86,15 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
                   cpu_busy=lambda c: 0.0, speed_sample=None)
     counts = run_file(str(f), str(tmp_path / "s.db"), seams=seams)
     assert counts.failed == 0 and counts.invalid == 0
-    found = {config: cap for config, _, cap, _ in counts.capacities}
+    (analysis,) = analyses(str(tmp_path / "s.db"), "cap")  # what every command renders
+    found = {config: cap for config, _, cap in analysis.capacities}
     for threads, cap in ((1, found["puma[rack] t=1"]), (2, found["puma[rack] t=2"])):
         assert cap.lo <= 100 * threads < cap.hi and cap.hi / cap.lo - 1 <= WITHIN and cap.confirmed, cap
     with Store(tmp_path / "s.db") as store:
         runs = store.runs("cap")
     assert len(runs) == counts.done and all(r.why for r in runs)
     again = run_file(str(f), str(tmp_path / "s.db"), seams=seams)  # resumed: the same search, nothing new
-    assert again.done == 0 and [c for _, _, c, _ in again.capacities] == [c for _, _, c, _ in counts.capacities]
+    assert again.done == 0 and analyses(str(tmp_path / "s.db"), "cap")[0].capacities == analysis.capacities
     # the report draws the path: the rates tried in order, the p99s against the target, the steps
     from arena.app.report import build_report, load_results
 
@@ -95,7 +103,8 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
     assert [c.id for c in path.charts] == ["tuning-rates", "tuning-p99"]
     rates = {s.name: s.y for s in path.charts[0].series}
     assert set(rates) == {"puma[rack] t=1", "puma[rack] t=2"} and max(rates["puma[rack] t=2"]) > max(rates["puma[rack] t=1"])
-    steps = path.tables[0].rows
+    assert path.tables[0].title == "Capacity within the goal" and len(path.tables[0].rows) == 2
+    steps = path.tables[1].rows
     assert [r[0] for r in steps] == [str(i) for i in range(1, len(steps) + 1)]
     assert sum(r[1] == "confirm" for r in steps) == 2  # one confirmation per configuration, the resumed search's own
 
@@ -131,3 +140,24 @@ def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes
     with sqlite3.connect(store) as db:
         keys = [k for (k,) in db.execute("SELECT run_key FROM runs")]
     assert len(keys) == len(set(keys)) and len(keys) >= 3
+
+
+def test_show_prints_and_validates_the_capacities_of_a_search(tmp_path, capsys):
+    """arena show of a capacity search: a line per configuration, and the capacities in --json."""
+    # stored runs of one configuration at three open rates: within, within (3 runs), beyond
+    exp = parse_experiment({"name": "cap", "duration": "1s", "warmup": "0s", "workload": {"path": "/work"},
+                            "load": {"find": "capacity"}, "goal": {"p99_max": "100ms"},
+                            "servers": [{"server": "puma", "threads": 2}],
+                            "layout": {"server_cpus": "1", "load_cpus": "0"}}, "cap.toml")
+    m = Machine()
+    stored = Stored(exp, str(tmp_path / "s.db"), m.seams(), lambda e: None, {"k": (exp.servers[0], exp.workloads[0])})
+    stored.measure([Ask("k", Level("open", r), n, "test") for r, n in ((90.0, 1), (100.0, 1), (100.0, 2), (100.0, 3))])
+    assert main(["show", "cap", "--store", str(tmp_path / "s.db")]) == 0
+    out = capsys.readouterr().out
+    assert "capacity of puma[rack] t=2: at least 100 req/s (no rate tried failed)" in out
+    assert main(["show", "cap", "--store", str(tmp_path / "s.db"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    schema = json.loads((Path(__file__).parents[1] / "schemas" / "answer.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    (cap,) = doc["capacities"]
+    assert (cap["capacity_rps"], cap["beyond_rps"], cap["runs"], cap["confirmed"]) == (100.0, None, 3, True)

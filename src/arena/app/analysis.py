@@ -1,18 +1,20 @@
 """The analysis of an experiment, computed once: its goal (the file's ``[goal]`` with the command's
 limits over it), the answer for each workload (results/answer.py: the best, the group tied with it,
 every comparison, the Pareto front) and, on first use, what the model says of it (model/findings.py:
-calibrations, predictions against the measurements, USL fits with their intervals). ``arena show``
+calibrations, predictions against the measurements, USL fits with their intervals) and, for a
+capacity search, each configuration's capacity (model/search.py capacities). ``arena show``
 (text and JSON), ``arena recommend`` and the report all render it; none of them ranks, compares or
 fits on its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model.findings import ModelFindings, findings
+from arena.model.search import Capacity, capacities
 from arena.plan.experiment import goal_of, thresholds_of
 from arena.results.answer import Answer, Goal, answers
 from arena.results.thresholds import Outcome, evaluate, failed
@@ -33,6 +35,9 @@ class Analysis:
     goal: Goal
     answers: list[Answer]
     thresholds: list[Outcome]  # every threshold of the experiment on every cell it applies to
+    # a capacity search's experiment ([load] find = "capacity", arena tune): each configuration's
+    # capacity within the goal, from its runs at open rates: (label, workload, model.search.Capacity)
+    capacities: list[tuple[str, str, Capacity]] = field(default_factory=list)
 
     @property
     def failed_thresholds(self) -> list[Outcome]:
@@ -66,7 +71,11 @@ def analyse(res: Results, limits: Limits = Limits()) -> Analysis:
         given = thresholds_of(res.definition, res.file or "(stored definition)")
     except ArenaError:  # stored thresholds this Arena cannot read: none
         given = []
-    return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, given))
+    found = []
+    if (res.definition.get("load") or {}).get("find") == "capacity":
+        label = {r.config: r.label for r in res.runs}
+        found = [(label[config], workload, cap) for (config, workload), cap in capacities(res.runs, g).items()]
+    return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, given), found)
 
 
 def analyses(store_path: str, name: str | None = None, limits: Limits = Limits()) -> list[Analysis]:

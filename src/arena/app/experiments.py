@@ -60,8 +60,6 @@ class RunCounts:
     skipped: int
     failed: int
     invalid: int
-    # [load] find = "capacity": (configuration, workload, model.search.Capacity or None, why none)
-    capacities: tuple = ()
 
 
 def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
@@ -71,18 +69,18 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
     run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
     stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
-    "capacity"``, each configuration's capacity is searched instead (app/tune.py capacities), each
-    step of the search told to ``on_step``."""
+    "capacity"``, each configuration's capacity is searched instead (app/tune.py search_capacities),
+    each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
+    (app/analysis.py)."""
     planned = plan_file(path)
     on_plan(planned)
     if dry_run:
         return None
     if planned.experiment.find == "capacity":
-        from arena.app.tune import capacities
+        from arena.app.tune import search_capacities
 
-        found = capacities(planned.experiment, store_path, on_event, on_step, seams)
-        c = found.counts
-        return RunCounts(c["run"], c["skipped"], c["failed"], c["invalid"], tuple(found.capacities))
+        c = search_capacities(planned.experiment, store_path, on_event, on_step, seams)
+        return RunCounts(c["run"], c["skipped"], c["failed"], c["invalid"])
     with open_store(store_path, write=True) as store:
         counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid)
     return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])

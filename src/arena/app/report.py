@@ -27,7 +27,7 @@ def build_report(res: Results, limits: Limits = Limits()) -> data.Report:
     analysis = analyse(res, limits)
     return data.build(res.name, res.definition, res.runs, res.cells, analysis.findings, analysis.answers,
                       comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"),
-                      analysis.thresholds, res.steps)
+                      analysis.thresholds, res.steps, analysis.capacities)
 
 
 def default_path(name: str) -> str:

@@ -11,7 +11,7 @@ to deploy, measured, within a time budget.
 Every run is stored as it ends, in one experiment whose definition is the request (its name a hash
 of it), so the same ``arena tune`` again resumes: the search asks for runs by contender, level and
 repetition, and the ones stored are not made again. ``[load] find = "capacity"`` in an experiment
-file runs the same capacity search for each of its configurations (``capacities``).
+file runs the same capacity search for each of its configurations (``search_capacities``).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from arena.model.calibrate import Calibration, calibrate, server_config
 from arena.model.estimate import START_S
 from arena.model.observe import observations
 from arena.model.recommend import grid, slo_capacity
-from arena.model.search import Ask, Capacity, Contender, Key, Sample, Tuning, search
+from arena.model.search import Ask, Contender, Key, Sample, Tuning, sample_of, search
 from arena.model.verify import predict
 from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, parse_experiment,
                                    workloads_of)
-from arena.results.aggregate import MiB, Figure, error_pct
+from arena.results.aggregate import Figure
 from arena.results.answer import Goal
 from arena.results.runs import Failure, Run
 from arena.runner import Event, Seams, run_experiment
@@ -247,7 +247,7 @@ class Stored:
         self._runs = res.runs
         by: dict[tuple, list[tuple[int, Sample]]] = {}
         for r in res.runs:
-            by.setdefault(r.cell, []).append((r.repetition, sample(r)))
+            by.setdefault(r.cell, []).append((r.repetition, sample_of(r)))
         for f in res.failures:  # a run that could not be made takes its repetition, invalid
             by.setdefault(f.cell, []).append((f.repetition, failed_sample(f)))
         self._by = {k: [s for _, s in sorted(v, key=lambda x: x[0])] for k, v in by.items()}
@@ -255,11 +255,6 @@ class Stored:
 
 def key_of(c: ServerConfig) -> Key:
     return c.server, c.processes, c.threads
-
-
-def sample(r: Run) -> Sample:
-    return Sample(r.valid, r.throughput, r.p99_us / 1000 if r.p99_us else None, error_pct(r),
-                  r.pss_bytes / MiB if r.pss_bytes else None, tuple(r.flags))
 
 
 def failed_sample(f: Failure) -> Sample:
@@ -408,24 +403,22 @@ def _app_of(exp: Experiment, config: ServerConfig):
 SATURATION_MOST = 256  # clients of the closed run a capacity search starts from, at most
 
 
-@dataclass(frozen=True)
-class Found:
-    """Each configuration's capacity in an experiment with ``[load] find = "capacity"``."""
-
-    counts: dict[str, int]  # runs: "run", "skipped", "failed", "invalid" (runner.run_experiment's)
-    capacities: list[tuple[str, str, Capacity | None, str]]  # configuration, workload, capacity, why none
-
-
-def capacities(exp: Experiment, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
-               on_step: Callable[[str], None] = lambda s: None, seams: Seams = Seams(),
-               clock: Callable[[], float] = time.monotonic) -> Found:
-    """Every configuration's capacity for every workload: the search (model/search.py) from
-    ``[load] rates`` where given, else from 0.9 x the throughput of one closed run with every slot of
-    the configuration busy (its processes x threads clients, at most SATURATION_MOST)."""
+def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
+                      on_step: Callable[[str], None] = lambda s: None, seams: Seams = Seams(),
+                      clock: Callable[[], float] = time.monotonic) -> dict[str, int]:
+    """Search every configuration's capacity for every workload (model/search.py), from ``[load]
+    rates`` where given, else from 0.9 x the throughput of one closed run with every slot of the
+    configuration busy (its processes x threads clients, at most SATURATION_MOST). Returns the
+    runner's counts of the runs ("run", "skipped", "failed", "invalid"); the capacities are read back
+    from the stored runs by the analysis."""
     points = {(c.key, w.name): (c, w) for w in exp.workloads for c in exp.servers}
     measurer = Stored(exp, store_path, seams, on_event, points)
     run_s = START_S + exp.warmup_s + (exp.duration_s or 0.0)
-    out = []
+
+    def step(stage: str, text: str) -> None:
+        measurer.record(stage, text)
+        on_step(text)
+
     for key, (config, workload) in points.items():
         name = config.name + ("" if len(exp.workloads) == 1 else f" {workload.name}")
         start = exp.find_from
@@ -434,14 +427,12 @@ def capacities(exp: Experiment, store_path: str, on_event: Callable[[Event], Non
             measurer.measure([Ask(key, level, 1, "capacity: the closed run it starts from")])
             got = [s.throughput for s in measurer.samples(key, level) if s.valid and s.throughput]
             if not got:
-                out.append((config.name, workload.name, None, f"no valid run at {level.label} to start from"))
+                step("capacity", f"{name}: no valid run at {level.label} to start from: no capacity searched")
                 continue
             start = 0.9 * got[0]
-        t = search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
-                   clock=clock, on_step=lambda s: (measurer.record(s.stage, s.text), on_step(s.text)))
-        cap = t.capacities.get(key)
-        out.append((config.name, workload.name, cap, "" if cap and cap.lo is not None else "no rate kept within the goal"))
-    return Found(dict(measurer.counts), out)
+        search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
+               clock=clock, on_step=lambda s: step(s.stage, s.text))
+    return dict(measurer.counts)
 
 
 def _saturation(config: ServerConfig, cores: int) -> int:

@@ -8,7 +8,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from arena.app.decide import BUDGET_S, MAX_REPETITIONS, run_until_decided
 from arena.app.experiments import run_file
 from arena.errors import ArenaError
-from arena.report.tune import capacity_text
+from arena.report.tune import capacity_lines
 from arena.cli.args import note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_store, count, duration, warn
 
 NAME = "run"
@@ -45,12 +45,7 @@ def run(args, out) -> int:
                                                                      retake_invalid=args.retake_invalid, on_step=step))
     if counts is None:
         return 0
-    for config, workload, cap, why in counts.capacities:
-        out.print(f"capacity of {config}" + ("" if workload == "default" else f" ({workload})") + ": "
-                  + (capacity_text(cap) if cap is not None and cap.lo is not None else why), highlight=False, markup=False)
-    code = summary(out, counts, names[0], args.store)
-    missing = any(cap is None or cap.lo is None for _, _, cap, _ in counts.capacities)
-    return code or (EXIT_FAILED if missing else 0)
+    return summary(out, counts, names[0], args.store)
 
 
 def _until_decided(args, out) -> int:
@@ -140,8 +135,8 @@ def summary(out, counts, name: str, store: str) -> int:
     out.print(f"{counts.done} runs done ({counts.invalid} invalid), {counts.skipped} already in the store, "
               f"{counts.failed} failed; results in {store} (arena show {name} --store {store})", highlight=False)
     (analysis,) = analyses(store, name)
-    for line in threshold_lines(analysis.thresholds):
+    for line in capacity_lines(analysis.capacities) + threshold_lines(analysis.thresholds):
         out.print(line, highlight=False, markup=False)
-    if counts.failed or counts.invalid:
+    if counts.failed or counts.invalid or any(cap.lo is None for _, _, cap in analysis.capacities):
         return EXIT_FAILED
     return EXIT_THRESHOLD if analysis.failed_thresholds else 0

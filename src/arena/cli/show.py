@@ -10,6 +10,7 @@ from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, goal_limits, pri
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
 from arena.report.summary import load_summary
+from arena.report.tune import capacity_lines
 
 NAME = "show"
 
@@ -26,7 +27,7 @@ def add(sub) -> None:
 def run(args, out) -> int:
     found = analyses(args.store, args.experiment, goal_limits(args))
     if args.json:
-        docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds) for a in found]
+        docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds, a.capacities) for a in found]
         doc = docs if args.experiment is None else docs[0]
         print_json(doc)
         return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
@@ -43,7 +44,7 @@ def run(args, out) -> int:
         for answer in a.answers:
             for line in answer_lines(answer, len(a.answers) > 1):
                 out.print(line, highlight=False, markup=False)
-        for line in threshold_lines(a.thresholds):
+        for line in capacity_lines(a.capacities) + threshold_lines(a.thresholds):
             out.print(line, highlight=False, markup=False)
         out.print(terminal_table(comparison_table(res.cells), f"{res.name}: medians of valid repetitions; intervals of the medians"))
     return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0

@@ -33,8 +33,9 @@ from typing import Callable, Protocol, Sequence
 
 from arena import stats
 from arena.plan.experiment import Level
-from arena.results.aggregate import Figure
+from arena.results.aggregate import MiB, Figure, error_pct
 from arena.results.answer import Goal
+from arena.results.runs import Run
 
 UP, DOWN = 1.3, 0.7  # bracketing steps while one end is missing
 WITHIN = 0.05  # a bracket this narrow (hi / lo - 1) is capacity found
@@ -419,11 +420,32 @@ def _probe_text(samples: Sequence[Sample], ok: bool) -> str:
 
 
 def _result(key: Key, history: dict[float, bool], measurer: Measurer) -> Capacity:
-    lo, hi = bracket(history)
-    at = measurer.samples(key, Level("open", lo)) if lo is not None else []
-    probes = tuple((r, ok, len(measurer.samples(key, Level("open", r)))) for r, ok in sorted(history.items()))
-    return Capacity(key, lo, hi, len(at), lo is not None and len(at) >= CONFIRM and history[lo],
+    return capacity_of(key, {r: measurer.samples(key, Level("open", r)) for r in history}, history)
+
+
+def capacity_of(key: Key, runs: dict[float, list[Sample]], judged: dict[float, bool]) -> Capacity:
+    """The capacity the runs at each open rate show (``judged``: whether each rate passed)."""
+    lo, hi = bracket(judged)
+    at = runs[lo] if lo is not None else []
+    probes = tuple((r, judged[r], len(runs[r])) for r in sorted(judged))
+    return Capacity(key, lo, hi, len(at), lo is not None and len(at) >= CONFIRM and judged[lo],
                     Figure.of(values(at, "p99_ms")) if at else None, probes)
+
+
+def capacities(runs: Sequence[Run], goal: Goal) -> dict[tuple[str, str], Capacity]:
+    """Each configuration's capacity (by configuration key and workload) from its stored runs at open
+    rates, each rate judged on all of them (``passes``): what a search found, read back."""
+    by: dict[tuple[str, str], dict[float, list[Sample]]] = {}
+    for r in sorted(runs, key=lambda r: r.repetition):
+        if r.model == "open":
+            by.setdefault((r.config, r.workload), {}).setdefault(r.level, []).append(sample_of(r))
+    return {k: capacity_of(k, rates, {rate: passes(s, goal) for rate, s in rates.items()}) for k, rates in by.items()}
+
+
+def sample_of(r: Run) -> Sample:
+    """A stored run as the search sees it."""
+    return Sample(r.valid, r.throughput, r.p99_us / 1000 if r.p99_us else None, error_pct(r),
+                  r.pss_bytes / MiB if r.pss_bytes else None, tuple(r.flags))
 
 
 def _choose(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, threshold: float) -> None:

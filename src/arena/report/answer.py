@@ -198,11 +198,17 @@ def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
     }
 
 
-def experiment_json(name: str, answers: list[Answer], cells: list[Cell], outcomes: Sequence[Outcome] = ()) -> dict[str, Any]:
+def experiment_json(name: str, answers: list[Answer], cells: list[Cell], outcomes: Sequence[Outcome] = (),
+                    capacities: Sequence = ()) -> dict[str, Any]:
     """An experiment's answers as one JSON document (``arena show --json``), with its thresholds'
-    outcomes on each cell."""
+    outcomes on each cell and, for a capacity search, each configuration's capacity."""
     return {"schema": "arena/answer/1", "experiment": name,
             "answers": [answer_json(a, cells) for a in answers],
+            "capacities": [{"configuration": label, "workload": workload, "capacity_rps": c.lo, "beyond_rps": c.hi,
+                            "confirmed": c.confirmed, "runs": c.runs_at_lo,
+                            "p99_ms": None if c.p99_ms is None else figure_json(c.p99_ms),
+                            "rates": [{"rps": r, "within": ok, "runs": n} for r, ok, n in c.probes]}
+                           for label, workload, c in capacities],
             "thresholds": [{"threshold": o.threshold.text, "configuration": o.cell.label, "workload": o.cell.workload,
                             "level": o.cell.level, "value": o.value, "passed": o.passed} for o in outcomes]}
 

@@ -6,7 +6,6 @@ SVG/PNG, report/summary.py a run's ab-style summary; ``arena show`` prints its a
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -344,13 +343,20 @@ def _definition_rows(d: dict, prefix: str = "") -> list[list[str]]:
     return rows
 
 
-def tuning_section(runs: list[Run], steps: Sequence[tuple[str, str]], goal) -> Section | None:
-    """A search's path (arena tune, find = "capacity"): its runs in order, charted, and its steps;
-    None for an experiment no search ran."""
-    if not steps and not any((r.why or "").startswith("tune:") for r in runs):
+def tuning_section(runs: list[Run], steps: Sequence[tuple[str, str]], goal, capacities: Sequence = ()) -> Section | None:
+    """A search's path (arena tune, find = "capacity"): each configuration's capacity, its runs in
+    order, charted, and its steps; None for an experiment no search ran."""
+    if not steps and not capacities and not any((r.why or "").startswith("tune:") for r in runs):
         return None
     key, title, lead = next(s for s in SECTIONS if s[0] == "tuning")
     section = Section(key, title, lead, ch.tuning_path(runs, goal.p99_ms if goal else None))
+    if capacities:
+        section.tables.append(Table(
+            ["configuration", "workload", "capacity req/s", "lowest rate beyond", "runs there", "confirmed",
+             "p99 ms there"],
+            [[label, workload, nice(c.lo), nice(c.hi), str(c.runs_at_lo), "yes" if c.confirmed else "no",
+              "-" if c.p99_ms is None or c.p99_ms.median is None else f"{nice(c.p99_ms.median)} ({interval_text(c.p99_ms)})"]
+             for label, workload, c in capacities], title="Capacity within the goal"))
     if steps:
         section.tables.append(Table(["#", "stage", "what and why"], [[str(i), stage, text] for i, (stage, text)
                                                                      in enumerate(steps, 1)], title="Steps"))
@@ -359,7 +365,7 @@ def tuning_section(runs: list[Run], steps: Sequence[tuple[str, str]], goal) -> S
 
 def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found,
           answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
-          steps: Sequence[tuple[str, str]] = ()) -> Report:
+          steps: Sequence[tuple[str, str]] = (), capacities: Sequence = ()) -> Report:
     """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
     workload; ``comparison``: its published study beside it, when it reproduces one)."""
     by_section: dict[str, list[ch.Chart]] = {}
@@ -398,7 +404,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     topology = topology_section(cells)
     if topology is not None:
         sections.append(topology)
-    tuning = tuning_section(runs, steps, goal)
+    tuning = tuning_section(runs, steps, goal, capacities)
     if tuning is not None:
         sections.insert(2, tuning)
     model = model_section(cells, found)
@@ -443,4 +449,4 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     return Report(name, definition.get("description", ""), len(runs), sum(r.valid for r in runs), len(labels(cells)),
                   opening, sections, method, Table(["item", "value"], env_rows),
                   Table(["key", "value"], _definition_rows(definition)),
-                  experiment_json(name, list(answers), cells, thresholds))
+                  experiment_json(name, list(answers), cells, thresholds, capacities))

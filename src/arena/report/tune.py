@@ -40,6 +40,13 @@ def capacity_text(cap) -> str:
             f"the lowest rate beyond it)")
 
 
+def capacity_lines(found) -> list[str]:
+    """Each configuration's capacity (Analysis.capacities), one line each."""
+    many = len({w for _, w, _ in found}) > 1
+    return [f"capacity of {label}" + (f" ({workload})" if many else "") + f": {capacity_text(cap)}"
+            for label, workload, cap in found]
+
+
 def answer_lines(tuned) -> list[str]:
     t, ch, names = tuned.tuning, tuned.chosen, tuned.names
     goal = tuned.request.goal
