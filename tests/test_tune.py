@@ -161,3 +161,16 @@ def test_show_prints_and_validates_the_capacities_of_a_search(tmp_path, capsys):
     jsonschema.validate(doc, schema)
     (cap,) = doc["capacities"]
     assert (cap["capacity_rps"], cap["beyond_rps"], cap["runs"], cap["confirmed"]) == (100.0, None, 3, True)
+
+
+def test_a_memory_limit_below_one_idle_process_is_refused_before_any_run(tmp_path):
+    store = tmp_path / "t.db"
+    got = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1",
+                          "--p99-max", "200ms", "--memory-max", "1MiB", "--store", str(store)],
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 2, got.stdout + got.stderr
+    (line,) = got.stderr.splitlines()
+    assert re.fullmatch(r"arena: error: --memory-max 1MiB: below one idle process of every server tried \(the "
+                        r"smallest: gunicorn-gthread 1x1 at \d+ MiB PSS\)", line), line
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)

@@ -27,7 +27,7 @@ from arena.drivers import DRIVERS
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, NotSaved, stop_if_asked
 from arena.plan.expand import plan
-from arena.plan.experiment import Experiment, Group, RunSpec
+from arena.plan.experiment import Experiment, Group, RunSpec, ServerConfig
 from arena.probe import Probe
 from arena.results.load import LoadResult, SeriesPoint, to_dict
 from arena.results.resources import ResourceResult
@@ -423,15 +423,21 @@ class _Progress:
         self.on_event(Event("live", self.index + 1, self.total, run, point=point))
 
 
+def server_spec(exp: Experiment, c: ServerConfig, services: Mapping[str, Any]) -> ServerSpec:
+    """How a configuration's server is started: its knobs and settings on the experiment's server
+    CPUs, with the services' addresses (and its database pool) in its environment."""
+    addresses = {k: v for svc in services.values() for k, v in svc.env.items()}
+    if c.pool is not None:
+        addresses["ARENA_POOL"] = str(c.pool)
+    return ServerSpec(c.server, c.user_app or c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
+                      env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options)
+
+
 def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver", env: dict,
                progress: _Progress, seams: Seams, services: Mapping[str, Any] = {},
                reference: machine_speed.Reference | None = None) -> None:
     c = group.config
-    addresses = {k: v for svc in services.values() for k, v in svc.env.items()}
-    if c.pool is not None:
-        addresses["ARENA_POOL"] = str(c.pool)
-    spec = ServerSpec(c.server, c.user_app or c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
-                      env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options)
+    spec = server_spec(exp, c, services)
     try:
         server = (start_deployment(spec, c.topology, list(exp.service_cpus), seams.launch) if c.topology.front
                   else seams.launch(spec))

@@ -34,10 +34,11 @@ from arena.model.search import Ask, Contender, Key, Sample, Tuning, sample_of, s
 from arena.model.verify import predict
 from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, parse_experiment,
                                    workloads_of)
-from arena.results.aggregate import Figure
+from arena.probe import sample_once
+from arena.results.aggregate import MiB, Figure
 from arena.results.answer import Goal
 from arena.results.runs import Failure, Run
-from arena.runner import Event, Seams, run_experiment
+from arena.runner import Event, Seams, run_experiment, server_spec
 from arena.servers import catalog
 
 DURATION_S = 3.0  # measured per run: short, the search repeats where it matters
@@ -279,6 +280,7 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
         on_step(text)
 
     run_s = START_S + req.warmup_s + req.duration_s
+    _memory_first(req, exp, servers, left, seams, lambda text: step(text, "calibration"))
 
     # 1. calibrate
     asks = [Ask((s, p, t), CALIBRATION, 1, "tune: calibration") for s in servers for p, t in _calibration_points(s, cores)]
@@ -323,6 +325,32 @@ def _calibrate(exp: Experiment, measurer: Stored, servers: list[str], left: dict
             left[s] = f"could not be calibrated: {e}"
             on_step(f"{s}: left out: {left[s]}")
     return out
+
+
+def _memory_first(req: Request, exp: Experiment, servers: list[str], left: dict[str, str], seams: Seams,
+                  say: Callable[[str], None]) -> None:
+    """Before any run, with a memory limit: each server started idle at 1x1 (its PSS, the least it
+    takes); one above the limit is left out, and a limit below every one is bad input (exit 2)."""
+    if req.memory_mib is None:
+        return
+    idle = {}
+    for s in list(servers):
+        config = next(c for c in exp.servers if c.server == s and (c.processes or 1) == 1 and (c.threads or 1) == 1)
+        try:
+            with seams.launch(server_spec(exp, config, {})) as running:
+                idle[s] = sample_once(running.procset).pss / MiB
+        except ArenaError as e:
+            left[s] = f"did not start: {str(e).splitlines()[0]}"
+            servers.remove(s)
+            continue
+        say(f"{s}: 1x1 idle takes {idle[s]:.0f} MiB PSS")
+        if idle[s] > req.memory_mib:
+            left[s] = f"one process idle takes {idle[s]:.0f} MiB > --memory-max {req.memory_mib:g} MiB"
+            servers.remove(s)
+    if idle and not servers:
+        least = min(idle, key=idle.get)
+        raise ArenaError(f"--memory-max {req.memory_mib:g}MiB: below one idle process of every server tried (the "
+                         f"smallest: {least} 1x1 at {idle[least]:.0f} MiB PSS)")
 
 
 def _memory_check(req: Request, calibrations: dict[str, Calibration], left: dict[str, str]) -> None:
