@@ -11,65 +11,33 @@ from pathlib import Path
 
 import jsonschema
 
+from arena.app.analysis import analyses
+from arena.app.experiments import run_file
+from arena.app.report import build_report, load_results
 from arena.app.tune import Stored
 from arena.cli import main
 from arena.model.search import WITHIN, Ask
 from arena.plan.experiment import Level, parse_experiment
-from test_runner_seams import Machine
+from arena.results.load import Histogram, LoadResult, Phase
+from arena.results.store import Store
+from arena.runner import Seams
+from test_runner_seams import FakeProbe, FakeServer, Machine
 
 
 def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_path):
     """A fake machine whose p99 is 20 ms up to a configuration's capacity (100 req/s a thread) and
     800 ms beyond: `arena run` of a find = "capacity" file brackets each within 5% and confirms it."""
-    from arena.app.analysis import analyses
-    from arena.app.experiments import run_file
-    from arena.results.load import Histogram, LoadResult, Phase
-    from arena.results.resources import ResourceResult
-    from arena.results.store import Store
-    from arena.runner import Seams
-
     f = tmp_path / "cap.toml"
     f.write_text('name = "cap"\nduration = "1s"\nwarmup = "0s"\n[workload]\npath = "/work"\n'
                  '[load]\nfind = "capacity"\n[goal]\np99_max = "100ms"\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
                  '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
     driven = []
 
-    class Server:
-        def __init__(self, spec):
-            self.spec, self.url = spec, "http://127.0.0.1:1"
-            self.procset = type("P", (), {"name": "fake", "pids": lambda self: [100]})()
-
-        def alive(self):
-            return True
-
-        def described(self):
-            return {"argv": ["fake"], "cwd": "/", "env": {}}
-
-        def log_tail(self):
-            return ""
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            pass
-
-    class Probe:
-        def __init__(self, procset, interval=0.5):
-            self.started = False
-
-        def start(self):
-            self.started = True
-            return self
-
-        def stop(self):
-            return ResourceResult(1.0, 1, 0.4, 0.1, 50 << 20, 50 << 20, 40 << 20, 60 << 20, None, 1, 4, "fake")
-
     current = {}
 
     def launch(spec):
         current["threads"] = spec.threads
-        return Server(spec)
+        return FakeServer(spec)
 
     def drive(spec, cpus=None, live=None):
         driven.append(spec)
@@ -82,7 +50,7 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
         return LoadResult("fake", "0", "open" if spec.rate else "closed", "u", spec.connections, spec.rate, False, phase,
                           None, [], 0.1, 0.1, 1.0, None, False, [], {"interval_s": 1.0})
 
-    seams = Seams(launch=launch, drivers={"arena-load": drive}, probe=Probe, idle_s=0.0, speed=lambda c: 2.0,
+    seams = Seams(launch=launch, drivers={"arena-load": drive}, probe=FakeProbe, idle_s=0.0, speed=lambda c: 2.0,
                   cpu_busy=lambda c: 0.0, speed_sample=None)
     counts = run_file(str(f), str(tmp_path / "s.db"), seams=seams)
     assert counts.failed == 0 and counts.invalid == 0
@@ -96,8 +64,6 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
     again = run_file(str(f), str(tmp_path / "s.db"), seams=seams)  # resumed: the same search, nothing new
     assert again.done == 0 and analyses(str(tmp_path / "s.db"), "cap")[0].capacities == analysis.capacities
     # the report draws the path: the rates tried in order, the p99s against the target, the steps
-    from arena.app.report import build_report, load_results
-
     built = build_report(load_results(str(tmp_path / "s.db"), "cap"))
     (path,) = [s for s in built.sections if s.key == "tuning"]
     assert [c.id for c in path.charts] == ["tuning-rates", "tuning-p99"]
