@@ -72,6 +72,12 @@ BAD_LINES = [
     (["show", "--store", "/tmp"], "--store /tmp: is a directory"),
     # a name that is not loopback is refused without being looked up
     (["load", "http://example.com/", "-d", "1s"], "'example.com' is not a loopback name"),
+    (["tune", "--cpus", "1", "--p99-max", "fast"], "--p99-max: must be a latency such as 200ms"),
+    (["tune", "--cpus", "1", "--p99-max", "200ms", "--memory-max", "lots"], "--memory-max: must be a size such as 512MiB"),
+    (["tune", "--cpus", "1", "--p99-max", "200ms", "--servers", "gunicron"], "--servers gunicron: unknown server"),
+    (["tune", "--cpus", "1", "--p99-max", "200ms", "--app", "/nonexistent/config.ru"],
+     "--app: /nonexistent/config.ru does not exist"),
+    (["tune", "--cpus", "1", "--p99-max", "200ms", "--rate", "10", "--concurrency", "4"], "not allowed with argument"),
 ]
 
 

@@ -15,6 +15,7 @@ from arena.errors import ArenaError
 from arena.plan.experiment import Level
 from arena.report.tune import answer_lines, calibration_lines, evidence, sureness_lines
 from arena.servers import catalog, deploy
+from arena.subjects.user import app_for
 
 NAME = "tune"
 
@@ -92,7 +93,12 @@ def _request(args) -> Request:
         raise ArenaError(f"--load-cpus {format_cpu_list(load_cpus)}: must not overlap --cpus")
     for name in args.servers or []:
         if name not in catalog.CATALOG:
-            catalog.get_server(name)  # the one-line error with a did-you-mean
+            try:
+                catalog.get_server(name)
+            except ArenaError as e:  # its did-you-mean, under the flag's name
+                raise ArenaError(f"--servers {name}: {str(e).removeprefix('server: ')}") from None
+    serves = {i for n in (args.servers or catalog.CATALOG) for i in catalog.get_server(n).interfaces}
+    app_for(args.app, serves, **user_app_options(args))  # a user's app that is not there: one line, now
     load = (Level("closed", args.concurrency) if args.concurrency else Level("open", args.rate) if args.rate else None)
     return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,
                    ERROR_PCT if args.error_max is None else args.error_max, tuple(args.servers or ()), load,
