@@ -27,6 +27,8 @@ from arena.drivers import DRIVERS
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, NotSaved, stop_if_asked
 from arena.plan.expand import plan
+from arena.plan.shard import Shard, share
+from arena.model.estimate import group_s
 from arena.plan.experiment import Experiment, Group, RunSpec, ServerConfig
 from arena.probe import Probe
 from arena.results.load import LoadResult, SeriesPoint, to_dict
@@ -101,7 +103,7 @@ def environment(exp: Experiment) -> dict:
     """What the results depend on besides the experiment file."""
     fronts = sorted({c.topology.front for c in exp.servers if c.topology.front})
     return {
-        "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
+        "host": platform.node(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
         "python": platform.python_version(), "ruby": _ruby_version(), "arena": arena_version,
         "server_cpus": format_cpu_list(exp.server_cpus), "load_cpus": format_cpu_list(exp.load_cpus),
         **({"service_cpus": format_cpu_list(exp.service_cpus)} if exp.services else {}),
@@ -287,11 +289,12 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
 def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None,
                    seams: Seams = Seams(), retake_invalid: bool = False,
                    extra: Mapping[tuple, tuple[int, str]] | None = None,
-                   chosen: Sequence[Group] | None = None) -> dict:
+                   chosen: Sequence[Group] | None = None, shard: Shard | None = None) -> dict:
     """Run every run of ``exp`` not yet in ``store`` (with ``retake_invalid``, also each run whose
     every stored attempt is invalid: once more, stored beside them as its next retake; nothing stored
     is replaced). With ``extra`` (a cell, RunSpec.cell -> its next repetition and why), only those
-    runs beyond the plan, each stored with why it was taken. With ``chosen``, those runs (arena tune's,
+    runs beyond the plan, each stored with why it was taken. With ``shard``, only its share of the plan
+    (plan/shard.py: arena run --shard i/N). With ``chosen``, those runs (arena tune's,
     each with why), in that order, whatever the plan holds. Returns counts: "run" (done and saved),
     "skipped" (already in the store), "failed" (not run: its server did not start, died before it, or
     its driver failed; stored as a failure, not a run, so the next ``arena run`` tries it again) and
@@ -300,7 +303,8 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     experiment_id = store.experiment_id(exp.name, file, exp.source)
     saver = Saver(store, experiment_id, {"name": exp.name, "file": file, "definition": exp.source})
     stored = store.done_keys(experiment_id)
-    groups = retakes(plan(exp), stored) if retake_invalid else plan(exp)
+    whole = plan(exp) if shard is None else share(plan(exp), shard, partial(group_s, exp))
+    groups = retakes(whole, stored) if retake_invalid else whole
     if extra:
         groups = beyond(exp, extra)
     if chosen is not None:

@@ -9,12 +9,14 @@ import json
 import os
 import re
 from datetime import datetime, timezone
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Callable
 
 from arena.errors import ArenaError
-from arena.model.estimate import estimate_s
+from arena.model.estimate import estimate_s, group_s
 from arena.plan.expand import plan
+from arena.plan.shard import Shard, share
 from arena.plan.experiment import Experiment, Group, load_experiment, workloads_of
 from arena.results.aggregate import Cell, aggregate
 from arena.model.observe import observations
@@ -46,12 +48,18 @@ class Planned:
     experiment: Experiment
     groups: list[Group]  # server starts, in the order they will run
     estimate_s: float
+    shard: Shard | None = None  # this share of the plan (arena run --shard i/N)
+    starts: int = 0  # with a shard: the server starts of the whole plan
 
 
-def plan_file(path: str) -> Planned:
-    """Read and check an experiment file and plan it (nothing runs)."""
+def plan_file(path: str, shard: Shard | None = None) -> Planned:
+    """Read and check an experiment file and plan it (nothing runs): the whole plan, or a shard's share."""
     exp = load_experiment(path)
-    return Planned(exp, plan(exp), estimate_s(exp))
+    if shard is None:
+        return Planned(exp, plan(exp), estimate_s(exp))
+    whole = plan(exp)
+    mine = share(whole, shard, partial(group_s, exp))
+    return Planned(exp, mine, sum(group_s(exp, g) for g in mine), shard, len(whole))
 
 
 @dataclass(frozen=True)
@@ -65,24 +73,26 @@ class RunCounts:
 def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
              on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
              seams: Seams = Seams(), retake_invalid: bool = False,
-             on_step: Callable[[str], None] = lambda s: None) -> RunCounts | None:
+             on_step: Callable[[str], None] = lambda s: None, shard: Shard | None = None) -> RunCounts | None:
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
     run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
     stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
     "capacity"``, each configuration's capacity is searched instead (app/tune.py search_capacities),
     each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
     (app/analysis.py)."""
-    planned = plan_file(path)
+    planned = plan_file(path, shard)
     on_plan(planned)
     if dry_run:
         return None
+    if shard is not None and planned.experiment.find:
+        raise ArenaError(f"--shard {shard}: {path} searches capacities ([load] find): a search is not sharded")
     if planned.experiment.find == "capacity":
         from arena.app.tune import search_capacities
 
         c = search_capacities(planned.experiment, store_path, on_event, on_step, seams)
         return RunCounts(c["run"], c["skipped"], c["failed"], c["invalid"])
     with open_store(store_path, write=True) as store:
-        counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid)
+        counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid, shard=shard)
     return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])
 
 

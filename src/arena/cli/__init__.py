@@ -38,7 +38,7 @@ EXAMPLES = {
               "--chdir ~/src/myapp"],
     "load": ["arena load http://127.0.0.1:8080/ -c 16 -d 10s", "arena load http://127.0.0.1:8080/ -r 200 -d 30s"],
     "run": ["arena run scenarios/quick.toml", "arena run scenarios/quick.toml --until-decided --budget 20m",
-            "arena run scenarios/quick.toml --dry-run"],
+            "arena run scenarios/quick.toml --dry-run", "arena run scenarios/quick.toml --shard 2/4 --store shard-2.db"],
     "show": ["arena show quick", "arena show quick --p99-max 100 --json"],
     "compare": ["arena compare last.db:quick quick --fail-on \"p99>+10%,throughput<-5%\" --format markdown",
                 "arena compare baseline.json quick"],

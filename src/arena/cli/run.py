@@ -1,5 +1,6 @@
 """``arena run``: an experiment file into the store (resumable), with progress."""
 
+import argparse
 import os
 
 from rich.markup import escape
@@ -19,6 +20,9 @@ def add(sub) -> None:
     ru.add_argument("experiment", help="experiment file (TOML), e.g. scenarios/quick.toml")
     add_store(ru)
     ru.add_argument("--dry-run", action="store_true", help="print the plan and its estimated time, run nothing")
+    ru.add_argument("--shard", type=shard_of, metavar="i/N",
+                    help="run only this share of the plan (1-based; 'auto': a Slurm array's task, 'auto/N': a "
+                         "Kubernetes Indexed Job's); merge the shards' stores with arena merge")
     add_retake(ru)
     ru.add_argument("--until-decided", action="store_true",
                     help="after the planned repetitions, repeat only the cells whose comparison with the best is "
@@ -35,14 +39,28 @@ def add_retake(p) -> None:
                         "errors); the new attempt is stored beside them, nothing is replaced")
 
 
+def shard_of(text: str):
+    """--shard: i/N, auto or auto/N (plan/shard.py), read against this process's environment."""
+    from arena.plan.shard import parse
+
+    try:
+        return parse(text, os.environ)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def run(args, out) -> int:
+    if args.until_decided and args.shard:
+        raise ArenaError(f"--until-decided: not with --shard {args.shard} (the rounds need every shard's runs: "
+                         "merge the shards, then run --until-decided on the merged store)")
     if args.until_decided and not args.dry_run:
         return _until_decided(args, out)
     step = lambda text: out.print(f"  {text}", highlight=False, markup=False)  # noqa: E731
     counts, names = with_progress(out, args.store, args.dry_run,
                                   lambda planned, on_event: run_file(args.experiment, args.store, planned, on_event,
                                                                      dry_run=args.dry_run,
-                                                                     retake_invalid=args.retake_invalid, on_step=step))
+                                                                     retake_invalid=args.retake_invalid, on_step=step,
+                                                                     shard=args.shard))
     if counts is None:
         return 0
     return summary(out, counts, names[0], args.store)
@@ -75,7 +93,8 @@ def with_progress(out, store: str, dry_run: bool, call):
         levels = sum(len(w.levels or exp.levels) for w in exp.workloads)  # workload x level pairs
         shape = (f"{len(exp.workloads)} workloads x {len(exp.levels)} levels" if not any(w.levels for w in exp.workloads)
                  else f"{levels} workload levels")
-        what = (f"{shape} x {exp.repetitions} repetitions; about {p.estimate_s / 60:.0f} min" if not exp.find else
+        share = "" if p.shard is None else f"shard {p.shard}: {len(p.groups)} of its {p.starts} server starts, "
+        what = (f"{shape} x {exp.repetitions} repetitions; {share}about {p.estimate_s / 60:.0f} min" if not exp.find else
                 f"{len(exp.workloads)} workloads: the capacity within {exp.goal} searched for each")
         out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {what}; server CPUs "
                   f"{list(exp.server_cpus)}, load CPUs {list(exp.load_cpus)}; store {os.path.abspath(store)}",

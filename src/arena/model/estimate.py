@@ -6,7 +6,7 @@ from __future__ import annotations
 from arena.model.calibrate import server_config
 from arena.model.server import Demand, predict_closed
 from arena.plan.expand import plan
-from arena.plan.experiment import Experiment, RunSpec, ServerConfig
+from arena.plan.experiment import Experiment, Group, RunSpec, ServerConfig
 
 START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the stop, for estimates
 
@@ -17,12 +17,12 @@ def estimate_s(exp: Experiment) -> float:
     (``[reproduce]``), the requests over the throughput the model expects here (the server's CPUs,
     the original's work per request), at most a timeout per request and client; else nothing (its
     time depends on the server)."""
-    total = 0.0
-    for g in plan(exp):
-        total += START_S
-        for run in g.runs:
-            total += exp.warmup_s + (exp.duration_s or _requests_s(exp, g.config, run))
-    return total
+    return sum(group_s(exp, g) for g in plan(exp))
+
+
+def group_s(exp: Experiment, g: Group) -> float:
+    """Rough wall time of one server start and its runs (estimate_s)."""
+    return START_S + sum(exp.warmup_s + (exp.duration_s or _requests_s(exp, g.config, run)) for run in g.runs)
 
 
 def _requests_s(exp: Experiment, c: ServerConfig, run: RunSpec) -> float:

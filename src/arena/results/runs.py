@@ -31,6 +31,7 @@ class Environment:
 
     cpu_model: str | None = None
     cpus: int | None = None
+    host: str | None = None  # the machine's name (runs of a sharded experiment come from several)
     kernel: str | None = None
     python: str | None = None
     ruby: str | None = None
