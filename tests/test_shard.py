@@ -1,11 +1,20 @@
-"""Sharded sweeps: a plan's shares (plan/shard.py) are disjoint and whole."""
+"""Sharded sweeps: a plan's shares (plan/shard.py) are disjoint and whole, and the shards' stores
+merged (app/merge.py) hold the unsharded plan's cells exactly once, with the fakes for the machine."""
+
+import json
+import sqlite3
 
 import pytest
 
-from arena.app.experiments import plan_file
+from arena.app.analysis import analyses
+from arena.app.experiments import plan_file, run_file
+from arena.app.merge import merge
+from arena.errors import ArenaError
 from arena.plan.experiment import Group, ServerConfig
 from arena.plan.shard import Shard, parse, shares
-from test_runner_seams import experiment_file
+from arena.results.aggregate import aggregate
+from arena.results.store import Store
+from test_runner_seams import Machine, experiment_file
 
 
 def test_a_shard_is_given_as_i_of_n_or_read_from_the_job_array():
@@ -37,3 +46,58 @@ def test_the_shards_dry_runs_are_disjoint_and_together_the_whole_plan(tmp_path):
     whole = {r.key for g in plan_file(str(f)).groups for r in g.runs}
     shards = [{r.key for g in plan_file(str(f), Shard(i, 3)).groups for r in g.runs} for i in (1, 2, 3)]
     assert set().union(*shards) == whole and sum(map(len, shards)) == len(whole)
+
+
+def _sharded(tmp_path):
+    f = experiment_file(tmp_path, "1, 4")
+    for i in (1, 2):
+        run_file(str(f), str(tmp_path / f"shard-{i}.db"), seams=Machine().seams(), shard=Shard(i, 2))
+    run_file(str(f), str(tmp_path / "whole.db"), seams=Machine().seams())
+    return f
+
+
+def cells(db):
+    with Store(db) as store:
+        runs = store.runs("fake")
+    return sorted((c.config, c.workload, c.model, c.level, c.total) for c in aggregate(runs))
+
+
+def test_merged_shards_hold_every_cell_of_the_unsharded_plan_once_and_merge_again_adds_nothing(tmp_path):
+    f = _sharded(tmp_path)
+    shards = [str(tmp_path / "shard-1.db"), str(tmp_path / "shard-2.db")]
+    m = merge(shards, str(tmp_path / "merged.db"))
+    assert (m.added, m.replaced, m.kept, m.apart) == (8, 0, 0, [])
+    assert cells(tmp_path / "merged.db") == cells(tmp_path / "whole.db")  # cell for cell, 2 repetitions each
+    again = merge(shards, str(tmp_path / "merged.db"))
+    assert (again.added, again.replaced, again.kept) == (0, 0, 8)
+    # shard 1 run again (a job retried): its runs replace the earlier ones, never add to them
+    run_file(str(f), str(tmp_path / "retry-1.db"), seams=Machine().seams(), shard=Shard(1, 2))
+    retried = merge([str(tmp_path / "retry-1.db")], str(tmp_path / "merged.db"))
+    assert retried.replaced == 4 and retried.added == 0
+    assert cells(tmp_path / "merged.db") == cells(tmp_path / "whole.db")
+    (a,) = analyses(str(tmp_path / "merged.db"), "fake")
+    assert {r.environment.host for r in a.results.runs} != {None}  # each run says where it ran
+
+
+def test_a_shard_of_another_experiment_is_refused_in_one_line(tmp_path):
+    _sharded(tmp_path)
+    (tmp_path / "other").mkdir()
+    other = experiment_file(tmp_path / "other", "1, 8")  # the same name, other levels
+    run_file(str(other), str(tmp_path / "other.db"), seams=Machine().seams(), shard=Shard(2, 2))
+    with pytest.raises(ArenaError, match=r"other\.db: experiment fake is not the one in .*shard-1\.db \(another "
+                                         r"definition"):
+        merge([str(tmp_path / "shard-1.db"), str(tmp_path / "other.db")], str(tmp_path / "merged.db"))
+    assert not (tmp_path / "merged.db").exists()  # refused before anything is written
+
+
+def test_runs_from_another_cpu_model_are_kept_apart_with_a_warning(tmp_path):
+    _sharded(tmp_path)
+    with sqlite3.connect(tmp_path / "shard-2.db") as db:
+        for rid, env in db.execute("SELECT id, environment FROM runs").fetchall():
+            env = {**json.loads(env), "cpu_model": "Other CPU @ 1.0GHz", "host": "node7"}
+            db.execute("UPDATE runs SET environment = ? WHERE id = ?", (json.dumps(env), rid))
+    m = merge([str(tmp_path / "shard-1.db"), str(tmp_path / "shard-2.db")], str(tmp_path / "merged.db"))
+    assert m.experiments == ["fake", "fake@node7"]
+    assert len(m.apart) == 1 and "ran on node7 (Other CPU @ 1.0GHz)" in m.apart[0]
+    with Store(tmp_path / "merged.db") as store:
+        assert len(store.runs("fake")) == 4 and len(store.runs("fake@node7")) == 4

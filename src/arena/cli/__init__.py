@@ -20,14 +20,14 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 
 from rich.console import Console  # noqa: E402
 
-from arena.cli import (check, compare, completion, export, import_, load, ls, predict, reap, recommend,  # noqa: E402
-                       report, reproduce, run, serve, servers, show, simulate, tune)
+from arena.cli import (check, compare, completion, export, import_, load, ls, merge, predict, reap,  # noqa: E402
+                       recommend, report, reproduce, run, serve, servers, show, simulate, tune)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena import __version__  # noqa: E402
 from arena.errors import (ArenaError, DriverFailed, NotSaved, Terminated, ask_to_stop, asked_to_stop,  # noqa: E402
                           clear_stop, raise_now, stop_if_asked)
 
-COMMANDS = {m.NAME: m for m in (servers, serve, load, run, show, compare, ls, export, import_, report, predict,
+COMMANDS = {m.NAME: m for m in (servers, serve, load, run, merge, show, compare, ls, export, import_, report, predict,
                                 recommend, tune, simulate, reproduce, check, reap, completion)}
 
 
@@ -39,6 +39,7 @@ EXAMPLES = {
     "load": ["arena load http://127.0.0.1:8080/ -c 16 -d 10s", "arena load http://127.0.0.1:8080/ -r 200 -d 30s"],
     "run": ["arena run scenarios/quick.toml", "arena run scenarios/quick.toml --until-decided --budget 20m",
             "arena run scenarios/quick.toml --dry-run", "arena run scenarios/quick.toml --shard 2/4 --store shard-2.db"],
+    "merge": ["arena merge shard-1.db shard-2.db -o quick.db"],
     "show": ["arena show quick", "arena show quick --p99-max 100 --json"],
     "compare": ["arena compare last.db:quick quick --fail-on \"p99>+10%,throughput<-5%\" --format markdown",
                 "arena compare baseline.json quick"],

@@ -214,9 +214,10 @@ class Store:
                     self.db.execute("ROLLBACK")
                 raise ArenaError(f"--store {self.path}: upgrading to schema {v + 1} failed: {e}") from None
 
-    def _write(self, sql: str, values: tuple) -> None:
-        """One statement in one transaction; NotSaved where it cannot be (a full or read-only disk, the
-        store's file removed or replaced since it was opened: SQLite would write into a deleted file)."""
+    def _write(self, sql: str, values: tuple, *more: tuple[str, tuple]) -> None:
+        """One statement (and ``more``) in one transaction; NotSaved where it cannot be (a full or
+        read-only disk, the store's file removed or replaced since it was opened: SQLite would write
+        into a deleted file)."""
         try:
             if os.stat(self.path).st_ino != self._inode:
                 raise FileNotFoundError("it was replaced")
@@ -224,7 +225,8 @@ class Store:
             raise NotSaved(f"--store {self.path}: the store's file is gone ({e.strerror or e})") from None
         try:
             with self.db:
-                self.db.execute(sql, values)
+                for statement, args in ((sql, values), *more):
+                    self.db.execute(statement, args)
         except sqlite3.Error as e:
             raise NotSaved(f"--store {self.path}: cannot write it ({e})") from None
 
@@ -293,6 +295,16 @@ class Store:
 
     # ------------------------------------------------------------------ runs
 
+    def started(self, experiment_id: int) -> dict[str, float]:
+        """The stored runs' keys, each with when it started."""
+        return {r[0]: r[1] for r in self.db.execute("SELECT run_key, started_at FROM runs WHERE experiment_id = ?",
+                                                    (experiment_id,))}
+
+    def failed_keys(self, experiment_id: int) -> set[tuple[str, float]]:
+        """The stored failures, each as (run key, when it failed)."""
+        return {(r[0], r[1]) for r in self.db.execute("SELECT run_key, failed_at FROM failures WHERE experiment_id = ?",
+                                                      (experiment_id,))}
+
     def done_keys(self, experiment_id: int) -> dict[str, bool]:
         """The stored runs' keys, each with whether the run is valid."""
         return {r[0]: bool(r[1]) for r in self.db.execute("SELECT run_key, valid FROM runs WHERE experiment_id = ?",
@@ -303,15 +315,20 @@ class Store:
         return [r[0] for r in self.db.execute("SELECT speed_ms FROM runs WHERE experiment_id = ? AND speed_ms IS NOT NULL "
                                               "ORDER BY started_at", (experiment_id,))]
 
-    def save_run(self, experiment_id: int, values: dict[str, Any]) -> None:
-        """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved)."""
+    def save_run(self, experiment_id: int, values: dict[str, Any], replace: bool = False) -> None:
+        """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved); with
+        ``replace``, in place of any run stored under its key (arena merge: a shard run again)."""
         row = {k: (json.dumps(v) if k in DOCUMENTS else v) for k, v in values.items()}
         missing = set(RUN_COLUMNS) - set(row)
         if missing:
             raise ValueError(f"run is missing {sorted(missing)}")
         cols = ", ".join(RUN_COLUMNS)
-        self._write(f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
-                    (experiment_id, *(row[c] for c in RUN_COLUMNS)))
+        insert = (f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
+                  (experiment_id, *(row[c] for c in RUN_COLUMNS)))
+        if replace:
+            self._write("DELETE FROM runs WHERE experiment_id = ? AND run_key = ?", (experiment_id, row["run_key"]), insert)
+        else:
+            self._write(*insert)
 
     def save_failure(self, experiment_id: int, values: dict[str, Any]) -> None:
         """Commit one run that could not be made (results/runs.py Failure), now."""
@@ -354,6 +371,15 @@ class Store:
         for f in doc.get("failures", []):
             self.save_failure(experiment_id, f)
         return len(fresh) + len(doc.get("failures", [])), len(doc.get("runs", [])) - len(fresh)
+
+    def rows(self, name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The experiment's runs and failures as stored (a run's documents parsed): what save_run and
+        save_failure take, for copying them into another store (arena merge)."""
+        runs = [{k: (json.loads(r[k]) if k in DOCUMENTS else r[k]) for k in RUN_COLUMNS} for r in
+                self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (self._id(name),))]
+        failures = [{k: r[k] for k in FAILURE_COLUMNS} for r in
+                    self.db.execute("SELECT * FROM failures WHERE experiment_id = ? ORDER BY failed_at", (self._id(name),))]
+        return runs, failures
 
     def runs(self, name: str) -> list[Run]:
         """The experiment's runs in the order they ran, each decoded once into a typed Run."""
