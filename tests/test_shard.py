@@ -2,9 +2,13 @@
 merged (app/merge.py) hold the unsharded plan's cells exactly once, with the fakes for the machine."""
 
 import json
+import re
 import sqlite3
+import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
 from arena.app.analysis import analyses
 from arena.app.experiments import plan_file, run_file
@@ -101,3 +105,52 @@ def test_runs_from_another_cpu_model_are_kept_apart_with_a_warning(tmp_path):
     assert len(m.apart) == 1 and "ran on node7 (Other CPU @ 1.0GHz)" in m.apart[0]
     with Store(tmp_path / "merged.db") as store:
         assert len(store.runs("fake")) == 4 and len(store.runs("fake@node7")) == 4
+
+
+# ---------------------------------------------------------------------- the job arrays shipped in deploy/
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+
+def _shard_flag(command: str) -> str:
+    return re.search(r"--shard (\S+)", command).group(1)
+
+
+def test_the_kubernetes_indexed_job_runs_every_share_once_then_merges_them(tmp_path):
+    """deploy/kubernetes: an Indexed Job whose N pods take shards auto/N from JOB_COMPLETION_INDEX (each
+    pod's plan, dry-run here, disjoint and together the whole plan), into stores the merge Job reads."""
+    shards, merge_job = yaml.safe_load_all((DEPLOY / "kubernetes" / "arena-shards.yaml").read_text())
+    for job in (shards, merge_job):
+        assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    spec = shards["spec"]
+    n = spec["completions"]
+    assert spec["completionMode"] == "Indexed" and spec["parallelism"] == n
+    (container,) = spec["template"]["spec"]["containers"]
+    command = " ".join(container["args"])
+    assert _shard_flag(command) == f"auto/{n}" and "--store /results/shard-$(JOB_COMPLETION_INDEX).db" in command
+    assert container["resources"]["requests"] == container["resources"]["limits"]  # whole CPUs of its own
+    (merging,) = merge_job["spec"]["template"]["spec"]["containers"]
+    assert " ".join(merging["args"]).startswith("arena merge /results/shard-*.db -o ")
+    claims = {v["persistentVolumeClaim"]["claimName"] for job in (shards, merge_job)
+              for v in job["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v}
+    assert len(claims) == 1  # the shards write where the merge reads
+    f = experiment_file(tmp_path, "1, 4")
+    plans = [{r.key for g in plan_file(str(f), parse(_shard_flag(command), {"JOB_COMPLETION_INDEX": str(i)})).groups
+              for r in g.runs} for i in range(n)]
+    whole = {r.key for g in plan_file(str(f)).groups for r in g.runs}
+    assert set().union(*plans) == whole and sum(map(len, plans)) == len(whole)
+
+
+def test_the_slurm_array_runs_every_share_once_and_queues_the_merge_after_it(tmp_path):
+    for script in ("arena-shards.sbatch", "arena-merge.sbatch", "submit"):
+        ok = subprocess.run(["bash", "-n", str(DEPLOY / "slurm" / script)], capture_output=True, text=True)
+        assert ok.returncode == 0, ok.stderr
+    text = (DEPLOY / "slurm" / "arena-shards.sbatch").read_text()
+    lo, hi = map(int, re.search(r"#SBATCH --array=(\d+)-(\d+)", text).group(1, 2))
+    assert _shard_flag(text) == "auto" and '--store "$RESULTS/shard-$SLURM_ARRAY_TASK_ID.db"' in text
+    assert 'arena merge "$RESULTS"/shard-*.db' in (DEPLOY / "slurm" / "arena-merge.sbatch").read_text()
+    assert "--dependency=\"afterok:" in (DEPLOY / "slurm" / "submit").read_text()
+    got = [parse("auto", {"SLURM_ARRAY_TASK_ID": str(t), "SLURM_ARRAY_TASK_MIN": str(lo),
+                          "SLURM_ARRAY_TASK_COUNT": str(hi - lo + 1)}) for t in range(lo, hi + 1)]
+    assert got == [Shard(i, hi - lo + 1) for i in range(1, hi - lo + 2)]
