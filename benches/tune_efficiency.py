@@ -166,10 +166,11 @@ def real_bench(args) -> int:
         tune_s = time.monotonic() - t0
     caps = [line for line in grid.stdout.splitlines() if line.startswith("capacity of ")]
     done = next((line for line in grid.stdout.splitlines() if " runs done " in line), "?")
-    print("full grid (8 configurations, find = capacity):", f"{grid_s:.0f} s, exit {grid.returncode}; {done}")
+    print("full grid (8 configurations, find = capacity):", f"{grid_s:.0f} s, exit {grid.returncode}; {done}"
+          + (f"; {grid.stderr.strip()}" if grid.returncode not in (0, 1) else ""))
     for line in caps:
         print("  " + line)
-    print("arena tune:", f"{tune_s:.0f} s, exit {tune.returncode}")
+    print("arena tune:", f"{tune_s:.0f} s, exit {tune.returncode}" + (f": {tune.stderr.strip()}" if tune.stderr.strip() else ""))
     for line in tune.stdout.splitlines():
         if line.startswith(("chosen", "stopped", "  not shown", "  p99")):
             print("  " + line.strip())
