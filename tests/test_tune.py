@@ -10,12 +10,14 @@ import time
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from arena.app.analysis import analyses
 from arena.app.experiments import run_file
 from arena.app.report import build_report, load_results
-from arena.app.tune import Stored
+from arena.app.tune import Request, Stored, tune
 from arena.cli import main
+from arena.errors import NotMeasured
 from arena.model.search import WITHIN, Ask
 from arena.plan.experiment import Level, parse_experiment
 from arena.results.load import Histogram, LoadResult, Phase
@@ -140,3 +142,16 @@ def test_a_memory_limit_below_one_idle_process_is_refused_before_any_run(tmp_pat
                         r"smallest: gunicorn-gthread 1x1 at \d+ MiB PSS\)", line), line
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+
+
+def test_calibration_runs_that_all_fail_are_a_failed_measurement_not_bad_input(tmp_path, monkeypatch):
+    """Every calibration run invalid (errors here; a neighbour on the CPUs in practice): exit 1 with the
+    runs' flags, not the bad-input status."""
+    broken = Machine(errors_per_run=5000)
+    request = Request(server_cpus=(1,), load_cpus=(0,), p99_ms=200.0, servers=("gunicorn-gthread",), budget_s=60.0)
+    with pytest.raises(NotMeasured, match=r"no server could be calibrated: gunicorn-gthread: could not be calibrated: "
+                                          r".*\(its runs: .*errors"):
+        tune(request, str(tmp_path / "t.db"), seams=broken.seams())
+    monkeypatch.setattr("arena.cli.tune.tune", lambda *a, **k: (_ for _ in ()).throw(NotMeasured("calibration failed")))
+    assert main(["tune", "--servers", "gunicorn-gthread", "--cpus", "1", "--p99-max", "200ms",
+                 "--store", str(tmp_path / "t.db")]) == 1

@@ -22,6 +22,11 @@ class DriverFailed(ArenaError):
     the user's input: ``arena load`` exits 1 for it, an experiment stores it as a failed run."""
 
 
+class NotMeasured(ArenaError):
+    """Measurements a command needs could not be made or trusted (every run invalid, a server that
+    never started): not the user's input, a failed measurement: exit 1."""
+
+
 class NotSaved(ArenaError):
     """A result that was measured and could not be written where it belongs (the store is full,
     read-only or gone); the message says where it was kept instead."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from arena.app.experiments import open_store, results
-from arena.errors import ArenaError
+from arena.errors import ArenaError, NotMeasured
 from arena.model.calibrate import Calibration, calibrate, server_config
 from arena.model.estimate import START_S
 from arena.model.observe import observations
@@ -294,8 +294,8 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     if missing:  # the runs' own time here, not the estimate: the budget then fits what it can hold
         run_s = max(req.warmup_s + req.duration_s, (clock() - began) / len(missing))
     calibrations = _calibrate(exp, measurer, servers, left, lambda text: step(text, "calibration"))
-    if not calibrations:
-        raise ArenaError("arena tune: no server could be calibrated: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
+    if not calibrations:  # its runs failed or were invalid: a measurement that failed, not bad input
+        raise NotMeasured("arena tune: no server could be calibrated: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
     _memory_check(req, calibrations, left)
 
     # 2. predict
@@ -322,7 +322,8 @@ def _calibrate(exp: Experiment, measurer: Stored, servers: list[str], left: dict
         try:
             out[s] = calibrate(obs, s)
         except ValueError as e:
-            left[s] = f"could not be calibrated: {e}"
+            flags = sorted({f for r in measurer.runs() if r.server == s and not r.valid for f in r.flags})
+            left[s] = f"could not be calibrated: {e}" + (f" (its runs: {'; '.join(flags)})" if flags else "")
             on_step(f"{s}: left out: {left[s]}")
     return out
 

@@ -24,8 +24,8 @@ from arena.cli import (check, compare, completion, export, import_, load, ls, me
                        recommend, report, reproduce, run, serve, servers, show, simulate, tune)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena import __version__  # noqa: E402
-from arena.errors import (ArenaError, DriverFailed, NotSaved, Terminated, ask_to_stop, asked_to_stop,  # noqa: E402
-                          clear_stop, raise_now, stop_if_asked)
+from arena.errors import (ArenaError, DriverFailed, NotMeasured, NotSaved, Terminated, ask_to_stop,  # noqa: E402
+                          asked_to_stop, clear_stop, raise_now, stop_if_asked)
 
 COMMANDS = {m.NAME: m for m in (servers, serve, load, run, merge, show, compare, ls, export, import_, report, predict,
                                 recommend, tune, simulate, reproduce, check, reap, completion)}
@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"arena: error: {e}", file=sys.stderr)  # plain: never wrapped or styled
         # a measurement that failed (not a user's mistake); measured, not stored (the message says where
         # it was kept instead); else bad input
-        return EXIT_FAILED if isinstance(e, DriverFailed) else EXIT_NOT_SAVED if isinstance(e, NotSaved) else EXIT_ERROR
+        return (EXIT_FAILED if isinstance(e, (DriverFailed, NotMeasured)) else EXIT_NOT_SAVED if isinstance(e, NotSaved)
+                else EXIT_ERROR)
     except (KeyboardInterrupt, Terminated) as e:
         return _stopped(type(e))
     finally:
