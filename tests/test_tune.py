@@ -148,9 +148,11 @@ def test_calibration_runs_that_all_fail_are_a_failed_measurement_not_bad_input(t
     """Every calibration run invalid (errors here; a neighbour on the CPUs in practice): exit 1 with the
     runs' flags, not the bad-input status."""
     broken = Machine(errors_per_run=5000)
-    request = Request(server_cpus=(1,), load_cpus=(0,), p99_ms=200.0, servers=("gunicorn-gthread",), budget_s=60.0)
+    # servers without a threads knob (uvicorn) or a processes knob (waitress) take part as well
+    request = Request(server_cpus=(1,), load_cpus=(0,), p99_ms=200.0, servers=("gunicorn-gthread", "uvicorn", "waitress"),
+                      budget_s=120.0)
     with pytest.raises(NotMeasured, match=r"no server could be calibrated: gunicorn-gthread: could not be calibrated: "
-                                          r".*\(its runs: .*errors"):
+                                          r".*\(its runs: .*errors.*; uvicorn: .*; waitress: "):
         tune(request, str(tmp_path / "t.db"), seams=broken.seams())
     monkeypatch.setattr("arena.cli.tune.tune", lambda *a, **k: (_ for _ in ()).throw(NotMeasured("calibration failed")))
     assert main(["tune", "--servers", "gunicorn-gthread", "--cpus", "1", "--p99-max", "200ms",

@@ -258,6 +258,12 @@ def key_of(c: ServerConfig) -> Key:
     return c.server, c.processes, c.threads
 
 
+def key_for(server: str, processes: int | None, threads: int | None) -> Key:
+    """A grid point's key as its configuration's (key_of): a knob the server does not have is None."""
+    knobs = catalog.get_server(server).knobs
+    return server, processes if "processes" in knobs else None, threads if "threads" in knobs else None
+
+
 def failed_sample(f: Failure) -> Sample:
     return Sample(False, None, None, None, None, (f"{f.stage}: {f.reason}",))
 
@@ -283,7 +289,8 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     _memory_first(req, exp, servers, left, seams, lambda text: step(text, "calibration"))
 
     # 1. calibrate
-    asks = [Ask((s, p, t), CALIBRATION, 1, "tune: calibration") for s in servers for p, t in _calibration_points(s, cores)]
+    asks = [Ask(key_for(s, p, t), CALIBRATION, 1, "tune: calibration") for s in servers
+            for p, t in _calibration_points(s, cores)]
     missing = [a for a in asks if not measurer.samples(a.key, a.level)]
     if len(missing) * run_s > req.budget_s:
         raise ArenaError(f"--budget {req.budget_s:g}s: calibrating {len(servers)} server(s) takes {len(missing)} runs "
@@ -376,7 +383,7 @@ def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float
     for s, cal in calibrations.items():
         for p, t in grid(s, cores):
             points += 1
-            key = (s, p if "processes" in catalog.get_server(s).knobs else None, t)
+            key = key_for(s, p, t)
             if key not in names:
                 continue
             mem = cal.memory_mib(p, t)
