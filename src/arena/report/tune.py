@@ -30,7 +30,8 @@ def calibration_lines(tuned) -> list[str]:
 
 
 def capacity_text(cap) -> str:
-    """"180 req/s (between 180 and 195: the highest rate within the goal, the lowest beyond it)"."""
+    """"180 req/s (interval 180 .. 189: the highest rate within the goal, confirmed over 3 runs; the
+    lowest rate beyond it)"; "at least 180 req/s (...)" where no rate tried failed; "none found"."""
     if cap is None or cap.lo is None:
         return "none found"
     if cap.hi is None:
