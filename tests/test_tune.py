@@ -2,6 +2,7 @@
 machine whose capacity is known), and arena tune for real: gunicorn on one CPU, a short budget."""
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -83,8 +84,9 @@ def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes
     store, out = tmp_path / "tune.db", tmp_path / "deploy"
     cmd = [sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1", "--p99-max", "200ms",
            "--budget", "75s", "--duration", "1s", "--write", str(out), "--store", str(store)]
+    wide = {**os.environ, "COLUMNS": "400"}  # one line per line of output, whatever the terminal
     t0 = time.monotonic()
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=wide)
     took = time.monotonic() - t0
     assert first.returncode in (0, 1), first.stdout + first.stderr
     assert took < 75 + 60, f"{took:.0f} s for a 75 s budget"
@@ -102,7 +104,7 @@ def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes
         assert "# Written by arena tune" in (out / "gunicorn.conf.py").read_text()
     else:
         assert "no configuration was chosen" in first.stdout or "nothing kept within the goal" in first.stdout
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=wide)
     assert again.returncode in (0, 1), again.stdout + again.stderr
     assert "calibration: 3 run(s) at 1 client (3 stored)" in again.stdout
     with sqlite3.connect(store) as db:
