@@ -12,7 +12,7 @@ tied-best group, and its true capacity against the best true capacity of the gri
 Targets (issue: arena tune): within the tied-best group, within 5% of the best capacity, at most
 25% of the grid's runs. Pure computation, no server: a few minutes.
 
-    .venv/bin/python benches/tune_efficiency.py [--apps 12] [--noise 0.08] [--seed 1]
+    .venv/bin/python benches/tune_efficiency.py [--apps 12] [--noise 0.08] [--off 0.1] [--seed 1]
 
 ``--real`` instead measures on this machine, with real servers: a full grid of gunicorn-gthread
 (processes 1-2 x threads 1, 2, 4, 8 on CPU 1) by ``[load] find = "capacity"``, then ``arena tune``
@@ -60,12 +60,12 @@ def grid(cores: int) -> list[tuple[str, int, int]]:
     return [(s, p, t) for s in SERVERS for p in range(1, 2 * cores + 1) for t in THREADS]
 
 
-def truth_of(a: dict, seed: int):
+def truth_of(a: dict, seed: int, off: float):
     """The simulator with more requests and its own seed, each configuration's p99 off by a fixed
-    log-normal factor (sd 0.1: the simulator's p99 error on held-out sweeps is about 11%)."""
+    log-normal factor of spread ``off`` (0.1: the simulator's p99 error on held-out sweeps is about 11%)."""
     cals = {s: given_calibration(s, a["cores"], a["cpu_ms"], a["io_ms"], cpu_cv2=a["cv2"]) for s in SERVERS}
     rng = random.Random(seed)
-    bias = {k: rng.lognormvariate(0, 0.1) for k in grid(a["cores"])}
+    bias = {k: rng.lognormvariate(0, off) if off else 1.0 for k in grid(a["cores"])}
 
     @functools.lru_cache(maxsize=None)
     def truth(key, level):
@@ -76,8 +76,8 @@ def truth_of(a: dict, seed: int):
     return truth
 
 
-def one(a: dict, noise: float, seed: int) -> dict:
-    truth = truth_of(a, seed)
+def one(a: dict, noise: float, seed: int, off: float) -> dict:
+    truth = truth_of(a, seed, off)
     goal = Goal(p99_ms=a["target_x"] * (a["cpu_ms"] + a["io_ms"]), error_pct=1.0)
     keys = grid(a["cores"])
     top = 1000.0 * a["cores"] / a["cpu_ms"]  # the cores' CPU bound: no capacity is above it
@@ -117,7 +117,7 @@ def simulated_bench(args) -> int:
     print(f"{'app':<44} {'grid runs':>9} {'tune runs':>9} {'share':>6} {'in tied':>9} {'of best':>7}  choice")
     for i in range(args.apps):
         a = app(rng)
-        r = one(a, args.noise, args.seed + i)
+        r = one(a, args.noise, args.seed + i, args.off)
         rows.append(r)
         what = f"cpu {a['cpu_ms']:g} io {a['io_ms']:g} cv2 {a['cv2']:g} cores {a['cores']} p99<{a['target_x']:.1f}x"
         print(f"{what:<44} {r['grid_runs']:>9} {r['tune_runs']:>9} {r['tune_runs'] / r['grid_runs']:>6.0%} "
@@ -181,6 +181,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", type=int, default=12)
     ap.add_argument("--noise", type=float, default=0.08, help="run-to-run spread of p99 (sd of its log)")
+    ap.add_argument("--off", type=float, default=0.1, help="each configuration's p99 off the simulator tune ranks "
+                                                          "with (sd of its log; 0: the simulator is the truth)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--real", action="store_true", help="measure on this machine with real servers instead")
     args = ap.parse_args()
