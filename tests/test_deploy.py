@@ -1,5 +1,6 @@
 """The files arena tune writes (servers/deploy.py), read by the servers' own loaders, and served."""
 
+import http.client
 import os
 import shutil
 import signal
@@ -7,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -44,30 +46,44 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextmanager
+def serving(argv: list[str], cwd: Path, port: int):
+    """The server started from the written files, in its own session, until its port answers; the
+    master process. Stopped (its session) after."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(400):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None, f"{argv[0]} exited {proc.returncode}"
+                time.sleep(0.05)
+        yield psutil.Process(proc.pid)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+def children(master: psutil.Process, n: int) -> list[psutil.Process]:
+    """The master's worker processes, once there are ``n`` (a pre-forking master forks them after it binds)."""
+    for _ in range(100):
+        found = master.children()
+        if len(found) >= n:
+            return found
+        time.sleep(0.05)
+    return master.children()
+
+
 def test_the_written_gunicorn_conf_served_runs_the_chosen_processes_and_threads(tmp_path):
     files = deploy.files(deploy.Deployment("gunicorn-gthread", APPS["wsgi"], 2, 3), [])
     port = _free_port()
     conf = files["gunicorn.conf.py"].replace(f'"{deploy.HOST}:8000"', f'"127.0.0.1:{port}"')  # loopback only here
     (tmp_path / "gunicorn.conf.py").write_text(conf)
     gunicorn = Path(sys.executable).parent / "gunicorn"
-    proc = subprocess.Popen([str(gunicorn), "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        master = psutil.Process(proc.pid)
-        workers = []
-        for _ in range(200):  # until both workers have started their thread pools (a request each)
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            except OSError:
-                time.sleep(0.05)
-                continue
-            workers = master.children()
-            if len(workers) == 2:
-                break
-            time.sleep(0.05)
+    with serving([str(gunicorn), "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"], tmp_path, port) as master:
+        workers = children(master, 2)
         assert len(workers) == 2
-        import http.client
-
         threads = []
         for _ in range(20):  # gthread starts a worker's pool lazily: send requests until both have
             for _ in range(8):
@@ -80,6 +96,17 @@ def test_the_written_gunicorn_conf_served_runs_the_chosen_processes_and_threads(
                 break
         # gunicorn's gthread worker: its main thread and a pool of ``threads``
         assert all(3 <= n <= 3 + 2 for n in threads), threads
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=20)
+
+
+@pytest.mark.skipif(shutil.which("puma") is None, reason="puma is not installed (make install)")
+def test_the_written_puma_rb_served_runs_the_chosen_workers_and_threads(tmp_path):
+    files = deploy.files(deploy.Deployment("puma", APPS["rack"], 2, 3), [])
+    port = _free_port()
+    (tmp_path / "puma.rb").write_text(files["puma.rb"].replace(f'"tcp://{deploy.HOST}:9292"', f'"tcp://127.0.0.1:{port}"'))
+    with serving(["puma", "-C", "puma.rb", APPS["rack"].target], tmp_path, port) as master:
+        workers = children(master, 2)
+        assert len(workers) == 2
+        # Puma names its pool's threads "puma srv tp 001", ... (the kernel's comm of each task)
+        pools = [sum(task.read_text().startswith("puma srv tp") for task in Path(f"/proc/{w.pid}/task").glob("*/comm"))
+                 for w in workers]
+        assert pools == [3, 3], pools
