@@ -1,5 +1,5 @@
 """``arena compare BASE NEW``: two experiments cell by cell, ratios with intervals and verdicts;
-``--fail-on`` rules make a regression exit 1 (for CI); text, Markdown or JSON."""
+``--fail-on`` rules make a regression exit 1 (for CI); text, Markdown, JSON or JUnit XML."""
 
 import sys
 
@@ -8,7 +8,7 @@ from rich.table import Table
 
 from arena.app.compare import compare
 from arena.cli.args import EXIT_FAILED, add_store, print_json
-from arena.report.compare import HEAD, compare_json, markdown, rows, verdict_line
+from arena.report.compare import HEAD, compare_json, junit, markdown, rows, verdict_line
 
 NAME = "compare"
 
@@ -24,7 +24,9 @@ def add(sub) -> None:
     cp.add_argument("--fail-on", metavar="RULES",
                     help="exit 1 when a change is declared and beyond a limit, e.g. \"p99>+10%%,throughput<-5%%\" "
                          "(figures: throughput, p50, p99, memory)")
-    cp.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    cp.add_argument("--format", choices=("text", "markdown", "json", "junit"), default="text",
+                    help="markdown: a pull-request comment; json: schemas/compare.schema.json; junit: JUnit XML, a "
+                         "test case per cell and figure (failed: a --fail-on rule broken)")
 
 
 def run(args, out) -> int:
@@ -34,6 +36,8 @@ def run(args, out) -> int:
         sys.stdout.write(markdown(*parts))
     elif args.format == "json":
         print_json(compare_json(*parts))
+    elif args.format == "junit":
+        sys.stdout.write(junit(*parts))
     else:
         table = Table(title=f"{got.new} against {got.base}: medians, ratios new / base (95% interval), verdicts")
         for col in HEAD:

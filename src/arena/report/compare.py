@@ -1,11 +1,12 @@
-"""A comparison of two experiments (results/compare.py) as rows, Markdown for a pull request, and
-JSON (schemas/compare.schema.json). Formats only."""
+"""A comparison of two experiments (results/compare.py) as rows, Markdown for a pull request, JSON
+(schemas/compare.schema.json) and JUnit XML for a CI dashboard. Formats only."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from arena.results.aggregate import FIGURES
+from arena.report.junit import Case, document
 from arena.results.compare import Change, Rule
 
 HEAD = ("cell", "figure", "base", "new", "new / base", "verdict")
@@ -64,3 +65,19 @@ def compare_json(base: str, new: str, changes: list[Change], alone: list[str], b
     return {"schema": "arena/compare/1", "base": base, "new": new, "changes": [one(ch) for ch in changes],
             "alone": alone, "rules": [r.text for r in rules],
             "broken": [{"rule": r.text, "cell": ch.cell, "figure": ch.figure} for r, ch in broken]}
+
+
+def junit(base: str, new: str, changes: list[Change], alone: list[str], broken, rules) -> str:
+    """A test case per cell and figure: failed where it breaks a --fail-on rule, skipped where the
+    comparison is undecided or cannot be made, passed otherwise."""
+    failed = {(ch.cell, ch.figure): r.text for r, ch in broken}
+    cases = []
+    for ch, row in zip(changes, rows(changes)):
+        c = ch.comparison
+        why = failed.get((ch.cell, ch.figure))
+        cases.append(Case(ch.cell, ch.figure,
+                          failure=None if why is None else f"{why}: {ch.figure} {c.ratio} ({c.verdict})",
+                          skipped=None if c is not None and c.verdict != "undecided" else
+                          ("no comparison (a side has no valid run)" if c is None else f"undecided{_more(c)}"),
+                          out=f"base {row[2]}, new {row[3]}, new / base {row[4]}, {row[5]}"))
+    return document(f"arena compare {new} against {base}", cases)
