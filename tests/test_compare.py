@@ -3,6 +3,7 @@ undecided), a slower copy is caught as worse and fails --fail-on, and the output
 against its schema) say so."""
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
@@ -51,6 +52,30 @@ def test_a_regression_beyond_a_rule_exits_1_and_says_where(exported, capsys):
     # a limit the change stays within passes; an undecided change breaks nothing
     assert main(["compare", same, slower, "--fail-on", "p99>+50%"]) == 0
     assert "passed: p99>+50%" in capsys.readouterr().out
+
+
+def test_junit_has_a_case_per_cell_and_figure_failed_where_a_rule_broke(exported, capsys):
+    """CI dashboards read JUnit XML: the same comparison, each cell and figure a test case."""
+    same, slower = exported
+    assert main(["compare", same, slower, "--fail-on", "p99>+10%", "--format", "junit"]) == 1
+    suite = ET.fromstring(capsys.readouterr().out).find("testsuite")
+    cases = suite.findall("testcase")
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert int(suite.get("tests")) == len(cases) > 0 and int(suite.get("failures")) == len(failed) > 0
+    assert {c.get("name") for c in failed} == {"p99"} and all("p99>+10%" in c.find("failure").get("message")
+                                                               for c in failed)
+    assert main(["compare", same, same, "--fail-on", "p99>+10%", "--format", "junit"]) == 0
+    assert ET.fromstring(capsys.readouterr().out).find("testsuite").get("failures") == "0"
+
+
+def test_show_writes_markdown_and_junit_for_ci(capsys):
+    assert main(["show", NAME, "--store", report_store(), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith(f"### Arena: `{NAME}`") and "| configuration |" in md
+    assert main(["show", NAME, "--store", report_store(), "--format", "junit", "--p99-max", "0.001"]) == 0
+    suite = ET.fromstring(capsys.readouterr().out).find("testsuite")
+    (goal,) = [c for c in suite.findall("testcase") if c.get("name").startswith("a configuration within the goal")]
+    assert "none keeps within the goal" in goal.find("failure").get("message")
 
 
 def test_rules_are_read_or_refused_in_one_line(capsys):

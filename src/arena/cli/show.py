@@ -1,6 +1,7 @@
 """``arena show``: the answer, then the comparison table (and every run's summary with --runs);
-``--json``: the answer as JSON (schemas/answer.schema.json)."""
+``--json``: the answer as JSON (schemas/answer.schema.json); ``--format markdown|junit`` for CI."""
 
+import sys
 
 from rich.markup import escape
 from rich.table import Table
@@ -9,6 +10,7 @@ from arena.app.analysis import analyses
 from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, goal_limits, print_json
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
+from arena.report.show import junit, markdown
 from arena.report.summary import load_summary
 from arena.report.tune import capacity_lines
 
@@ -21,7 +23,11 @@ def add(sub) -> None:
     add_store(sh)
     add_goal(sh)
     sh.add_argument("--runs", action="store_true", help="also print every run's ab-style summary")
-    sh.add_argument("--json", action="store_true", help="print the answer as JSON (schemas/answer.schema.json)")
+    how = sh.add_mutually_exclusive_group()
+    how.add_argument("--json", action="store_true", help="print the answer as JSON (schemas/answer.schema.json)")
+    how.add_argument("--format", choices=("text", "markdown", "junit"), default="text",
+                     help="markdown: a pull-request comment or job summary; junit: JUnit XML, a test case per "
+                          "threshold and cell, per capacity searched, and the goal per workload")
 
 
 def run(args, out) -> int:
@@ -31,6 +37,12 @@ def run(args, out) -> int:
         doc = docs if args.experiment is None else docs[0]
         print_json(doc)
         return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
+    if args.format != "text":
+        for a in found:
+            parts = (a.results.name, a.answers, a.thresholds, a.capacities)
+            sys.stdout.write(markdown(*parts, a.results.cells) if args.format == "markdown" else junit(*parts))
+        failed = any(a.failed_thresholds or any(c.lo is None for _, _, c in a.capacities) for a in found)
+        return EXIT_THRESHOLD if failed else 0
     for a in found:
         res = a.results
         if not res.runs:
