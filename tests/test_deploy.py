@@ -106,7 +106,13 @@ def test_the_written_puma_rb_served_runs_the_chosen_workers_and_threads(tmp_path
     with serving(["puma", "-C", "puma.rb", APPS["rack"].target], tmp_path, port) as master:
         workers = children(master, 2)
         assert len(workers) == 2
-        # Puma names its pool's threads "puma srv tp 001", ... (the kernel's comm of each task)
-        pools = [sum(task.read_text().startswith("puma srv tp") for task in Path(f"/proc/{w.pid}/task").glob("*/comm"))
-                 for w in workers]
+        # Puma names its pool's threads "puma srv tp 001", ... (the kernel's comm of each task); a worker
+        # starts its pool once it has booted, after the master already answers on the port
+        pools: list[int] = []
+        for _ in range(200):
+            pools = [sum(t.read_text().startswith("puma srv tp") for t in Path(f"/proc/{w.pid}/task").glob("*/comm"))
+                     for w in workers]
+            if pools == [3, 3]:
+                break
+            time.sleep(0.05)
         assert pools == [3, 3], pools
