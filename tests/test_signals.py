@@ -61,7 +61,11 @@ def wait_for_load(proc: subprocess.Popen) -> None:
         except psutil.NoSuchProcess:
             break
         time.sleep(0.05)
-    raise AssertionError("Arena never started its load")
+    try:  # what it was doing instead, for whoever reads the failure
+        tree = [f"{c.name()} ({c.status()})" for c in psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = ["(Arena has exited)"]
+    raise AssertionError(f"Arena never started its load in 60 s; exit status {proc.poll()}; its processes: {tree}")
 
 
 def stopped_under_load(tmp_path, send, experiment: str = EXPERIMENT) -> int:
