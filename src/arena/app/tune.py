@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from arena.app.experiments import open_store, results
+from arena.app.experiments import open_store
 from arena.errors import ArenaError, NotMeasured
 from arena.model.calibrate import Calibration, calibrate, server_config
 from arena.model.estimate import START_S
@@ -210,10 +210,13 @@ class Stored:
     contender is a configuration of the experiment serving one of its workloads (``points``)."""
 
     def __init__(self, exp: Experiment, store_path: str, seams: Seams, on_event: Callable[[Event], None],
-                 points: dict[Key, tuple[ServerConfig, Workload]]):
+                 points: dict[Key, tuple[ServerConfig, Workload]], on_step: Callable[[str], None] = lambda s: None):
         self.exp, self.store_path, self.seams, self.on_event, self.points = exp, store_path, seams, on_event, points
+        self.on_step = on_step
         self.counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
         self.session, self.seq = time.time(), 0  # this invocation's steps (Store.save_step)
+        with open_store(store_path, write=True) as store:
+            self.experiment_id = store.experiment_id(exp.name, exp.file, exp.source)
         self._load()
 
     def measure(self, asks: Sequence[Ask]) -> None:
@@ -227,12 +230,12 @@ class Stored:
             self.counts[k] += n
         self._load()
 
-    def record(self, stage: str, text: str) -> None:
-        """Store one step of the search (the report's tuning path), in order."""
+    def say(self, stage: str, text: str) -> None:
+        """One step of the search: stored in order (the report's tuning path), and told."""
         self.seq += 1
         with open_store(self.store_path, write=True) as store:
-            store.save_step(store.experiment_id(self.exp.name, self.exp.file, self.exp.source), self.session,
-                            self.seq, stage, text)
+            store.save_step(self.experiment_id, self.session, self.seq, stage, text)
+        self.on_step(text)
 
     def samples(self, key: Key, level: Level) -> list[Sample]:
         config, workload = self.points[key]
@@ -242,14 +245,13 @@ class Stored:
         return self._runs
 
     def _load(self) -> None:
-        with open_store(self.store_path, write=True) as store:
-            store.experiment_id(self.exp.name, self.exp.file, self.exp.source)
-            res = results(store, self.exp.name)
-        self._runs = res.runs
+        """The experiment's runs and failures as stored (no cells: the search judges runs)."""
+        with open_store(self.store_path) as store:
+            self._runs, failures = store.runs(self.exp.name), store.failures(self.exp.name)
         by: dict[tuple, list[tuple[int, Sample]]] = {}
-        for r in res.runs:
+        for r in self._runs:
             by.setdefault(r.cell, []).append((r.repetition, sample_of(r)))
-        for f in res.failures:  # a run that could not be made takes its repetition, invalid
+        for f in failures:  # a run that could not be made takes its repetition, invalid
             by.setdefault(f.cell, []).append((f.repetition, failed_sample(f)))
         self._by = {k: [s for _, s in sorted(v, key=lambda x: x[0])] for k, v in by.items()}
 
@@ -278,15 +280,11 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     servers, left = servers_for(req)
     exp = experiment(req, servers, left)
     cores = float(len(req.server_cpus))
-    measurer = Stored(exp, store_path, seams, on_event, {key_of(c): (c, exp.workloads[0]) for c in exp.servers})
+    measurer = Stored(exp, store_path, seams, on_event, {key_of(c): (c, exp.workloads[0]) for c in exp.servers}, on_step)
     names = {key_of(c): c.name for c in exp.servers}
 
-    def step(text: str, stage: str) -> None:  # told, and stored as the tuning path
-        measurer.record(stage, text)
-        on_step(text)
-
     run_s = START_S + req.warmup_s + req.duration_s
-    _memory_first(req, exp, servers, left, seams, lambda text: step(text, "calibration"))
+    _memory_first(req, exp, servers, left, seams, lambda text: measurer.say("calibration", text))
 
     # 1. calibrate
     asks = [Ask(key_for(s, p, t), CALIBRATION, 1, "tune: calibration") for s in servers
@@ -295,12 +293,12 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     if len(missing) * run_s > req.budget_s:
         raise ArenaError(f"--budget {req.budget_s:g}s: calibrating {len(servers)} server(s) takes {len(missing)} runs "
                          f"(about {len(missing) * run_s:.0f} s); give a larger --budget or fewer --servers")
-    step(f"calibration: {len(asks)} run(s) at 1 client ({len(asks) - len(missing)} stored)", "calibration")
+    measurer.say("calibration", f"calibration: {len(asks)} run(s) at 1 client ({len(asks) - len(missing)} stored)")
     began = clock()
     measurer.measure(missing)
     if missing:  # the runs' own time here, not the estimate: the budget then fits what it can hold
         run_s = max(req.warmup_s + req.duration_s, (clock() - began) / len(missing))
-    calibrations = _calibrate(exp, measurer, servers, left, lambda text: step(text, "calibration"))
+    calibrations = _calibrate(exp, measurer, servers, left, lambda text: measurer.say("calibration", text))
     if not calibrations:  # its runs failed or were invalid: a measurement that failed, not bad input
         raise NotMeasured("arena tune: no server could be calibrated: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
     _memory_check(req, calibrations, left)
@@ -308,14 +306,15 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     # 2. predict
     contenders, points = _contenders(req, calibrations, cores, names)
     raced = _race_field(contenders)
-    step(f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} to race", "predict")
+    measurer.say("predict", f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} "
+                            "to race")
 
     # 3. race and find capacity
     spent = clock() - start
     tuning = search(raced, req.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
-                    clock=clock, threshold=exp.goal.threshold, on_step=lambda s: step(s.text, s.stage))
+                    clock=clock, threshold=exp.goal.threshold, on_step=lambda s: measurer.say(s.stage, s.text))
     chosen = _chosen(tuning, measurer, exp, names)
-    step(f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})", "choice")
+    measurer.say("choice", f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})")
     return Tuned(req, exp.name, store_path, calibrations, left, contenders, points, tuning, chosen, names,
                  clock() - start, len(asks))
 
@@ -448,12 +447,8 @@ def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Even
     runner's counts of the runs ("run", "skipped", "failed", "invalid"); the capacities are read back
     from the stored runs by the analysis."""
     points = {(c.key, w.name): (c, w) for w in exp.workloads for c in exp.servers}
-    measurer = Stored(exp, store_path, seams, on_event, points)
+    measurer = Stored(exp, store_path, seams, on_event, points, on_step)
     run_s = START_S + exp.warmup_s + (exp.duration_s or 0.0)
-
-    def step(stage: str, text: str) -> None:
-        measurer.record(stage, text)
-        on_step(text)
 
     for key, (config, workload) in points.items():
         name = config.name + ("" if len(exp.workloads) == 1 else f" {workload.name}")
@@ -463,11 +458,11 @@ def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Even
             measurer.measure([Ask(key, level, 1, "capacity: the closed run it starts from")])
             got = [s.throughput for s in measurer.samples(key, level) if s.valid and s.throughput]
             if not got:
-                step("capacity", f"{name}: no valid run at {level.label} to start from: no capacity searched")
+                measurer.say("capacity", f"{name}: no valid run at {level.label} to start from: no capacity searched")
                 continue
             start = 0.9 * got[0]
         search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
-               clock=clock, on_step=lambda s: step(s.stage, s.text))
+               clock=clock, on_step=lambda s: measurer.say(s.stage, s.text))
     return dict(measurer.counts)
 
 
