@@ -128,3 +128,19 @@ def test_a_fixed_closed_load_is_raced_on_throughput_within_the_goal():
                run_s=RUN_S, clock=fake.clock)
     assert t.choice == keys[1] and not t.capacities  # 8 threads overlap the I/O; no capacity at a fixed load
     assert keys[0] in t.dropped
+
+
+def test_a_race_moved_up_past_every_capacity_goes_back_and_still_chooses():
+    # a flat p99 up to a cliff (I/O-bound, little queueing): far within the target below capacity,
+    # overloaded (no valid run) above it; both capacities lie between the race's rate and one step up
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    cliff = {("puma", 1, 4): 100.0, ("puma", 1, 8): 98.0, ("puma", 1, 16): 97.0}
+
+    def truth(key, level):
+        return (20.0, level.value) if level.value <= cliff[key] else (float("inf"), cliff[key])
+
+    fake = Modelled(truth, noise=0.03, run_s=RUN_S)
+    t = search([Contender(k, str(k), 80.0) for k in cliff], goal, None, fake, budget_s=3600, run_s=RUN_S,
+               clock=fake.clock)
+    assert t.race_level.value < 97.0 < t.race_levels[-1].value and len(t.dropped) < len(cliff)
+    assert t.choice is not None and t.capacities[t.choice].lo >= 95.0

@@ -274,7 +274,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
     level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))
     t.race_level = level
     t.race_levels.append(level)
-    moved = 0  # the race's rate moves one way only: +1 up, -1 down
+    moved = 0  # the race's rate moves one way only: +1 up, -1 down; 2: back from a step up, it stays
     figure, higher = figure_of(load)
     alive = [c.key for c in ranked]
     names = {c.key: c.name for c in ranked}
@@ -292,6 +292,12 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
         first = False
         got = {k: measurer.samples(k, level) for k in alive}
         beyond = all(not passes([s], goal) for k in alive for s in got[k])
+        if load is None and beyond and moved == 1:  # moved up past every contender: back, and stay there
+            above, level = level, t.race_levels[-2]
+            t.race_level = level
+            t.say("race", f"every run beyond the goal at {above.label}: the race goes back to {level.label}")
+            reps, moved = max(len(measurer.samples(k, level)) for k in alive) + 1, 2
+            continue
         if load is None and beyond and moved <= 0:  # the rate is beyond every contender: too hard to tell
             lower = rounded(level.value * DOWN)
             if lower < RACE_RATE * lead.predicted * FLOOR:
@@ -304,7 +310,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
         t.say("race", f"round at {level.label}: " + "; ".join(
             f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
         medians = [stats.median(values(got[k], "p99_ms")) if values(got[k], "p99_ms") else math.inf for k in alive]
-        if load is None and goal.p99_ms is not None and moved >= 0 and max(medians) < RACE_LOW * goal.p99_ms:
+        if load is None and goal.p99_ms is not None and moved in (0, 1) and max(medians) < RACE_LOW * goal.p99_ms:
             higher_rate = rounded(level.value * UP)  # every one far within the target: too easy to tell capacity
             t.say("race", f"every p99 below {100 * RACE_LOW:g}% of the target at {level.label}: the race moves to "
                           f"{higher_rate:g} req/s")
@@ -312,8 +318,9 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             t.race_levels.append(level)
             reps, moved = FIRST_RUNS, 1
             continue
+        any_valid = any(s.valid for k in alive for s in got[k])
         for k in list(alive):
-            why = _out_of_goal(got[k], goal, load)
+            why = _out_of_goal(got[k], goal, load, any_valid)
             if why:
                 alive.remove(k)
                 t.dropped[k] = why
@@ -341,9 +348,9 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                       + (f" (of {len(alive)} not shown worse)" if len(alive) > finalists else ""))
 
 
-def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None) -> str:
+def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None, any_valid: bool) -> str:
     """Why a contender is out of the race whatever the others do ('' where it is not)."""
-    if len(samples) >= FIRST_RUNS and not any(s.valid for s in samples):  # while another has valid runs
+    if any_valid and len(samples) >= FIRST_RUNS and not any(s.valid for s in samples):
         flags = sorted({f for s in samples for f in s.flags})
         return "no valid run" + (f" ({', '.join(flags)})" if flags else "") + " where others had"
     valid = [s for s in samples if s.valid]
