@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from arena.drivers.spec import LoadSpec
-from arena.results.load import PERCENTILES, Histogram, LoadResult, SeriesPoint
+from arena.results.load import Histogram, LoadResult, SeriesPoint
 from arena.errors import ArenaError, forking, stop_if_asked
 from arena.servers.cgroup import die_with_parent
-from arena.stats import hdr_value_at_quantile, quantile
+from arena.stats import quantile
 
 SATURATED_UTILIZATION = 0.9  # as arena-load's own rule
 
@@ -109,12 +109,7 @@ def histogram(values_us: Iterable[int]) -> Histogram:
     h = HdrHistogram(1, 3_600_000_000, 3)
     for v in values_us:
         h.record_value(max(1, v))
-    n = h.get_total_count()
-    if not n:
-        return Histogram(0, None, None, None, None, {}, None)
-    return Histogram(n, h.get_min_value(), h.get_max_value(), h.get_mean_value(), h.get_stddev(),
-                     {k: hdr_value_at_quantile(h, q) for k, q in PERCENTILES},
-                     h.encode().decode())  # hdrh's encode() is already base64
+    return Histogram.of_hdr(h)
 
 
 def per_second(records: Iterable[tuple[float, int, bool]]) -> list[SeriesPoint]:

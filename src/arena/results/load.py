@@ -42,6 +42,18 @@ class Histogram:
         return HdrHistogram.decode(self.hdr)
 
     @classmethod
+    def of_hdr(cls, h) -> "Histogram":
+        """The summary and encoding of an hdrh HdrHistogram."""
+        from arena.stats import hdr_quantiles
+
+        n = h.get_total_count()
+        if not n:
+            return cls(0, None, None, None, None, {}, None)
+        qs = hdr_quantiles(h, [q for _, q in PERCENTILES])
+        return cls(n, h.get_min_value(), h.get_max_value(), h.get_mean_value(), h.get_stddev(),
+                   {k: v for (k, _), v in zip(PERCENTILES, qs)}, h.encode().decode())  # encode() is base64 already
+
+    @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Histogram":
         return cls(d["count"], d["min"], d["max"], d["mean"], d["stdev"], dict(d["percentiles"]), d.get("hdr"))
 
