@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 import psutil
 
-from arena.drivers import native
-from arena.results.load import LoadResult
+from arena.drivers import cluster as cluster_driver, native
+from arena.results.load import LoadResult, to_dict
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
 
@@ -24,10 +24,12 @@ ERROR_THRESHOLD = 0.01  # as an experiment's default
 DRIFT_THRESHOLD = 0.25
 
 
-def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = None) -> Loaded:
+def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = None,
+         cluster: str | None = None) -> Loaded:
     """Drive ``spec`` with arena-load pinned to ``cpus`` and judge the run as an experiment's runs
     are judged; with ``json_path``, also write its JSON result there (refused before the load when
-    the file cannot be written)."""
+    the file cannot be written); with ``cluster`` (a Dask scheduler's address), from its load hosts
+    together (drivers/cluster.py)."""
     from arena.results.validity import validity_flags
 
     if json_path is not None:
@@ -36,10 +38,12 @@ def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = 
         except OSError as e:
             raise ArenaError(f"--json {json_path}: cannot write it ({e.strerror})") from None
     before = serving(spec.url)
-    result = native.run(spec, cpus=cpus)
-    if json_path is not None:
+    result = cluster_driver.run(spec, cluster, cpus=cpus) if cluster else native.run(spec, cpus=cpus)
+    if json_path is not None:  # arena-load's document; from several hosts, the merged result and each host's
+        doc = ({"merged": to_dict(replace(result, raw=None)), "hosts": result.raw["hosts"]} if result.hosts
+               else result.raw)
         with open(json_path, "w") as f:
-            json.dump(result.raw, f, indent=1)
+            json.dump(doc, f, indent=1)
     lost = [p for p in before if not _alive(p)]
     flags = validity_flags(result, error_threshold=ERROR_THRESHOLD, drift_threshold=DRIFT_THRESHOLD,
                            server_died=bool(before) and len(lost) == len(before),

@@ -38,8 +38,13 @@ def add(sub) -> None:
     lo.add_argument("--connect-timeout", type=duration("--connect-timeout", MAX_TIMEOUT_S), default=5.0)
     lo.add_argument("--seed", type=count("--seed", 0, 2**63), default=1)
     lo.add_argument("--cpus", type=cpus, help="CPU list for the generator (keep it apart from the server's)")
-    lo.add_argument("--json", help="also write arena-load's JSON result to this file")
+    lo.add_argument("--json", help="also write arena-load's JSON result to this file (with --cluster: the merged "
+                                   "result and each host's)")
     lo.add_argument("--allow-remote", action="store_true", help="allow a target that is not loopback")
+    lo.add_argument("--cluster", metavar="ADDRESS",
+                    help="a Dask scheduler (tcp://host:port): the load comes from its workers offering the arena-load "
+                         "resource, each with its share, started together, their histograms merged exactly; the URL "
+                         "is loopback or one of the cluster's hosts")
     lo.add_argument("--expect-status", help="statuses that count as success, e.g. 2xx,404 (default 2xx,3xx)")
 
 
@@ -52,7 +57,7 @@ def run(args, out) -> int:
         keep_alive=not args.no_keepalive, delay_s=args.delay, upload_bps=args.upload, download_bps=args.download,
         request_start=args.request_start, connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status)
-    loaded = load(spec, cpus=args.cpus, json_path=args.json)
+    loaded = load(spec, cpus=args.cpus, json_path=args.json, cluster=args.cluster)
     print(load_summary(loaded.result))
     if loaded.result.interrupted:
         return EXIT_INTERRUPTED

@@ -72,10 +72,11 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = 
     return argv
 
 
-def run(spec: LoadSpec, cpus: list[int] | None = None,
-        live: Callable[[SeriesPoint], None] | None = None) -> LoadResult:
+def run(spec: LoadSpec, cpus: list[int] | None = None, live: Callable[[SeriesPoint], None] | None = None,
+        started: Callable[[subprocess.Popen], None] | None = None) -> LoadResult:
     """Run arena-load pinned to ``cpus`` and return its result; ``live`` gets each interval of the
-    series as soon as arena-load has it (``--live``: one JSON line per interval on its stderr).
+    series as soon as arena-load has it (``--live``: one JSON line per interval on its stderr);
+    ``started`` gets its process as soon as it runs (a load host's, to be stopped by its pid).
 
     If Arena is interrupted meanwhile (Ctrl-C, which arena-load also receives, or SIGTERM), arena-load
     is asked to stop, its partial result is still read and returned with ``interrupted`` set; a
@@ -90,6 +91,8 @@ def run(spec: LoadSpec, cpus: list[int] | None = None,
         with forking():
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     preexec_fn=child_setup(cpus))
+        if started is not None:
+            started(proc)
         messages: list[str] = []
         reader = threading.Thread(target=_read_stderr, args=(proc.stderr, live, messages), daemon=True)
         reader.start()

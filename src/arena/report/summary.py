@@ -67,4 +67,11 @@ def load_summary(r: LoadResult) -> str:
         verdict = ("SATURATED: " + "; ".join(r.saturation_reasons)) if r.saturated else "not saturated"
         per = f"{r.cpu_per_request_us:.1f}us/request, " if r.cpu_per_request_us else ""
         lines.append(f"Generator:    CPU {r.generator_cpu_s:.2f}s ({per}{100 * (r.generator_utilization or 0):.0f}% busy), {verdict}")
+    if r.hosts:
+        lines.append(f"Load hosts:   {len(r.hosts)}, merged exactly (their histograms added)")
+        for h in r.hosts:
+            late = f"{h['late_ms']:+.1f} ms" if h.get("late_ms") is not None else "?"
+            lines.append(f"  {h['name']} ({h['ip']}): {h['completed']} completed, {h['achieved_rps']:.1f} req/s, "
+                         f"p99 {ms(h['p99_us'])}; start {late}, clock offset {h['offset_ms']:+.1f} ms, "
+                         f"round trip {h['rtt_ms']:.2f} ms" + (f"; {h['problem']}" if h.get("problem") else ""))
     return "\n".join(lines)

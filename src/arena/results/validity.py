@@ -35,6 +35,7 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
         flags.append("no request succeeded" + _most_errors(m))
     if result.saturated:
         flags.append("generator saturated: " + "; ".join(result.saturation_reasons))
+    flags += [f"load host {h['name']}: {h['problem']}" for h in result.hosts if h.get("problem")]
     if result.open_failure:
         flags.append(f"the generator could not open every connection asked for ({result.open_failure})")
     if server_died:  # before what it causes: errors, a stall, a drift

@@ -1,0 +1,271 @@
+"""Several load hosts (drivers/cluster.py, results/combine.py): the shares, the target rule, the
+exact merge; then for real, across network namespaces this test creates: a Dask scheduler on a
+bridge, two load workers in their own namespaces, a real server, real arena-load processes; a
+worker lost mid-run; a coordinator killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from arena.drivers.cluster import LATE_MS, check_target, shares, stagger_s
+from arena.drivers.external import histogram
+from arena.drivers.spec import LoadSpec
+from arena.errors import ArenaError
+from arena.results.combine import combine, histograms
+from arena.results.load import LoadResult, Phase
+from arena.results.validity import validity_flags
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = Path(sys.executable).parent
+
+
+# ---------------------------------------------------------------------- pure
+
+
+def test_the_rate_connections_and_requests_are_split_to_sum_to_the_whole():
+    spec = LoadSpec("http://127.0.0.1:1/", rate=300.0, connections=7, requests=10, duration_s=2.0, seed=5)
+    parts = shares(spec, 3)
+    assert [p.rate for p in parts] == [100.0] * 3 and sum(p.rate for p in parts) == spec.rate
+    assert [p.connections for p in parts] == [3, 2, 2] and [p.requests for p in parts] == [4, 3, 3]
+    assert [p.seed for p in parts] == [5, 6, 7]  # independent arrival processes
+    assert all(p.allow_remote for p in parts)  # the target was checked against the cluster's hosts
+    assert [stagger_s(spec, i) for i in range(3)] == [0.0, 1 / 300, 2 / 300]  # constant arrivals interleaved
+    with pytest.raises(ArenaError, match="--connections 2 cannot be split over 3 load hosts"):
+        shares(LoadSpec("http://127.0.0.1:1/", connections=2), 3)
+    with pytest.raises(ArenaError, match="needs --duration"):
+        shares(LoadSpec("http://127.0.0.1:1/", requests=100), 2)
+
+
+def test_load_goes_to_loopback_or_a_host_of_the_cluster_and_nowhere_else():
+    cluster = {"10.9.0.1", "10.9.0.11"}
+    check_target("http://127.0.0.1:8080/", cluster)
+    check_target("http://10.9.0.1:8080/", cluster)
+    with pytest.raises(ArenaError, match="10.9.0.99 is neither loopback nor a host of the cluster"):
+        check_target("http://10.9.0.99:8080/", cluster)
+    with pytest.raises(ArenaError, match="'example.org' is not an IP address"):
+        check_target("http://example.org/", cluster)
+
+
+def _result(values_us: list[int], name_rps: float, started_at: float = 0.0, saturated: bool = False) -> LoadResult:
+    h = histogram(values_us)
+    phase = Phase(2.0, len(values_us), len(values_us), len(values_us), 0, 0, 0, name_rps, name_rps, {200: len(values_us)},
+                  {}, {}, 100, 200, h, h, None, None)
+    return LoadResult("arena-load", "0.1.0", "open", "http://127.0.0.1:1/", 10, name_rps, False, phase, None, [],
+                      0.1, 0.05, 50.0, None, saturated, ["CPU 99% busy"] if saturated else [],
+                      config={"rate": name_rps, "connections": 10}, raw={"started_at": started_at})
+
+
+def test_the_merged_histogram_is_the_histogram_of_every_hosts_samples():
+    rng = random.Random(3)
+    a = [int(rng.lognormvariate(8, 1)) for _ in range(5000)]
+    b = [int(rng.lognormvariate(9, 0.5)) for _ in range(3000)]
+    merged = histograms([histogram(a), histogram(b)])
+    whole = histogram(a + b)
+    assert merged.count == 8000 and merged.percentiles == whole.percentiles
+    assert (merged.min, merged.max) == (whole.min, whole.max) and merged.mean == pytest.approx(whole.mean)
+    both = combine([_result(a, 100.0), _result(b, 60.0, saturated=True)],
+                   [{"name": "l1", "late_ms": 1.0}, {"name": "l2", "late_ms": 2.0 + LATE_MS, "problem": "started late"}])
+    assert both.measured.completed == 8000 and both.rate == 160.0 and both.measured.status == {200: 8000}
+    assert both.measured.response_time.percentiles == whole.percentiles
+    assert both.saturation_reasons == ["host l2: CPU 99% busy"] and both.generator_cpu_s == pytest.approx(0.2)
+    flags = validity_flags(both, error_threshold=0.01, drift_threshold=0.25, server_died=False, processes_lost=None)
+    assert "load host l2: started late" in flags and any(f.startswith("generator saturated: host l2") for f in flags)
+
+
+# ---------------------------------------------------------------------- across network namespaces
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=10)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Namespaces:
+    """A bridge with this machine's end at .1 and two load namespaces at .11 and .12 of a private /24
+    named after this test's pid; removed whole by close()."""
+
+    def __init__(self) -> None:
+        tag = os.getpid() % 100000
+        self.net = f"10.{200 + tag % 50}.{tag % 250}"
+        self.bridge = f"arbr{tag}"
+        self.names = [f"arena-load{i}-{tag}" for i in (1, 2)]
+        self.ips = [f"{self.net}.{10 + i}" for i in (1, 2)]
+        self.host_ip = f"{self.net}.1"
+        self.procs: list[subprocess.Popen] = []
+
+    def create(self) -> None:
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        for i, (ns, ip) in enumerate(zip(self.names, self.ips), 1):
+            outside, inside = f"{self.bridge}v{i}", f"{self.bridge}n{i}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+            _ip("link", "set", inside, "netns", ns)
+            _ip("link", "set", outside, "master", self.bridge, "up")
+            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", inside)
+            _ip("-n", ns, "link", "set", inside, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+
+    def start(self, argv: list[str], ns: str | None = None) -> subprocess.Popen:
+        prefix = ["ip", "netns", "exec", ns] if ns else []
+        p = subprocess.Popen(prefix + argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def close(self) -> None:
+        for p in self.procs:  # the processes this test started, by their pids (and their own children)
+            _end(p)
+        for ns in self.names:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=10)
+
+
+def _end(p: subprocess.Popen) -> None:
+    try:
+        tree = [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]
+    except psutil.Error:
+        tree = []
+    for q in tree:
+        try:
+            q.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(tree, timeout=5)
+    for q in alive:
+        q.kill()
+    p.wait(timeout=5)
+
+
+def _arena_loads_under(pids: list[int]) -> list[psutil.Process]:
+    found = []
+    for pid in pids:
+        try:
+            found += [q for q in psutil.Process(pid).children(recursive=True) if q.name() == "arena-load"]
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("network namespaces need root and iproute2's ip")
+    spaces = Namespaces()
+    try:
+        spaces.create()
+    except (subprocess.CalledProcessError, OSError) as e:
+        spaces.close()
+        why = getattr(e, "stderr", "") or str(e)
+        print(f"skipped: this machine cannot create network namespaces and a bridge: {why.strip()}")
+        pytest.skip(f"cannot create network namespaces here: {why.strip()}")
+    try:
+        port = _free_port(spaces.host_ip)
+        address = f"tcp://{spaces.host_ip}:{port}"
+        spaces.start([str(VENV / "dask"), "scheduler", "--host", spaces.host_ip, "--port", str(port), "--no-dashboard"])
+        workers = [spaces.start([str(VENV / "dask"), "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                                 "--resources", "arena-load=1", "--name", f"load{i}", "--host", ip], ns)
+                   for i, (ns, ip) in enumerate(zip(spaces.names, spaces.ips), 1)]
+        from distributed import Client
+
+        with Client(address, timeout=30, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=60)
+        yield spaces, address, workers
+    finally:
+        spaces.close()
+
+
+@pytest.fixture(scope="module")
+def server(cluster):
+    from arena.servers.launch import ServerSpec, start
+
+    spaces, _, _ = cluster
+    with start(ServerSpec("gunicorn-gthread", "wsgi", processes=1, threads=4, cpus=[1], host=spaces.host_ip)) as running:
+        yield running.url + "/work?cpu_ms=1&io_ms=2"
+
+
+def _arena(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "arena", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.integration
+def test_two_load_hosts_in_their_own_namespaces_load_one_server_merged_exactly(cluster, server, tmp_path):
+    spaces, address, _ = cluster
+    out = tmp_path / "load.json"
+    r = _arena("load", server, "--rate", "100", "--duration", "2s", "--warmup", "0.5s", "--cluster", address,
+               "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Load hosts:   2, merged exactly" in r.stdout
+    doc = json.loads(out.read_text())
+    merged, hosts = doc["merged"], doc["hosts"]
+    assert sorted(h["ip"] for h in hosts) == sorted(spaces.ips)  # the load came from the namespaces
+    per_host = [h["result"]["measured"]["requests"]["completed"] for h in hosts]
+    assert merged["measured"]["completed"] == sum(per_host) and 190 <= sum(per_host) <= 210
+    assert all(abs(h["rate"] - 50.0) < 1e-9 and h["late_ms"] is not None and h["late_ms"] < LATE_MS for h in hosts)
+    print("hosts: " + "; ".join(f"{h['name']} start {h['late_ms']:+.1f} ms, offset {h['offset_ms']:+.2f} ms, "
+                                f"round trip {h['rtt_ms']:.2f} ms" for h in hosts))
+    # exact: the merged histogram's count is the hosts' counts, its percentiles those of all samples
+    from hdrh.histogram import HdrHistogram
+
+    each = [HdrHistogram.decode(h["result"]["measured"]["latency"]["response_time"]["hdr"]) for h in hosts]
+    each[0].add(each[1])
+    assert merged["measured"]["response_time"]["count"] == each[0].get_total_count() == sum(per_host)
+
+
+@pytest.mark.integration
+def test_a_load_host_lost_mid_run_fails_the_run_and_the_next_one_goes_on(cluster, server):
+    spaces, address, workers = cluster
+    arena = subprocess.Popen([sys.executable, "-m", "arena", "load", server, "--rate", "50", "--duration", "3s",
+                              "--cluster", address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not _arena_loads_under([workers[1].pid]) and time.monotonic() < deadline and arena.poll() is None:
+        time.sleep(0.05)
+    assert _arena_loads_under([workers[1].pid]), "the second load host never started arena-load"
+    _end(workers[1])  # the worker and its arena-load: a host lost mid-run
+    out, err = arena.communicate(timeout=60)
+    assert arena.returncode == 1, out + err
+    assert "load host load2" in err and "the other hosts' arena-load were stopped" in err
+    gone = time.monotonic() + 10
+    while _arena_loads_under([workers[0].pid]) and time.monotonic() < gone:
+        time.sleep(0.05)
+    assert not _arena_loads_under([workers[0].pid]), "the other host's arena-load still runs"
+    # the next run goes on with the host that is left
+    r = _arena("load", server, "--rate", "50", "--duration", "1s", "--cluster", address)
+    assert r.returncode == 0 and "Load hosts:   1" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.integration
+def test_a_killed_coordinator_leaves_no_generator_running(cluster, server):
+    spaces, address, workers = cluster
+    arena = subprocess.Popen([sys.executable, "-m", "arena", "load", server, "--rate", "50", "--duration", "2s",
+                              "--cluster", address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    alive = [w.pid for w in workers if w.poll() is None]
+    deadline = time.monotonic() + 30
+    while not _arena_loads_under(alive) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _arena_loads_under(alive), "no load host started arena-load"
+    os.kill(arena.pid, signal.SIGKILL)
+    arena.wait(timeout=10)
+    # each arena-load ends at its run's end by itself: 2 s, its timeouts, no coordinator needed
+    deadline = time.monotonic() + 2 + 30 + 5 + 5
+    while _arena_loads_under(alive) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _arena_loads_under(alive)
