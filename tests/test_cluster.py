@@ -125,7 +125,9 @@ class Namespaces:
             _ip("-n", ns, "link", "set", "lo", "up")
 
     def start(self, argv: list[str], ns: str | None = None) -> subprocess.Popen:
-        prefix = ["ip", "netns", "exec", ns] if ns else []
+        """``argv`` in namespace ``ns``, on CPU 0: the load's CPU here, away from the server's (CPU 1),
+        as on hosts of their own."""
+        prefix = (["ip", "netns", "exec", ns] if ns else []) + ["taskset", "-c", "0"]
         p = subprocess.Popen(prefix + argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              start_new_session=True)
         self.procs.append(p)
@@ -269,3 +271,56 @@ def test_a_killed_coordinator_leaves_no_generator_running(cluster, server):
     while _arena_loads_under(alive) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _arena_loads_under(alive)
+
+
+@pytest.mark.integration
+def test_an_experiments_cluster_loads_its_server_from_the_load_hosts(cluster, tmp_path):
+    from arena.results.store import Store
+
+    spaces, address, workers = cluster
+    exp = tmp_path / "spread.toml"
+    exp.write_text(f"""name = "spread"
+duration = "1s"
+warmup = "0.5s"
+repetitions = 1
+[workload]
+path = "/work?cpu_ms=1&io_ms=2"
+[load]
+model = "open"
+rates = [60]
+[cluster]
+address = "{address}"
+[[servers]]
+server = "gunicorn-gthread"
+app = "wsgi"
+processes = 1
+threads = 4
+[layout]
+server_cpus = "1"
+load_cpus = "0"
+""")
+    store = tmp_path / "s.db"
+    r = _arena("run", str(exp), "--store", str(store))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run,) = Store(str(store)).runs("spread")
+    alive = sorted(ip for ip, w in zip(spaces.ips, workers) if w.poll() is None)
+    assert run.valid and sorted(h["ip"] for h in run.load.hosts) == alive
+    assert run.load.measured.completed == sum(h["completed"] for h in run.load.hosts) > 0
+    assert (run.environment.cluster, run.environment.server_host) == (address, spaces.host_ip)
+
+
+def test_a_cluster_table_names_a_scheduler_by_ip_and_port(tmp_path):
+    from arena.plan.experiment import load_experiment
+
+    base = ('name = "x"\n[load]\nconcurrency = [1]\n[[servers]]\nserver = "puma"\napp = "rack"\n'
+            '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+    f = tmp_path / "x.toml"
+    f.write_text(base + '[cluster]\naddress = "tcp://10.1.2.3:8786"\n')
+    c = load_experiment(str(f)).cluster
+    assert (c.address, c.server_host) == ("tcp://10.1.2.3:8786", "10.1.2.3")
+    f.write_text(base + '[cluster]\naddress = "scheduler:8786"\n')
+    with pytest.raises(ArenaError, match=r'x.toml: cluster.address = "scheduler:8786": a Dask scheduler\'s address'):
+        load_experiment(str(f))
+    f.write_text('driver = "wrk"\n' + base + '[cluster]\naddress = "tcp://10.1.2.3:8786"\n')
+    with pytest.raises(ArenaError, match=r'driver = "wrk": several load hosts'):
+        load_experiment(str(f))

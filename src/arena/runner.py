@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from arena import __version__ as arena_version
 from arena import speed as machine_speed
 from arena.cpus import format_cpu_list
-from arena.drivers import DRIVERS
+from arena.drivers import DRIVERS, cluster as cluster_driver
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, NotSaved, stop_if_asked
 from arena.plan.expand import plan
@@ -61,6 +61,7 @@ class Seams:
     speed: Callable[[list[int]], float] = machine_speed.check_ms
     cpu_busy: Callable[[list[int]], float] = machine_speed.busy_s
     speed_sample: Callable[[list[int]], float] | None = partial(machine_speed.check_ms, trials=1)  # None: not during runs
+    cluster: Callable[..., LoadResult] = cluster_driver.run  # ``run(spec, address)``: an experiment's [cluster]
 
 
 @dataclass
@@ -109,6 +110,7 @@ def environment(exp: Experiment) -> dict:
         **({"service_cpus": format_cpu_list(exp.service_cpus)} if exp.services else {}),
         "servers": dict(_server_version(c) for c in exp.servers),
         **({"fronts": {f: front_version(f) for f in fronts}} if fronts else {}),
+        **({"cluster": exp.cluster.address, "server_host": exp.cluster.server_host} if exp.cluster else {}),
     }
 
 
@@ -194,7 +196,9 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     for t in timers:
         t.start()
     try:
-        result = seams.drivers[exp.driver](load_spec(exp, run, server.url), cpus=list(exp.load_cpus), live=live)
+        spec = load_spec(exp, run, server.url)
+        result = (seams.cluster(spec, exp.cluster.address) if exp.cluster
+                  else seams.drivers[exp.driver](spec, cpus=list(exp.load_cpus), live=live))
     finally:
         for t in timers:
             t.cancel()
@@ -434,7 +438,8 @@ def server_spec(exp: Experiment, c: ServerConfig, services: Mapping[str, Any]) -
     if c.pool is not None:
         addresses["ARENA_POOL"] = str(c.pool)
     return ServerSpec(c.server, c.user_app or c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
-                      env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options)
+                      env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options,
+                      **({"host": exp.cluster.server_host} if exp.cluster else {}))
 
 
 def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver", env: dict,

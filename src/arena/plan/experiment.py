@@ -39,7 +39,7 @@ MODELS = ("closed", "open")
 TOP_KEYS = {"name", "description", "app", "driver", "duration", "requests", "warmup", "repetitions", "seed", "services",
             "reuse_server", "keep_alive", "request_start", "timeout", "error_threshold", "drift_threshold",
             "speed_threshold", "goal", "thresholds", "layout", "workload", "workloads", "load", "servers", "topology", "clients",
-            "load_threads", "reproduce"}
+            "load_threads", "reproduce", "cluster"}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology",
                "thresholds"}
 POOL_RULES = ("threads", "threads/2")  # a pool sized from the configuration's threads (Rails' convention)
@@ -119,6 +119,15 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """``[cluster]``: the load comes from a Dask cluster's load hosts (drivers/cluster.py); the server
+    listens on ``server_host``, an address of this machine the load hosts reach."""
+
+    address: str  # the Dask scheduler's, tcp://ip:port
+    server_host: str
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
     file: str
@@ -149,6 +158,7 @@ class Experiment:
     thresholds: tuple[Threshold, ...] = ()  # pass/fail criteria for CI (thresholds = [...]), on each cell
     find: str | None = None  # "capacity": each configuration's capacity is searched ([load] find); levels are ()
     find_from: float | None = None  # the rate that search starts from (None: from a closed-loop run)
+    cluster: Cluster | None = None  # several load hosts ([cluster]); None: arena-load here
 
 
 @dataclass(frozen=True)
@@ -307,6 +317,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
         goal=goal, thresholds=tuple(thresholds), source=data, find=find, find_from=find_from,
+        cluster=_cluster(top, driver),
     )
 
 
@@ -353,6 +364,35 @@ def thresholds_of(definition: dict[str, Any], file: str = "(stored definition)")
 def goal_of(definition: dict[str, Any], file: str = "(stored definition)") -> Goal:
     """The goal of an experiment's (stored) definition ([goal]; none: no limits)."""
     return _goal(Reader(file, definition))
+
+
+def _cluster(top: Reader, driver: str) -> Cluster | None:
+    """``[cluster]``: address (a Dask scheduler, tcp://ip:port), server_host (default: the
+    scheduler's host: where this machine's server listens for the load hosts)."""
+    if "cluster" not in top.table:
+        return None
+    r = Reader(top.file, _table(top, "cluster"), "cluster.")
+    r.unknown({"address", "server_host"})
+    address = r.string("address", "")
+    m = re.fullmatch(r"tcp://([0-9.]+|\[[0-9a-fA-F:]+\]):(\d{1,5})", address)
+    if not m or not _ip(m.group(1).strip("[]")):
+        raise r.fail("address", address or None, "a Dask scheduler's address, tcp://IP:PORT")
+    server_host = r.string("server_host", m.group(1).strip("[]"))
+    if not _ip(server_host):
+        raise r.fail("server_host", server_host, "an IP address of this machine that the load hosts reach")
+    if driver != "arena-load":
+        raise top.fail("driver", driver, "several load hosts ([cluster]) run arena-load: driver = \"arena-load\"")
+    return Cluster(address, server_host)
+
+
+def _ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _goal(top: Reader) -> Goal:

@@ -42,6 +42,8 @@ class Environment:
     servers: dict[str, str | None] = field(default_factory=dict)  # server name -> version
     services: dict[str, str] = field(default_factory=dict)  # service kind -> what ran (version, settings)
     fronts: dict[str, str | None] = field(default_factory=dict)  # proxy or balancer -> version
+    cluster: str | None = None  # the Dask scheduler the load hosts came from ([cluster]; each host is in the load)
+    server_host: str | None = None  # the address the server listened on for them
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Environment":
