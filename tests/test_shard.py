@@ -142,6 +142,22 @@ def test_the_kubernetes_indexed_job_runs_every_share_once_then_merges_them(tmp_p
     assert set().union(*plans) == whole and sum(map(len, plans)) == len(whole)
 
 
+def test_the_kubernetes_manifests_keep_to_kubernetes_own_schemas():
+    """Every object in deploy/kubernetes against the Kubernetes API's JSON schemas (kubernetes-validate
+    ships them: no cluster, no download), strict: an unknown or misspelt field is an error too."""
+    import kubernetes_validate
+    from kubernetes_validate.utils import latest_version
+
+    docs = [(path.name, doc) for path in sorted((DEPLOY / "kubernetes").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
+    assert docs
+    for name, doc in docs:
+        kubernetes_validate.validate(doc, latest_version(), strict=True)  # raises ValidationError
+    broken = dict(docs[0][1], spec=dict(docs[0][1]["spec"], completionz=2))
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, latest_version(), strict=True)
+
+
 def test_the_slurm_array_runs_every_share_once_and_queues_the_merge_after_it(tmp_path):
     for script in ("arena-shards.sbatch", "arena-merge.sbatch", "submit"):
         ok = subprocess.run(["bash", "-n", str(DEPLOY / "slurm" / script)], capture_output=True, text=True)
