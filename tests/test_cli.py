@@ -235,6 +235,19 @@ def test_completion_scripts_know_every_command_and_its_flags(tmp_path):
     assert "--until-decided" in words[1].split()
     zsh = subprocess.run([sys.executable, "-m", "arena", "completion", "zsh"], capture_output=True, text=True, timeout=60)
     assert zsh.returncode == 0 and "#compdef arena" in zsh.stdout
+    # fish reads its own script and completes the same
+    made = subprocess.run([sys.executable, "-m", "arena", "completion", "fish"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0
+    fish_script = tmp_path / "arena.fish"
+    fish_script.write_text(made.stdout)
+    said = subprocess.run(["fish", "-c", f"source {fish_script}; complete -C 'arena sh'; echo ---; "
+                                         "complete -C 'arena run --until'; echo ---; complete -C 'arena serve -'"],
+                          capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0, said.stderr
+    commands, flags, serve = (part.split("\n") for part in said.stdout.strip().split("\n---\n"))
+    assert {line.split("\t")[0] for line in commands} == {c for c in COMMANDS if c.startswith("sh")}
+    assert any(line.startswith("--until-decided\t") for line in flags)
+    assert {"-w", "--workers", "--processes", "-t", "--threads"} <= {line.split("\t")[0] for line in serve}
 
 
 @pytest.mark.parametrize("argv, schema", [(["servers", "--json"], "servers"), (["ls", "--json"], "ls")])
