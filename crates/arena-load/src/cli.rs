@@ -86,6 +86,10 @@ pub struct Args {
     /// Allow a target that is not a loopback address
     #[arg(long)]
     pub allow_remote: bool,
+    /// Begin at this time, in seconds since the epoch (a load host released with others): wait
+    /// for it before the run; a time already past begins at once
+    #[arg(long)]
+    pub start_at: Option<f64>,
     /// Print each interval of the series on stderr as one JSON line as soon as it is complete
     #[arg(long)]
     pub live: bool,
@@ -97,6 +101,9 @@ pub struct Args {
     #[arg(long, default_value_t = 0.01)]
     pub max_error_rate: f64,
 }
+
+/// The longest --start-at may make arena-load wait: a run is always bounded in time.
+pub const MAX_START_WAIT_S: f64 = 3600.0;
 
 /// `10s`, `250ms`, `2m`, `1.5s`, `100us`, or a plain number of seconds.
 pub fn parse_duration(flag: &str, text: &str) -> Result<u64, String> {
@@ -243,6 +250,12 @@ fn method(flag: &str, m: &str) -> Result<(), String> {
 }
 
 pub fn config(a: &Args) -> Result<Config, String> {
+    if let Some(at) = a.start_at {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        if !at.is_finite() || at > now + MAX_START_WAIT_S {
+            return Err(format!("--start-at: must be a time (seconds since the epoch) within the next {MAX_START_WAIT_S} s, got {at}"));
+        }
+    }
     let target = parse_url(&a.url, a.allow_remote)?;
     plain("URL", &target.path)?;
     let keep_alive = !a.no_keepalive;

@@ -25,6 +25,19 @@ fn install_signal_handlers() {
     }
 }
 
+/// Sleep until ``at`` (seconds since the epoch): in steps of at most 20 ms, so that a signal
+/// meanwhile is seen (the run then begins and ends at once, interrupted, with its result written).
+fn wait_until(at: f64) {
+    loop {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let left = at - now;
+        if left <= 0.0 || engine::INTERRUPTED.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_secs_f64(left.min(0.02)));
+    }
+}
+
 /// Exit statuses: 0 a valid run, 1 a run whose result says it is invalid (written all the same),
 /// 2 bad arguments, 3 the run could not be made or its result not written, 130 interrupted (the
 /// partial result is written).
@@ -63,6 +76,9 @@ fn main() -> ExitCode {
     };
     install_signal_handlers();
     raise_open_files_limit();
+    if let Some(at) = args.start_at {
+        wait_until(at);
+    }
     let outcome = match run::run(&cfg) {
         Ok(o) => o,
         Err(e) => {

@@ -245,6 +245,25 @@ fn sigint_ends_the_run_and_keeps_the_result() {
 }
 
 #[test]
+fn start_at_begins_the_run_at_that_time_and_no_later_than_a_bound() {
+    let url = server(Mode::Answer { delay: Duration::from_millis(1), chunked: false });
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let at = now + 0.6;
+    let out = binary(&url, &["-c", "1", "-d", "200ms", "--start-at", &format!("{at:.6}")]).wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let started = doc["started_at"].as_f64().unwrap();
+    assert!(started >= at && started - at < 0.05, "started {:.4} s after --start-at", started - at);
+    // a time beyond the bound is refused, not waited for
+    let out = Command::new(env!("CARGO_BIN_EXE_arena-load"))
+        .args([url.as_str(), "-d", "1s", "--start-at", &format!("{:.0}", now + 2.0 * arena_load::cli::MAX_START_WAIT_S)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("--start-at"));
+}
+
+#[test]
 fn bad_flags_exit_2_with_one_line() {
     let out = Command::new(env!("CARGO_BIN_EXE_arena-load")).args(["http://10.0.0.1/", "-d", "1s"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -7,8 +7,10 @@
   the connections and a request bound split as evenly as whole numbers go.
 - **One start**: each host's clock offset to this one is measured first (the least-delay of
   OFFSET_SAMPLES round trips, Cristian's method); the run is released by a common start time each
-  host waits for by its own clock, offset corrected. arena-load's own ``started_at`` says when each
-  began: a host that started more than LATE_MS after its planned start invalidates the run.
+  host's arena-load waits for itself (``--start-at``, by its host's clock, offset corrected: the
+  process already started, so its start-up is not in the spread). arena-load's own ``started_at``
+  says when each began: a host that started more than LATE_MS after its planned start invalidates
+  the run.
 - **Exact merge**: results/combine.py (HdrHistogram buckets added, never percentiles averaged); each
   host's figures (offset, round trip, start, throughput, p99, CPU) are kept in the result's ``hosts``.
 - **Faults**: a host lost or failing mid-run raises DriverFailed (the run is failed, with the reason)
@@ -110,17 +112,15 @@ _lock = threading.Lock()
 
 
 def _host_run(spec: LoadSpec, start_at: float, run_id: str, cpus: list[int] | None) -> dict:
-    """Wait for the common start by this host's clock, run arena-load, return its result."""
-    wait = start_at - time.time()
-    if wait > 0:
-        time.sleep(wait)
+    """Run arena-load at once, to begin at the common start by this host's clock (``--start-at``: it
+    waits for it itself, started and ready), and return its result."""
 
     def started(proc) -> None:
         with _lock:
             _running[run_id] = proc
 
     try:
-        return to_dict(native.run(spec, cpus=cpus, started=started))
+        return to_dict(native.run(replace(spec, start_at=start_at), cpus=cpus, started=started))
     finally:
         with _lock:
             _running.pop(run_id, None)

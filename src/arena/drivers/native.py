@@ -63,6 +63,8 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = 
         argv += ["--mix", str(mix_json)]
     if spec.expect_status is not None:
         argv += ["--expect-status", spec.expect_status]
+    if spec.start_at is not None:
+        argv += ["--start-at", f"{spec.start_at:.6f}"]
     if spec.delay_s:
         argv += ["--delay", f"{spec.delay_s * 1e6:.0f}us"]
     argv += [a for flag, bps in (("--upload", spec.upload_bps), ("--download", spec.download_bps)) if bps

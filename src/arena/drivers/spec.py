@@ -40,6 +40,7 @@ class LoadSpec:
     seed: int = 1
     allow_remote: bool = False
     expect_status: str | None = None  # the statuses that count as success (None: 2xx and 3xx)
+    start_at: float | None = None  # begin at this time (seconds since the epoch): a load host released with others
 
     @property
     def clients(self) -> Clients:
