@@ -31,7 +31,7 @@ http {{
     keepalive_requests 100000000;
     keepalive_timeout 60s;
     server {{
-        listen 127.0.0.1:{port};
+        listen {host}:{port};
         root {dir}/www;
         # the headers a subject app sends, so the generator's full recording path runs
         add_header Server-Timing "app;dur=0.120, cpu;dur=0.080, cpuwall;dur=0.090, io;dur=0.000" always;
@@ -75,26 +75,26 @@ def run_pinned(argv: list[str], cpu: int, timeout: float = 600) -> Usage:
 
 
 @contextlib.contextmanager
-def nginx(cpu: int):
-    """A static nginx (one worker) on CPU ``cpu``; yields its URL."""
+def nginx(cpu: int, host: str = "127.0.0.1"):
+    """A static nginx (one worker) on CPU ``cpu``, listening on ``host``; yields its URL."""
     if shutil.which("nginx") is None:
         sys.exit("benchmark: nginx is not installed (apt-get install -y nginx)")
     d = Path(tempfile.mkdtemp(prefix="arena-bench-nginx-"))
     d.chmod(0o755)  # nginx's workers run as www-data: they must be able to read the page
     (d / "www").mkdir()
     (d / "www" / "index.html").write_text("<html><body>arena static page for load generator benchmarks</body></html>\n")
-    port = free_port("127.0.0.1")
-    (d / "nginx.conf").write_text(NGINX_CONF.format(dir=d, port=port))
+    port = free_port(host)
+    (d / "nginx.conf").write_text(NGINX_CONF.format(dir=d, port=port, host=host))
     proc = subprocess.Popen(["nginx", "-c", str(d / "nginx.conf"), "-p", str(d)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 10
-        while port_free("127.0.0.1", port):
+        while port_free(host, port):
             if proc.poll() is not None or time.monotonic() > deadline:
                 sys.exit(f"benchmark: nginx did not start: {(d / 'error.log').read_text()}")
             time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/index.html"
+        yield f"http://{host}:{port}/index.html"
     finally:
         proc.send_signal(signal.SIGQUIT)  # nginx: graceful stop of master and worker
         try:

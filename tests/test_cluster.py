@@ -10,11 +10,9 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -26,9 +24,8 @@ from arena.errors import ArenaError
 from arena.results.combine import combine, histograms
 from arena.results.load import LoadResult, Phase
 from arena.results.validity import validity_flags
+from netns import Namespaces, end
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV = Path(sys.executable).parent
 
 
 # ---------------------------------------------------------------------- pure
@@ -87,76 +84,6 @@ def test_the_merged_histogram_is_the_histogram_of_every_hosts_samples():
 # ---------------------------------------------------------------------- across network namespaces
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=10)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-class Namespaces:
-    """A bridge with this machine's end at .1 and two load namespaces at .11 and .12 of a private /24
-    named after this test's pid; removed whole by close()."""
-
-    def __init__(self) -> None:
-        tag = os.getpid() % 100000
-        self.net = f"10.{200 + tag % 50}.{tag % 250}"
-        self.bridge = f"arbr{tag}"
-        self.names = [f"arena-load{i}-{tag}" for i in (1, 2)]
-        self.ips = [f"{self.net}.{10 + i}" for i in (1, 2)]
-        self.host_ip = f"{self.net}.1"
-        self.procs: list[subprocess.Popen] = []
-
-    def create(self) -> None:
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
-        for i, (ns, ip) in enumerate(zip(self.names, self.ips), 1):
-            outside, inside = f"{self.bridge}v{i}", f"{self.bridge}n{i}"
-            _ip("netns", "add", ns)
-            _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
-            _ip("link", "set", inside, "netns", ns)
-            _ip("link", "set", outside, "master", self.bridge, "up")
-            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", inside)
-            _ip("-n", ns, "link", "set", inside, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-
-    def start(self, argv: list[str], ns: str | None = None) -> subprocess.Popen:
-        """``argv`` in namespace ``ns``, on CPU 0: the load's CPU here, away from the server's (CPU 1),
-        as on hosts of their own."""
-        prefix = (["ip", "netns", "exec", ns] if ns else []) + ["taskset", "-c", "0"]
-        p = subprocess.Popen(prefix + argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             start_new_session=True)
-        self.procs.append(p)
-        return p
-
-    def close(self) -> None:
-        for p in self.procs:  # the processes this test started, by their pids (and their own children)
-            _end(p)
-        for ns in self.names:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=10)
-
-
-def _end(p: subprocess.Popen) -> None:
-    try:
-        tree = [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]
-    except psutil.Error:
-        tree = []
-    for q in tree:
-        try:
-            q.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(tree, timeout=5)
-    for q in alive:
-        q.kill()
-    p.wait(timeout=5)
-
-
 def _arena_loads_under(pids: list[int]) -> list[psutil.Process]:
     found = []
     for pid in pids:
@@ -176,20 +103,11 @@ def cluster():
         spaces.create()
     except (subprocess.CalledProcessError, OSError) as e:
         spaces.close()
-        why = getattr(e, "stderr", "") or str(e)
-        print(f"skipped: this machine cannot create network namespaces and a bridge: {why.strip()}")
-        pytest.skip(f"cannot create network namespaces here: {why.strip()}")
+        why = (getattr(e, "stderr", "") or str(e)).strip()
+        print(f"skipped: this machine cannot create network namespaces and a bridge: {why}")
+        pytest.skip(f"cannot create network namespaces here: {why}")
     try:
-        port = _free_port(spaces.host_ip)
-        address = f"tcp://{spaces.host_ip}:{port}"
-        spaces.start([str(VENV / "dask"), "scheduler", "--host", spaces.host_ip, "--port", str(port), "--no-dashboard"])
-        workers = [spaces.start([str(VENV / "dask"), "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                                 "--resources", "arena-load=1", "--name", f"load{i}", "--host", ip], ns)
-                   for i, (ns, ip) in enumerate(zip(spaces.names, spaces.ips), 1)]
-        from distributed import Client
-
-        with Client(address, timeout=30, set_as_default=False) as client:
-            client.wait_for_workers(2, timeout=60)
+        address, workers = spaces.cluster()
         yield spaces, address, workers
     finally:
         spaces.close()
@@ -241,7 +159,7 @@ def test_a_load_host_lost_mid_run_fails_the_run_and_the_next_one_goes_on(cluster
     while not _arena_loads_under([workers[1].pid]) and time.monotonic() < deadline and arena.poll() is None:
         time.sleep(0.05)
     assert _arena_loads_under([workers[1].pid]), "the second load host never started arena-load"
-    _end(workers[1])  # the worker and its arena-load: a host lost mid-run
+    end(workers[1])  # the worker and its arena-load: a host lost mid-run
     out, err = arena.communicate(timeout=60)
     assert arena.returncode == 1, out + err
     assert "load host load2" in err and "the other hosts' arena-load were stopped" in err
