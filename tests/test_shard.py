@@ -2,9 +2,11 @@
 merged (app/merge.py) hold the unsharded plan's cells exactly once, with the fakes for the machine."""
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,3 +172,51 @@ def test_the_slurm_array_runs_every_share_once_and_queues_the_merge_after_it(tmp
     got = [parse("auto", {"SLURM_ARRAY_TASK_ID": str(t), "SLURM_ARRAY_TASK_MIN": str(lo),
                           "SLURM_ARRAY_TASK_COUNT": str(hi - lo + 1)}) for t in range(lo, hi + 1)]
     assert got == [Shard(i, hi - lo + 1) for i in range(1, hi - lo + 2)]
+
+
+def test_a_slurm_array_job_runs_the_shards_and_merges_them_for_real(tmp_path):
+    """deploy/slurm/submit on a single-node Slurm of the test's own (tests/slurm.py): two shard tasks
+    run the real experiment, the merge job after them; the merged store has every cell once."""
+    import slurm
+
+    why = slurm.missing()
+    if why:
+        print(f"skipped: no Slurm here: {why}")
+        pytest.skip(f"no Slurm here: {why}")
+    exp = tmp_path / "slurmed.toml"
+    exp.write_text("""name = "slurmed"
+duration = "1s"
+warmup = "0.5s"
+repetitions = 1
+[workload]
+path = "/work?cpu_ms=1&io_ms=2"
+[load]
+concurrency = [1, 4]
+[[servers]]
+server = "gunicorn-gthread"
+app = "wsgi"
+threads = [1, 2]
+[layout]
+server_cpus = "1"
+load_cpus = "0"
+""")
+    results = tmp_path / "results"
+    cluster = slurm.Slurm(tmp_path / "slurm")
+    try:
+        cluster.start(cpus=os.cpu_count() or 1)
+        env = {**cluster.env, "EXPERIMENT": str(exp), "RESULTS": str(results), "SHARDS": "2",
+               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        submitted = subprocess.run(["bash", str(DEPLOY / "slurm" / "submit")], capture_output=True, text=True,
+                                   timeout=60, env=env, cwd=tmp_path)
+        assert submitted.returncode == 0, submitted.stderr
+        assert cluster.wait_idle(300), cluster.run(["squeue"]).stdout
+    finally:
+        cluster.close()
+    logs = {f.name: f.read_text() for f in tmp_path.glob("arena-*.log")}
+    assert set(logs) == {"arena-shard-1.log", "arena-shard-2.log", "arena-merge.log"}, logs
+    assert (results / "experiment.db").exists(), logs
+    with Store(str(results / "experiment.db")) as store:
+        runs = store.runs("slurmed")
+    keys = sorted(r.run_key for r in runs)
+    assert len(keys) == 4 and len(set(keys)) == 4, keys  # 2 configurations x 2 levels, each once
+    assert {r.environment.host for r in runs} != {None}
