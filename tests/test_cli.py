@@ -189,6 +189,17 @@ def test_the_knob_variables_of_the_callers_shell_are_said_to_be_unused():
     assert {"puma", "gunicorn-sync", "unicorn"} <= set(found[("WEB_CONCURRENCY", "processes")].servers)
     assert found[("RAILS_MAX_THREADS", "threads")].servers == ("puma",)
     assert unused_environment({"HOME": "/root"}) == []
+    # the servers' other settings from the environment: gunicorn's command line, Puma's own defaults
+    other = {u.variable: u for u in unused_environment({"GUNICORN_CMD_ARGS": "--workers 9", "PUMA_MAX_THREADS": "32",
+                                                        "UVICORN_WORKERS": "3", "PUMA_EMPTY": "", "UWSGI": "x"})}
+    assert set(other) == {"GUNICORN_CMD_ARGS", "PUMA_MAX_THREADS", "UVICORN_WORKERS"}
+    assert other["GUNICORN_CMD_ARGS"].knob is None and {"gunicorn-sync", "gunicorn-gthread"} <= set(
+        other["GUNICORN_CMD_ARGS"].servers)
+    assert other["PUMA_MAX_THREADS"].servers == ("puma",) and other["UVICORN_WORKERS"].servers == ("uvicorn",)
+    said = subprocess.run([sys.executable, "-m", "arena", "check", "gunicorn-sync", "--app", "wsgi"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GUNICORN_CMD_ARGS": "--workers 9"})
+    assert "note: GUNICORN_CMD_ARGS=--workers 9 in your environment is not passed to the servers" in said.stdout
 
 
 def test_workers_and_t_are_the_servers_own_words_for_processes_and_threads():

@@ -26,22 +26,27 @@ class ServerInfo:
 
 @dataclass(frozen=True)
 class Unused:
-    """A variable of the caller's environment that servers read for a knob, and Arena does not pass."""
+    """A variable of the caller's environment that servers read, and Arena does not pass."""
 
     variable: str
     value: str
-    knob: str  # the knob it would set: "processes", "threads"
+    knob: str | None  # the knob it would set ("processes", "threads"); None: another of their settings
     servers: tuple[str, ...]
 
 
 def unused_environment(environ: dict[str, str]) -> list[Unused]:
-    """The knobs' variables (WEB_CONCURRENCY, RAILS_MAX_THREADS, ...) set in ``environ``: a server gets
+    """The variables servers read set in ``environ``: their knobs' (WEB_CONCURRENCY, RAILS_MAX_THREADS)
+    and their other settings' (GUNICORN_CMD_ARGS, PUMA_*: catalog.Server.reads_env). A server gets
     exactly the environment its configuration declares, never the caller's, so these are not used."""
-    found: dict[tuple[str, str], list[str]] = {}
+    found: dict[tuple[str, str | None], list[str]] = {}
     for s in catalog.CATALOG.values():
         for name, knob in s.knobs.items():
             if knob.env and environ.get(knob.env):
                 found.setdefault((knob.env, name), []).append(s.name)
+        for pattern in s.reads_env:
+            for var in sorted(environ):
+                if environ[var] and (var.startswith(pattern[:-1]) if pattern.endswith("*") else var == pattern):
+                    found.setdefault((var, None), []).append(s.name)
     return [Unused(var, environ[var], knob, tuple(names)) for (var, knob), names in found.items()]
 
 

@@ -301,9 +301,11 @@ def note_unused_environment(out) -> None:
     from arena.app.servers import unused_environment
 
     for u in unused_environment(dict(os.environ)):
+        how = (f"give {u.knob} = {u.value} in the experiment, or --{u.knob} {u.value}" if u.knob
+               else "give the setting in the experiment (a server's settings, or its env table), or --env")
         out.print(f"note: {u.variable}={u.value} in your environment is not passed to the servers (each gets exactly "
-                  f"the environment its configuration declares): give {u.knob} = {u.value} in the experiment, or "
-                  f"--{u.knob} {u.value}, for {', '.join(u.servers)}", highlight=False, markup=False)
+                  f"the environment its configuration declares): {how}, for {', '.join(u.servers)}",
+                  highlight=False, markup=False)
 
 
 def warn(out, app) -> None:

@@ -156,6 +156,9 @@ class Server:
     # learns it from a measured load level (model.simulated.learn).
     accept: str | None = None
     options: Mapping[str, Option] = field(default_factory=dict)  # its named settings (COMMON_OPTIONS too)
+    # Variables it reads for its settings besides its knobs' (a trailing * is a prefix): Arena never
+    # passes the caller's (launch.ENV_ALLOWED), and says so when they are set (app.servers).
+    reads_env: tuple[str, ...] = ()
     # How it binds a unix socket ({socket}) instead of host:port: (these parts of the command, those
     # parts instead); where the command has no such parts, the first of each is replaced in its
     # config file. None: it cannot.
@@ -203,6 +206,7 @@ def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, K
         routing="shared" if worker == "sync" else "per-process",  # the sync worker has no keep-alive
         accept="race",
         options={**GUNICORN_OPTIONS, **keepalive}, unix=(("{host}:{port}",), ("unix:{socket}",)),
+        reads_env=("GUNICORN_CMD_ARGS",),
     )
 
 
@@ -274,6 +278,7 @@ CATALOG: dict[str, Server] = {
             description="single mode at 1 process (a thread pool); clustered above (forked workers x threads)",
             inline_requests=10, accept="least-busy",
             unix=(("tcp://{host}:{port}",), ("unix://{socket}",)),
+            reads_env=("PUMA_*", "MIN_THREADS", "MAX_THREADS"),  # Puma's own defaults read these
         ),
         Server(
             "passenger", "ruby", "process", ("rack",),
@@ -345,7 +350,7 @@ CATALOG: dict[str, Server] = {
                                                    why="uvicorn --limit-max-requests; unlimited by default")},
             version=("dist", "uvicorn"), install_hint=PIP,
             description="asyncio event loop (uvloop, httptools) per worker process",
-            accept="race",
+            accept="race", reads_env=("UVICORN_*",),
             unix=(("--host", "{host}", "--port", "{port}"), ("--uds", "{socket}")),
         ),
         Server(
@@ -371,7 +376,7 @@ CATALOG: dict[str, Server] = {
                                                why="granian --runtime-threads (Rust I/O threads per worker); 1"),
                      "loop": Option("choice", args=("--loop", "{value}"), choices=("auto", "asyncio", "uvloop"),
                                     why="granian --loop (ASGI); auto")},
-            version=("dist", "granian"), install_hint=PIP,
+            version=("dist", "granian"), install_hint=PIP, reads_env=("GRANIAN_*",),
             description="Rust (tokio/hyper) HTTP core; WSGI on blocking threads, ASGI on an event loop",
             unix=(("--host", "{host}", "--port", "{port}"), ("--uds", "{socket}")),
         ),
@@ -399,7 +404,7 @@ CATALOG: dict[str, Server] = {
                                        why="uwsgi loads the app in the master before forking unless --lazy-apps; on"),
                      "max_requests": _max_requests("--max-requests", "{value}",
                                                    why="uwsgi --max-requests; 0 (never) by default")},
-            version=("dist", "uwsgi"), install_hint=PIP,
+            version=("dist", "uwsgi"), install_hint=PIP, reads_env=("UWSGI_*",),
             description="pre-forked processes (master), each with threads",
             unix=(("{host}:{port}",), ("{socket}",)),
         ),
