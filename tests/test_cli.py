@@ -178,6 +178,14 @@ def test_the_store_is_arena_store_or_arena_db_here(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "arena", "ls"], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path, env=env)
     assert missing.returncode == 2 and f"looked for {tmp_path / 'arena.db'}" in missing.stderr
+    # found in a parent, as git finds its repository; the command says which store it read
+    import shutil
+
+    shutil.copy(report_store(), tmp_path / "arena.db")
+    (tmp_path / "sub" / "deeper").mkdir(parents=True)
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", "tiny-grid"], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path / "sub" / "deeper", env=env)
+    assert shown.returncode in (0, 4) and shown.stdout.splitlines()[0] == f"store {tmp_path / 'arena.db'}", shown.stdout
 
 
 def test_the_knob_variables_of_the_callers_shell_are_said_to_be_unused():

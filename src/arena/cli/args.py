@@ -209,6 +209,14 @@ def add_store(p: argparse.ArgumentParser) -> None:
                         "parent that has one, else arena.db here)")
 
 
+def say_store(out, path: str) -> None:
+    """The line a command that read a store prints first in its text output: which store (found by
+    the one location rule of add_store), so a command run from elsewhere never reads another unseen."""
+    import os
+
+    out.print(f"store {os.path.abspath(path)}", highlight=False, markup=False, style="dim")
+
+
 def default_store(start: str | None = None) -> str:
     """arena.db in ``start`` (the current directory) or its nearest parent that has one, else "arena.db"."""
     from pathlib import Path

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.compare import compare
-from arena.cli.args import EXIT_FAILED, add_store, print_json
+from arena.cli.args import EXIT_FAILED, add_store, say_store, print_json
 from arena.report.compare import HEAD, compare_json, junit, markdown, rows, verdict_line
 
 NAME = "compare"
@@ -39,6 +39,7 @@ def run(args, out) -> int:
     elif args.format == "junit":
         sys.stdout.write(junit(*parts))
     else:
+        say_store(out, args.store)
         table = Table(title=f"{got.new} against {got.base}: medians, ratios new / base (95% interval), verdicts")
         for col in HEAD:
             table.add_column(col, overflow="fold")

@@ -5,7 +5,7 @@ import os
 import sys
 
 from arena.app.experiments import export, export_histograms
-from arena.cli.args import add_store, write
+from arena.cli.args import add_store, say_store, write
 from arena.errors import ArenaError
 
 NAME = "export"
@@ -33,6 +33,7 @@ def run(args, out) -> int:
         files = export_histograms(args.store, args.experiment, "hgrm")
         for file, text in files.items():
             write(os.path.join(args.output, file), text, "--output")
+        say_store(out, args.store)
         out.print(f"{len(files)} percentile distributions (.hgrm) in {os.path.abspath(args.output)}", highlight=False)
         return 0
     if args.format == "hlog":
@@ -41,6 +42,7 @@ def run(args, out) -> int:
         text = export(args.store, args.experiment, args.format)
     if args.output:
         write(args.output, text, "--output")
-    else:
+        say_store(out, args.store)
+    else:  # the data itself on stdout: nothing else there
         sys.stdout.write(text)
     return 0

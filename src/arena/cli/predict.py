@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Given, Load, prediction
-from arena.cli.args import (MODEL_CLIENTS, MODEL_MS, add_processes_threads, add_store, count, listof, positive,
+from arena.cli.args import (MODEL_CLIENTS, MODEL_MS, add_processes_threads, add_store, say_store, count, listof, positive,
                             print_json)
 from arena.report.model_json import predict_json
 from arena.model.simulated import REPLICATIONS, REQUESTS, discipline, discipline_of
@@ -86,6 +86,8 @@ def run(args, out) -> int:
         print_json(predict_json(got))
         return 0
     if got.calibrated:
+        if args.experiment:
+            say_store(out, args.store)
         print_calibration(out, got.calibration)
     config, cores = got.config, got.calibration.cores
     threads = "unbounded (event loop)" if config.threads is None else str(config.threads)

@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Load, recommendations, verify
-from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, count, goal_limits, listof,
+from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, say_store, count, goal_limits, listof,
                             positive, print_json)
 from arena.errors import ArenaError
 from arena.report.model_json import recommend_json
@@ -50,6 +50,7 @@ def run(args, out) -> int:
         return 0 if found else EXIT_FAILED
     what = f"{int(load.level)} clients" if load.model == "closed" else f"{load.level:g} requests/s"
     found = False
+    say_store(out, args.store)
     for rec in recs:
         out.print(f"recommend for {what}" + (f", workload {rec.workload}" if len(recs) > 1 else "")
                   + f"; goal: {rec.goal}", highlight=False)

@@ -3,7 +3,7 @@
 import os
 
 from arena.app.report import report
-from arena.cli.args import add_goal, add_store, goal_limits
+from arena.cli.args import add_goal, add_store, say_store, goal_limits
 
 NAME = "report"
 
@@ -21,6 +21,7 @@ def add(sub) -> None:
 def run(args, out) -> int:
     done = report(args.store, args.experiment, goal_limits(args), args.output, args.export,
                   args.format)
+    say_store(out, args.store)
     out.print(f"report of {done.name} ({done.runs} runs, {done.charts} charts): {done.path}", highlight=False)
     if args.export:
         out.print(f"{len(done.exported)} files (CSV and {args.format.upper()} per chart) in "

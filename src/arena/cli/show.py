@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.analysis import analyses
-from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, goal_limits, print_json
+from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_limits, print_json
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
 from arena.report.show import junit, markdown
@@ -43,6 +43,7 @@ def run(args, out) -> int:
             sys.stdout.write(markdown(*parts, a.results.cells) if args.format == "markdown" else junit(*parts))
         failed = any(a.failed_thresholds or any(c.lo is None for _, _, c in a.capacities) for a in found)
         return EXIT_THRESHOLD if failed else 0
+    say_store(out, args.store)
     for a in found:
         res = a.results
         if not res.runs:
