@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shlex
 from datetime import datetime, timezone
 from functools import partial
 from dataclasses import dataclass, field
@@ -185,7 +186,7 @@ def export_histograms(store_path: str, name: str, fmt: str) -> dict[str, str]:
 
 
 def _csv_value(column: str, v):
-    """A run's value as a CSV cell: documents (flags, launch, topology) as JSON, times as ISO 8601
+    """A run's value as a CSV cell: documents (the flags) as JSON, times as ISO 8601
     UTC, a whole level as a whole number (16, not 16.0)."""
     if column == "started_at" and v is not None:
         return datetime.fromtimestamp(v, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -196,21 +197,42 @@ def _csv_value(column: str, v):
     return v
 
 
+SPREAD = ("launch", "topology")  # the documents whose every value is a CSV column of its own
+
+
+def _spread(prefix: str, v, out: dict) -> None:
+    """A document's values as dotted columns (launch.env.RACK_ENV, launch.settings.preload): the
+    command line as one shell line (launch.argv), other lists as JSON."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _spread(f"{prefix}.{k}", x, out)
+    elif isinstance(v, (list, tuple)):
+        out[prefix] = shlex.join(map(str, v)) if prefix == "launch.argv" else json.dumps(v)
+    else:
+        out[prefix] = json.dumps(v) if isinstance(v, bool) else v
+
+
 def export(store_path: str, name: str, fmt: str) -> str:
-    """The experiment's runs as JSON (every run whole, as stored) or CSV (one flat row per run: its
-    documents as JSON, its start as an ISO 8601 time)."""
+    """The experiment's runs as JSON (every run whole, as stored) or CSV (one flat row per run: the
+    launch and topology spread over columns of their own, the other documents as JSON, its start as
+    an ISO 8601 time)."""
     with open_store(store_path) as store:
         runs, failures = store.runs(name), store.failures(name)
     if fmt == "json":  # a failure: its own fields, "failed": true, no figures
         return json.dumps([r.to_json() for r in runs] + [{**f.to_json(), "failed": True} for f in failures], indent=1)
-    flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment", "services")]
+    flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment", "services", *SPREAD)]
+    rows = [r.to_json() for r in runs]
+    rows += [{**f.to_json(), "started_at": f.failed_at, "valid": 0, "flags": [f.reason]} for f in failures]
+    spread = []  # a failure: invalid, its reason the flag, no figures
+    for d in rows:
+        cells: dict = {}
+        for doc in SPREAD:
+            _spread(doc, d.get(doc) or {}, cells)
+        spread.append(cells)
+    extra = sorted({k for cells in spread for k in cells})
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["experiment", *flat])
-    for r in runs:
-        d = r.to_json()
-        w.writerow([name, *(_csv_value(c, d[c]) for c in flat)])
-    for f in failures:  # a row that could not be made: invalid, its reason the flag, no figures
-        d = {**f.to_json(), "started_at": f.failed_at, "valid": 0, "flags": [f.reason]}
-        w.writerow([name, *(_csv_value(c, d.get(c)) for c in flat)])
+    w.writerow(["experiment", *flat, *extra])
+    for d, cells in zip(rows, spread):
+        w.writerow([name, *(_csv_value(c, d.get(c)) for c in flat), *(cells.get(k) for k in extra)])
     return buf.getvalue()
