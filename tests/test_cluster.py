@@ -242,3 +242,22 @@ def test_a_cluster_table_names_a_scheduler_by_ip_and_port(tmp_path):
     f.write_text('driver = "wrk"\n' + base + '[cluster]\naddress = "tcp://10.1.2.3:8786"\n')
     with pytest.raises(ArenaError, match=r'driver = "wrk": several load hosts'):
         load_experiment(str(f))
+
+
+@pytest.mark.integration
+def test_ctrl_c_stops_every_hosts_generator_at_once(cluster, server):
+    spaces, address, workers = cluster
+    alive = [w.pid for w in workers if w.poll() is None]
+    arena = subprocess.Popen([sys.executable, "-m", "arena", "load", server, "--rate", "50", "--duration", "30s",
+                              "--cluster", address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while len(_arena_loads_under(alive)) < len(alive) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_arena_loads_under(alive)) == len(alive), "not every load host started arena-load"
+    arena.send_signal(signal.SIGINT)
+    out, err = arena.communicate(timeout=20)
+    assert arena.returncode == 130, out + err
+    gone = time.monotonic() + 10  # long before the run's 30 s would end it
+    while _arena_loads_under(alive) and time.monotonic() < gone:
+        time.sleep(0.05)
+    assert not _arena_loads_under(alive), "a load host's arena-load runs on after Ctrl-C"

@@ -192,7 +192,11 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
                                  resources={RESOURCE: 1} if h.marked else None)
                    for i, (h, part) in enumerate(zip(found, parts))]
         deadline = planned[-1] + _longest_s(spec) + SLACK_S
-        lost = _watch(client, futures, found, deadline)
+        try:
+            lost = _watch(client, futures, found, deadline)
+        except BaseException:  # Ctrl-C or SIGTERM: the user asked to stop, the hosts' arena-load too
+            _stop_all(client, found, run_id)
+            raise
         if lost:
             _stop_all(client, found, run_id)
             client.cancel(futures)
