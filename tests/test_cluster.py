@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -261,3 +262,78 @@ def test_ctrl_c_stops_every_hosts_generator_at_once(cluster, server):
     while _arena_loads_under(alive) and time.monotonic() < gone:
         time.sleep(0.05)
     assert not _arena_loads_under(alive), "a load host's arena-load runs on after Ctrl-C"
+
+
+def _apart(tmp_path: Path, address: str, rates: str, duration: str = "1s") -> Path:
+    """A one-configuration experiment at open ``rates`` whose server runs on the server host."""
+    exp = tmp_path / "apart.toml"
+    exp.write_text(f"""name = "apart"
+duration = "{duration}"
+warmup = "0.5s"
+repetitions = 1
+[workload]
+path = "/work?cpu_ms=1&io_ms=2"
+[load]
+model = "open"
+rates = [{rates}]
+[cluster]
+address = "{address}"
+server = "worker"
+[[servers]]
+server = "gunicorn-gthread"
+app = "wsgi"
+threads = 4
+[layout]
+server_cpus = "1"
+load_cpus = "0"
+""")
+    return exp
+
+
+@pytest.mark.integration
+def test_the_server_runs_on_its_own_host_and_the_runs_come_back(cluster, tmp_path):
+    """[cluster] server = "worker": the runs are made on the server host's worker (its own namespace and
+    address), the load from the load hosts; the runs merged into this store, each naming both."""
+    from arena.results.store import Store
+
+    spaces, address, workers = cluster
+    exp = _apart(tmp_path, address, "40, 80")
+    store = tmp_path / "s.db"
+    r = _arena("run", str(exp), "--store", str(store))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("gunicorn-gthread[wsgi] t=4 r=") >= 2  # each run's line, as it was made there
+    runs = Store(str(store)).runs("apart")
+    alive = sorted(ip for ip, w in zip(spaces.ips, workers) if w.poll() is None)
+    assert len(runs) == 2 and all(run.valid for run in runs), [run.flags for run in runs]
+    for run in runs:
+        assert run.environment.server_host == spaces.server_ip and run.environment.cluster == address
+        assert sorted(h["ip"] for h in run.load.hosts) == alive and all(h["rtt_ms"] > 0 for h in run.load.hosts)
+    again = _arena("run", str(exp), "--store", str(store))  # resumed: nothing left to run, nothing twice
+    assert again.returncode == 0 and len(Store(str(store)).runs("apart")) == 2, again.stdout + again.stderr
+
+
+@pytest.mark.integration
+def test_ctrl_c_keeps_the_runs_the_server_host_made_and_leaves_nothing_there(cluster, tmp_path):
+    from arena.results.store import Store
+
+    spaces, address, workers = cluster
+    exp = _apart(tmp_path, address, "40, 50, 60, 70, 80", duration="2s")
+    store = tmp_path / "s.db"
+    arena = subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(store)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, deadline = "", time.monotonic() + 120
+    while "r=40 #1" not in seen and time.monotonic() < deadline and arena.poll() is None:
+        seen += arena.stdout.readline()  # the first run's line: it was made, and came back
+    assert "r=40 #1" in seen, seen
+    arena.send_signal(signal.SIGINT)
+    out, err = arena.communicate(timeout=120)
+    assert arena.returncode == 130, seen + out + err
+    kept = Store(str(store)).runs("apart")
+    assert 1 <= len(kept) < 5  # what was measured before the stop is kept, the rest was not run
+    host = spaces.server_worker.pid
+    gone = time.monotonic() + 20
+    while (psutil.Process(host).children(recursive=True) or _arena_loads_under([w.pid for w in workers]))\
+            and time.monotonic() < gone:
+        time.sleep(0.1)
+    assert not psutil.Process(host).children(recursive=True), "the server host still runs a server"
+    assert not _arena_loads_under([w.pid for w in workers])

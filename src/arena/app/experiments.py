@@ -11,7 +11,7 @@ import re
 import shlex
 from datetime import datetime, timezone
 from functools import partial
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from arena.errors import ArenaError
@@ -74,17 +74,27 @@ class RunCounts:
 def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
              on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
              seams: Seams = Seams(), retake_invalid: bool = False,
-             on_step: Callable[[str], None] = lambda s: None, shard: Shard | None = None) -> RunCounts | None:
+             on_step: Callable[[str], None] = lambda s: None, shard: Shard | None = None,
+             server_host: str | None = None) -> RunCounts | None:
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
     run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
     stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
     "capacity"``, each configuration's capacity is searched instead (app/tune.py search_capacities),
     each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
-    (app/analysis.py)."""
+    (app/analysis.py). With ``[cluster] server = "worker"``, the runs are made on the cluster's
+    server host (app/remote.py), which runs this with its own address as ``server_host``."""
     planned = plan_file(path, shard)
+    cluster = planned.experiment.cluster
+    if server_host is not None and cluster is not None:  # on the server's host: its servers listen here
+        planned = replace(planned, experiment=replace(planned.experiment,
+                                                      cluster=replace(cluster, server="here", server_host=server_host)))
     on_plan(planned)
     if dry_run:
         return None
+    if planned.experiment.cluster is not None and planned.experiment.cluster.server == "worker":
+        from arena.app.remote import run_on_server_host
+
+        return run_on_server_host(path, store_path, planned.experiment.cluster.address, on_event, retake_invalid, shard)
     if shard is not None and planned.experiment.find:
         raise ArenaError(f"--shard {shard}: {path} searches capacities ([load] find): a search is not sharded")
     if planned.experiment.find == "capacity":

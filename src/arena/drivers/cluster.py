@@ -33,11 +33,12 @@ from urllib.parse import urlsplit
 
 from arena.drivers import native
 from arena.drivers.spec import LoadSpec
-from arena.errors import ArenaError, DriverFailed
+from arena.errors import ArenaError, DriverFailed, stop_if_asked
 from arena.results.combine import combine
 from arena.results.load import LoadResult, from_dict, to_dict
 
 RESOURCE = "arena-load"  # the worker resource that marks a load host
+SERVER_RESOURCE = "arena-server"  # the one that marks the server's host ([cluster] server = "worker")
 OFFSET_SAMPLES = 5  # round trips to each host to measure its clock offset
 START_MARGIN_S = 1.0  # from sending the plan to the common start (plus a few round trips)
 LATE_MS = 50.0  # a host that starts later than this after its planned start invalidates the run
@@ -150,12 +151,36 @@ def connect(address: str):
         raise ArenaError(f"--cluster {address}: no Dask scheduler answered ({e})") from None
 
 
+def _workers(client) -> dict[str, dict]:
+    return client.scheduler_info(n_workers=-1)["workers"]
+
+
+def _host(address: str, w: dict, marked: bool) -> Host:
+    return Host(address, str(w.get("name", address)), w.get("host") or urlsplit(address).hostname or "", marked)
+
+
 def hosts(client) -> list[Host]:
-    """The load hosts, in a stable order (by name)."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    """The load hosts, in a stable order (by name): the workers offering RESOURCE, else every worker
+    but the server's."""
+    workers = {a: w for a, w in _workers(client).items() if not w.get("resources", {}).get(SERVER_RESOURCE)}
     marked = {a: w for a, w in workers.items() if w.get("resources", {}).get(RESOURCE)}
-    return [Host(a, str(w.get("name", a)), w.get("host") or urlsplit(a).hostname or "", bool(marked))
+    return [_host(a, w, bool(marked))
             for a, w in sorted((marked or workers).items(), key=lambda aw: (str(aw[1].get("name", aw[0])), aw[0]))]
+
+
+def server_host(client, address: str) -> Host:
+    """The one worker offering SERVER_RESOURCE (an error naming the cluster where none or several do)."""
+    found = [(a, w) for a, w in _workers(client).items() if w.get("resources", {}).get(SERVER_RESOURCE)]
+    if len(found) != 1:
+        raise ArenaError(f"--cluster {address}: {len(found)} workers offer the {SERVER_RESOURCE} resource; the server's "
+                         f"host is one (dask worker ... --resources {SERVER_RESOURCE}=1)")
+    return _host(*found[0], True)
+
+
+def cluster_ips(client) -> set[str]:
+    """The addresses of the cluster's hosts: the scheduler's and every worker's (where load may go)."""
+    ips = {urlsplit(client.scheduler.address).hostname or ""}
+    return ips | {_host(a, w, False).ip for a, w in _workers(client).items()}
 
 
 def offsets(client, found: list[Host]) -> list[Host]:
@@ -180,8 +205,7 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
         found = hosts(client)
         if not found:
             raise ArenaError(f"--cluster {address}: the scheduler has no worker")
-        scheduler_ip = urlsplit(client.scheduler.address).hostname or ""
-        check_target(spec.url, {scheduler_ip, *(h.ip for h in found)})
+        check_target(spec.url, cluster_ips(client))
         found = offsets(client, found)
         parts = shares(spec, len(found))
         run_id = uuid.uuid4().hex[:12]
@@ -217,6 +241,7 @@ def _watch(client, futures, found: list[Host], deadline: float) -> str:
     """Wait for every host's result; '' when all came, else which host was lost and why."""
     while True:
         time.sleep(POLL_S)
+        stop_if_asked()  # a signal, or a coordinator above this one (app/remote.py), asked to stop
         for f, h in zip(futures, found):
             if f.status == "error":
                 return f"{h.name} ({h.ip}) failed: {_reason(f)}"
@@ -224,7 +249,7 @@ def _watch(client, futures, found: list[Host], deadline: float) -> str:
                 return f"{h.name} ({h.ip}): its task was cancelled"
         if all(f.status == "finished" for f in futures):
             return ""
-        present = client.scheduler_info(n_workers=-1)["workers"]
+        present = _workers(client)
         for f, h in zip(futures, found):
             if f.status == "pending" and h.address not in present:
                 return f"{h.name} ({h.ip}) was lost mid-run (its worker left the cluster)"
@@ -243,7 +268,7 @@ def _reason(future) -> str:
 
 def _stop_all(client, found: list[Host], run_id: str) -> None:
     """Stop the run's arena-load on every host still in the cluster (a lost one's ends by itself)."""
-    present = client.scheduler_info(n_workers=-1)["workers"]
+    present = _workers(client)
     for h in [h for h in found if h.address in present]:
         try:
             client.run(_host_stop, run_id, workers=[h.address], on_error="ignore")

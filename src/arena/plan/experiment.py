@@ -121,10 +121,13 @@ class Workload:
 @dataclass(frozen=True)
 class Cluster:
     """``[cluster]``: the load comes from a Dask cluster's load hosts (drivers/cluster.py); the server
-    listens on ``server_host``, an address of this machine the load hosts reach."""
+    runs ``here`` (listening on ``server_host``, an address of this machine the load hosts reach) or
+    on the cluster's ``worker`` offering the arena-server resource (app/remote.py: the experiment's
+    runs are made there, its address found then)."""
 
     address: str  # the Dask scheduler's, tcp://ip:port
-    server_host: str
+    server_host: str | None  # None: the server's worker's address
+    server: str = "here"  # "here" or "worker"
 
 
 @dataclass(frozen=True)
@@ -372,17 +375,20 @@ def _cluster(top: Reader, driver: str) -> Cluster | None:
     if "cluster" not in top.table:
         return None
     r = Reader(top.file, _table(top, "cluster"), "cluster.")
-    r.unknown({"address", "server_host"})
+    r.unknown({"address", "server_host", "server"})
     address = r.string("address", "")
     m = re.fullmatch(r"tcp://([0-9.]+|\[[0-9a-fA-F:]+\]):(\d{1,5})", address)
     if not m or not _ip(m.group(1).strip("[]")):
         raise r.fail("address", address or None, "a Dask scheduler's address, tcp://IP:PORT")
-    server_host = r.string("server_host", m.group(1).strip("[]"))
-    if not _ip(server_host):
+    where = r.string("server", "here", ("here", "worker"))
+    server_host = r.string("server_host", m.group(1).strip("[]") if where == "here" else None)
+    if where == "worker" and "server_host" in r.table:
+        raise r.fail("server_host", server_host, "not with server = \"worker\": the server listens on its worker's address")
+    if server_host is not None and not _ip(server_host):
         raise r.fail("server_host", server_host, "an IP address of this machine that the load hosts reach")
     if driver != "arena-load":
         raise top.fail("driver", driver, "several load hosts ([cluster]) run arena-load: driver = \"arena-load\"")
-    return Cluster(address, server_host)
+    return Cluster(address, server_host, where)
 
 
 def _ip(text: str) -> bool:

@@ -1,0 +1,115 @@
+"""An experiment whose servers run on a host of their own: ``[cluster] server = "worker"``.
+
+Its runs are made on the Dask worker that offers the arena-server resource: there each server is
+started in its cgroup on that host's CPUs, sampled there (memory, CPU), and listens on that host's
+address for the load, which comes from the load hosts (drivers/cluster.py: each run measures the
+round trip to them and their clocks just before it, and keeps their figures); each run's
+environment names the server's host. This machine only coordinates:
+
+- the worker runs the same experiment file (its path: a filesystem shared with the worker, as the
+  job arrays' shards have) into a copy of this store, so what is stored is not run again;
+- each run's event comes back as it happens (a Dask queue), for the progress shown here;
+- the worker's store comes back at the end and is merged into this one (app/merge.py: by run key,
+  never twice; runs from a host of another CPU model kept apart, with a warning);
+- Ctrl-C or SIGTERM here asks the worker to stop as they stop Arena: at the next run's start or end,
+  the run in flight not kept, its server stopped, the load hosts' generators stopped.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from arena.drivers.cluster import SERVER_RESOURCE, connect, server_host
+from arena.errors import ArenaError
+from arena.plan.shard import Shard
+from arena.runner import Event
+
+POLL_S = 0.5  # how long the coordinator waits for an event before it looks at the task again
+STOP_WAIT_S = 60.0  # after a stop, how long the server's host may take to end its run and send its store
+
+
+def run_on_server_host(path: str, store_path: str, address: str, on_event: Callable[[Event], None],
+                       retake_invalid: bool = False, shard: Shard | None = None):
+    """Run the experiment file on the cluster's server host; its runs merged into ``store_path``."""
+    from distributed import Queue
+
+    client = connect(address)
+    host = future = None
+    run_id = uuid.uuid4().hex[:12]
+    try:
+        host = server_host(client, address)
+        store = Path(store_path)
+        copy = store.read_bytes() if store.exists() else b""
+        events = Queue(f"arena-events-{run_id}", client=client)
+        future = client.submit(_on_server_host, str(Path(path).resolve()), copy, host.ip, run_id, retake_invalid, shard,
+                               key=f"arena-experiment-{run_id}", workers=[host.address], allow_other_workers=False,
+                               resources={SERVER_RESOURCE: 1}, pure=False)
+        while True:
+            try:
+                on_event(events.get(timeout=POLL_S))
+                continue
+            except TimeoutError:
+                pass
+            if future.done():
+                break
+        while events.qsize():
+            on_event(events.get(timeout=POLL_S))
+        if future.status == "error":
+            e = future.exception()
+            if isinstance(e, ArenaError):
+                raise type(e)(f"on the server's host {host.name} ({host.ip}): {e}") from None
+            raise ArenaError(f"on the server's host {host.name} ({host.ip}): {type(e).__name__}: {e}") from None
+        counts, back = future.result()
+    except BaseException:
+        if future is not None:  # Ctrl-C, SIGTERM, a failure here: the worker stops too, and what it
+            try:                # measured until then is kept
+                client.run(_stop, workers=[host.address], on_error="ignore")
+                _, back = future.result(timeout=STOP_WAIT_S)
+                _merge(back, store_path)
+            except Exception:  # the host is gone, or took too long: its runs end with it
+                pass
+        raise
+    finally:
+        client.close()
+    _merge(back, store_path)
+    return counts
+
+
+def _merge(store: bytes, store_path: str) -> None:
+    from arena.app.merge import merge
+
+    with tempfile.TemporaryDirectory(prefix="arena-remote-") as tmp:
+        got = Path(tmp) / "server-host.db"
+        got.write_bytes(store)
+        merge([str(got)], store_path)
+
+
+def _on_server_host(path: str, store: bytes, ip: str, run_id: str, retake_invalid: bool, shard: Shard | None):
+    """On the server's worker: the experiment run here, its servers on ``ip``; (counts, the store)."""
+    from distributed import Queue
+
+    from arena.app.experiments import run_file
+    from arena.errors import Terminated, clear_stop
+
+    clear_stop()  # a stop asked of an earlier experiment on this worker is not this one's
+    events = Queue(f"arena-events-{run_id}")
+    with tempfile.TemporaryDirectory(prefix="arena-server-host-") as tmp:
+        db = Path(tmp) / "store.db"
+        if store:
+            db.write_bytes(store)
+        try:
+            counts = run_file(path, str(db), on_event=lambda e: e.kind == "live" or events.put(e),
+                              retake_invalid=retake_invalid, shard=shard, server_host=ip)
+        except (KeyboardInterrupt, Terminated):  # the coordinator's stop: the runs made so far go back
+            counts = None
+        return counts, db.read_bytes() if db.exists() else b""
+
+
+def _stop(dask_worker=None) -> None:
+    """Ask the experiment running on this worker to stop, as a signal asks Arena."""
+    from arena.errors import ask_to_stop
+
+    ask_to_stop(KeyboardInterrupt)
