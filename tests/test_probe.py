@@ -1,4 +1,4 @@
-"""The probe: parsing and summarizing are pure; the sampling loop runs against a fake source."""
+"""The probe: summarizing is pure; the sampling loop runs against a fake source; a process is read by psutil."""
 
 import os
 
@@ -6,33 +6,6 @@ import pytest
 
 from arena import probe
 from arena.probe import ProcessMemory, Sample
-
-SMAPS_ROLLUP = """\
-55d0c0a00000-7ffd1c5f1000 ---p 00000000 00:00 0                          [rollup]
-Rss:               20480 kB
-Pss:               12000 kB
-Pss_Dirty:          8000 kB
-Pss_Anon:           7000 kB
-Shared_Clean:       9000 kB
-Shared_Dirty:       1000 kB
-Private_Clean:       500 kB
-Private_Dirty:      9980 kB
-Referenced:        20000 kB
-Anonymous:          9000 kB
-Private_Hugetlb:      20 kB
-Swap:                  0 kB
-"""
-
-
-def test_parse_smaps_rollup():
-    pss, uss, rss = probe.parse_smaps_rollup(SMAPS_ROLLUP)
-    assert pss == 12000 * 1024 and rss == 20480 * 1024
-    assert uss == (500 + 9980 + 20) * 1024
-
-
-def test_parse_threads():
-    assert probe.parse_threads("Name:\tpuma\nPid:\t1\nThreads:\t7\n") == 7
-
 
 def test_summarize():
     samples = [Sample(100, 60, 150, 2, 10), Sample(300, 70, 400, 3, 14), Sample(200, 50, 250, 3, 12)]

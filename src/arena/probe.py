@@ -1,8 +1,8 @@
 """Resource sampling of a running server's whole process set over a window -> ResourceResult.
 
 CPU comes from the group's accounting (start and end of the window). Memory is sampled every
-``interval`` seconds from /proc/PID/smaps_rollup of every process in the set: PSS (shared pages
-divided among the processes sharing them: the honest total for forked workers), USS (private
+``interval`` seconds of every process in the set (psutil, from the kernel's smaps_rollup): PSS
+(shared pages divided among the processes sharing them: the honest total for forked workers), USS (private
 pages: what one more worker would cost) and RSS (counts shared pages once per process, so summed
 RSS overstates forked servers; kept for comparison with tools that report it).
 """
@@ -13,6 +13,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
+
+import psutil
 
 from arena.results.resources import ResourceResult
 
@@ -48,29 +50,6 @@ class Sample:
 
 # ---------------------------------------------------------------------- pure parts
 
-_KB = 1024
-
-
-def parse_smaps_rollup(text: str) -> tuple[int, int, int]:
-    """(PSS, USS, RSS) in bytes from /proc/PID/smaps_rollup; USS = Private_Clean + Private_Dirty
-    + Private_Hugetlb (as psutil's memory_full_info)."""
-    fields: dict[str, int] = {}
-    for line in text.splitlines():
-        name, _, rest = line.partition(":")
-        parts = rest.split()
-        if len(parts) == 2 and parts[1] == "kB":
-            fields[name] = int(parts[0]) * _KB
-    uss = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0) + fields.get("Private_Hugetlb", 0)
-    return fields.get("Pss", 0), uss, fields.get("Rss", 0)
-
-
-def parse_threads(status_text: str) -> int:
-    for line in status_text.splitlines():
-        if line.startswith("Threads:"):
-            return int(line.split()[1])
-    return 0
-
-
 def combine(memories: list[ProcessMemory]) -> Sample:
     return Sample(sum(m.pss for m in memories), sum(m.uss for m in memories), sum(m.rss for m in memories),
                   len(memories), sum(m.threads for m in memories))
@@ -100,15 +79,14 @@ def summarize(samples: list[Sample], cpu_start: tuple[float, float] | None, cpu_
 
 
 def read_process(pid: int) -> ProcessMemory | None:
-    """One process's memory, or None when it exited meanwhile (or is a zombie with no memory)."""
+    """One process's memory and threads (psutil's memory_full_info: PSS and USS from the kernel's
+    /proc/PID/smaps_rollup), or None when it exited meanwhile or cannot be read."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            pss, uss, rss = parse_smaps_rollup(f.read())
-        with open(f"/proc/{pid}/status") as f:
-            threads = parse_threads(f.read())
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        p = psutil.Process(pid)
+        m = p.memory_full_info()
+        return ProcessMemory(m.pss, m.uss, m.rss, p.num_threads())
+    except psutil.Error:
         return None
-    return ProcessMemory(pss, uss, rss, threads)
 
 
 def sample_once(source: Source, reader: Callable[[int], ProcessMemory | None] = read_process) -> Sample:
