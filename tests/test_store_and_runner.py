@@ -388,13 +388,16 @@ def test_a_freeze_inside_a_closed_run_makes_it_invalid():
     with start(ServerSpec("puma", "rack", threads=4, cpus=[1])) as server:
         if server.procset.backend == "none":
             pytest.skip("freezing needs a cgroup")
-        timer = threading.Timer(1.5, server.procset.freeze)
-        thaw = threading.Timer(3.5, server.procset.thaw)
+        # the freeze timed from arena-load's own start (--start-at), not from its process's: its
+        # start-up on a busy machine would shift the stall into one half and make it a drift
+        begin = time.time() + 0.5
+        timer = threading.Timer(begin + 1.5 - time.time(), server.procset.freeze)
+        thaw = threading.Timer(begin + 3.5 - time.time(), server.procset.thaw)
         timer.start()
         thaw.start()
         try:
-            result = native.run(LoadSpec(f"{server.url}/work?cpu_ms=1", connections=4, duration_s=5.0, timeout_s=30),
-                                cpus=[0])
+            result = native.run(LoadSpec(f"{server.url}/work?cpu_ms=1", connections=4, duration_s=5.0, timeout_s=30,
+                                         start_at=begin), cpus=[0])
         finally:
             timer.join()
             thaw.join()
