@@ -1,7 +1,8 @@
 """Several load hosts for one run, on Dask distributed: ``arena load URL --cluster ADDRESS``.
 
 - **The load hosts** are the scheduler's workers that offer the ``arena-load`` resource (started as
-  ``dask worker ADDRESS --resources arena-load=1 --nthreads 1``); where none does, every worker.
+  ``dask worker ADDRESS --resources arena-load=1 --nthreads 1``); where none does, every worker but
+  the server's host (the one offering ``arena-server``: app/remote.py).
 - **Their shares**: the rate split evenly (each host an independent arrival process: its own seed;
   constant arrivals staggered by 1/rate, so that N hosts still send evenly spaced, not in bursts of N),
   the connections and a request bound split as evenly as whole numbers go.
@@ -15,9 +16,10 @@
   host's figures (offset, round trip, start, throughput, p99, CPU) are kept in the result's ``hosts``.
 - **Faults**: a host lost or failing mid-run raises DriverFailed (the run is failed, with the reason)
   after the other hosts' arena-load processes are stopped, by the pids they started: nothing is half
-  merged. Every arena-load stops by itself at its run's end (its duration, its bound, arena-load's
-  own limits): a coordinator that dies leaves nothing running anywhere.
-- **Where the load may go**: loopback, or a host of the cluster (the scheduler's or a worker's
+  merged. Ctrl-C or SIGTERM stops every host's arena-load the same way. Every arena-load stops by
+  itself at its run's end (its duration, its bound, arena-load's own limits): a coordinator that
+  dies leaves nothing running anywhere.
+- **Where the load may go**: loopback, or a host of the cluster (the scheduler's or any worker's
   address), and nothing else, refused before any connection.
 """
 
