@@ -1,7 +1,7 @@
-"""The HTML report: a Report (report/data.py) rendered into report/template.html as one
+"""The HTML report: a Report (report/data.py) rendered by Jinja2 from report/template.html as one
 self-contained file (plotly.js inlined from the installed plotly package, nothing fetched). Every
-user-given string is escaped: HTML text with ``html.escape``, chart data as JSON inside a script
-element with ``<``, ``>`` and ``&`` as \\u escapes, and chart labels escaped for plotly's own
+user-given string is escaped: HTML text by the template's autoescaping, chart data as JSON inside a
+script element with ``<``, ``>`` and ``&`` as \\u escapes, and chart labels escaped for plotly's own
 pseudo-HTML. Colours and line styles come from the chart specifications (report/style.py).
 """
 
@@ -11,12 +11,11 @@ import html
 import json
 import time
 from pathlib import Path
-from string import Template
 from urllib.parse import quote
 
 from arena import __version__
 from arena.report.charts import Chart
-from arena.report.data import Report, Table
+from arena.report.data import Report
 from arena.report.export import chart_csv
 from arena.report.style import HEATMAP, LINES
 
@@ -106,40 +105,22 @@ def figure(chart: Chart) -> dict:
     return {"data": data, "layout": layout}
 
 
-def _table(t: Table) -> str:
-    e = html.escape
-    th = "".join(f"<th>{e(h)}</th>" for h in t.head)
-    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in t.rows)
-    title = f"<h3>{e(t.title)}</h3>" if t.title else ""
-    return f'{title}<table class="{e(t.cls)}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+def _environment():
+    import jinja2
 
-
-def _chart_block(chart: Chart) -> str:
-    e = html.escape
-    data_uri = "data:text/csv;charset=utf-8," + quote(chart_csv(chart))
-    return (f'<figure class="chart-box"><h3>{e(chart.title)}</h3>'
-            f'<div class="chart" id="chart-{e(chart.id)}" data-points="{chart.points()}"></div>'
-            f'<figcaption>{e(chart.note)} <a download="{e(chart.id)}.csv" href="{e(data_uri)}">data (CSV)</a>'
-            f'</figcaption></figure>')
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["csv_uri"] = lambda chart: "data:text/csv;charset=utf-8," + quote(chart_csv(chart))
+    return env
 
 
 def render(report: Report) -> str:
     """The report's HTML page."""
-    e = html.escape
-    sections = "".join(
-        f'<section><h2 id="{e(s.key)}">{e(s.title)}</h2><p class="lead">{e(s.lead)}</p>'
-        + "".join(_chart_block(c) for c in s.charts)
-        + "".join(f"<p><strong>{e(p)}</strong></p>" for p in s.paragraphs)
-        + "".join(_table(t) for t in s.tables) + "</section>"
-        for s in report.sections)
+    from markupsafe import Markup
+
     figures = {c.id: figure(c) for c in report.charts}
-    return Template(TEMPLATE.read_text()).substitute(
-        name=e(report.name), description=e(report.description),
-        summary=(f"{report.runs} runs ({report.valid} valid) of {report.configurations} configurations; written "
-                 f"{e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} by Arena {e(__version__)}."),
-        answer="".join(f'<p class="headline">{e(o.headline)}</p>' + (_table(o.table) if o.table.rows else "")
-                       + "".join(f"<p>{e(line)}</p>" for line in o.notes) for o in report.opening),
-        nav="".join(f'<a href="#{e(s.key)}">{e(s.title)}</a>' for s in report.sections),
-        sections=sections, method="".join(f"<p>{e(p)}</p>" for p in report.method),
-        environment=_table(report.environment), definition=_table(report.definition),
-        plotly=plotly_js(), figures=_json_for_script(figures), answer_json=_json_for_script(report.answer_json))
+    return _environment().get_template(TEMPLATE.name).render(
+        report=report, written=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
+        # already safe inside their script elements (plotly.js as shipped; JSON with <, >, & escaped)
+        plotly=Markup(plotly_js()), figures=Markup(_json_for_script(figures)),
+        answer_json=Markup(_json_for_script(report.answer_json)))
