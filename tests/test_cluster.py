@@ -197,31 +197,11 @@ def test_an_experiments_cluster_loads_its_server_from_the_load_hosts(cluster, tm
     from arena.results.store import Store
 
     spaces, address, workers = cluster
-    exp = tmp_path / "spread.toml"
-    exp.write_text(f"""name = "spread"
-duration = "1s"
-warmup = "0.5s"
-repetitions = 1
-[workload]
-path = "/work?cpu_ms=1&io_ms=2"
-[load]
-model = "open"
-rates = [60]
-[cluster]
-address = "{address}"
-[[servers]]
-server = "gunicorn-gthread"
-app = "wsgi"
-processes = 1
-threads = 4
-[layout]
-server_cpus = "1"
-load_cpus = "0"
-""")
+    exp = _experiment(tmp_path, address, "60", server="here")
     store = tmp_path / "s.db"
     r = _arena("run", str(exp), "--store", str(store))
     assert r.returncode == 0, r.stdout + r.stderr
-    (run,) = Store(str(store)).runs("spread")
+    (run,) = Store(str(store)).runs("apart")
     alive = sorted(ip for ip, w in zip(spaces.ips, workers) if w.poll() is None)
     assert run.valid and sorted(h["ip"] for h in run.load.hosts) == alive
     assert run.load.measured.completed == sum(h["completed"] for h in run.load.hosts) > 0
@@ -264,8 +244,9 @@ def test_ctrl_c_stops_every_hosts_generator_at_once(cluster, server):
     assert not _arena_loads_under(alive), "a load host's arena-load runs on after Ctrl-C"
 
 
-def _apart(tmp_path: Path, address: str, rates: str, duration: str = "1s") -> Path:
-    """A one-configuration experiment at open ``rates`` whose server runs on the server host."""
+def _experiment(tmp_path: Path, address: str, rates: str, server: str = "worker", duration: str = "1s") -> Path:
+    """A one-configuration experiment "apart" at open ``rates``, its load from the cluster's load hosts,
+    its server ``here`` or on the server host's ``worker``."""
     exp = tmp_path / "apart.toml"
     exp.write_text(f"""name = "apart"
 duration = "{duration}"
@@ -278,7 +259,7 @@ model = "open"
 rates = [{rates}]
 [cluster]
 address = "{address}"
-server = "worker"
+server = "{server}"
 [[servers]]
 server = "gunicorn-gthread"
 app = "wsgi"
@@ -297,7 +278,7 @@ def test_the_server_runs_on_its_own_host_and_the_runs_come_back(cluster, tmp_pat
     from arena.results.store import Store
 
     spaces, address, workers = cluster
-    exp = _apart(tmp_path, address, "40, 80")
+    exp = _experiment(tmp_path, address, "40, 80")
     store = tmp_path / "s.db"
     r = _arena("run", str(exp), "--store", str(store))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -317,7 +298,7 @@ def test_ctrl_c_keeps_the_runs_the_server_host_made_and_leaves_nothing_there(clu
     from arena.results.store import Store
 
     spaces, address, workers = cluster
-    exp = _apart(tmp_path, address, "40, 50, 60, 70, 80", duration="2s")
+    exp = _experiment(tmp_path, address, "40, 50, 60, 70, 80", duration="2s")
     store = tmp_path / "s.db"
     arena = subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(store)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
