@@ -1,6 +1,12 @@
 """Each chart of the report as files to paste into a README: its data as CSV and a picture (SVG or
 PNG, drawn with matplotlib from the same Chart as the HTML report, in the same colours and line
-styles: report/style.py). A chart with a selector (one group at a time) gets one picture per group."""
+styles: report/style.py). A chart with a selector (one group at a time) gets one picture per group.
+
+Why a second renderer beside plotly: plotly draws static pictures only through Kaleido, which from
+its version 1 drives a Chrome or Chromium browser it finds or downloads (a browser process per
+export, hundreds of MB, and a download at run time where none is installed); matplotlib draws SVG
+and PNG in this process. Both read the same Chart and the one palette, and a test compares each
+series' colour in the pictures with the page's figures (tests/test_report.py)."""
 
 from __future__ import annotations
 
