@@ -290,6 +290,13 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
     }
 
 
+def plan_groups(exp: Experiment, shard: Shard | None = None) -> list[Group]:
+    """The experiment's server starts in the order they run: the whole plan, or a shard's share of
+    it (plan/shard.py, dealt by each group's estimated time)."""
+    whole = plan(exp)
+    return whole if shard is None else share(whole, shard, partial(group_s, exp))
+
+
 def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None,
                    seams: Seams = Seams(), retake_invalid: bool = False,
                    extra: Mapping[tuple, tuple[int, str]] | None = None,
@@ -307,7 +314,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     experiment_id = store.experiment_id(exp.name, file, exp.source)
     saver = Saver(store, experiment_id, {"name": exp.name, "file": file, "definition": exp.source})
     stored = store.done_keys(experiment_id)
-    whole = plan(exp) if shard is None else share(plan(exp), shard, partial(group_s, exp))
+    whole = plan_groups(exp, shard)
     groups = retakes(whole, stored) if retake_invalid else whole
     if extra:
         groups = beyond(exp, extra)

@@ -10,20 +10,19 @@ import os
 import re
 import shlex
 from datetime import datetime, timezone
-from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s, group_s
 from arena.plan.expand import plan
-from arena.plan.shard import Shard, share
+from arena.plan.shard import Shard
 from arena.plan.experiment import Experiment, Group, load_experiment, workloads_of
 from arena.results.aggregate import Cell, aggregate
 from arena.model.observe import observations
 from arena.results.runs import Failure, Run
 from arena.results.store import RUN_COLUMNS, Store, read_rescued
-from arena.runner import Event, Seams, run_experiment
+from arena.runner import Event, Seams, plan_groups, run_experiment
 
 
 def open_store(path: str, write: bool = False) -> Store:
@@ -57,10 +56,9 @@ def plan_file(path: str, shard: Shard | None = None) -> Planned:
     """Read and check an experiment file and plan it (nothing runs): the whole plan, or a shard's share."""
     exp = load_experiment(path)
     if shard is None:
-        return Planned(exp, plan(exp), estimate_s(exp))
-    whole = plan(exp)
-    mine = share(whole, shard, partial(group_s, exp))
-    return Planned(exp, mine, sum(group_s(exp, g) for g in mine), shard, len(whole))
+        return Planned(exp, plan_groups(exp), estimate_s(exp))
+    mine = plan_groups(exp, shard)
+    return Planned(exp, mine, sum(group_s(exp, g) for g in mine), shard, len(plan(exp)))
 
 
 @dataclass(frozen=True)
