@@ -351,29 +351,31 @@ def _memory_first(req: Request, exp: Experiment, servers: list[str], left: dict[
             servers.remove(s)
             continue
         say(f"{s}: 1x1 idle takes {idle[s]:.0f} MiB PSS")
-        if idle[s] > req.memory_mib:
-            left[s] = f"one process idle takes {idle[s]:.0f} MiB > --memory-max {req.memory_mib:g} MiB"
-            servers.remove(s)
-    if idle and not servers:
-        least = min(idle, key=idle.get)
-        raise ArenaError(f"--memory-max {req.memory_mib:g}MiB: below one idle process of every server tried (the "
-                         f"smallest: {least} 1x1 at {idle[least]:.0f} MiB PSS)")
+    for s in _over_memory(req, idle, len(servers), left, "one process idle", "one idle process"):
+        servers.remove(s)
+
+
+def _over_memory(req: Request, one: dict[str, float], candidates: int, left: dict[str, str], what: str,
+                 below: str) -> set[str]:
+    """The servers whose one process (``one``: MiB) is above the memory limit, each said in ``left``;
+    where that is every one of the ``candidates``, bad input."""
+    over = {s for s, m in one.items() if m > req.memory_mib}
+    for s in over:
+        left[s] = f"{what} takes {one[s]:.0f} MiB > --memory-max {req.memory_mib:g} MiB"
+    if over and len(over) == candidates:
+        least = min(one, key=one.get)
+        raise ArenaError(f"--memory-max {req.memory_mib:g}MiB: below {below} of every server tried (the "
+                         f"smallest: {least} 1x1 at {one[least]:.0f} MiB PSS)")
+    return over
 
 
 def _memory_check(req: Request, calibrations: dict[str, Calibration], left: dict[str, str]) -> None:
     """A memory limit below one process of every server: said now, before the search."""
     if req.memory_mib is None:
         return
-    one = {s: c.memory_mib(1, 1) for s, c in calibrations.items()}
-    small = {s: m for s, m in one.items() if m is not None}
-    for s, m in small.items():
-        if m > req.memory_mib:
-            left[s] = f"one process takes {m:.0f} MiB > --memory-max {req.memory_mib:g} MiB"
-            del calibrations[s]
-    if small and not calibrations:
-        least = min(small, key=small.get)
-        raise ArenaError(f"--memory-max {req.memory_mib:g}MiB: below one process of every server tried (the "
-                         f"smallest: {least} 1x1 at {small[least]:.0f} MiB PSS)")
+    one = {s: m for s, c in calibrations.items() if (m := c.memory_mib(1, 1)) is not None}
+    for s in _over_memory(req, one, len(calibrations), left, "one process", "one process"):
+        del calibrations[s]
 
 
 def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float,
