@@ -32,13 +32,16 @@ class Merged:
     apart: list[str] = field(default_factory=list)  # warnings: runs kept apart from the experiment's cells
 
 
-def merge(shards: list[str], out: str) -> Merged:
+def merge(shards: list[str], out: str, only: str | None = None) -> Merged:
+    """The shards' experiments (``only``: that one) merged into the store ``out``."""
     found: dict[str, dict] = {}  # experiment -> definition, file, where first seen, runs, failures
     for path in shards:
         if Path(path).resolve() == Path(out).resolve():
             raise ArenaError(f"{path}: is the output store (-o); merge the shards into another")
         with open_store(path) as store:
             for e in store.experiments():
+                if only is not None and e["name"] != only:
+                    continue
                 name, definition = e["name"], store.definition(e["name"])
                 seen = found.setdefault(name, {"definition": definition, "file": store.file(name), "from": path,
                                                "runs": [], "failures": []})

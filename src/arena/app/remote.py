@@ -31,9 +31,10 @@ POLL_S = 0.5  # how long the coordinator waits for an event before it looks at t
 STOP_WAIT_S = 60.0  # after a stop, how long the server's host may take to end its run and send its store
 
 
-def run_on_server_host(path: str, store_path: str, address: str, on_event: Callable[[Event], None],
+def run_on_server_host(path: str, name: str, store_path: str, address: str, on_event: Callable[[Event], None],
                        retake_invalid: bool = False, shard: Shard | None = None):
-    """Run the experiment file on the cluster's server host; its runs merged into ``store_path``."""
+    """Run the experiment file (experiment ``name``) on the cluster's server host; its runs merged
+    into ``store_path``."""
     from distributed import Queue
 
     client = connect(address)
@@ -68,23 +69,25 @@ def run_on_server_host(path: str, store_path: str, address: str, on_event: Calla
             try:                # measured until then is kept
                 client.run(_stop, workers=[host.address], on_error="ignore")
                 _, back = future.result(timeout=STOP_WAIT_S)
-                _merge(back, store_path)
+                _merge(back, store_path, name)
             except Exception:  # the host is gone, or took too long: its runs end with it
                 pass
         raise
     finally:
         client.close()
-    _merge(back, store_path)
+    _merge(back, store_path, name)
     return counts
 
 
-def _merge(store: bytes, store_path: str) -> None:
+def _merge(store: bytes, store_path: str, name: str) -> None:
+    """The server host's store (its copy of this one, and the runs it made) merged back: the
+    experiment only, the others in the copy being this store's own."""
     from arena.app.merge import merge
 
     with tempfile.TemporaryDirectory(prefix="arena-remote-") as tmp:
         got = Path(tmp) / "server-host.db"
         got.write_bytes(store)
-        merge([str(got)], store_path)
+        merge([str(got)], store_path, only=name)
 
 
 def _on_server_host(path: str, store: bytes, ip: str, run_id: str, retake_invalid: bool, shard: Shard | None):
