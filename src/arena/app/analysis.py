@@ -43,6 +43,11 @@ class Analysis:
     def failed_thresholds(self) -> list[Outcome]:
         return failed(self.thresholds)
 
+    @property
+    def without_capacity(self) -> list[str]:
+        """The configurations of a capacity search that kept no rate within the goal (a failed answer)."""
+        return [label for label, _, cap in self.capacities if cap.lo is None]
+
     @cached_property
     def findings(self) -> ModelFindings:
         """What the model says of the experiment: computed on first use (the report's), then kept."""

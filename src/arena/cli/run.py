@@ -156,6 +156,6 @@ def summary(out, counts, name: str, store: str) -> int:
     (analysis,) = analyses(store, name)
     for line in capacity_lines(analysis.capacities) + threshold_lines(analysis.thresholds):
         out.print(line, highlight=False, markup=False)
-    if counts.failed or counts.invalid or any(cap.lo is None for _, _, cap in analysis.capacities):
+    if counts.failed or counts.invalid or analysis.without_capacity:
         return EXIT_FAILED
     return EXIT_THRESHOLD if analysis.failed_thresholds else 0

@@ -41,7 +41,7 @@ def run(args, out) -> int:
         for a in found:
             parts = (a.results.name, a.answers, a.thresholds, a.capacities)
             sys.stdout.write(markdown(*parts, a.results.cells) if args.format == "markdown" else junit(*parts))
-        failed = any(a.failed_thresholds or any(c.lo is None for _, _, c in a.capacities) for a in found)
+        failed = any(a.failed_thresholds or a.without_capacity for a in found)
         return EXIT_THRESHOLD if failed else 0
     say_store(out, args.store)
     for a in found:
