@@ -288,9 +288,3 @@ def _figures(h: Host, r: LoadResult, planned: float, part: LoadSpec) -> dict[str
             "p99_us": rt.p("99") if rt else None, "cpu_per_request_us": r.cpu_per_request_us,
             "saturated": r.saturated, "problem": (f"started {late:.0f} ms after the common start (at most {LATE_MS:g} ms)"
                                                   if late is not None and late > LATE_MS else None)}
-
-
-def start_spread_ms(result: LoadResult) -> float | None:
-    """How far apart the hosts' starts were (their lateness's range), where they said."""
-    late = [h["late_ms"] for h in result.hosts if h.get("late_ms") is not None]
-    return max(late) - min(late) if len(late) > 1 else (0.0 if late else None)
