@@ -30,6 +30,9 @@ http {{
     access_log off;
     keepalive_requests 100000000;
     keepalive_timeout 60s;
+    # a client asking for gzip gets a compressed, chunked answer (no Content-Length): the chunked path
+    gzip on;
+    gzip_min_length 1;
     server {{
         listen {host}:{port};
         root {dir}/www;

@@ -9,9 +9,10 @@ is the limit, so req/s is about equal. arena-load runs with every recording feat
 With --baseline, another arena-load build (say, one from before a change) runs in the same rounds,
 so a change's cost shows as its ratio to wrk beside the baseline's. With --link, arena-load also
 runs with its slow-client emulation on (--delay 1ms --download 1GB/s: every request through the
-link's timers and segments), for that path's cost per request.
+link's timers and segments), for that path's cost per request. With --chunked, every generator asks
+for gzip and nginx answers in chunked transfer coding: the chunked body parser's cost.
 
-    python benches/loadgen_vs_peers.py [--duration 10] [--rounds 3] [--baseline PATH] [--link]
+    python benches/loadgen_vs_peers.py [--duration 10] [--rounds 3] [--baseline PATH] [--link] [--chunked]
 """
 
 import argparse
@@ -27,10 +28,12 @@ SERVER_CPU, LOAD_CPU = 1, 0
 
 
 LINK = ["--delay", "1ms", "--download", "1GB/s"]
+GZIP: list[str] = []  # with --chunked: -H "Accept-Encoding: gzip", and nginx answers chunked
 
 
 def arena_load(url: str, seconds: int, binary: Path = ARENA_LOAD, extra: tuple[str, ...] = ()):
-    u = run_pinned([str(binary), url, "-c", "50", "-d", f"{seconds}s", "--request-start", *extra], LOAD_CPU)
+    u = run_pinned([str(binary), url, "-c", "50", "-d", f"{seconds}s", "--request-start", *extra,
+                    *GZIP], LOAD_CPU)
     m = json.loads(u.out)["measured"]
     done = m["requests"]["completed"]
     # the comparison only counts if every answer was a 200 and every recording path ran
@@ -40,7 +43,7 @@ def arena_load(url: str, seconds: int, binary: Path = ARENA_LOAD, extra: tuple[s
 
 
 def wrk(url: str, seconds: int):
-    u = run_pinned(["wrk", "-t1", "-c50", f"-d{seconds}s", url], LOAD_CPU)
+    u = run_pinned(["wrk", "-t1", "-c50", f"-d{seconds}s", *GZIP, url], LOAD_CPU)
     done = int(re.search(r"(\d+) requests in", u.out).group(1))
     if "Non-2xx" in u.out:
         raise SystemExit(f"benchmark: wrk saw non-2xx answers:\n{u.out}")
@@ -48,7 +51,8 @@ def wrk(url: str, seconds: int):
 
 
 def ab(url: str, seconds: int):
-    u = run_pinned(["ab", "-q", "-k", "-c", "50", "-t", str(seconds), "-n", "100000000", url], LOAD_CPU)
+    u = run_pinned(["ab", "-q", "-k", "-c", "50", "-t", str(seconds), "-n", "100000000",
+                    *GZIP, url], LOAD_CPU)
     done = int(re.search(r"Complete requests:\s+(\d+)", u.out).group(1))
     if "Non-2xx responses" in u.out:
         raise SystemExit(f"benchmark: ab saw non-2xx answers:\n{u.out}")
@@ -56,7 +60,8 @@ def ab(url: str, seconds: int):
 
 
 def oha(url: str, seconds: int):
-    u = run_pinned(["oha", "-c", "50", "-z", f"{seconds}s", "--no-tui", "--output-format", "json", url], LOAD_CPU)
+    u = run_pinned(["oha", "-c", "50", "-z", f"{seconds}s", "--no-tui", "--output-format", "json",
+                    *GZIP, url], LOAD_CPU)
     doc = json.loads(u.out)
     rps = doc["summary"]["requestsPerSec"]
     return round(rps * doc["summary"]["total"]), rps, u.cpu_s
@@ -68,7 +73,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--baseline", type=Path, help="another arena-load binary to run beside this one")
     p.add_argument("--link", action="store_true", help="also run arena-load with its link emulation on")
+    p.add_argument("--chunked", action="store_true", help="ask for gzip: every answer in chunked transfer coding")
     args = p.parse_args()
+    if args.chunked:
+        GZIP.extend(["-H", "Accept-Encoding: gzip"])
     need_arena_load()
     tools = {"arena-load": arena_load}
     if args.baseline:

@@ -274,9 +274,9 @@ enum Body {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Chunk {
-    /// Reading the hex size (then optional `;extensions`) up to CRLF.
-    Size { value: u64, digits: u8, in_ext: bool },
-    SizeLf { value: u64 },
+    /// A chunk-size line (hex size, optional `;extensions`, CRLF) comes next: httparse's
+    /// `parse_chunk_size` reads it once it is whole; until then its bytes stay unused.
+    Size,
     Data(u64),
     DataCr,
     DataLf,
@@ -369,8 +369,14 @@ impl Parser {
             Body::Chunk(state) => {
                 let mut i = 0;
                 while i < buf.len() && *state != Chunk::Done {
-                    let b = buf[i];
                     *state = match *state {
+                        Chunk::Size => match chunk_size(&buf[i..])? {
+                            None => break, // the rest of the line is still to come
+                            Some((n, size)) => {
+                                i += n;
+                                if size == 0 { Chunk::Trailer { line_len: 0 } } else { Chunk::Data(size) }
+                            }
+                        },
                         Chunk::Data(left) => {
                             let take = left.min((buf.len() - i) as u64);
                             self.body_bytes += take;
@@ -379,7 +385,7 @@ impl Parser {
                         }
                         s => {
                             i += 1;
-                            chunk_byte(s, b)?
+                            chunk_byte(s, buf[i - 1])?
                         }
                     };
                 }
@@ -389,25 +395,24 @@ impl Parser {
     }
 }
 
-/// The chunked grammar (RFC 9112 section 7.1) one byte at a time, outside chunk data.
+/// A whole chunk-size line at the start of `buf`: its length and the size, or None while its CRLF
+/// has not come (refused past MAX_HEAD). httparse reads an empty size as 0; RFC 9112 wants a digit.
+fn chunk_size(buf: &[u8]) -> Result<Option<(usize, u64)>, Malformed> {
+    if buf.first().is_some_and(|b| !b.is_ascii_hexdigit()) {
+        return Err(Malformed::Chunk);
+    }
+    match httparse::parse_chunk_size(buf) {
+        Ok(httparse::Status::Complete(done)) => Ok(Some(done)),
+        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => Ok(None),
+        _ => Err(Malformed::Chunk),
+    }
+}
+
+/// The chunked grammar (RFC 9112 section 7.1) one byte at a time, after chunk data and in trailers.
 fn chunk_byte(state: Chunk, b: u8) -> Result<Chunk, Malformed> {
     Ok(match state {
-        Chunk::Size { value, digits, in_ext: false } if b.is_ascii_hexdigit() => {
-            if digits >= 15 {
-                return Err(Malformed::Chunk);
-            }
-            let d = (b as char).to_digit(16).expect("hex digit") as u64;
-            Chunk::Size { value: value * 16 + d, digits: digits + 1, in_ext: false }
-        }
-        Chunk::Size { value, digits, .. } if b == b'\r' && digits > 0 => Chunk::SizeLf { value },
-        Chunk::Size { value, digits, .. } if (b == b';' || b == b' ' || b == b'\t') && digits > 0 => {
-            Chunk::Size { value, digits, in_ext: true }
-        }
-        Chunk::Size { in_ext: true, .. } if b != b'\n' => state,
-        Chunk::SizeLf { value: 0 } if b == b'\n' => Chunk::Trailer { line_len: 0 },
-        Chunk::SizeLf { value } if b == b'\n' => Chunk::Data(value),
         Chunk::DataCr if b == b'\r' => Chunk::DataLf,
-        Chunk::DataLf if b == b'\n' => Chunk::Size { value: 0, digits: 0, in_ext: false },
+        Chunk::DataLf if b == b'\n' => Chunk::Size,
         Chunk::Trailer { line_len } => match b {
             b'\n' if line_len == 0 => Chunk::Done,
             b'\n' => Chunk::Trailer { line_len: 0 },
@@ -466,7 +471,7 @@ fn parse_head(buf: &[u8], head_request: bool, spare: &mut Vec<u8>) -> Result<Opt
     let body = if no_body {
         Body::Length(0)
     } else if chunked {
-        Body::Chunk(Chunk::Size { value: 0, digits: 0, in_ext: false })
+        Body::Chunk(Chunk::Size)
     } else if let Some(len) = length {
         Body::Length(len)
     } else {
@@ -618,7 +623,14 @@ mod tests {
         assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 99, false), Err(Malformed::ContentLength));
         assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 99, false),
                    Err(Malformed::ContentLength));
-        assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 99, false), Err(Malformed::Chunk));
+        let chunked = |body: &[u8]| parse_all(&[b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".as_slice(), body].concat(), 7, false);
+        assert_eq!(chunked(b"zz\r\n"), Err(Malformed::Chunk));
+        assert_eq!(chunked(b"\r\n"), Err(Malformed::Chunk)); // no digit: not a size of 0
+        assert_eq!(chunked(b"10000000000000000\r\n"), Err(Malformed::Chunk)); // 17 hex digits
+        assert_eq!(chunked(b"3x\r\nabc\r\n0\r\n\r\n"), Err(Malformed::Chunk));
+        assert_eq!(chunked(b"3\rabc\r\n0\r\n\r\n"), Err(Malformed::Chunk));
+        assert_eq!(chunked(&[b"3;".as_slice(), &vec![b'e'; MAX_HEAD + 1]].concat()), Err(Malformed::Chunk));
+        assert_eq!(chunked(b"3 ; e=1\r\nabc\r\n0\r\n\r\n").unwrap()[0].1, 3); // whitespace before the extension
         assert_eq!(parse_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", 99, false), Err(Malformed::Truncated));
         let huge = [b"HTTP/1.1 200 OK\r\nX: ".as_slice(), &vec![b'a'; MAX_HEAD + 10]].concat();
         assert_eq!(parse_all(&huge, 4096, false), Err(Malformed::HeadTooLarge));
