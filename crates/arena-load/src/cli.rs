@@ -159,24 +159,41 @@ fn loopback_name(host: &str, hosts: &str) -> Option<std::net::IpAddr> {
 }
 
 pub fn parse_url_with_hosts(url: &str, allow_remote: bool, hosts: &str) -> Result<Target, String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        if url.starts_with("https://") {
-            format!("URL: https is not supported (plain HTTP/1.1), got '{url}'")
-        } else {
-            format!("URL: must start with http://, got '{url}'")
-        }
-    })?;
-    let split = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(split);
-    let path = if path.is_empty() { "/".to_string() } else if path.starts_with('?') { format!("/{path}") } else { path.to_string() };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !p.contains(']') => (h, p.parse::<u16>().map_err(|_| format!("URL: bad port '{p}' in '{url}'"))?),
-        _ => (authority, 80),
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err(format!("URL: no host in '{url}'"));
+    // the url crate would drop CR, LF and tab silently: refuse them instead
+    if url.bytes().any(|b| b.is_ascii_control()) {
+        return Err(format!("URL: must not hold control characters such as CR or LF (percent-encode them), got '{}'",
+                           url.escape_debug()));
     }
+    let parsed = url::Url::parse(url).map_err(|e| match e {
+        url::ParseError::RelativeUrlWithoutBase => format!("URL: must start with http://, got '{url}'"),
+        e => format!("URL: {e} in '{url}'"),
+    })?;
+    match parsed.scheme() {
+        "http" => {}
+        "https" => return Err(format!("URL: https is not supported (plain HTTP/1.1), got '{url}'")),
+        _ => return Err(format!("URL: must start with http://, got '{url}'")),
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!("URL: user information is not sent (use --header 'Authorization: ...'), got '{url}'"));
+    }
+    let port = parsed.port_or_known_default().expect("http has a default port");
+    // the request target: the path and query as the url crate normalizes them (percent-encoded,
+    // dot segments removed), without the fragment, which is never sent
+    let path = match parsed.query() {
+        Some(q) => format!("{}?{q}", parsed.path()),
+        None => parsed.path().to_string(),
+    };
+    let host_header = match parsed.port() {
+        Some(p) => format!("{}:{p}", parsed.host_str().unwrap_or_default()),
+        None => parsed.host_str().unwrap_or_default().to_string(),
+    };
+    let host = match parsed.host() {
+        Some(url::Host::Domain(d)) => d.to_string(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        None => return Err(format!("URL: no host in '{url}'")),
+    };
+    let host = host.as_str();
     // Without --allow-remote a name is never resolved (a DNS query would leave the machine): an
     // address is checked as it is, a name only as localhost or as /etc/hosts maps it.
     let addrs: Vec<SocketAddr> = match host.parse::<std::net::IpAddr>() {
@@ -193,7 +210,7 @@ pub fn parse_url_with_hosts(url: &str, allow_remote: bool, hosts: &str) -> Resul
     if !allow_remote && !addrs.iter().all(|a| a.ip().is_loopback()) {
         return Err(format!("URL: {} is not a loopback address (127.0.0.0/8, ::1); pass --allow-remote to load another host", addr.ip()));
     }
-    Ok(Target { addr, host_header: authority.to_string(), path })
+    Ok(Target { addr, host_header, path })
 }
 
 #[derive(serde::Deserialize)]
@@ -257,7 +274,6 @@ pub fn config(a: &Args) -> Result<Config, String> {
         }
     }
     let target = parse_url(&a.url, a.allow_remote)?;
-    plain("URL", &target.path)?;
     let keep_alive = !a.no_keepalive;
     let mut headers = Vec::new();
     for h in &a.headers {
@@ -414,6 +430,17 @@ mod tests {
         assert!(parse_url("http://10.1.2.3/", true).is_ok());
         assert!(parse_url("https://127.0.0.1/", false).unwrap_err().starts_with("URL: https is not supported"));
         assert!(parse_url("127.0.0.1:80", false).unwrap_err().starts_with("URL: must start with http://"));
+        assert!(parse_url("ftp://127.0.0.1/", false).unwrap_err().starts_with("URL: must start with http://"));
+        assert_eq!(parse_url("http://127.0.0.1:99999/", false).unwrap_err(), "URL: invalid port number in 'http://127.0.0.1:99999/'");
+        assert!(parse_url("http://u:p@127.0.0.1/", false).unwrap_err().starts_with("URL: user information is not sent"));
+    }
+
+    #[test]
+    fn the_request_target_is_the_normalized_path_and_query() {
+        let t = parse_url("http://127.0.0.1:80/a/../b c?q=1 2#part", false).unwrap();
+        assert_eq!((t.path.as_str(), t.host_header.as_str(), t.addr.port()), ("/b%20c?q=1%202", "127.0.0.1", 80));
+        let t = parse_url("http://[::1]:8080/?", false).unwrap();
+        assert_eq!((t.path.as_str(), t.host_header.as_str()), ("/?", "[::1]:8080"));
     }
 
     #[test]
@@ -465,7 +492,7 @@ mod tests {
             (vec!["http://127.0.0.1:1/", "-d", "1s", "-H", "nocolon"], "--header: must be 'Name: value', got 'nocolon'"),
             (vec!["http://127.0.0.1:1/", "-d", "1s", "-m", "get"], "--method: must be an HTTP method"),
             (vec!["http://127.0.0.1:1/", "-d", "x"], "--duration: must be a duration"),
-            (vec!["http://127.0.0.1:1/a\r\nX-Injected: 1", "-d", "1s"], "URL: the path must not hold spaces or control characters"),
+            (vec!["http://127.0.0.1:1/a\r\nX-Injected: 1", "-d", "1s"], "URL: must not hold control characters such as CR or LF"),
             (vec!["http://127.0.0.1:1/", "-d", "1s", "-H", "A: b\r\nC: d"], "--header: must not hold control characters"),
             (vec!["http://127.0.0.1:1/", "-d", "1s", "--expect-status", "2xx,9xx"], "--expect-status: '9xx' is not a status"),
             (vec!["http://127.0.0.1:1/", "-d", "1s", "--max-error-rate", "2"], "--max-error-rate: must be a share from 0 to 1"),
