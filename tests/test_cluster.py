@@ -23,7 +23,7 @@ from arena.drivers.external import histogram
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
 from arena.results.combine import combine, histograms
-from arena.results.load import LoadResult, Phase
+from arena.results.load import LoadResult, Phase, SeriesPoint
 from arena.results.validity import validity_flags
 from netns import Namespaces, end
 
@@ -60,7 +60,10 @@ def _result(values_us: list[int], name_rps: float, started_at: float = 0.0, satu
     h = histogram(values_us)
     phase = Phase(2.0, len(values_us), len(values_us), len(values_us), 0, 0, 0, name_rps, name_rps, {200: len(values_us)},
                   {}, {}, 100, 200, h, h, None, None)
-    return LoadResult("arena-load", "0.1.0", "open", "http://127.0.0.1:1/", 10, name_rps, False, phase, None, [],
+    half = len(values_us) // 2
+    series = [SeriesPoint(float(i), len(part), len(part), 0, None, None, None, max(part), histogram(part).hdr)
+              for i, part in enumerate((values_us[:half], values_us[half:]))]
+    return LoadResult("arena-load", "0.1.0", "open", "http://127.0.0.1:1/", 10, name_rps, False, phase, None, series,
                       0.1, 0.05, 50.0, None, saturated, ["CPU 99% busy"] if saturated else [],
                       config={"rate": name_rps, "connections": 10}, raw={"started_at": started_at})
 
@@ -77,6 +80,11 @@ def test_the_merged_histogram_is_the_histogram_of_every_hosts_samples():
                    [{"name": "l1", "late_ms": 1.0}, {"name": "l2", "late_ms": 2.0 + LATE_MS, "problem": "started late"}])
     assert both.measured.completed == 8000 and both.rate == 160.0 and both.measured.status == {200: 8000}
     assert both.measured.response_time.percentiles == whole.percentiles
+    for second, (part_a, part_b) in enumerate(((a[:2500], b[:1500]), (a[2500:], b[1500:]))):
+        point, exact = both.series[second], histogram(part_a + part_b)
+        assert point.completed == len(part_a) + len(part_b)
+        assert (point.p50_us, point.p99_us, point.max_us) == (exact.p("50"), exact.p("99"), exact.max)
+        assert point.histogram().percentiles == exact.percentiles
     assert both.saturation_reasons == ["host l2: CPU 99% busy"] and both.generator_cpu_s == pytest.approx(0.2)
     flags = validity_flags(both, error_threshold=0.01, drift_threshold=0.25, server_died=False, processes_lost=None)
     assert "load host l2: started late" in flags and any(f.startswith("generator saturated: host l2") for f in flags)

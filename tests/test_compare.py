@@ -120,3 +120,38 @@ def test_histograms_export_in_hdrhistograms_own_formats(tmp_path, capsys):
     assert totals == sorted(sum(r.load.measured.response_time.count for r in c.valid_runs) for c in cells)
     assert main(["export", NAME, "--store", report_store(), "--format", "hgrm"]) == 2  # needs -o DIR
     assert "give a directory with -o DIR" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_a_real_runs_seconds_export_as_one_interval_each(tmp_path):
+    """--per second: each interval of a real run's series is one interval of the log, read back by
+    HdrHistogram's own reader with that second's count, at that second's time."""
+    import subprocess
+    import sys
+
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+
+    from arena.results.store import Store
+    from tests.conftest import require_server
+
+    require_server("puma")
+    exp, db, log = tmp_path / "s.toml", tmp_path / "arena.db", tmp_path / "s.hlog"
+    exp.write_text('name = "s"\nrepetitions = 1\nduration = "2500ms"\nwarmup = "300ms"\n[workload]\npath = "/work?cpu_ms=2"\n'
+                   '[load]\nconcurrency = [2]\n[[servers]]\nserver = "puma"\nprocesses = 1\nthreads = 2\n')
+    run = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert main(["export", "s", "--store", str(db), "--format", "hlog", "--per", "second", "-o", str(log)]) == 0
+    with Store(str(db)) as s:
+        (r,) = s.runs("s")
+    points = [p for p in r.load.series if p.completed]
+    assert len(points) >= 3 and all(p.hdr for p in points)
+    reader = HistogramLogReader(str(log), HdrHistogram(1, 60_000_000, 3))
+    read = []
+    while (h := reader.get_next_interval_histogram()) is not None:
+        read.append((h.get_start_time_stamp() / 1000, h.get_total_count()))
+    assert [n for _, n in read] == [p.completed for p in points]
+    begun = r.load.raw["started_at"] + r.load.warmup.duration_s
+    assert [t for t, _ in read] == pytest.approx([begun + p.t for p in points], abs=0.002)
+    assert sum(n for _, n in read) >= r.load.measured.completed  # the window's answers, and any late ones

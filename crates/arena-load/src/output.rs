@@ -10,13 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::engine::{Arrival, Config, Model};
-use crate::record::{ErrorCounts, Phase, SeriesPoint};
+use crate::record::{encode, ErrorCounts, Phase, SeriesPoint};
 use crate::run::Outcome;
 
 pub const SCHEMA_VERSION: u32 = 2;
@@ -181,8 +179,6 @@ pub struct Generator {
 }
 
 pub fn hist(h: &Histogram<u64>) -> Hist {
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serializing to memory");
     let some = h.len() > 0;
     Hist {
         unit: "us",
@@ -192,7 +188,7 @@ pub fn hist(h: &Histogram<u64>) -> Hist {
         mean: some.then(|| h.mean()),
         stdev: some.then(|| h.stdev()),
         percentiles: if some { PERCENTILES.iter().map(|(k, q)| (*k, h.value_at_quantile(*q))).collect() } else { BTreeMap::new() },
-        hdr: base64::engine::general_purpose::STANDARD.encode(bytes),
+        hdr: encode(h),
     }
 }
 

@@ -21,6 +21,16 @@ pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("valid histogram bounds")
 }
 
+/// A histogram in HdrHistogram's compressed V2 encoding, base64 (what `encodeIntoCompressedByteBuffer`
+/// and base64 give in the Java and Python libraries, and what a .hlog line holds).
+pub fn encode(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serializing to memory");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// Nanoseconds -> whole microseconds, at least 1 (the histogram's lowest value).
 pub fn us(ns: u64) -> u64 {
     (ns / 1000).max(1)
@@ -229,6 +239,9 @@ pub struct SeriesPoint {
     pub p90_us: Option<u64>,
     pub p99_us: Option<u64>,
     pub max_us: Option<u64>,
+    /// The interval's response-time histogram, encoded (`encode`): a per-interval .hlog, or
+    /// several load hosts' intervals merged exactly.
+    pub hdr: String,
 }
 
 /// Merges the parts of each interval from every worker; an interval is summarized (and its
@@ -282,6 +295,7 @@ impl SeriesMerger {
             p90_us: q(0.9),
             p99_us: q(0.99),
             max_us: (h.len() > 0).then(|| h.max()),
+            hdr: encode(h),
         }
     }
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -142,34 +143,51 @@ def experiments(store_path: str) -> list[dict]:
         return store.experiments()
 
 
-def export_histograms(store_path: str, name: str, fmt: str) -> dict[str, str]:
+def export_histograms(store_path: str, name: str, fmt: str, per: str = "run") -> dict[str, str]:
     """The experiment's latency histograms in HdrHistogram's own formats, for its tools
-    (HistogramLogProcessor, the plotters): "hlog", one log of every run's response-time histogram as
-    an interval (its measured window; a comment before it names the run and its validity); "hgrm",
+    (HistogramLogProcessor, the plotters): "hlog", one log of the response-time histograms as
+    intervals, ``per`` "run" (its measured window; a comment before it names the run and its
+    validity) or "second" (each interval of the run's series, as arena-load recorded it); "hgrm",
     per cell the percentile distribution of its valid runs' histograms merged exactly. Returns
     file name -> text (one file for hlog). Values are microseconds; interval maxima in milliseconds."""
+    from hdrh.histogram import HdrHistogram
     from hdrh.log import HistogramLogWriter
-
-    from arena.results.aggregate import aggregate
 
     with open_store(store_path) as store:
         runs = store.runs(name)
-    kept = [(r, r.load.measured.response_time) for r in runs if r.load and r.load.measured.response_time]
-    kept = [(r, h.decode()) for r, h in kept if h.hdr]
+    kept = [r for r in runs if r.load and r.load.measured.response_time and r.load.measured.response_time.hdr]
     if not kept:
         raise ArenaError(f"experiment {name}: no run has a latency histogram to export (arena-load records them)")
     if fmt == "hlog":
+        # (run, [(start, end, histogram)]) in the order the runs were made
+        logged: list[tuple[Run, list[tuple[float, float, HdrHistogram]]]] = []
+        for r in kept:
+            start = _window_start(r)
+            if per == "run":
+                logged.append((r, [(start, start + r.load.measured.duration_s, r.load.measured.response_time.decode())]))
+            else:
+                step = r.load.settings.interval_s
+                points = [p for p in r.load.series if p.hdr and p.completed]
+                logged.append((r, [(start + p.t, start + p.t + step, HdrHistogram.decode(p.hdr)) for p in points]))
+        if not any(intervals for _, intervals in logged):
+            raise ArenaError(f"experiment {name}: no run has per-second histograms (runs measured before "
+                             "arena-load kept each second's histogram); use --per run")
         buf = io.StringIO()
         log = HistogramLogWriter(buf)
-        start = min(r.started_at for r, _ in kept)
-        buf.write(f"#[Arena experiment {name}: response time of each run, microseconds; maxima in ms]\n")
+        # the log's StartTime, in whole milliseconds and never after its first interval (a reader
+        # skips an interval that starts before it)
+        start = math.floor(min(intervals[0][0] for _, intervals in logged if intervals) * 1000) / 1000
+        buf.write(f"#[Arena experiment {name}: response time of each {per}, microseconds; maxima in ms]\n")
         buf.write(f"#[StartTime: {start:.3f} (seconds since epoch), "
                   f"{datetime.fromtimestamp(start, timezone.utc).isoformat(timespec='seconds')}]\n")
         log.output_log_format_version()
         log.output_legend()
-        for r, h in kept:
+        for r, intervals in sorted(logged, key=lambda ri: ri[1][0][0] if ri[1] else 0.0):
+            if not intervals:
+                continue
             log.output_comment(f"run: {r.run_key}; valid: {'yes' if r.valid else 'no: ' + '; '.join(r.flags)}")
-            log.output_interval_histogram(h, r.started_at, r.started_at + r.load.measured.duration_s, 1000.0)
+            for begin, end, h in intervals:
+                log.output_interval_histogram(h, begin, end, 1000.0)
         return {f"{name}.hlog": buf.getvalue()}
     out = {}
     for c in aggregate(runs):
@@ -192,6 +210,13 @@ def export_histograms(store_path: str, name: str, fmt: str) -> dict[str, str]:
         slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{c.label} {c.workload} {c.level_label}")
         out[f"{slug}.hgrm"] = fixed
     return out
+
+
+def _window_start(r: Run) -> float:
+    """When a run's measured window began (seconds since the epoch): arena-load's own start (the
+    runner's where the tool did not say it), after the warm-up."""
+    began = (r.load.raw or {}).get("started_at") or r.started_at
+    return began + (r.load.warmup.duration_s if r.load.warmup else 0.0)
 
 
 def _csv_value(column: str, v):

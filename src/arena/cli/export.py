@@ -19,6 +19,9 @@ def add(sub) -> None:
                     help="csv: one row per run; json: every run whole; hlog: every run's latency histogram as an "
                          "HdrHistogram log; hgrm: each cell's merged histogram as a percentile distribution "
                          "(one file per cell: give -o DIR)")
+    ex.add_argument("--per", choices=("run", "second"), default="run",
+                    help="hlog: one interval histogram per run (its measured window, default) or per second of "
+                         "each run's series")
     ex.add_argument("-o", "--output", help="file (a directory for hgrm; default: standard output)")
 
 
@@ -37,7 +40,7 @@ def run(args, out) -> int:
         out.print(f"{len(files)} percentile distributions (.hgrm) in {os.path.abspath(args.output)}", highlight=False)
         return 0
     if args.format == "hlog":
-        (text,) = export_histograms(args.store, args.experiment, "hlog").values()
+        (text,) = export_histograms(args.store, args.experiment, "hlog", args.per).values()
     else:
         text = export(args.store, args.experiment, args.format)
     if args.output:

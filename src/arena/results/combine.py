@@ -3,8 +3,8 @@
 Exact where the figures allow it: counts, bytes, statuses and errors are summed; histograms are
 merged bucket by bucket (HdrHistogram's add: the merged histogram *is* the histogram of every host's
 samples, so its percentiles are those of all requests, never an average of percentiles). The
-per-second series sums each second's counts; its percentiles cannot be merged from the hosts'
-percentiles and are left out (None), the hosts' own series stay in ``raw``. The generator's figures
+per-second series sums each second's counts and merges each second's histograms the same way (where
+a host's series lacks them, its percentiles are left out: None). The generator's figures
 take the worst host (utilisation, pause) or the sum (CPU); a host's saturation reasons are named by
 host. Each host's own figures are kept in ``hosts``.
 """
@@ -64,14 +64,20 @@ def phases(ps: Sequence[Phase]) -> Phase:
 
 
 def series(all_series: Sequence[Sequence[SeriesPoint]]) -> list[SeriesPoint]:
-    """Each interval's counts summed over the hosts (their intervals start together: a common start)."""
+    """Each interval's counts summed and histograms merged over the hosts (their intervals start
+    together: a common start)."""
     by: dict[float, list[SeriesPoint]] = {}
     for points in all_series:
         for p in points:
             by.setdefault(round(p.t, 6), []).append(p)
-    return [SeriesPoint(t, _sum([p.sent for p in ps]), sum(p.completed for p in ps), sum(p.errors for p in ps),
-                        None, None, None, max((p.max_us for p in ps if p.max_us is not None), default=None))
-            for t, ps in sorted(by.items())]
+    out = []
+    for t, ps in sorted(by.items()):
+        h = histograms([p.histogram() for p in ps]) if all(p.hdr for p in ps) else None
+        out.append(SeriesPoint(
+            t, _sum([p.sent for p in ps]), sum(p.completed for p in ps), sum(p.errors for p in ps),
+            h.p("50") if h else None, h.p("90") if h else None, h.p("99") if h else None,
+            h.max if h else max((p.max_us for p in ps if p.max_us is not None), default=None), h.hdr if h else None))
+    return out
 
 
 def combine(results: Sequence[LoadResult], hosts: Sequence[dict[str, Any]]) -> LoadResult:

@@ -92,6 +92,11 @@ class SeriesPoint:
     p90_us: int | None
     p99_us: int | None
     max_us: int | None
+    hdr: str | None = None  # the interval's response-time histogram, encoded (arena-load; None before it)
+
+    def histogram(self) -> Histogram | None:
+        """The interval's response times as a Histogram, or None without an encoding."""
+        return None if self.hdr is None else Histogram.of_hdr(Histogram(0, None, None, None, None, {}, self.hdr).decode())
 
 
 @dataclass(frozen=True)
