@@ -56,7 +56,7 @@ $(UV):
 	$(TOOLS)/bin/pip install -q "uv==$(UV_VERSION)"
 
 $(VENV)/.synced: $(UV) pyproject.toml uv.lock
-	$(UV) sync --locked --python $(PYTHON)
+	$(UV) sync --locked --all-extras --python $(PYTHON)
 	touch $@
 
 # Run an install command with a policy-rc.d that refuses service starts in place (unless one exists):

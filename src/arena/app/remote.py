@@ -35,9 +35,9 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
                        retake_invalid: bool = False, shard: Shard | None = None):
     """Run the experiment file (experiment ``name``) on the cluster's server host; its runs merged
     into ``store_path``."""
+    client = connect(address)  # first: it says so when distributed is not installed
     from distributed import Queue
 
-    client = connect(address)
     host = future = None
     run_id = uuid.uuid4().hex[:12]
     try:

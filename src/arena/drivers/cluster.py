@@ -145,8 +145,11 @@ def _host_stop(run_id: str) -> bool:
 
 
 def connect(address: str):
-    from distributed import Client
-
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ArenaError(f"--cluster {address}: needs Dask's distributed, which is not installed "
+                         "(pip install 'arena[cluster]')") from None
     try:
         return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError) as e:

@@ -174,7 +174,10 @@ class Server:
 
 RUBY_ENV = {"RACK_ENV": "production", "RAILS_ENV": "production"}
 APT = "apt-get install -y"
-PIP = "make install (the Python servers are dependencies of arena in pyproject.toml)"
+PIP = "pip install 'arena[python-servers]' (every Python server at once; in a checkout: make install)"
+# How to add a server that is not installed, by language (each Ruby server's package is its install_hint).
+HOW_TO_ADD = {"python": PIP,
+              "ruby": f"{APT} and the server's Debian package (its row says which)"}
 
 WEB_CONCURRENCY = "WEB_CONCURRENCY"
 RAILS_MAX_THREADS = "RAILS_MAX_THREADS"

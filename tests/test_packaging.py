@@ -1,0 +1,67 @@
+"""The servers are optional: the core package installs from the lock without them, its analysis
+commands work there, and `arena servers` says which servers are missing and how to add them."""
+
+import json
+import os
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from arena.servers import catalog
+from tests.conftest import report_store
+
+ROOT = Path(__file__).resolve().parents[1]
+UV = ROOT / ".tools" / "bin" / "uv"
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower().replace("_", "-") for r in requirements}
+
+
+def test_every_python_server_is_in_the_extra_and_none_in_the_core():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core, extra = _names(project["dependencies"]), _names(project["optional-dependencies"]["python-servers"])
+    dists = {s.version[1].lower() for s in catalog.CATALOG.values() if s.version[0] == "dist"}
+    assert dists and dists <= extra, dists - extra
+    assert not dists & core and "distributed" not in core
+    assert "distributed" in _names(project["optional-dependencies"]["cluster"])
+    assert all(s.install_hint.startswith(catalog.PIP) for s in catalog.CATALOG.values() if s.version[0] == "dist")
+
+
+@pytest.mark.integration
+def test_the_core_installs_without_servers_and_its_commands_work(tmp_path):
+    """From the lock, offline (the wheels `make install` cached): no server, no Dask; `arena servers`
+    says so with the extra to install; compare and show read a store."""
+    env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(tmp_path / "core"), UV_PYTHON_DOWNLOADS="never")
+    sync = subprocess.run([str(UV), "sync", "-q", "--locked", "--no-dev", "--offline", "--no-editable",
+                           "--python", str(ROOT / ".venv" / "bin" / "python")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert sync.returncode == 0, sync.stderr
+    bin_dir = tmp_path / "core" / "bin"
+    for module in ("gunicorn", "uvicorn", "granian", "waitress", "flask", "distributed"):
+        probe = subprocess.run([str(bin_dir / "python"), "-c", f"import {module}"], capture_output=True, text=True)
+        assert probe.returncode == 1 and "No module named" in probe.stderr, module
+
+    def arena(*argv):
+        return subprocess.run([str(bin_dir / "arena"), *argv], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env=dict(os.environ, COLUMNS="200"))
+
+    assert re.fullmatch(r"arena \S+\n", arena("--version").stdout)
+    listed = arena("servers", "--json")
+    doc = json.loads(listed.stdout)
+    jsonschema.Draft202012Validator(json.loads((ROOT / "schemas" / "servers.schema.json").read_text())).validate(doc)
+    python = {s["name"]: s for s in doc["servers"] if s["language"] == "python"}
+    assert python["wsgiref"]["available"]  # the standard library's
+    missing = [s for name, s in python.items() if name != "wsgiref"]
+    assert missing and all(not s["available"] and s["install"].startswith(catalog.PIP) for s in missing)
+    assert doc["how_to_add"]["python"] == catalog.PIP
+    assert "Installed: " in arena("servers").stdout and "arena[python-servers]" in arena("servers").stdout
+    compared = arena("compare", "tiny-grid", "tiny-grid", "--store", report_store(), "--format", "json")
+    assert compared.returncode == 0, compared.stderr
+    assert arena("show", "tiny-grid", "--store", report_store()).returncode == 0
+    cluster = arena("load", "http://127.0.0.1:9/", "-d", "1s", "--cluster", "tcp://127.0.0.1:9")
+    assert cluster.returncode == 2 and "pip install 'arena[cluster]'" in cluster.stderr, cluster.stderr
