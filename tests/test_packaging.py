@@ -4,7 +4,9 @@ commands work there, and `arena servers` says which servers are missing and how 
 import json
 import os
 import re
+import socket
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 
@@ -65,3 +67,24 @@ def test_the_core_installs_without_servers_and_its_commands_work(tmp_path):
     assert arena("show", "tiny-grid", "--store", report_store()).returncode == 0
     cluster = arena("load", "http://127.0.0.1:9/", "-d", "1s", "--cluster", "tcp://127.0.0.1:9")
     assert cluster.returncode == 2 and "pip install 'arena[cluster]'" in cluster.stderr, cluster.stderr
+
+    # arena load from the installed package: its schema is in the wheel, arena-load is named by ARENA_LOAD_BIN
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    static = subprocess.Popen([str(bin_dir / "python"), "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        out = tmp_path / "load.json"
+        loaded = subprocess.run([str(bin_dir / "arena"), "load", f"http://127.0.0.1:{port}/", "-d", "1s", "-c", "2",
+                                 "--json", str(out)], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                                env=dict(os.environ, ARENA_LOAD_BIN=str(ROOT / "target" / "release" / "arena-load")))
+        assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+        assert json.loads(out.read_text())["measured"]["requests"]["completed"] > 0
+    finally:
+        static.terminate()
+        static.wait(timeout=10)
+    assert list((tmp_path / "core" / "lib").glob("python3*/site-packages/arena/schemas/experiment.schema.json"))

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
 from arena.drivers.external import failure, generator_fields, histogram, per_second, run_tool, with_warmup
-from arena.drivers.native import ROOT
+from arena.paths import CHECKOUT
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.results.load import LoadResult, Phase
 from arena.errors import ArenaError
@@ -139,7 +139,7 @@ def test_plan(spec: LoadSpec, seconds: float) -> str:
 
 
 def home() -> Path:
-    return Path(os.environ.get("ARENA_JMETER_HOME", ROOT / ".tools" / "jmeter"))
+    return Path(os.environ.get("ARENA_JMETER_HOME", CHECKOUT / ".tools" / "jmeter"))
 
 
 def build_argv(jmeter_home: Path, plan: Path, jtl: Path, log: Path) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -13,23 +14,27 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from arena import paths
 from arena.drivers.external import child_setup
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.errors import ArenaError, DriverFailed, Terminated, forking, stop_if_asked
 from arena.servers.cgroup import owned_name
 
-ROOT = Path(__file__).resolve().parents[3]
-SCHEMA = ROOT / "schemas" / "load-result.schema.json"
+SCHEMA = paths.schema("load-result.schema.json")
 
 
 EXIT_WITH_RESULT = (0, 1, 130)  # arena-load's exit statuses that come with a result file
 
 
 def binary() -> Path:
-    path = Path(os.environ.get("ARENA_LOAD_BIN", ROOT / "target" / "release" / "arena-load"))
+    """$ARENA_LOAD_BIN, else the checkout's build, else arena-load on PATH (cargo install)."""
+    built = paths.CHECKOUT / "target" / "release" / "arena-load"
+    found = os.environ.get("ARENA_LOAD_BIN") or (built if os.access(built, os.X_OK) else shutil.which("arena-load"))
+    path = Path(found or built)
     if not os.access(path, os.X_OK):
-        raise ArenaError(f"arena-load: no binary at {path}; build it with `make build`")
+        raise ArenaError(f"arena-load: no binary at {path}; build it with `make build` (or `cargo install --locked "
+                         "--path crates/arena-load`, or set ARENA_LOAD_BIN)")
     return path
 
 
