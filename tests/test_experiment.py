@@ -1,6 +1,7 @@
 """Experiment files: good files become a typed plan; bad ones one line naming file, key, value."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,11 @@ def test_open_model_rates():
      'x.toml: servers[0].env = "RUBYOPT=-W0": must be a table of variables'),
     ({"servers": [{"server": "puma", "options": "--preload"}]},
      'x.toml: servers[0].options = "--preload": must be a list of the server\'s flags'),
+    ({"workload": {"path": "/", "expect_status": "204-200"}},
+     'x.toml: workload.expect_status = "204-200": a range runs from the lower status to the higher'),
+    ({"workload": {"path": "/"}, "workloads": [{"name": "a"}]},
+     'x.toml: workloads = [{"name": "a"}]: give [workload] or [[workloads]], not both'),
+    ({"goal": {"p99": "1s"}}, 'x.toml: goal.p99 = "1s": unknown key (allowed: error_max, memory_max, p99_max, threshold)'),
 ])
 def test_bad_files_name_the_file_key_value_and_what_is_allowed(change, message):
     if "layout" in change and len(os.sched_getaffinity(0)) < 2:
@@ -199,7 +205,7 @@ def test_arena_run_dry_run_refuses_wrk_with_a_rate_in_one_line(tmp_path, capsys)
     f.write_text('driver = "wrk"\n[load]\nmodel = "open"\nrates = [50]\n[[servers]]\nserver = "puma"\n')
     assert main(["run", str(f), "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f'{f}: load.model = "open": driver "wrk"' in err
+    assert err.count("\n") == 1 and f'{f}:3: load.model = "open": driver "wrk"' in err  # line 3 holds it
 
 
 def test_the_schema_names_every_server_setting_the_catalog_has():
@@ -261,3 +267,35 @@ def test_a_workload_may_have_its_own_load():
                             "or a list of them")
     with pytest.raises(ArenaError, match=r'^x.toml: workloads\[1\].load.model = "open": driver "wrk"'):
         parse({**data, "driver": "wrk"})
+
+
+def test_the_schema_is_the_check_of_shape_and_the_catalog_says_a_servers_own_bounds():
+    """One validation: the schema refuses what it can say (a key, a type, a pattern, a range); under
+    a server's knobs and settings its problem waits for the reader, which says the server's own bound."""
+    from arena.plan import schema
+
+    with pytest.raises(ArenaError, match=r'^x.toml: load.rates = \[-5\]: must be a number of requests per second'):
+        schema.check({**GOOD, "load": {"model": "open", "rates": [-5]}}, "x.toml")
+    later = schema.check({**GOOD, "servers": [{"server": "puma", "threads": 0}]}, "x.toml")
+    assert later is not None and later.where == "servers[0].threads"  # the schema's own bound is 4096
+    with pytest.raises(ArenaError, match=r"^x.toml: servers\[0\].threads = 0: must be a whole number from 1 to 1024"):
+        parse({**GOOD, "servers": [{"server": "puma", "threads": 0}]})
+    assert schema.check(GOOD, "x.toml") is None
+
+
+def test_a_problem_names_the_line_that_holds_its_key(tmp_path):
+    from arena.plan.reader import keys_of, locate
+
+    text = ('name = "x"\n[load]\nconcurrency = [1, 0]\n\n[[servers]]\nserver = "puma"\n\n[[servers]]\n'
+            'server = "unicorn"\n"threads" = 4\ntopology = { proxy = "nginx" }\n[servers.app]\nrack = "config.ru"\n'
+            '[[workloads]]\nname = "a"\n[workloads.load]\nrates = [1]\n')
+    lines = {w: locate(text, keys_of(w)) for w in ("load.concurrency", "servers[1].threads", "servers[1].topology.proxy",
+                                                  "servers[1].app.rack", "servers[0].label", "servers", "name",
+                                                  "workloads[0].load.rates", "nope")}
+    assert lines == {"load.concurrency": 3, "servers[1].threads": 10, "servers[1].topology.proxy": 11,
+                     "servers[1].app.rack": 13, "servers[0].label": 5, "servers": 5, "name": 1,
+                     "workloads[0].load.rates": 17, "nope": None}
+    f = tmp_path / "x.toml"
+    f.write_text('[[servers]]\nserver = "puma"\n\n[[servers]]\nserver = "unicorn"\nthreads = 4\n')
+    with pytest.raises(ArenaError, match=rf"^{re.escape(str(f))}:6: servers\[1\].threads = 4: unicorn serving rack has no"):
+        load_experiment(f)

@@ -1,6 +1,7 @@
 """A property of the experiment reader, over generated documents (hypothesis, bounded): any TOML
 document gives either a valid plan or one line of error naming the file, never another exception."""
 
+import json
 import math
 
 from hypothesis import HealthCheck, example, given, settings
@@ -8,7 +9,10 @@ from hypothesis import strategies as st
 
 from arena.errors import ArenaError
 from arena.plan.expand import plan
-from arena.plan.experiment import SERVER_KEYS, TOP_KEYS, load_experiment, parse_experiment
+from arena import paths
+from arena.plan.experiment import SERVER_KEYS, load_experiment, parse_experiment
+
+TOP_KEYS = set(json.loads(paths.schema("experiment.schema.json").read_text())["properties"])
 
 scalars = st.one_of(
     st.integers(min_value=-2**63, max_value=2**63 - 1), st.floats(allow_nan=True, allow_infinity=True),

@@ -1,6 +1,7 @@
-"""The reader of an experiment file's tables: each key read and checked, each refusal one line naming
-the file, the key (servers[0].threads), the value as the file writes it and what is allowed; the
-durations and their bounds."""
+"""The reader of an experiment file's tables: each key read (its shape already checked against the
+schema, plan/schema.py), each refusal one line naming the file and the line, the key
+(servers[0].threads), the value as the file writes it and what is allowed; the durations and their
+bounds."""
 
 from __future__ import annotations
 
@@ -12,15 +13,27 @@ from typing import Any
 from arena.errors import ArenaError
 
 
+class KeyProblem(ArenaError):
+    """A refused key of a file: ``where`` (servers[0].threads), its value and what is allowed; with
+    the file's text (:meth:`at`), the line that holds the key, as compilers say it: ``file:12: ...``."""
+
+    def __init__(self, file: str, where: str, value: Any, allowed: str, line: int | None = None):
+        self.file, self.where, self.value, self.allowed, self.line = file, where, value, allowed, line
+        name = where if re.fullmatch(r"[^\x00-\x1f\x7f]*", where) else show_value(where)  # a TOML key may be quoted
+        super().__init__(f"{file}{'' if line is None else f':{line}'}: {name} = {show_value(value)}: {allowed}")
+
+    def at(self, text: str) -> "KeyProblem":
+        return KeyProblem(self.file, self.where, self.value, self.allowed, locate(text, keys_of(self.where)))
+
+
 class Reader:
     """Typed access to one TOML table with errors that name the file and the key."""
 
     def __init__(self, file: str, table: dict[str, Any], prefix: str = ""):
         self.file, self.table, self.prefix = file, table, prefix
 
-    def fail(self, key: str, value: Any, allowed: str) -> ArenaError:
-        name = key if re.fullmatch(r"[^\x00-\x1f\x7f]*", key) else show_value(key)  # a TOML key may be quoted
-        return ArenaError(f"{self.file}: {self.prefix}{name} = {show_value(value)}: {allowed}")
+    def fail(self, key: str, value: Any, allowed: str) -> KeyProblem:
+        return KeyProblem(self.file, f"{self.prefix}{key}", value, allowed)
 
     def unknown(self, allowed: set[str]) -> None:
         for key in self.table:
@@ -146,3 +159,48 @@ def parse_duration(v: Any) -> float | None:
     if not m:
         return None
     return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
+
+
+def keys_of(where: str) -> list[str | int]:
+    """``servers[0].app.rack`` -> ["servers", 0, "app", "rack"]."""
+    return [int(m.group(1)) if m.group(1) else m.group(2) for m in re.finditer(r"\[(\d+)\]|([^.\[\]]+)", where)]
+
+
+_HEADER = re.compile(r"""^\s*(\[\[?)\s*((?:"[^"]*"|'[^']*'|[^\]#])+?)\s*\]\]?\s*(?:#.*)?$""")
+_KEY = re.compile(r"""^\s*((?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+))*)\s*=""")
+
+
+def _dotted(text: str) -> list[str]:
+    return [k.strip().strip("\"'") for k in re.findall(r"""\s*(?:"[^"]*"|'[^']*'|[^.]+)""", text)]
+
+
+def locate(text: str, path: list[str | int]) -> int | None:
+    """The line of a TOML document that holds ``path`` (the key itself, else the nearest table or key
+    above it), found from the table headers and the ``key =`` lines. tomllib keeps no positions and
+    no well-kept TOML library for Python gives them; this reads only headers and keys, never values
+    (a multi-line string that holds "x = " could mislead it, into a wrong line, never an error)."""
+    arrays: dict[tuple, int] = {}  # an array of tables -> its elements so far
+    current: tuple = ()
+    best, best_len = None, 0
+    for n, line in enumerate(text.splitlines(), 1):
+        header, key = _HEADER.match(line), None
+        if header:
+            names, resolved = _dotted(header.group(2)), []
+            for i, name in enumerate(names):
+                resolved.append(name)
+                last = i == len(names) - 1
+                if last and header.group(1) == "[[":
+                    arrays[tuple(resolved)] = arrays.get(tuple(resolved), 0) + 1
+                if tuple(resolved) in arrays:
+                    resolved.append(arrays[tuple(resolved)] - 1)
+            current, full = tuple(resolved), tuple(resolved)
+        elif (key := _KEY.match(line)) is not None:
+            full = current + tuple(_dotted(key.group(1)))
+        else:
+            continue
+        k = min(len(full), len(path))  # (an array of tables is where its first element is)
+        if k > best_len and list(full[:k]) == path[:k]:
+            best, best_len = n, k
+            if k == len(path):
+                return n
+    return best
