@@ -1,12 +1,17 @@
 """The guides' commands, run as a reader would: each ```LANG file PATH block of a guide is written to
-PATH in a fresh directory, then each ```sh test block's lines run there in order with .venv/bin first
-on PATH; every one must exit 0. A block that is plain ```sh is shown, not run (it downloads, or needs
-what a test cannot have)."""
+PATH in a fresh directory (which also holds `examples`, the checkout's), then each ```sh test block's
+lines run there in order with .venv/bin first on PATH; every one must exit 0 (or the status its
+`# exit: N` line names), and print what each `# expect: TEXT` line after it says. A block that is
+plain ```sh is shown, not run (it downloads, or needs what a test cannot have). Processes a guide
+starts in the background write their pid to a .pid file; whatever is left of them is stopped."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -14,40 +19,103 @@ import pytest
 from tests.conftest import require_server
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 BLOCK = re.compile(r"^```(\w+)(?: (file|test)(?: (\S+))?)?\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
+# Each guide with tested commands, and the servers they start.
+GUIDES = {
+    "own-app.md": ("puma", "unicorn", "gunicorn-gthread", "waitress", "uvicorn", "hypercorn", "granian"),
+    "rails-django.md": ("puma", "gunicorn-gthread"),
+    "processes-threads.md": ("gunicorn-gthread",),
+    "capacity.md": ("gunicorn-gthread",),
+    "ci.md": ("gunicorn-gthread",),
+    "scale.md": ("gunicorn-gthread",),
+}
 
-def blocks(guide: Path) -> tuple[dict[str, str], list[str]]:
+
+@dataclass
+class Step:
+    command: str
+    status: int = 0
+    expect: list[str] = field(default_factory=list)
+
+
+def blocks(guide: Path) -> tuple[dict[str, str], list[Step]]:
     """A guide's files (path -> text) and its tested commands, in order."""
-    files, commands = {}, []
+    files, steps = {}, []
     for _, kind, path, body in BLOCK.findall(guide.read_text()):
         if kind == "file":
             files[path] = body
         elif kind == "test":
-            commands += [line for line in body.splitlines() if line.strip() and not line.startswith("#")]
-    return files, commands
+            for line in body.splitlines():
+                if line.startswith("# expect: "):
+                    steps[-1].expect.append(line.removeprefix("# expect: "))
+                elif line.startswith("# exit: "):
+                    steps[-1].status = int(line.removeprefix("# exit: "))
+                elif line.strip() and not line.startswith("#"):
+                    steps.append(Step(line))
+    return files, steps
 
 
 def test_the_guide_parser_reads_files_and_tested_commands(tmp_path):
     guide = tmp_path / "g.md"
-    guide.write_text("```python file a/b.py\nx = 1\n```\n\n```sh test\narena ls\n# a comment\n```\n\n"
-                     "```sh\narena not-run\n```\n")
-    assert blocks(guide) == ({"a/b.py": "x = 1\n"}, ["arena ls"])
+    guide.write_text("```python file a/b.py\nx = 1\n```\n\n```sh test\narena ls\n# a comment\n# expect: runs\n"
+                     "arena show x\n# exit: 2\n```\n\n```sh\narena not-run\n```\n")
+    assert blocks(guide) == ({"a/b.py": "x = 1\n"}, [Step("arena ls", 0, ["runs"]), Step("arena show x", 2)])
+
+
+def test_every_guide_is_run_and_listed_in_the_index():
+    tested = {p.name for p in DOCS.glob("*.md") if "```sh test" in p.read_text()}
+    assert tested == set(GUIDES)
+    index = (DOCS / "README.md").read_text()
+    assert all(f"({name})" in index for name in GUIDES)
+
+
+def _stop_background(where: Path) -> None:
+    pids = [int(p.read_text().split()[0]) for p in where.glob("*.pid") if p.read_text().strip()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 15
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.mark.integration
-def test_the_own_app_guides_commands_work(tmp_path):
-    for server in ("puma", "unicorn", "gunicorn-gthread", "waitress", "uvicorn", "hypercorn", "granian"):
+@pytest.mark.parametrize("name", sorted(GUIDES))
+def test_a_guides_commands_work(name, tmp_path):
+    for server in GUIDES[name]:
         require_server(server)
-    files, commands = blocks(ROOT / "docs" / "own-app.md")
-    assert len(files) >= 5 and len(commands) >= 5
+    files, steps = blocks(DOCS / name)
+    assert steps
     for path, text in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    for command in commands:
-        done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        # arena run exits 1 when a run is invalid (a noisy machine's drift): every run made is what the guide promises
-        made = command.startswith("arena run") and done.returncode == 1 and " 0 failed;" in done.stdout
-        assert done.returncode == 0 or made, f"{command}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert "most throughput at any latency" in done.stdout  # arena show, last: the answer
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_STORE"}
+    env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "160"}
+    try:
+        for step in steps:
+            done = subprocess.run(step.command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=600)
+            said = done.stdout + done.stderr
+            # arena run exits 1 when a run is invalid (a noisy machine's drift): every run made is what the guide promises
+            made = step.command.startswith("arena run") and done.returncode == 1 and " 0 failed;" in done.stdout
+            assert done.returncode == step.status or made, \
+                f"{name}: {step.command}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            for text in step.expect:
+                assert text in said, f"{name}: {step.command}: {text!r} not in\n{said[-3000:]}"
+    finally:
+        _stop_background(tmp_path)
