@@ -44,7 +44,7 @@ def test_the_core_installs_without_servers_and_its_commands_work(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert sync.returncode == 0, sync.stderr
     bin_dir = tmp_path / "core" / "bin"
-    for module in ("gunicorn", "uvicorn", "granian", "waitress", "flask", "distributed"):
+    for module in ("gunicorn", "uvicorn", "granian", "waitress", "flask", "httpx", "distributed"):
         probe = subprocess.run([str(bin_dir / "python"), "-c", f"import {module}"], capture_output=True, text=True)
         assert probe.returncode == 1 and "No module named" in probe.stderr, module
 
