@@ -114,6 +114,8 @@ def test_no_traceback_when_run_as_a_program(tmp_path):
     (["shwo"], "did you mean show?"),
     (["serve", "gunicorn"], "did you mean gunicorn-sync, gunicorn-gthread, gunicorn-gevent, gunicorn-uvicorn?"),
     (["predict", "--server", "pumma", "--cpu-ms", "1", "--io-ms", "1", "--concurrency", "1"], "did you mean puma?"),
+    (["run", "x.toml", "--dryrun"], "unrecognized arguments: --dryrun; did you mean --dry-run?"),
+    (["show", "--jsn=1"], "unrecognized arguments: --jsn=1; did you mean --json?"),
 ])
 def test_a_near_miss_gets_a_did_you_mean(argv, hint, capsys):
     try:

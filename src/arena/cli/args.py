@@ -103,6 +103,19 @@ class Parser(argparse.ArgumentParser):
             message = message[:-1] + (f"; {hint.strip()})" if hint else ")")
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, with a likely meant option beside one it does not know (--dryrun: did you
+        mean --dry-run?), from the options of the command given."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            options = list(self._option_string_actions)
+            for action in self._actions:
+                if isinstance(action, argparse._SubParsersAction) and getattr(ns, action.dest, None) in action.choices:
+                    options = list(action.choices[getattr(ns, action.dest)]._option_string_actions)
+            hints = [did_you_mean(w.split("=", 1)[0], options).strip() for w in extras if w.startswith("-")]
+            self.error(f"unrecognized arguments: {' '.join(extras)}" + "".join(f"; {h}" for h in hints if h))
+        return ns
+
     def parse_known_args(self, args=None, namespace=None):
         """A value that starts like a negative number (``-d -5s``) is the option's value, to be checked
         by its type (argparse would take ``-5s`` for an option and say "expected one argument")."""
