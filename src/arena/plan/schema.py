@@ -83,8 +83,8 @@ def _problem(e, file: str, data: Any) -> KeyProblem:
 
 
 # schema keywords that go one step down into the instance (a key or an index)
-_DOWN = {"properties", "patternProperties", "additionalProperties", "items", "prefixItems", "dependentSchemas"}
-_NAMED = {"properties", "patternProperties", "prefixItems", "dependentSchemas"}  # followed by a name or index
+_DOWN = {"properties", "patternProperties", "additionalProperties", "items", "prefixItems"}
+_NAMED = {"properties", "patternProperties", "prefixItems"}  # followed by a name or index
 _KEYED = {"properties", "patternProperties", "additionalProperties"}
 
 
@@ -157,10 +157,10 @@ def say(schema: dict) -> str:
         above = "exclusiveMinimum" in schema
         text = f"must be {TYPES[kind]}"
         if lo is not None and hi is not None and not above:
-            return f"{text} from {lo:g} to {hi:g}"
+            return f"{text} from {_number(lo)} to {_number(hi)}"
         if lo is not None:
-            text += f" above {lo:g}" if above else f" of at least {lo:g}"
-        return text + (f" up to {hi:g}" if hi is not None else "")
+            text += f" above {_number(lo)}" if above else f" of at least {_number(lo)}"
+        return text + (f" up to {_number(hi)}" if hi is not None else "")
     if kind == "array":
         return f"must be a list of {say(schema['items']).removeprefix('must be ')}" if "items" in schema else \
             "must be a list"
@@ -169,6 +169,11 @@ def say(schema: dict) -> str:
     if kind in TYPES:
         return f"must be {TYPES[kind]}"
     return "is not allowed here"
+
+
+def _number(v: float) -> str:
+    """A bound as the file would write it: 9223372036854775807, 1e7 -> 10000000, 0.5."""
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
 def _resolve(ref: str) -> dict:
