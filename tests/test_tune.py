@@ -159,3 +159,20 @@ def test_calibration_runs_that_all_fail_are_a_failed_measurement_not_bad_input(t
     monkeypatch.setattr("arena.cli.tune.tune", lambda *a, **k: (_ for _ in ()).throw(NotMeasured("calibration failed")))
     assert main(["tune", "--servers", "gunicorn-gthread", "--cpus", "1", "--p99-max", "200ms",
                  "--store", str(tmp_path / "t.db")]) == 1
+
+
+def test_the_space_tune_considers_is_the_models_grid_or_the_counts_given():
+    """--processes/--threads: the user's own counts in place of the model's grid, on the knobs each
+    server has (gunicorn-sync has no threads; uvicorn neither); the stored experiment holds them."""
+    from arena.app.tune import definition, space
+    from arena.model.recommend import grid
+
+    base = Request((1,), (0,), 200.0)
+    assert space(base, "gunicorn-gthread", 1) == grid("gunicorn-gthread", 1)
+    given = Request((1,), (0,), 200.0, processes=(1, 3), threads=(2, 7))
+    assert space(given, "gunicorn-gthread", 1) == [(1, 2), (1, 7), (3, 2), (3, 7)]
+    assert space(given, "gunicorn-sync", 1) == [(1, None), (3, None)]
+    entry = next(e for e in definition(given, ["gunicorn-gthread"], 1)["servers"])
+    assert {3, 1} <= set(entry["processes"]) and {2, 7} <= set(entry["threads"])
+    exp = parse_experiment(definition(given, ["gunicorn-gthread"], 1), "tune")
+    assert {(c.processes, c.threads) for c in exp.servers} >= {(1, 2), (1, 7), (3, 2), (3, 7)}

@@ -70,6 +70,8 @@ class Request:
     duration_s: float = DURATION_S
     warmup_s: float = WARMUP_S
     name: str | None = None
+    processes: tuple[int, ...] = ()  # only these process counts (): the model's grid
+    threads: tuple[int, ...] = ()  # only these thread counts (): the model's grid
 
     @property
     def goal(self) -> Goal:
@@ -115,7 +117,7 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
     for name in servers:
         s = catalog.get_server(name)
         entry: dict = {"server": name, "app": _app_value(req, s)}
-        points = grid(name, cores) + _calibration_points(name, cores)
+        points = space(req, name, cores) + _calibration_points(name, cores)
         procs = sorted({p for p, _ in points if "processes" in s.knobs})
         threads = sorted({t for _, t in points if t is not None})
         if procs:
@@ -135,6 +137,17 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
             "layout": {"server_cpus": ",".join(map(str, req.server_cpus)), "load_cpus": ",".join(map(str, req.load_cpus))}}
     name = req.name or "tune-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
     return {"name": name, "description": f"arena tune: {req.goal} on CPUs {body['layout']['server_cpus']}", **body}
+
+
+def space(req: Request, server: str, cores: float) -> list[tuple[int, int | None]]:
+    """The processes x threads of ``server`` tune considers: the model's grid (model/recommend.py),
+    with the request's own process and thread counts where it gives them and the server has the knob."""
+    s = catalog.get_server(server)
+    default = grid(server, cores)
+    procs = list(req.processes) if req.processes and "processes" in s.knobs else sorted({p for p, _ in default})
+    threads = list(req.threads) if req.threads and "threads" in s.knobs else sorted({t for _, t in default},
+                                                                                   key=lambda t: t or 0)
+    return [(p, t) for p in procs for t in threads]
 
 
 def _app_value(req: Request, s: catalog.Server) -> object:
@@ -382,7 +395,7 @@ def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float
                 names: dict[Key, str]) -> tuple[list[Contender], int]:
     out, points = [], 0
     for s, cal in calibrations.items():
-        for p, t in grid(s, cores):
+        for p, t in space(req, s, cores):
             points += 1
             key = key_for(s, p, t)
             if key not in names:

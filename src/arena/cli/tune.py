@@ -33,6 +33,10 @@ def add(sub) -> None:
     add_goal(tu, required=True)
     tu.add_argument("--servers", type=listof(str), help="only these servers, e.g. puma,gunicorn-gthread "
                                                          "(default: every installed server that serves the app)")
+    tu.add_argument("--processes", "-w", "--workers", type=listof(count("--processes", 1, 256)), metavar="LIST",
+                    help="only these process counts, e.g. 1,2,4 (default: 1 to 4 x the CPUs, at least 8)")
+    tu.add_argument("--threads", "-t", type=listof(count("--threads", 1, 4096)), metavar="LIST",
+                    help="only these thread counts, e.g. 1,4,16 (default: 1 to 32, the model's steps)")
     load = tu.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=count("--concurrency", 1, MODEL_CLIENTS),
                       help="a fixed closed load of N clients (default: find each finalist's capacity)")
@@ -102,4 +106,5 @@ def _request(args) -> Request:
     load = (Level("closed", args.concurrency) if args.concurrency else Level("open", args.rate) if args.rate else None)
     return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,
                    ERROR_PCT if args.error_max is None else args.error_max, tuple(args.servers or ()), load,
-                   args.app, user_app_options(args), args.path, args.mix, args.budget, args.duration, name=args.name)
+                   args.app, user_app_options(args), args.path, args.mix, args.budget, args.duration, name=args.name,
+                   processes=tuple(sorted(set(args.processes or ()))), threads=tuple(sorted(set(args.threads or ()))))
