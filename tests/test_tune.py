@@ -27,15 +27,17 @@ from arena.runner import Seams
 from test_runner_seams import FakeProbe, FakeServer, Machine
 
 
-def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_path):
-    """A fake machine whose p99 is 20 ms up to a configuration's capacity (100 req/s a thread) and
-    800 ms beyond: `arena run` of a find = "capacity" file brackets each within 5% and confirms it."""
+def _capacity_file(tmp_path) -> Path:
     f = tmp_path / "cap.toml"
     f.write_text('name = "cap"\nduration = "1s"\nwarmup = "0s"\n[workload]\npath = "/work"\n'
                  '[load]\nfind = "capacity"\n[goal]\np99_max = "100ms"\n[[servers]]\nserver = "puma"\nthreads = [1, 2]\n'
                  '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
-    driven = []
+    return f
 
+
+def _capacity_machine(driven: list, start_errors: float = 0.0) -> Seams:
+    """A fake machine whose p99 is 20 ms up to a configuration's capacity (100 req/s a thread) and
+    800 ms beyond; ``start_errors``: the share of errors of a closed run (every slot busy)."""
     current = {}
 
     def launch(spec):
@@ -47,14 +49,24 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
         capacity = 100.0 * current["threads"]
         rate = spec.rate if spec.rate is not None else 1.2 * capacity  # closed, every slot busy: a bit beyond
         done = int(min(rate, capacity))
+        errors = 0 if spec.rate is not None else int(done * start_errors)
         p99 = 20_000 if spec.rate is None or spec.rate <= capacity else 800_000
         h = Histogram(done, 1000, p99, p99 / 2, 1.0, {"50": p99 // 2, "90": p99, "99": p99})
-        phase = Phase(1.0, done, done, done, 0, 0, 0, spec.rate, float(done), {200: done}, {}, {}, 0, 0, h, h, None, None)
+        phase = Phase(1.0, done + errors, done + errors, done, errors, 0, 0, spec.rate, float(done), {200: done},
+                      {"reset": errors} if errors else {}, {}, 0, 0, h, h, None, None)
         return LoadResult("fake", "0", "open" if spec.rate else "closed", "u", spec.connections, spec.rate, False, phase,
                           None, [], 0.1, 0.1, 1.0, None, False, [], {"interval_s": 1.0})
 
-    seams = Seams(launch=launch, drivers={"arena-load": drive}, probe=FakeProbe, idle_s=0.0, speed=lambda c: 2.0,
-                  cpu_busy=lambda c: 0.0, speed_sample=None)
+    return Seams(launch=launch, drivers={"arena-load": drive}, probe=FakeProbe, idle_s=0.0, speed=lambda c: 2.0,
+                 cpu_busy=lambda c: 0.0, speed_sample=None)
+
+
+def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_path):
+    """A fake machine whose p99 is 20 ms up to a configuration's capacity (100 req/s a thread) and
+    800 ms beyond: `arena run` of a find = "capacity" file brackets each within 5% and confirms it."""
+    f = _capacity_file(tmp_path)
+    driven = []
+    seams = _capacity_machine(driven)
     counts = run_file(str(f), str(tmp_path / "s.db"), seams=seams)
     assert counts.failed == 0 and counts.invalid == 0
     (analysis,) = analyses(str(tmp_path / "s.db"), "cap")  # what every command renders
@@ -76,6 +88,16 @@ def test_find_capacity_in_an_experiment_file_searches_each_configuration(tmp_pat
     steps = path.tables[1].rows
     assert [r[0] for r in steps] == [str(i) for i in range(1, len(steps) + 1)]
     assert sum(r[1] == "confirm" for r in steps) == 2  # one confirmation per configuration, the resumed search's own
+
+
+def test_an_invalid_run_to_start_from_still_says_where_the_search_starts(tmp_path):
+    """The closed run every slot busy is only where the search starts: invalid (errors here; an
+    overloaded server's drift on the real machine), its throughput still places the first rate."""
+    counts = run_file(str(_capacity_file(tmp_path)), str(tmp_path / "s.db"), seams=_capacity_machine([], 0.2))
+    assert counts.invalid == 2  # the two closed runs
+    (analysis,) = analyses(str(tmp_path / "s.db"), "cap")
+    found = {config: cap for config, _, cap in analysis.capacities}
+    assert found["puma[rack] t=2"].lo <= 200 < found["puma[rack] t=2"].hi and found["puma[rack] t=2"].confirmed
 
 
 def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes(tmp_path):

@@ -457,7 +457,8 @@ def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Even
                       clock: Callable[[], float] = time.monotonic) -> dict[str, int]:
     """Search every configuration's capacity for every workload (model/search.py), from ``[load]
     rates`` where given, else from 0.9 x the throughput of one closed run with every slot of the
-    configuration busy (its processes x threads clients, at most SATURATION_MOST). Returns the
+    configuration busy (its processes x threads clients, at most SATURATION_MOST; valid or not, as
+    it only places the first rate). Returns the
     runner's counts of the runs ("run", "skipped", "failed", "invalid"); the capacities are read back
     from the stored runs by the analysis."""
     points = {(c.key, w.name): (c, w) for w in exp.workloads for c in exp.servers}
@@ -470,9 +471,13 @@ def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Even
         if start is None:
             level = Level("closed", _saturation(config, len(exp.server_cpus)))
             measurer.measure([Ask(key, level, 1, "capacity: the closed run it starts from")])
-            got = [s.throughput for s in measurer.samples(key, level) if s.valid and s.throughput]
+            samples = measurer.samples(key, level)
+            # only where the search starts, so an invalid run serves too: overloaded with every slot
+            # busy, a server's throughput drifts between the run's halves (as many threads did here)
+            got = [s.throughput for s in samples if s.valid and s.throughput] or [s.throughput for s in samples
+                                                                                  if s.throughput]
             if not got:
-                measurer.say("capacity", f"{name}: no valid run at {level.label} to start from: no capacity searched")
+                measurer.say("capacity", f"{name}: no run at {level.label} answered: no capacity searched")
                 continue
             start = 0.9 * got[0]
         search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
