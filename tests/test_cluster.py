@@ -226,7 +226,7 @@ def test_a_cluster_table_names_a_scheduler_by_ip_and_port(tmp_path):
     c = load_experiment(str(f)).cluster
     assert (c.address, c.server_host) == ("tcp://10.1.2.3:8786", "10.1.2.3")
     f.write_text(base + '[cluster]\naddress = "scheduler:8786"\n')
-    with pytest.raises(ArenaError, match=r'x.toml: cluster.address = "scheduler:8786": a Dask scheduler\'s address'):
+    with pytest.raises(ArenaError, match=r'x.toml:11: cluster.address = "scheduler:8786": a Dask scheduler\'s address'):
         load_experiment(str(f))
     f.write_text('driver = "wrk"\n' + base + '[cluster]\naddress = "tcp://10.1.2.3:8786"\n')
     with pytest.raises(ArenaError, match=r'driver = "wrk": several load hosts'):
