@@ -96,7 +96,11 @@ class SeriesPoint:
 
     def histogram(self) -> Histogram | None:
         """The interval's response times as a Histogram, or None without an encoding."""
-        return None if self.hdr is None else Histogram.of_hdr(Histogram(0, None, None, None, None, {}, self.hdr).decode())
+        if self.hdr is None:
+            return None
+        from hdrh.histogram import HdrHistogram
+
+        return Histogram.of_hdr(HdrHistogram.decode(self.hdr))
 
 
 @dataclass(frozen=True)
