@@ -146,7 +146,7 @@ def say(schema: dict) -> str:
             one, *rest = schema[key]
             if len(rest) == 1 and rest[0].get("type") == "array" and rest[0].get("items") == one:
                 return say(one) + ", or a list of them"  # a value or a grid axis of them
-            return " or ".join(say(s).removeprefix("must be ") for s in schema[key]).join(("must be ", ""))
+            return "must be " + " or ".join(say(s).removeprefix("must be ") for s in schema[key])
     if "enum" in schema or "const" in schema:
         choices = schema.get("enum") or [schema["const"]]
         return "must be " + " or ".join(repr(c) if isinstance(c, str) else json.dumps(c) for c in choices)
