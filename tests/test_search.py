@@ -144,3 +144,20 @@ def test_a_race_moved_up_past_every_capacity_goes_back_and_still_chooses():
                clock=fake.clock)
     assert t.race_level.value < 97.0 < t.race_levels[-1].value and len(t.dropped) < len(cliff)
     assert t.choice is not None and t.capacities[t.choice].lo >= 95.0
+
+
+def test_a_race_that_moves_up_then_ends_for_the_budget_ends_where_it_last_ran():
+    # far within the target at the race's rate: it moves up; the budget then keeps the rest for the
+    # capacity search, so no run is made at the new rate (arena tune once failed here on a ratio of nothing)
+    goal = Goal(p99_ms=200.0, error_pct=1.0)
+    keys = [("puma", 1, t) for t in (4, 5, 6, 7, 8, 9)]
+
+    def truth(key, level):
+        return (20.0, level.value) if level.value <= 300.0 else (float("inf"), 300.0)
+
+    fake = Modelled(truth, noise=0.03, run_s=RUN_S)
+    t = search([Contender(k, str(k), 100.0) for k in keys], goal, None, fake, budget_s=13 * RUN_S, run_s=RUN_S,
+               clock=fake.clock)
+    assert any("the race moves to" in s.text for s in t.steps) and any("race ends here" in s.text for s in t.steps)
+    assert [lv for lv in t.race_levels if not any(fake.samples(k, lv) for k in keys)] == []
+    assert fake.samples(t.finalists[0], t.race_level) and t.choice is not None and fake.made <= 13

@@ -340,6 +340,9 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
         if len(alive) <= finalists or not undecided or reps >= most:
             break
         reps += 1
+    if len(t.race_levels) > 1 and not any(measurer.samples(k, level) for k in alive):
+        t.race_levels.pop()  # moved, then ended before a run there: it ended where it last ran
+        level = t.race_level = t.race_levels[-1]
     alive.sort(key=lambda k: _median_or(measurer.samples(k, level), figure, higher))
     t.survivors = list(alive)
     t.finalists = alive[:finalists]
@@ -520,9 +523,12 @@ def _more(t: Tuning, goal: Goal, measurer: Measurer, run_s: float) -> list[str]:
     level = t.race_level
     figure, higher = figure_of(t.load)
     if level is not None and t.choice is not None:
+        mine = values(measurer.samples(t.choice, level), figure)
         for k in t.tied:
-            c = stats.compare(values(measurer.samples(k, level), figure),
-                              values(measurer.samples(t.choice, level), figure), higher)
+            theirs = values(measurer.samples(k, level), figure)
+            if not theirs or not mine:  # not both measured there: nothing to tell apart by more runs
+                continue
+            c = stats.compare(theirs, mine, higher)
             if c.verdict == stats.UNDECIDED and c.more:
                 out.append(f"telling {names[k]} from {names[t.choice]} apart: about {c.more} more run(s) each "
                            f"(~{2 * c.more * run_s:.0f} s)")
