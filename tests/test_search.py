@@ -161,3 +161,13 @@ def test_a_race_that_moves_up_then_ends_for_the_budget_ends_where_it_last_ran():
     assert any("the race moves to" in s.text for s in t.steps) and any("race ends here" in s.text for s in t.steps)
     assert [lv for lv in t.race_levels if not any(fake.samples(k, lv) for k in keys)] == []
     assert fake.samples(t.finalists[0], t.race_level) and t.choice is not None and fake.made <= 13
+
+
+def test_a_fixed_load_no_contender_runs_validly_at_ends_with_nothing_within_the_goal():
+    goal = Goal(p99_ms=200.0, error_pct=1.0)
+    fake = Modelled(lambda key, level: (float("inf"), 10.0), run_s=RUN_S)  # every run overloaded: invalid
+    keys = [("puma", 1, 4), ("puma", 1, 8)]
+    t = search([Contender(k, str(k), 100.0) for k in keys], goal, Level("closed", 64), fake, budget_s=3600,
+               run_s=RUN_S, clock=fake.clock)
+    assert t.choice is None and t.none_meets and t.best_p99_at is None and not t.dropped
+    assert any(s.text == "no valid run at c=64: the race ends" for s in t.steps) and fake.made == 2 * len(keys)

@@ -327,7 +327,11 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                 t.say("drop", f"{names[k]}: {why}")
         if not alive:
             break
-        leader = t.leader = _leader(alive, got, figure, higher)
+        leader = _leader(alive, got, figure, higher)
+        if not values(got[leader], figure):  # a fixed load no contender ran validly at: none to compare
+            t.say("race", f"no valid run at {level.label}: the race ends")
+            break
+        t.leader = leader
         undecided = False
         for k in [k for k in alive if k != leader]:
             c = stats.compare(values(got[k], figure), values(got[leader], figure), higher, threshold)

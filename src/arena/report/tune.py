@@ -57,6 +57,8 @@ def answer_lines(tuned) -> list[str]:
             key, level = t.best_p99_at
             out.append(f"nothing kept within the goal ({goal}); the best p99 reached: {t.best_p99_ms:.1f} ms, by "
                        f"{names[key]} at {level.label}")
+        elif t.none_meets:
+            out.append(f"nothing kept within the goal ({goal}); not one run was valid")
         else:
             out.append(f"no configuration was chosen ({t.stopped})")
         return out
