@@ -20,13 +20,13 @@ Targets (issue: arena tune): within the tied-best group, within 5% of the best c
 
     .venv/bin/python benches/tune_efficiency.py [--apps 12] [--noise 0.08] [--off 0.1] [--seed 1]
 
-``--real`` instead tunes on this machine with real servers and judges tune's choice by a recorded
-full grid (benches/data/tune-grid-gunicorn-gthread-1cpu.db.gz: gunicorn-gthread, processes 1-4 x
-threads 1-32 on CPU 1, every configuration's capacity by ``[load] find = "capacity"``, the subject
-app's default workload, p99 <= 200 ms; and the best 8 measured again, the A/A case that sets the
-tied group): ``arena tune`` of the same space (``--processes``, ``--threads``), its runs, time and
-choice beside the grid's (about 6 minutes). ``--record`` makes the recording (about 40 minutes;
-it resumes the one there is).
+``--real`` instead tunes on this machine with real servers and judges tune's choice by recorded full
+grids (benches/data/tune-grid-SERVER-1cpu.db.gz, for gunicorn-gthread and Puma: processes 1-4 x threads
+1-32 on CPU 1, every configuration's capacity by ``[load] find = "capacity"``, the subject app's
+default workload, p99 <= 200 ms; and each grid's best 8 measured again, the A/A case that sets the
+tied group): ``arena tune`` of the same space (``--servers``, ``--processes``, ``--threads``), its runs,
+time and choice beside the grids' (about 10 minutes). ``--record SERVER`` makes a server's recording
+(about 40 minutes; it resumes the one there is).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import argparse
 import functools
 import math
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -158,8 +159,20 @@ def simulated_bench(args) -> int:
 
 PROCESSES = (1, 2, 3, 4)
 REAL_THREADS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-RECORDED = ROOT / "benches" / "data" / "tune-grid-gunicorn-gthread-1cpu.db.gz"
-REAL_GRID = f"""name = "tune-bench-grid"
+REAL_SERVERS = ("gunicorn-gthread", "puma")  # the servers a grid is recorded for, each in its own store
+GRID = "tune-bench-grid"
+AGAIN = 8  # the best configurations whose capacity the recording measures a second time (the A/A case)
+
+
+def recorded(server: str) -> Path:
+    return ROOT / "benches" / "data" / f"tune-grid-{server}-1cpu.db.gz"
+
+
+def real_grid(server: str) -> str:
+    """The full grid of ``server`` tune is compared with (its subject app, tune's default workload)."""
+    from arena.servers import catalog
+
+    return f"""name = "{GRID}"
 description = "the full grid tune is compared with: every configuration's capacity, as tune measures it"
 duration = "3s"
 warmup = "1s"
@@ -173,8 +186,8 @@ find = "capacity"
 p99_max = "200ms"
 error_max = "1%"
 [[servers]]
-server = "gunicorn-gthread"
-app = "wsgi"
+server = "{server}"
+app = "{catalog.get_server(server).apps[0]}"
 processes = {list(PROCESSES)}
 threads = {list(REAL_THREADS)}
 [layout]
@@ -183,44 +196,49 @@ load_cpus = "0"
 """
 
 
-AGAIN = 8  # the best configurations whose capacity the recording measures a second time (the A/A case)
+def _plain(label: str) -> str:
+    """A configuration's label without its app: "gunicorn-gthread[wsgi] p=1 t=4" -> "gunicorn-gthread p=1 t=4"."""
+    return re.sub(r"\[[^]]*\]", "", label)
 
 
 def record(args) -> int:
-    """Run the full grid (every configuration's capacity; resuming the recorded one if there is one),
-    then the capacities of its AGAIN best a second time, and keep the store, gzipped, as RECORDED."""
+    """Run the full grid of one server (every configuration's capacity; resuming the recorded one if
+    there is one), then the capacities of its AGAIN best a second time, and keep the store, gzipped."""
     import gzip
     import shutil
 
+    server, path = args.record, recorded(args.record)
     with tempfile.TemporaryDirectory() as tmp:
         exp, db = Path(tmp) / "grid.toml", Path(tmp) / "grid.db"
-        if RECORDED.exists():
-            with gzip.open(RECORDED, "rb") as src, open(db, "wb") as dst:
+        if path.exists():
+            with gzip.open(path, "rb") as src, open(db, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-        exp.write_text(REAL_GRID)
+        text = real_grid(server)
+        exp.write_text(text)
         t0 = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], text=True)
         print(f"full grid: {time.monotonic() - t0:.0f} s, exit {done.returncode}")
         caps = _grid_of(str(db))[0]
         best = sorted((k for k in caps if caps[k][0] is not None), key=lambda k: -caps[k][0])[:AGAIN]
-        again = REAL_GRID.replace('name = "tune-bench-grid"', 'name = "tune-bench-grid-again"').split("[[servers]]")[0]
+        head, entry = text.split("[[servers]]")
+        again = head.replace(f'name = "{GRID}"', f'name = "{GRID}-again"')
         for k in best:
-            p_, t_ = (int(part.split("=")[1]) for part in k.split())
-            again += f'[[servers]]\nserver = "gunicorn-gthread"\napp = "wsgi"\nprocesses = {p_}\nthreads = {t_}\n'
+            p_, t_ = (int(part.split("=")[1]) for part in k.split()[1:])
+            again += "[[servers]]" + entry.split("processes")[0] + f"processes = {p_}\nthreads = {t_}\n"
         exp.write_text(again + '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
         t0 = time.monotonic()
         aa = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], text=True)
         print(f"the best {AGAIN} again: {time.monotonic() - t0:.0f} s, exit {aa.returncode}")
-        RECORDED.parent.mkdir(parents=True, exist_ok=True)
-        with open(db, "rb") as src, gzip.open(RECORDED, "wb") as dst:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(db, "rb") as src, gzip.open(path, "wb") as dst:
             shutil.copyfileobj(src, dst)
-    print(f"recorded: {RECORDED}")
+    print(f"recorded: {path}")
     return 0 if done.returncode in (0, 1) and aa.returncode in (0, 1) else 1
 
 
-def _grid_of(db: str, name: str = "tune-bench-grid") -> tuple[dict[str, tuple[float | None, float | None]], int, float]:
-    """A recorded grid: each configuration's capacity (its lower and upper ends), its runs, and its
-    wall time (from run to run, a pause of the recording, a gap over a minute, left out)."""
+def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, float | None]], int, float]:
+    """A recorded grid: each configuration's capacity (its lower and upper ends) by its plain label,
+    its runs, and its wall time (from run to run, a pause of the recording, a gap over a minute, left out)."""
     from arena.app.analysis import analyses
     from arena.results.store import Store
 
@@ -229,27 +247,32 @@ def _grid_of(db: str, name: str = "tune-bench-grid") -> tuple[dict[str, tuple[fl
         runs = s.runs(name)
     starts = sorted(r.started_at for r in runs)
     wall = sum(min(b - a, 60.0) for a, b in zip(starts, starts[1:])) + 5.0
-    return {label.split("] ", 1)[-1]: (cap.lo, cap.hi) for label, _, cap in a.capacities}, len(runs), wall
+    return {_plain(label): (cap.lo, cap.hi) for label, _, cap in a.capacities}, len(runs), wall
 
 
 def real_bench(args) -> int:
-    """tune of the same space as the recorded grid, on this machine now, judged by the grid."""
+    """tune of the same space as the recorded grids, on this machine now, judged by the grids."""
     import gzip
     import shutil
 
-    from arena.app.analysis import analyses
     from arena.results.store import Store
 
-    if not RECORDED.exists():
-        sys.exit(f"benchmark: {RECORDED} is missing: record it with --record (about 30 minutes)")
+    servers = args.servers.split(",")
+    missing = [str(recorded(s)) for s in servers if not recorded(s).exists()]
+    if missing:
+        sys.exit(f"benchmark: {', '.join(missing)} missing: record with --record SERVER (about 40 minutes each)")
+    caps, again, grid_runs, grid_s = {}, {}, 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        grid_db = Path(tmp) / "grid.db"
-        with gzip.open(RECORDED, "rb") as src, open(grid_db, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        caps, grid_runs, grid_s = _grid_of(str(grid_db))
-        again = _grid_of(str(grid_db), "tune-bench-grid-again")[0]
+        for server in servers:
+            grid_db = Path(tmp) / f"{server}.db"
+            with gzip.open(recorded(server), "rb") as src, open(grid_db, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            c, n, wall = _grid_of(str(grid_db))
+            caps.update(c)
+            again.update(_grid_of(str(grid_db), f"{GRID}-again")[0])
+            grid_runs, grid_s = grid_runs + n, grid_s + wall
         t0 = time.monotonic()
-        tune = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1",
+        tune = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", args.servers, "--cpus", "1",
                                "--p99-max", "200ms", "--processes", ",".join(map(str, PROCESSES)),
                                "--threads", ",".join(map(str, REAL_THREADS)), "--budget", args.budget,
                                "--store", f"{tmp}/tune.db", "--name", "tune-bench"],
@@ -257,19 +280,17 @@ def real_bench(args) -> int:
         tune_s = time.monotonic() - t0
         with Store(f"{tmp}/tune.db") as s:
             tune_runs = len(s.runs("tune-bench"))
-        (ta,) = analyses(f"{tmp}/tune.db", "tune-bench")
-    chosen = next((line.split(": ", 1)[1].split(":", 1)[0] for line in tune.stdout.splitlines()
-                   if line.startswith("chosen: ")), None)
-    choice = chosen.split("] ", 1)[-1] if chosen else None
+    chosen = next((line for line in tune.stdout.splitlines() if line.startswith("chosen: ")), None)
+    choice = _plain(chosen.split(": ", 1)[1].split(":", 1)[0]) if chosen else None
     found = {label: (lo, hi) for label, (lo, hi) in caps.items() if lo is not None}
     best = max(found, key=lambda k: found[k][0])
     best_lo = found[best][0]
-    # the grid's repeatability: how far the best configurations' capacities moved when measured again
-    # (the most of the AGAIN); tied with the best: a capacity within it of the best's
+    # the grids' repeatability: how far the best configurations' capacities moved when measured again
+    # (the most of them); tied with the best: a capacity within it of the best's
     moved = [abs(again[k][0] / found[k][0] - 1) for k in again if again[k][0] and k in found]
     repeat = max(moved)
     tied = sorted(k for k, (lo, _) in found.items() if lo >= best_lo * (1 - repeat))
-    print(f"recorded full grid: {len(caps)} configurations (gunicorn-gthread p={list(PROCESSES)} x "
+    print(f"recorded full grids: {len(caps)} configurations ({', '.join(servers)}: p={list(PROCESSES)} x "
           f"t={list(REAL_THREADS)}, CPU 1), {grid_runs} runs, {grid_s / 60:.0f} min; best {best} at {best_lo:g} req/s")
     print(f"  measured again, the best {len(moved)} moved by {', '.join(f'{m:.1%}' for m in sorted(moved))}: "
           f"tied with the best (within {repeat:.1%} of it): {len(tied)} configurations, {', '.join(tied)}")
@@ -277,16 +298,15 @@ def real_bench(args) -> int:
     print(f"  A/A: measured again, the best is {aa}, {found[aa][0] / best_lo:.1%} of the best in the grid, "
           f"{'in' if aa in tied else 'outside'} the tied group")
     print(f"arena tune (same space, budget {args.budget}): {tune_s:.0f} s, exit {tune.returncode}, {tune_runs} runs "
-          f"= {tune_runs / grid_runs:.0%} of the grid's; chose {choice}")
+          f"= {tune_runs / grid_runs:.0%} of the grids'; chose {choice}")
     if choice is None:
         print(tune.stdout[-2000:] + tune.stderr[-2000:])
         return 1
     lo = found.get(choice, (None, None))[0]
     print(f"  its capacity in the grid: {lo:g} req/s = {lo / best_lo:.1%} of the best; in the tied group: "
           f"{'yes' if choice in tied else 'no'}" if lo else "  its capacity in the grid: none found")
-    print("  tune's own figure for it: " + next((line for line in tune.stdout.splitlines()
-                                                  if line.startswith("chosen: ")), "?").split(": ", 2)[-1])
-    print(f"  time: tune {tune_s / 60:.1f} min against the grid's {grid_s / 60:.0f} min ({tune_s / grid_s:.0%})")
+    print("  tune's own figure for it: " + chosen.split(": ", 2)[-1])
+    print(f"  time: tune {tune_s / 60:.1f} min against the grids' {grid_s / 60:.0f} min ({tune_s / grid_s:.0%})")
     return 0 if tune.returncode == 0 else 1
 
 
@@ -299,7 +319,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--real", action="store_true", help="tune on this machine, judged by the recorded full grid")
     ap.add_argument("--budget", default="10m", help="--real: tune's budget")
-    ap.add_argument("--record", action="store_true", help="run the full grid on this machine and record it")
+    ap.add_argument("--servers", default=",".join(REAL_SERVERS), help="--real: the servers tuned (each recorded)")
+    ap.add_argument("--record", metavar="SERVER", choices=REAL_SERVERS,
+                    help="run the full grid of SERVER on this machine and record it")
     args = ap.parse_args()
     return record(args) if args.record else real_bench(args) if args.real else simulated_bench(args)
 
