@@ -134,6 +134,25 @@ def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes
     assert len(keys) == len(set(keys)) and len(keys) >= 3
 
 
+def test_a_real_tune_at_a_fixed_concurrency_races_on_throughput_and_searches_no_capacity(tmp_path):
+    """--concurrency: the race is at that many clients and compared on throughput within the goal; no
+    rate is searched. 5 ms CPU and 10 ms I/O a request on one CPU: 4 threads overlap the I/O (about
+    190 req/s at 8 clients), one thread per process cannot (about 65 a process), so the choice has 4."""
+    store = tmp_path / "tune.db"
+    got = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1",
+                          "--p99-max", "200ms", "--concurrency", "8", "--processes", "1,2", "--threads", "1,4",
+                          "--budget", "60s", "--duration", "1s", "--store", str(store), "--name", "fixed"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "400"})
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert re.search(r"race of \d+ at c=8, compared on throughput", got.stdout), got.stdout
+    chosen = re.search(r"chosen: gunicorn-gthread\[wsgi\] p=(\d) t=(\d): ([0-9.]+) req/s at c=8", got.stdout)
+    assert chosen and chosen.group(2) == "4", got.stdout
+    assert "capacity" not in got.stdout.split("chosen: ")[1].splitlines()[0]
+    with Store(store) as s:
+        runs = s.runs("fixed")
+    assert {(r.model, r.level) for r in runs} == {("closed", 1.0), ("closed", 8.0)}  # calibration, then the race
+
+
 def test_show_prints_and_validates_the_capacities_of_a_search(tmp_path, capsys):
     """arena show of a capacity search: a line per configuration, and the capacities in --json."""
     # stored runs of one configuration at three open rates: within, within (3 runs), beyond
