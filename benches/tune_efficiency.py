@@ -86,6 +86,14 @@ def truth_of(a: dict, seed: int, off: float):
     return truth
 
 
+def tied_with_best(capacities: dict, repeat: float) -> set:
+    """The grid's tied-best group, of ``capacities`` (key: (lower end, upper end)): those a grid
+    measured again could put first, their lower end within ``repeat`` (how far a capacity moves when
+    measured again) of the best's, or their bracket open at the top."""
+    best = max(lo for lo, _ in capacities.values())
+    return {k for k, (lo, hi) in capacities.items() if lo * (1 + repeat) >= best or hi is None}
+
+
 def one(a: dict, noise: float, seed: int, off: float) -> dict:
     truth = truth_of(a, seed, off)
     goal = Goal(p99_ms=a["target_x"] * (a["cpu_ms"] + a["io_ms"]), error_pct=1.0)
@@ -111,14 +119,13 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
         return full.made, {k: c for k, c in caps.items() if c is not None and c.lo is not None}
 
     grid_runs, found = full_grid(seed)
-    grid_best = max(found.values(), key=lambda c: c.lo)
     # the grid's repeatability: how far a configuration's capacity moves when the grid is run again
     # (90th percentile over the configurations); the tied-best group: the capacities within it of the
     # best, or a bracket open at its top: what a repeated grid could order either way
     _, again = full_grid(seed + 1000)
     moved = sorted(abs(math.log(found[k].lo / again[k].lo)) for k in found if k in again)
     tol = math.exp(moved[int(0.9 * (len(moved) - 1))]) - 1
-    tied_group = {k for k, c in found.items() if c.lo * (1 + tol) >= grid_best.lo or c.hi is None}
+    tied_group = tied_with_best({k: (c.lo, c.hi) for k, c in found.items()}, tol)
     # the A/A case: a third full grid, its choice judged as tune's is
     _, third = full_grid(seed + 2000)
     again_best = max(third.values(), key=lambda c: c.lo).key
@@ -289,7 +296,7 @@ def real_bench(args) -> int:
     # (the most of them); tied with the best: a capacity within it of the best's
     moved = [abs(again[k][0] / found[k][0] - 1) for k in again if again[k][0] and k in found]
     repeat = max(moved)
-    tied = sorted(k for k, (lo, _) in found.items() if lo >= best_lo * (1 - repeat))
+    tied = sorted(tied_with_best(found, repeat))
     print(f"recorded full grids: {len(caps)} configurations ({', '.join(servers)}: p={list(PROCESSES)} x "
           f"t={list(REAL_THREADS)}, CPU 1), {grid_runs} runs, {grid_s / 60:.0f} min; best {best} at {best_lo:g} req/s")
     print(f"  measured again, the best {len(moved)} moved by {', '.join(f'{m:.1%}' for m in sorted(moved))}: "
