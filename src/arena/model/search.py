@@ -344,7 +344,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
         if len(alive) <= finalists or not undecided or reps >= most:
             break
         reps += 1
-    if len(t.race_levels) > 1 and not any(measurer.samples(k, level) for k in alive):
+    if len(t.race_levels) > 1 and not any(measurer.samples(c.key, level) for c in ranked):
         t.race_levels.pop()  # moved, then ended before a run there: it ended where it last ran
         level = t.race_level = t.race_levels[-1]
     alive.sort(key=lambda k: _median_or(measurer.samples(k, level), figure, higher))
