@@ -112,7 +112,7 @@ class Tuning:
     """What the search did and found."""
 
     load: Level | None  # the load given (None: capacity was searched)
-    race_level: Level | None = None  # where the race ended
+    race_level: Level | None = None  # the last rate the race ran at: where it ended
     race_levels: list[Level] = field(default_factory=list)  # every rate the race ran at, in order
     raced: list[Contender] = field(default_factory=list)
     dropped: dict[Key, str] = field(default_factory=dict)  # contender -> why
@@ -271,9 +271,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
           threshold: float, spare: Callable[[int], bool]) -> None:
     ranked = t.raced
     lead = ranked[min(finalists, len(ranked)) - 1]
-    level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))
-    t.race_level = level
-    t.race_levels.append(level)
+    level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))  # t.race_level once run at
     moved = 0  # the race's rate moves one way only: +1 up, -1 down; 2: back from a step up, it stays
     figure, higher = figure_of(load)
     alive = [c.key for c in ranked]
@@ -290,11 +288,13 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
         if not ask(asks):
             break
         first = False
+        t.race_level = level  # the race's rates are those it has runs at: where it ends is where it ran
+        if level not in t.race_levels:
+            t.race_levels.append(level)
         got = {k: measurer.samples(k, level) for k in alive}
         beyond = all(not passes([s], goal) for k in alive for s in got[k])
         if load is None and beyond and moved == 1:  # moved up past every contender: back, and stay there
             above, level = level, t.race_levels[-2]
-            t.race_level = level
             t.say("race", f"every run beyond the goal at {above.label}: the race goes back to {level.label}")
             reps, moved = max(len(measurer.samples(k, level)) for k in alive) + 1, 2
             continue
@@ -303,8 +303,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             if lower < RACE_RATE * lead.predicted * FLOOR:
                 break
             t.say("race", f"every run beyond the goal at {level.label}: the race moves to {lower:g} req/s")
-            level = t.race_level = Level("open", lower)
-            t.race_levels.append(level)
+            level = Level("open", lower)
             reps, moved = FIRST_RUNS, -1
             continue
         t.say("race", f"round at {level.label}: " + "; ".join(
@@ -314,8 +313,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             higher_rate = rounded(level.value * UP)  # every one far within the target: too easy to tell capacity
             t.say("race", f"every p99 below {100 * RACE_LOW:g}% of the target at {level.label}: the race moves to "
                           f"{higher_rate:g} req/s")
-            level = t.race_level = Level("open", higher_rate)
-            t.race_levels.append(level)
+            level = Level("open", higher_rate)
             reps, moved = FIRST_RUNS, 1
             continue
         any_valid = any(s.valid for k in alive for s in got[k])
@@ -344,10 +342,8 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
         if len(alive) <= finalists or not undecided or reps >= most:
             break
         reps += 1
-    if len(t.race_levels) > 1 and not any(measurer.samples(c.key, level) for c in ranked):
-        t.race_levels.pop()  # moved, then ended before a run there: it ended where it last ran
-        level = t.race_level = t.race_levels[-1]
-    alive.sort(key=lambda k: _median_or(measurer.samples(k, level), figure, higher))
+    ran = t.race_level or level
+    alive.sort(key=lambda k: _median_or(measurer.samples(k, ran), figure, higher))
     t.survivors = list(alive)
     t.finalists = alive[:finalists]
     if alive:
