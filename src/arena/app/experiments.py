@@ -20,6 +20,7 @@ from arena.plan.expand import plan
 from arena.plan.shard import Shard
 from arena.plan.experiment import Experiment, Group, load_experiment, workloads_of
 from arena.results.aggregate import Cell, aggregate
+from arena.results.load import decode_hdr
 from arena.model.observe import observations
 from arena.results.runs import Failure, Run
 from arena.results.store import RUN_COLUMNS, Store, read_rescued
@@ -168,7 +169,7 @@ def export_histograms(store_path: str, name: str, fmt: str, per: str = "run") ->
             else:
                 step = r.load.settings.interval_s
                 points = [p for p in r.load.series if p.hdr and p.completed]
-                logged.append((r, [(start + p.t, start + p.t + step, HdrHistogram.decode(p.hdr)) for p in points]))
+                logged.append((r, [(start + p.t, start + p.t + step, decode_hdr(p.hdr)) for p in points]))
         if not any(intervals for _, intervals in logged):
             raise ArenaError(f"experiment {name}: no run has per-second histograms (runs measured before "
                              "arena-load kept each second's histogram); use --per run")

@@ -35,11 +35,7 @@ class Histogram:
 
     def decode(self):
         """The full histogram (hdrh.histogram.HdrHistogram), or None without an encoding."""
-        if not self.hdr:
-            return None
-        from hdrh.histogram import HdrHistogram
-
-        return HdrHistogram.decode(self.hdr)
+        return decode_hdr(self.hdr)
 
     @classmethod
     def of_hdr(cls, h) -> "Histogram":
@@ -82,6 +78,15 @@ class Phase:
     server_timing_dropped: int = 0  # values of names past arena-load's bound on distinct names
 
 
+def decode_hdr(hdr: str | None):
+    """An encoded histogram (HdrHistogram's compressed form) as hdrh's HdrHistogram, or None."""
+    if not hdr:
+        return None
+    from hdrh.histogram import HdrHistogram
+
+    return HdrHistogram.decode(hdr)
+
+
 @dataclass(frozen=True)
 class SeriesPoint:
     t: float
@@ -96,11 +101,8 @@ class SeriesPoint:
 
     def histogram(self) -> Histogram | None:
         """The interval's response times as a Histogram, or None without an encoding."""
-        if self.hdr is None:
-            return None
-        from hdrh.histogram import HdrHistogram
-
-        return Histogram.of_hdr(HdrHistogram.decode(self.hdr))
+        h = decode_hdr(self.hdr)
+        return None if h is None else Histogram.of_hdr(h)
 
 
 @dataclass(frozen=True)
