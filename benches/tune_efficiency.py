@@ -175,11 +175,15 @@ def recorded(server: str) -> Path:
     return ROOT / "benches" / "data" / f"tune-grid-{server}-1cpu.db.gz"
 
 
-def real_grid(server: str) -> str:
-    """The full grid of ``server`` tune is compared with (its subject app, tune's default workload)."""
+def real_grid(server: str, name: str = GRID, points: list[tuple[int, int]] | None = None) -> str:
+    """The full grid of ``server`` tune is compared with (its subject app, tune's default workload);
+    with ``points``, only those processes x threads, one entry each (the A/A case)."""
     from arena.servers import catalog
 
-    return f"""name = "{GRID}"
+    entry = f'[[servers]]\nserver = "{server}"\napp = "{catalog.get_server(server).apps[0]}"\n'
+    servers = (entry + f"processes = {list(PROCESSES)}\nthreads = {list(REAL_THREADS)}\n" if points is None else
+               "".join(entry + f"processes = {p}\nthreads = {t}\n" for p, t in points))
+    return f"""name = "{name}"
 description = "the full grid tune is compared with: every configuration's capacity, as tune measures it"
 duration = "3s"
 warmup = "1s"
@@ -192,15 +196,18 @@ find = "capacity"
 [goal]
 p99_max = "200ms"
 error_max = "1%"
-[[servers]]
-server = "{server}"
-app = "{catalog.get_server(server).apps[0]}"
-processes = {list(PROCESSES)}
-threads = {list(REAL_THREADS)}
-[layout]
+{servers}[layout]
 server_cpus = "1"
 load_cpus = "0"
 """
+
+
+def _gunzip(src: Path, dst: Path) -> None:
+    import gzip
+    import shutil
+
+    with gzip.open(src, "rb") as a, open(dst, "wb") as b:
+        shutil.copyfileobj(a, b)
 
 
 def _plain(label: str) -> str:
@@ -218,21 +225,15 @@ def record(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         exp, db = Path(tmp) / "grid.toml", Path(tmp) / "grid.db"
         if path.exists():
-            with gzip.open(path, "rb") as src, open(db, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        text = real_grid(server)
-        exp.write_text(text)
+            _gunzip(path, db)
+        exp.write_text(real_grid(server))
         t0 = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], text=True)
         print(f"full grid: {time.monotonic() - t0:.0f} s, exit {done.returncode}")
         caps = _grid_of(str(db))[0]
         best = sorted((k for k in caps if caps[k][0] is not None), key=lambda k: -caps[k][0])[:AGAIN]
-        head, entry = text.split("[[servers]]")
-        again = head.replace(f'name = "{GRID}"', f'name = "{GRID}-again"')
-        for k in best:
-            p_, t_ = (int(part.split("=")[1]) for part in k.split()[1:])
-            again += "[[servers]]" + entry.split("processes")[0] + f"processes = {p_}\nthreads = {t_}\n"
-        exp.write_text(again + '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')
+        points = [tuple(int(part.split("=")[1]) for part in k.split()[1:]) for k in best]  # "puma p=1 t=4"
+        exp.write_text(real_grid(server, f"{GRID}-again", points))
         t0 = time.monotonic()
         aa = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], text=True)
         print(f"the best {AGAIN} again: {time.monotonic() - t0:.0f} s, exit {aa.returncode}")
@@ -259,9 +260,6 @@ def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, f
 
 def real_bench(args) -> int:
     """tune of the same space as the recorded grids, on this machine now, judged by the grids."""
-    import gzip
-    import shutil
-
     from arena.results.store import Store
 
     servers = args.servers.split(",")
@@ -272,8 +270,7 @@ def real_bench(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for server in servers:
             grid_db = Path(tmp) / f"{server}.db"
-            with gzip.open(recorded(server), "rb") as src, open(grid_db, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            _gunzip(recorded(server), grid_db)
             c, n, wall = _grid_of(str(grid_db))
             caps.update(c)
             again.update(_grid_of(str(grid_db), f"{GRID}-again")[0])
