@@ -458,9 +458,8 @@ def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Even
     """Search every configuration's capacity for every workload (model/search.py), from ``[load]
     rates`` where given, else from 0.9 x the throughput of one closed run with every slot of the
     configuration busy (its processes x threads clients, at most SATURATION_MOST; valid or not, as
-    it only places the first rate). Returns the
-    runner's counts of the runs ("run", "skipped", "failed", "invalid"); the capacities are read back
-    from the stored runs by the analysis."""
+    it only places the first rate). Returns the runner's counts of the runs ("run", "skipped",
+    "failed", "invalid"); the capacities are read back from the stored runs by the analysis."""
     points = {(c.key, w.name): (c, w) for w in exp.workloads for c in exp.servers}
     measurer = Stored(exp, store_path, seams, on_event, points, on_step)
     run_s = START_S + exp.warmup_s + (exp.duration_s or 0.0)
