@@ -146,6 +146,26 @@ def test_a_race_moved_up_past_every_capacity_goes_back_and_still_chooses():
     assert t.choice is not None and t.capacities[t.choice].lo >= 95.0
 
 
+def test_a_race_whose_step_up_overshoots_races_between_where_p99s_tell_contenders_apart():
+    # p99 flat at 20 ms up to a knee, then up 8 ms per req/s to the goal's 100 ms at the capacity, no
+    # valid run 5 req/s above it: at the race's first rate (72) every p99 is far within the target,
+    # one step up (93.6) every run is invalid; between them (82.1) the contenders' p99s differ
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    cap = {("puma", 1, 4): 88.0, ("puma", 1, 8): 85.0, ("puma", 1, 16): 80.0}
+
+    def truth(key, level):
+        if level.value > cap[key] + 5:
+            return float("inf"), cap[key]
+        return 20.0 + 8.0 * max(0.0, level.value - (cap[key] - 10)), level.value
+
+    fake = Modelled(truth, noise=0.03, run_s=RUN_S)
+    t = search([Contender(k, str(k), 80.0) for k in cap], goal, None, fake, budget_s=3600, run_s=RUN_S,
+               clock=fake.clock)
+    assert [lv.value for lv in t.race_levels] == [72.0, 93.6, 82.1] and t.race_level.value == 82.1
+    assert t.finalists[0] == ("puma", 1, 4) and ("puma", 1, 16) in t.dropped
+    assert t.choice == ("puma", 1, 4) and 84.0 <= t.capacities[t.choice].lo <= 88.0
+
+
 def test_a_race_that_moves_up_then_ends_for_the_budget_ends_where_it_last_ran():
     # far within the target at the race's rate: it moves up; the budget then keeps the rest for the
     # capacity search, so no run is made at the new rate (arena tune once failed here on a ratio of nothing)

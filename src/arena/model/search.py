@@ -1,9 +1,10 @@
 """``arena tune``'s search, pure: it decides which runs to make; a measurer makes them.
 
 Given contenders ranked by the model's prediction, it
-1. **races** them at one load (the given one, or an open rate near the leaders' predicted capacity,
-   moved up by UP while every p99 is below RACE_LOW of the target, or down by DOWN while every run
-   is beyond the goal, one way only: where the contenders' p99s meet the target they tell capacity): every contender gets two runs, then a run more a round for those still in;
+1. **races** them at one load: the given one, or an open rate near the leaders' predicted capacity,
+   bracketed (``race_rate``) where every p99 is below RACE_LOW of the target or every run is beyond
+   the goal, as neither tells the contenders apart: where their p99s meet the target they tell
+   capacity. Every contender gets two runs, then a run more a round for those still in;
    a contender is dropped only when it is *surely* worse than the leader (stats.compare: the
    interval of the ratio excludes 1 by more than the threshold), surely beyond a limit of the goal,
    or has no valid run where others had; the race ends when at most ``finalists`` are left, every
@@ -42,7 +43,8 @@ WITHIN = 0.05  # a bracket this narrow (hi / lo - 1) is capacity found
 FLOOR = 1 / 64  # below this share of the first rate tried, nothing meets the goal
 CONFIRM = 3  # runs at the capacity found
 RACE_RATE = 0.9  # the race's open rate: this share of the finalists' predicted capacity
-RACE_LOW = 0.5  # a race where every p99 is below this share of the target moves up by UP (too easy to tell)
+RACE_LOW = 0.5  # a race where every p99 is below this share of the target moves up (too easy to tell)
+RACE_NARROW = 0.15  # the race's rates too easy and too hard this close (hard / easy - 1): it stays at the easy one
 FIRST_RUNS = 2  # a contender's runs in the race's first round (two: the least that gives an interval)
 SEARCH_RUNS = 9  # runs a capacity search takes, about: a few steps each way, halvings, CONFIRM
 
@@ -195,6 +197,17 @@ def next_rate(history: dict[float, bool], start: float) -> float | None:
     return None if r in history else r  # rounding met a rate tried: as narrow as the rates go
 
 
+def race_rate(easy: float | None, hard: float | None) -> float | None:
+    """The race's next open rate, from the highest rate tried where every p99 was far within the target
+    (``easy``) and the lowest where every run was beyond the goal (``hard``): up by UP or down by DOWN
+    while one end is missing, then the middle in log space (None: the two are within RACE_NARROW)."""
+    if hard is None:
+        return rounded(easy * UP)
+    if easy is None:
+        return rounded(hard * DOWN)
+    return None if hard / easy - 1 <= RACE_NARROW else rounded(math.sqrt(easy * hard))
+
+
 def figure_of(load: Level | None) -> tuple[str, bool]:
     """What the race compares: throughput (higher is better) at a closed load, else p99 (lower)."""
     return ("throughput", True) if load is not None and load.model == "closed" else ("p99_ms", False)
@@ -272,7 +285,12 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
     ranked = t.raced
     lead = ranked[min(finalists, len(ranked)) - 1]
     level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))  # t.race_level once run at
-    moved = 0  # the race's rate moves one way only: +1 up, -1 down; 2: back from a step up, it stays
+    # the race's rate is bracketed (no load given): ``easy`` the highest rate where every p99 was below
+    # RACE_LOW of the target, ``hard`` the lowest where every run was beyond the goal; neither tells the
+    # contenders apart, so the race moves until it runs where it is neither, or the bracket is narrow
+    easy: float | None = None
+    hard: float | None = None
+    settled = load is not None
     figure, higher = figure_of(load)
     alive = [c.key for c in ranked]
     names = {c.key: c.name for c in ranked}
@@ -293,29 +311,29 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             t.race_levels.append(level)
         got = {k: measurer.samples(k, level) for k in alive}
         beyond = all(not passes([s], goal) for k in alive for s in got[k])
-        if load is None and beyond and moved == 1:  # moved up past every contender: back, and stay there
-            above, level = level, t.race_levels[-2]
-            t.say("race", f"every run beyond the goal at {above.label}: the race goes back to {level.label}")
-            reps, moved = max(len(measurer.samples(k, level)) for k in alive) + 1, 2
-            continue
-        if load is None and beyond and moved <= 0:  # the rate is beyond every contender: too hard to tell
-            lower = rounded(level.value * DOWN)
-            if lower < RACE_RATE * lead.predicted * FLOOR:
-                break
-            t.say("race", f"every run beyond the goal at {level.label}: the race moves to {lower:g} req/s")
-            level = Level("open", lower)
-            reps, moved = FIRST_RUNS, -1
-            continue
-        t.say("race", f"round at {level.label}: " + "; ".join(
-            f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
-        medians = [stats.median(values(got[k], "p99_ms")) if values(got[k], "p99_ms") else math.inf for k in alive]
-        if load is None and goal.p99_ms is not None and moved in (0, 1) and max(medians) < RACE_LOW * goal.p99_ms:
-            higher_rate = rounded(level.value * UP)  # every one far within the target: too easy to tell capacity
-            t.say("race", f"every p99 below {100 * RACE_LOW:g}% of the target at {level.label}: the race moves to "
-                          f"{higher_rate:g} req/s")
-            level = Level("open", higher_rate)
-            reps, moved = FIRST_RUNS, 1
-            continue
+        if settled or not beyond:
+            t.say("race", f"round at {level.label}: " + "; ".join(
+                f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
+        if not settled:
+            p99s = [stats.median(values(got[k], "p99_ms")) if values(got[k], "p99_ms") else math.inf for k in alive]
+            if beyond:
+                hard, seen = level.value, "every run beyond the goal"
+            elif goal.p99_ms is not None and max(p99s) < RACE_LOW * goal.p99_ms:
+                easy, seen = level.value, f"every p99 below {100 * RACE_LOW:g}% of the target"
+            else:
+                settled = True  # the contenders' p99s meet the target here: the race stays
+        if not settled:
+            rate = race_rate(easy, hard)
+            if rate is not None and hard is not None and easy is None and rate < RACE_RATE * lead.predicted * FLOOR:
+                break  # beyond the goal down to the floor: nothing to race at
+            if rate is None:  # narrow: the race stays at the easy end (runs within the goal tell more than none)
+                settled, rate = True, easy
+            if rate != level.value:
+                back = Level("open", rate) in t.race_levels
+                t.say("race", f"{seen} at {level.label}: the race {'goes back' if back else 'moves'} to {rate:g} req/s")
+                level = Level("open", rate)
+                reps = max(len(measurer.samples(k, level)) for k in alive) + 1 if back else FIRST_RUNS
+                continue
         any_valid = any(s.valid for k in alive for s in got[k])
         for k in list(alive):
             why = _out_of_goal(got[k], goal, load, any_valid)
