@@ -30,7 +30,7 @@ from arena.model.calibrate import Calibration, calibrate, server_config
 from arena.model.estimate import START_S
 from arena.model.observe import observations
 from arena.model.recommend import grid, slo_capacity
-from arena.model.search import Ask, Contender, Key, Sample, Tuning, sample_of, search
+from arena.model.search import Ask, Contender, Key, Measurer, Sample, Tuning, sample_of, search
 from arena.model.verify import predict
 from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, parse_experiment,
                                    workloads_of)
@@ -450,16 +450,16 @@ def _app_of(exp: Experiment, config: ServerConfig):
 
 
 SATURATION_MOST = 256  # clients of the closed run a capacity search starts from, at most
+FIND_FROM = 0.9  # a capacity search without a rate given starts at this share of that run's throughput
 
 
 def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
                       on_step: Callable[[str], None] = lambda s: None, seams: Seams = Seams(),
                       clock: Callable[[], float] = time.monotonic) -> dict[str, int]:
     """Search every configuration's capacity for every workload (model/search.py), from ``[load]
-    rates`` where given, else from 0.9 x the throughput of one closed run with every slot of the
-    configuration busy (its processes x threads clients, at most SATURATION_MOST; valid or not, as
-    it only places the first rate). Returns the runner's counts of the runs ("run", "skipped",
-    "failed", "invalid"); the capacities are read back from the stored runs by the analysis."""
+    rates`` where given, else from ``saturation_start``. Returns the runner's counts of the runs
+    ("run", "skipped", "failed", "invalid"); the capacities are read back from the stored runs by
+    the analysis."""
     points = {(c.key, w.name): (c, w) for w in exp.workloads for c in exp.servers}
     measurer = Stored(exp, store_path, seams, on_event, points, on_step)
     run_s = START_S + exp.warmup_s + (exp.duration_s or 0.0)
@@ -468,23 +468,27 @@ def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Even
         name = config.name + ("" if len(exp.workloads) == 1 else f" {workload.name}")
         start = exp.find_from
         if start is None:
-            level = Level("closed", _saturation(config, len(exp.server_cpus)))
-            measurer.measure([Ask(key, level, 1, "capacity: the closed run it starts from")])
-            samples = measurer.samples(key, level)
-            # only where the search starts, so an invalid run serves too: overloaded with every slot
-            # busy, a server's throughput drifts between the run's halves (gunicorn-gthread p=2 t=24
-            # and t=32 on one CPU: 31-38%)
-            got = [s.throughput for s in samples if s.valid and s.throughput] or [s.throughput for s in samples
-                                                                                  if s.throughput]
-            if not got:
+            level, start = saturation_start(measurer, key, config.server, config.processes, config.threads,
+                                            len(exp.server_cpus))
+            if start is None:
                 measurer.say("capacity", f"{name}: no run at {level.label} answered: no capacity searched")
                 continue
-            start = 0.9 * got[0]
         search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
                clock=clock, on_step=lambda s: measurer.say(s.stage, s.text))
     return dict(measurer.counts)
 
 
-def _saturation(config: ServerConfig, cores: int) -> int:
-    slots = server_config(config.server, config.processes, config.threads, float(cores)).slots
-    return max(1, min(SATURATION_MOST, slots))
+def saturation_start(measurer: Measurer, key: Key, server: str, processes: int | None, threads: int | None,
+                     cores: int) -> tuple[Level, float | None]:
+    """Where a capacity search with no rate given starts: FIND_FROM x the throughput of one closed run
+    with every slot of the configuration busy (its processes x threads clients, at most
+    SATURATION_MOST), that run's level with it (None: the run answered nothing)."""
+    slots = server_config(server, processes, threads, float(cores)).slots
+    level = Level("closed", max(1, min(SATURATION_MOST, slots)))
+    measurer.measure([Ask(key, level, 1, "capacity: the closed run it starts from")])
+    samples = measurer.samples(key, level)
+    # only where the search starts, so an invalid run serves too: overloaded with every slot busy, a
+    # server's throughput drifts between the run's halves (gunicorn-gthread p=2 t=24 and t=32 on one
+    # CPU: 31-38%)
+    got = [s.throughput for s in samples if s.valid and s.throughput] or [s.throughput for s in samples if s.throughput]
+    return level, FIND_FROM * got[0] if got else None
