@@ -4,8 +4,8 @@ no run."""
 
 from arena.app.model import given_calibration
 from arena.model import simulated
-from arena.model.search import (CONFIRM, WITHIN, Contender, Modelled, Sample, bracket, highest_rate, next_rate, passes,
-                                rounded, search)
+from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, WITHIN, Contender, Modelled, Sample, bracket,
+                                highest_rate, next_rate, passes, rounded, search)
 from arena.plan.experiment import Level
 from arena.results.answer import Goal
 
@@ -181,6 +181,20 @@ def test_a_race_that_moves_up_then_ends_for_the_budget_ends_where_it_last_ran():
     assert any("the race moves to" in s.text for s in t.steps) and any("race ends here" in s.text for s in t.steps)
     assert [lv for lv in t.race_levels if not any(fake.samples(k, lv) for k in keys)] == []
     assert fake.samples(t.finalists[0], t.race_level) and t.choice is not None and fake.made <= 13
+
+
+def test_where_the_model_sees_no_capacity_the_race_goes_no_lower_than_its_floor():
+    # the model predicts no rate within the goal (0 for every contender: a target below the service
+    # time's own p99) and the runs agree at every rate: the race once moved down by 0.7 a step without
+    # end (its floor was a share of the prediction, 0), to 6e-12 req/s and 898 runs in the bench
+    goal = Goal(p99_ms=20.0, error_pct=1.0)
+    keys = [("puma", 1, t) for t in (1, 2, 4)]
+    fake = Modelled(lambda key, level: (40.0, level.value), noise=0.03, run_s=RUN_S)
+    t = search([Contender(k, str(k), 0.0) for k in keys], goal, None, fake, budget_s=1e9, run_s=RUN_S, clock=fake.clock)
+    first = t.race_levels[0].value
+    assert first == 0.9 and min(lv.value for lv in t.race_levels) >= first * FLOOR
+    assert t.choice is None and t.none_meets and t.best_p99_ms is not None
+    assert fake.made <= len(keys) * FIRST_RUNS * len(t.race_levels) and len(t.race_levels) <= 12
 
 
 def test_a_fixed_load_no_contender_runs_validly_at_ends_with_nothing_within_the_goal():

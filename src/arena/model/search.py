@@ -324,8 +324,8 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                 settled = True  # the contenders' p99s meet the target here: the race stays
         if not settled:
             rate = race_rate(easy, hard)
-            if rate is not None and hard is not None and easy is None and rate < RACE_RATE * lead.predicted * FLOOR:
-                break  # beyond the goal down to the floor: nothing to race at
+            if rate is not None and hard is not None and easy is None and rate < t.race_levels[0].value * FLOOR:
+                break  # beyond the goal down to the floor of the first rate: nothing to race at
             if rate is None:  # narrow: the race stays at the easy end (runs within the goal tell more than none)
                 settled, rate = True, easy
             if rate != level.value:
@@ -410,7 +410,7 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
     for level in t.race_levels:
         if level.model == "open" and measurer.samples(key, level):
             history[level.value] = passes(measurer.samples(key, level), goal)
-    start = c.predicted if c.predicted > 0 else (t.race_level.value if t.race_level else 1.0)
+    start = c.predicted if c.predicted > 0 else (t.race_levels[0].value if t.race_levels else 1.0)
     confirming: set[float] = set()
 
     def probe(rate: float, runs: int, why: str) -> bool:
