@@ -118,7 +118,12 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
             caps[c.key] = t.capacities.get(c.key)
         return full.made, {k: c for k, c in caps.items() if c is not None and c.lo is not None}
 
+    tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S)
+    t = search(_race_field(ranked), goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
+    choice = t.choice
     grid_runs, found = full_grid(seed)
+    if not found:  # nothing meets the goal at any rate: the right answer is to say so
+        return {"grid_runs": grid_runs, "tune_runs": tuned.made, "none": True, "tune_none": choice is None and t.none_meets}
     # the grid's repeatability: how far a configuration's capacity moves when the grid is run again
     # (90th percentile over the configurations); the tied-best group: the capacities within it of the
     # best, or a bracket open at its top: what a repeated grid could order either way
@@ -129,10 +134,6 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     # the A/A case: a third full grid, its choice judged as tune's is
     _, third = full_grid(seed + 2000)
     again_best = max(third.values(), key=lambda c: c.lo).key
-
-    tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S)
-    t = search(_race_field(ranked), goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
-    choice = t.choice
     return {"grid_runs": grid_runs, "tune_runs": tuned.made, "in_group": choice in tied_group, "group": len(tied_group),
             "share": true_cap[choice] / best_true if choice else 0.0, "choice": choice,
             "aa_in_group": again_best in tied_group, "tol": tol, "aa_share": true_cap[again_best] / best_true,
@@ -149,9 +150,18 @@ def simulated_bench(args) -> int:
         r = one(a, args.noise, args.seed + i, args.off)
         rows.append(r)
         what = f"cpu {a['cpu_ms']:g} io {a['io_ms']:g} cv2 {a['cv2']:g} cores {a['cores']} p99<{a['target_x']:.1f}x"
-        print(f"{what:<44} {r['grid_runs']:>9} {r['tune_runs']:>9} {r['tune_runs'] / r['grid_runs']:>6.0%} "
-              f"{('yes' if r['in_group'] else 'NO') + ' of ' + str(r['group']):>9} {r['share']:>7.1%} "
+        head = f"{what:<44} {r['grid_runs']:>9} {r['tune_runs']:>9} {r['tune_runs'] / r['grid_runs']:>6.0%} "
+        if r.get("none"):
+            print(head + f"nothing meets the goal at any rate; tune said so: {'yes' if r['tune_none'] else 'NO'}", flush=True)
+            continue
+        print(head + f"{('yes' if r['in_group'] else 'NO') + ' of ' + str(r['group']):>9} {r['share']:>7.1%} "
               f"{r['tol']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} {r['aa_share']:>8.1%}  {r['choice']}", flush=True)
+    none = [r for r in rows if r.get("none")]
+    rows = [r for r in rows if not r.get("none")]
+    if none:
+        share = statistics.median(r["tune_runs"] / r["grid_runs"] for r in none)
+        print(f"\n{len(none)} app(s) where nothing meets the goal at any rate (left out below): tune said so in "
+              f"{sum(r['tune_none'] for r in none)}, with a median {share:.0%} of the grid's runs", flush=True)
     n = len(rows)
     share = statistics.median(r["tune_runs"] / r["grid_runs"] for r in rows)
     print(f"\nover {n} apps: tune's runs are a median {share:.0%} of the grid's (most "
