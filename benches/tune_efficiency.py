@@ -3,7 +3,8 @@
 Each synthetic app (CPU and I/O per request, their variability, 1 or 2 cores, a p99 target) is
 served by the simulator (the truth: model/sim.py, seeded, with run-to-run noise on every p99) under
 Puma and gunicorn-gthread at every processes x threads of a grid. The **full grid** finds every
-configuration's capacity with the same bracketing search; **tune** ranks the grid by the simulator
+configuration's capacity as ``[load] find = "capacity"`` does (one closed run with every slot busy,
+then the same bracketing search from a share of its throughput); **tune** ranks the grid by the simulator
 from a calibration a few percent off (as a real one is; the truth's p99 is also off the simulator's
 by about 10% per configuration), races the best and finds the finalists' capacity (model/search.py,
 app/tune.py's race field). Printed per app and in all: the runs each took (tune's share of the
@@ -47,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.model import given_calibration  # noqa: E402
-from arena.app.tune import _race_field  # noqa: E402
+from arena.app.tune import _race_field, saturation_start  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.search import Contender, Modelled, highest_rate, search  # noqa: E402
@@ -110,12 +111,14 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
                      for k in keys), key=lambda c: -round(c.predicted, 1))
 
     def full_grid(grid_seed: int) -> tuple[int, dict]:
-        """Every configuration's capacity by the same search, as ``[load] find = "capacity"`` does."""
+        """Every configuration's capacity as ``[load] find = "capacity"`` finds it: one closed run with
+        every slot busy, then the bracketing search from a share of its throughput."""
         full = Modelled(truth, noise=noise, seed=grid_seed, run_s=RUN_S)
         caps = {}
-        for c in ranked:
-            t = search([c], goal, None, full, budget_s=math.inf, run_s=RUN_S, clock=full.clock)
-            caps[c.key] = t.capacities.get(c.key)
+        for k in keys:
+            _, start = saturation_start(full, k, *k, a["cores"])
+            t = search([Contender(k, str(k), start)], goal, None, full, budget_s=math.inf, run_s=RUN_S, clock=full.clock)
+            caps[k] = t.capacities.get(k)
         return full.made, {k: c for k, c in caps.items() if c is not None and c.lo is not None}
 
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S)
