@@ -315,16 +315,16 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             t.say("race", f"round at {level.label}: " + "; ".join(
                 f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
         if not settled:
-            p99s = [stats.median(values(got[k], "p99_ms")) if values(got[k], "p99_ms") else math.inf for k in alive]
+            slowest = max(_median_or(got[k], "p99_ms", False) for k in alive)  # median p99 (inf: no valid run)
             if beyond:
                 hard, seen = level.value, "every run beyond the goal"
-            elif goal.p99_ms is not None and max(p99s) < RACE_LOW * goal.p99_ms:
+            elif goal.p99_ms is not None and slowest < RACE_LOW * goal.p99_ms:
                 easy, seen = level.value, f"every p99 below {100 * RACE_LOW:g}% of the target"
             else:
                 settled = True  # the contenders' p99s meet the target here: the race stays
         if not settled:
             rate = race_rate(easy, hard)
-            if rate is not None and hard is not None and easy is None and rate < t.race_levels[0].value * FLOOR:
+            if easy is None and rate < t.race_levels[0].value * FLOOR:
                 break  # beyond the goal down to the floor of the first rate: nothing to race at
             if rate is None:  # narrow: the race stays at the easy end (runs within the goal tell more than none)
                 settled, rate = True, easy
