@@ -5,7 +5,7 @@ no run."""
 from arena.app.model import given_calibration
 from arena.model import simulated
 from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, WITHIN, Contender, Modelled, Sample, bracket,
-                                highest_rate, next_rate, passes, rounded, search)
+                                highest_rate, least_p99, next_rate, passes, rounded, search)
 from arena.plan.experiment import Level
 from arena.results.answer import Goal
 
@@ -195,6 +195,46 @@ def test_where_the_model_sees_no_capacity_the_race_goes_no_lower_than_its_floor(
     assert first == 0.9 and min(lv.value for lv in t.race_levels) >= first * FLOOR
     assert t.choice is None and t.none_meets and t.best_p99_ms is not None
     assert fake.made <= len(keys) * FIRST_RUNS * len(t.race_levels) and len(t.race_levels) <= 12
+
+
+def test_the_least_p99_below_the_rates_tried_is_the_line_through_two_drawn_on_to_rate_0():
+    assert least_p99([(4.0, 18.0), (1.0, 12.0), (2.0, 14.0)]) == 10.0  # 10 + 2 ms a req/s: (1, 12) and (2, 14)
+    # the M/M/1 p99, ln(100) / (mu - rate): convex, so the line keeps below it at rate 0 (46 ms at mu 100)
+    mm1 = [(r, 1000 * 4.605 / (100 - r)) for r in (20.0, 40.0, 80.0)]
+    assert 30.0 < least_p99(mm1) <= 46.05
+    assert least_p99([(1.0, 30.0), (1.5, 40.0)]) == -float("inf")  # no rate twice the lowest: no bound
+    assert least_p99([(1.0, 30.0), (2.0, float("inf"))]) == -float("inf")  # no valid run there: none either
+    assert least_p99([]) == -float("inf")
+
+
+def test_where_the_p99_stays_above_the_target_at_every_rate_the_race_says_so_in_three_rates():
+    # a p99 of 40 ms (its service time's) at every rate against a 20 ms target: two rates down the
+    # race's descent sees it does not fall, and every finalist's capacity search agrees without a run
+    goal = Goal(p99_ms=20.0, error_pct=1.0)
+    keys = [("puma", 1, t) for t in (1, 2, 4)]
+    fake = Modelled(lambda key, level: (40.0 + level.value, level.value), noise=0.03, run_s=RUN_S)
+    t = search([Contender(k, str(k), 0.0) for k in keys], goal, None, fake, budget_s=1e9, run_s=RUN_S, clock=fake.clock)
+    assert [lv.value for lv in t.race_levels] == [0.9, 0.63, 0.441]
+    assert fake.made == len(keys) * FIRST_RUNS * 3 and t.choice is None and t.none_meets
+    assert any("no p99 falls fast enough" in s.text for s in t.steps)
+
+
+def test_a_p99_that_falls_slowly_to_below_the_target_is_followed_down_to_its_capacity():
+    # 15 ms + 20 ms a req/s against 20 ms: beyond at 0.9, 0.63, 0.441 and 0.309 req/s, yet the line
+    # through them reaches 15 ms at rate 0: the search goes on down and finds 0.25 req/s
+    goal = Goal(p99_ms=20.0, error_pct=1.0)
+    fake = Modelled(lambda key, level: (15.0 + 20.0 * level.value, level.value), run_s=RUN_S)
+    t = search([Contender(("puma", 1, 1), "a", 0.0)], goal, None, fake, budget_s=1e9, run_s=RUN_S, clock=fake.clock)
+    cap = t.capacities[("puma", 1, 1)]
+    assert t.choice == ("puma", 1, 1) and 0.25 * (1 - WITHIN) <= cap.lo <= 0.25 < cap.hi
+
+
+def test_a_capacity_search_stops_going_down_where_its_p99_stops_falling():
+    goal = Goal(p99_ms=20.0, error_pct=1.0)  # as [load] find = "capacity" searches one configuration
+    fake = Modelled(lambda key, level: (40.0 + 0.01 * level.value, level.value), run_s=RUN_S)
+    t = search([Contender(("puma", 1, 1), "a", 100.0)], goal, None, fake, budget_s=1e9, run_s=RUN_S, clock=fake.clock)
+    assert sorted(r for r, _, _ in t.capacities[("puma", 1, 1)].probes) == [49.0, 70.0, 100.0]
+    assert t.choice is None and t.none_meets and fake.made == 3
 
 
 def test_a_fixed_load_no_contender_runs_validly_at_ends_with_nothing_within_the_goal():

@@ -19,6 +19,11 @@ Given contenders ranked by the model's prediction, it
    one that takes the least memory; a finalist whose bracket reaches above the choice's is tied;
 3. stops starting runs when the next would overrun the budget, and says what more time would buy.
 
+Going down while every run is beyond the goal (the race, or a capacity search with no rate passed
+yet) ends where the p99s show no lower rate can meet the target (``least_p99``: the p99 curve is
+convex in the rate, so a line through two rates tried bounds it from below at rate 0), else at
+FLOOR of the first rate: nothing meets the goal, and the lowest p99 seen is the best achievable.
+
 A rate passes when the median p99 of its valid runs keeps within the target and their median error
 share within the limit; a rate with no valid run fails (overload is what usually invalidates an
 open-model run: errors, the arrival rate not kept). Every run it asks for is keyed by contender,
@@ -197,6 +202,21 @@ def next_rate(history: dict[float, bool], start: float) -> float | None:
     return None if r in history else r  # rounding met a rate tried: as narrow as the rates go
 
 
+def least_p99(points: Sequence[tuple[float, float]]) -> float:
+    """A lower bound on the p99 at every rate below the lowest of ``points`` ((rate, median p99)):
+    p99 grows with the rate, the faster the nearer saturation (a convex curve), so the line through
+    the lowest point and the next at twice its rate or more, drawn on to rate 0, keeps below the curve
+    there (-inf without such a pair). Where it is beyond the target, no lower rate meets it."""
+    if not points:
+        return -math.inf
+    (r0, p0), *rest = sorted(points)
+    up = [(r, p) for r, p in rest if r >= 2 * r0]
+    if not up or not math.isfinite(up[0][1]) or not math.isfinite(p0):
+        return -math.inf
+    r1, p1 = up[0]
+    return p0 - (p1 - p0) * r0 / (r1 - r0)
+
+
 def race_rate(easy: float | None, hard: float | None) -> float | None:
     """The race's next open rate, from the highest rate tried where every p99 was far within the target
     (``easy``) and the lowest where every run was beyond the goal (``hard``): up by UP or down by DOWN
@@ -326,6 +346,12 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             rate = race_rate(easy, hard)
             if easy is None and rate < t.race_levels[0].value * FLOOR:
                 break  # beyond the goal down to the floor of the first rate: nothing to race at
+            if easy is None and goal.p99_ms is not None:  # going down: where would the p99s meet the target?
+                least = min(least_p99(_p99_points(measurer, k, [lv.value for lv in t.race_levels])) for k in alive)
+                if least > goal.p99_ms:
+                    t.say("race", f"every run beyond the goal down to {level.label}, and no p99 falls fast enough "
+                                  f"for a lower rate to meet it (each stays above {least:.0f} ms): the race ends")
+                    break
             if rate is None:  # narrow: the race stays at the easy end (runs within the goal tell more than none)
                 settled, rate = True, easy
             if rate != level.value:
@@ -404,6 +430,12 @@ def _median_or(samples: Sequence[Sample], figure: str, higher: bool) -> float:
     return -m if higher else m
 
 
+def _p99_points(measurer: Measurer, key: Key, rates: Sequence[float]) -> list[tuple[float, float]]:
+    """(rate, median p99 there; inf: no valid run) of each open rate the contender has runs at."""
+    got = {r: measurer.samples(key, Level("open", r)) for r in rates}
+    return [(r, _median_or(s, "p99_ms", False)) for r, s in got.items() if s]
+
+
 def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Contender) -> bool:
     """Find one finalist's capacity; False where the budget stopped it."""
     history: dict[float, bool] = {}
@@ -427,6 +459,11 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
     while True:
         lo, hi = bracket(history)
         r = None if hi is None and lo is not None and lo >= start / FLOOR else next_rate(history, start)
+        least = least_p99(_p99_points(measurer, key, list(history))) if lo is None and r is not None else -math.inf
+        if goal.p99_ms is not None and least > goal.p99_ms:  # going down, and no lower rate can pass
+            t.say("capacity", f"{c.name}: beyond the goal down to {min(history):g} req/s, and its p99 falls too "
+                              f"slowly for a lower rate to meet it (it stays above {least:.0f} ms)")
+            break
         if r is not None:  # search on
             if not probe(r, 1, "capacity"):
                 break
