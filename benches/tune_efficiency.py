@@ -8,8 +8,8 @@ then the same bracketing search from a share of its throughput); **tune** ranks 
 from a calibration a few percent off (as a real one is; the truth's p99 is also off the simulator's
 by about 10% per configuration), races the best and finds the finalists' capacity (model/search.py,
 app/tune.py's race field). Printed per app and in all: the runs each took (tune's share of the
-grid's), whether tune's choice is in the grid's tied-best group, and its true capacity against the
-best true capacity.
+grid's; tune's with its calibration's, three runs a server), whether tune's choice is in the grid's
+tied-best group, and its true capacity against the best true capacity.
 
 The tied-best group is what the grid cannot order: the capacities within the grid's repeatability
 of its best (how far a configuration's capacity moves when the whole grid is run again with other
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.model import given_calibration  # noqa: E402
-from arena.app.tune import _race_field, saturation_start  # noqa: E402
+from arena.app.tune import _calibration_points, _race_field, saturation_start  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.search import Contender, Modelled, highest_rate, search  # noqa: E402
@@ -124,9 +124,11 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S)
     t = search(_race_field(ranked), goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
     choice = t.choice
+    tune_runs = tuned.made + sum(len(_calibration_points(s, a["cores"])) for s in SERVERS)  # its calibration's too
     grid_runs, found = full_grid(seed)
     if not found:  # nothing meets the goal at any rate: the right answer is to say so
-        return {"grid_runs": grid_runs, "tune_runs": tuned.made, "none": True, "tune_none": choice is None and t.none_meets}
+        return {"grid_runs": grid_runs, "tune_runs": tune_runs, "none": True,
+                "tune_none": choice is None and t.none_meets}
     # the grid's repeatability: how far a configuration's capacity moves when the grid is run again
     # (90th percentile over the configurations); the tied-best group: the capacities within it of the
     # best, or a bracket open at its top: what a repeated grid could order either way
@@ -137,7 +139,7 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     # the A/A case: a third full grid, its choice judged as tune's is
     _, third = full_grid(seed + 2000)
     again_best = max(third.values(), key=lambda c: c.lo).key
-    return {"grid_runs": grid_runs, "tune_runs": tuned.made, "in_group": choice in tied_group, "group": len(tied_group),
+    return {"grid_runs": grid_runs, "tune_runs": tune_runs, "in_group": choice in tied_group, "group": len(tied_group),
             "share": true_cap[choice] / best_true if choice else 0.0, "choice": choice,
             "aa_in_group": again_best in tied_group, "tol": tol, "aa_share": true_cap[again_best] / best_true,
             "best": max(true_cap, key=true_cap.get), "best_true": best_true}
