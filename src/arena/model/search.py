@@ -4,7 +4,8 @@ Given contenders ranked by the model's prediction, it
 1. **races** them at one load: the given one, or an open rate near the leaders' predicted capacity,
    bracketed (``race_rate``) where every p99 is below RACE_LOW of the target or every run is beyond
    the goal, as neither tells the contenders apart: where their p99s meet the target they tell
-   capacity. Every contender gets two runs, then a run more a round for those still in;
+   capacity. Every contender gets one run at a rate the race moves on from; where it stays, two runs,
+   then a run more a round for those still in;
    a contender is dropped only when it is *surely* worse than the leader (stats.compare: the
    interval of the ratio excludes 1 by more than the threshold), surely beyond a limit of the goal,
    or has no valid run where others had; the race ends when at most ``finalists`` are left, every
@@ -317,7 +318,9 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
     names = {c.key: c.name for c in ranked}
     t.say("race", f"race of {len(alive)} at {level.label}, compared on {figure.replace('_ms', '')}: "
                   + ", ".join(names[k] for k in alive))
-    reps, first = FIRST_RUNS, True
+    # where the race only passes through, one run each tells which way it goes; where it stays, a round
+    # is FIRST_RUNS runs each (an interval), then one more a round
+    reps, first = (FIRST_RUNS if settled else 1), True
     while True:
         asks = [Ask(k, level, r, f"tune: race at {level.label}, run {r}") for k in alive
                 for r in range(1, reps + 1) if len(measurer.samples(k, level)) < r]
@@ -332,9 +335,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             t.race_levels.append(level)
         got = {k: measurer.samples(k, level) for k in alive}
         beyond = all(not passes([s], goal) for k in alive for s in got[k])
-        if settled or not beyond:
-            t.say("race", f"round at {level.label}: " + "; ".join(
-                f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
+        rate = level.value
         if not settled:
             slowest = max(_median_or(got[k], "p99_ms", False) for k in alive)  # median p99 (inf: no valid run)
             if beyond:
@@ -355,12 +356,18 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                     break
             if rate is None:  # narrow: the race stays at the easy end (runs within the goal tell more than none)
                 settled, rate = True, easy
-            if rate != level.value:
-                back = Level("open", rate) in t.race_levels
-                t.say("race", f"{seen} at {level.label}: the race {'goes back' if back else 'moves'} to {rate:g} req/s")
-                level = Level("open", rate)
-                reps = max(len(measurer.samples(k, level)) for k in alive) + 1 if back else FIRST_RUNS
-                continue
+        if rate == level.value and reps < FIRST_RUNS:
+            reps = FIRST_RUNS  # the race stays here: a full first round before any comparison
+            continue
+        if settled or not beyond:
+            t.say("race", f"round at {level.label}: " + "; ".join(
+                f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
+        if rate != level.value:
+            back = Level("open", rate) in t.race_levels
+            t.say("race", f"{seen} at {level.label}: the race {'goes back' if back else 'moves'} to {rate:g} req/s")
+            level = Level("open", rate)
+            reps = max(len(measurer.samples(k, level)) for k in alive) + 1 if back else 1
+            continue
         any_valid = any(s.valid for k in alive for s in got[k])
         for k in list(alive):
             why = _out_of_goal(got[k], goal, load, any_valid)
