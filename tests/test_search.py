@@ -186,17 +186,18 @@ def test_a_race_that_moves_up_then_ends_for_the_budget_ends_where_it_last_ran():
 
 
 def test_where_the_model_sees_no_capacity_the_race_goes_no_lower_than_its_floor():
-    # the model predicts no rate within the goal (0 for every contender: a target below the service
-    # time's own p99) and the runs agree at every rate: the race once moved down by 0.7 a step without
-    # end (its floor was a share of the prediction, 0), to 6e-12 req/s and 898 runs in the bench
+    # the model predicts no rate within the goal (0 for every contender) and the runs agree down to
+    # 1/64 of the first rate: the race once moved down by 0.7 a step without end (its floor was a share
+    # of the prediction, 0), to 6e-12 req/s and 898 runs in the bench. Here the p99 falls as a line to
+    # just within the target at rate 0, so the p99s never rule a lower rate out: the floor ends it
     goal = Goal(p99_ms=20.0, error_pct=1.0)
     keys = [("puma", 1, t) for t in (1, 2, 4)]
-    fake = Modelled(lambda key, level: (40.0, level.value), noise=0.03, run_s=RUN_S)
+    fake = Modelled(lambda key, level: (19.99 + 25.0 * level.value, level.value), run_s=RUN_S)
     t = search([Contender(k, str(k), 0.0) for k in keys], goal, None, fake, budget_s=1e9, run_s=RUN_S, clock=fake.clock)
     first = t.race_levels[0].value
     assert first == 0.9 and min(lv.value for lv in t.race_levels) >= first * FLOOR
     assert t.choice is None and t.none_meets and t.best_p99_ms is not None
-    assert fake.made <= len(keys) * FIRST_RUNS * len(t.race_levels) and len(t.race_levels) <= 12
+    assert fake.made == len(keys) * len(t.race_levels) and len(t.race_levels) == 12
 
 
 def test_the_least_p99_below_the_rates_tried_is_the_line_through_two_drawn_on_to_rate_0():
@@ -210,7 +211,7 @@ def test_the_least_p99_below_the_rates_tried_is_the_line_through_two_drawn_on_to
 
 
 def test_where_the_p99_stays_above_the_target_at_every_rate_the_race_says_so_in_three_rates():
-    # a p99 of 40 ms (its service time's) at every rate against a 20 ms target: two rates down the
+    # a p99 of about 40 ms (its service time's) at every rate against a 20 ms target: two rates down the
     # race's descent sees it does not fall, and every finalist's capacity search agrees without a run
     goal = Goal(p99_ms=20.0, error_pct=1.0)
     keys = [("puma", 1, t) for t in (1, 2, 4)]
