@@ -346,11 +346,11 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                 settled = True  # the contenders' p99s meet the target here: the race stays
         if not settled:
             rate = race_rate(easy, hard)
-            if easy is None and rate < t.race_levels[0].value * FLOOR:
-                break  # beyond the goal down to the floor of the first rate: nothing to race at
-            if easy is None and goal.p99_ms is not None:  # going down: where would the p99s meet the target?
-                least = min(least_p99(_p99_points(measurer, k, [lv.value for lv in t.race_levels])) for k in alive)
-                if least > goal.p99_ms:
+            if easy is None:  # going down: it ends at the floor of the first rate, or where no lower rate can pass
+                if rate < t.race_levels[0].value * FLOOR:
+                    break
+                least = _out_of_reach(measurer, alive, [lv.value for lv in t.race_levels], goal)
+                if least is not None:
                     t.say("race", f"every run beyond the goal down to {level.label}, and no p99 falls fast enough "
                                   f"for a lower rate to meet it (each stays above {least:.0f} ms): the race ends")
                     break
@@ -438,10 +438,17 @@ def _median_or(samples: Sequence[Sample], figure: str, higher: bool) -> float:
     return -m if higher else m
 
 
-def _p99_points(measurer: Measurer, key: Key, rates: Sequence[float]) -> list[tuple[float, float]]:
-    """(rate, median p99 there; inf: no valid run) of each open rate the contender has runs at."""
-    got = {r: measurer.samples(key, Level("open", r)) for r in rates}
-    return [(r, _median_or(s, "p99_ms", False)) for r, s in got.items() if s]
+def _out_of_reach(measurer: Measurer, keys: Sequence[Key], rates: Sequence[float], goal: Goal) -> float | None:
+    """Going down with every run beyond the goal: the least p99 any of ``keys`` can have below the open
+    ``rates`` tried (``least_p99`` of each one's median p99s; inf where no run there was valid), where
+    it is beyond the target (None: a lower rate may still meet it)."""
+    if goal.p99_ms is None:
+        return None
+    least = math.inf
+    for k in keys:
+        got = {r: measurer.samples(k, Level("open", r)) for r in rates}
+        least = min(least, least_p99([(r, _median_or(s, "p99_ms", False)) for r, s in got.items() if s]))
+    return least if least > goal.p99_ms else None
 
 
 def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Contender) -> bool:
@@ -467,8 +474,8 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
     while True:
         lo, hi = bracket(history)
         r = None if hi is None and lo is not None and lo >= start / FLOOR else next_rate(history, start)
-        least = least_p99(_p99_points(measurer, key, list(history))) if lo is None and r is not None else -math.inf
-        if goal.p99_ms is not None and least > goal.p99_ms:  # going down, and no lower rate can pass
+        least = _out_of_reach(measurer, [key], list(history), goal) if lo is None and r is not None else None
+        if least is not None:  # going down, and no lower rate can pass
             t.say("capacity", f"{c.name}: beyond the goal down to {min(history):g} req/s, and its p99 falls too "
                               f"slowly for a lower rate to meet it (it stays above {least:.0f} ms)")
             break
