@@ -69,7 +69,9 @@ def app(rng: random.Random) -> dict:
 
 
 def grid(cores: int) -> list[tuple[str, int, int]]:
-    return [(s, p, t) for s in SERVERS for p in range(1, 2 * cores + 1) for t in THREADS]
+    """Processes 1 to 4 (the process counts the real grids are recorded with on one CPU; 2 x cores
+    where that is more) x THREADS, for each server."""
+    return [(s, p, t) for s in SERVERS for p in range(1, max(max(PROCESSES), 2 * cores) + 1) for t in THREADS]
 
 
 def truth_of(a: dict, seed: int, off: float):
