@@ -34,6 +34,7 @@ time and choice beside the grids' (about 10 minutes). ``--record SERVER`` makes 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import math
 import random
@@ -59,6 +60,16 @@ from arena.results.answer import Goal  # noqa: E402
 SERVERS = ("puma", "gunicorn-gthread")
 THREADS = (1, 2, 4, 8, 16)
 RUN_S = 8.0  # a run as tune counts it: start, warm-up, 3 s measured
+# PSS (MiB): base, per process, per thread (Calibration.memory_mib): tune's calibrations of the subject app here
+MEMORY = {"puma": (9.0, 12.6, 0.03), "gunicorn-gthread": (18.0, 9.3, 0.0)}
+
+
+def memory_mib(key: tuple[str, int, int]) -> float:
+    """A configuration's memory, which breaks ties between capacities found as high (as in a real tune)."""
+    base, per_process, per_thread = MEMORY[key[0]]
+    cal = dataclasses.replace(given_calibration(key[0], 1, 1.0, 0.0), memory_base_mib=base,
+                              memory_per_process_mib=per_process, memory_per_thread_mib=per_thread)
+    return cal.memory_mib(key[1], key[2])
 
 
 def app(rng: random.Random) -> dict:
@@ -119,7 +130,7 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     def full_grid(grid_seed: int) -> tuple[int, dict]:
         """Every configuration's capacity as ``[load] find = "capacity"`` finds it: one closed run with
         every slot busy, then the bracketing search from a share of its throughput."""
-        full = Modelled(truth, noise=noise, seed=grid_seed, run_s=RUN_S)
+        full = Modelled(truth, noise=noise, seed=grid_seed, run_s=RUN_S, memory_mib=memory_mib)
         caps = {}
         for k in keys:
             _, start = saturation_start(full, k, *k, a["cores"])
@@ -127,7 +138,7 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
             caps[k] = t.capacities.get(k)
         return full.made, {k: c for k, c in caps.items() if c is not None and c.lo is not None}
 
-    tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S)
+    tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S, memory_mib=memory_mib)
     t = search(_race_field(ranked), goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
     choice = t.choice
     tune_runs = tuned.made + sum(len(_calibration_points(s, a["cores"])) for s in SERVERS)  # its calibration's too
