@@ -64,12 +64,17 @@ RUN_S = 8.0  # a run as tune counts it: start, warm-up, 3 s measured
 MEMORY = {"puma": (9.0, 12.6, 0.03), "gunicorn-gthread": (18.0, 9.3, 0.0)}
 
 
+@functools.cache
+def memory_calibration(server: str):
+    """A calibration with ``server``'s MEMORY figures, built once (its memory_mib is the formula)."""
+    base, per_process, per_thread = MEMORY[server]
+    return dataclasses.replace(given_calibration(server, 1, 1.0, 0.0), memory_base_mib=base,
+                               memory_per_process_mib=per_process, memory_per_thread_mib=per_thread)
+
+
 def memory_mib(key: tuple[str, int, int]) -> float:
     """A configuration's memory, which breaks ties between capacities found as high (as in a real tune)."""
-    base, per_process, per_thread = MEMORY[key[0]]
-    cal = dataclasses.replace(given_calibration(key[0], 1, 1.0, 0.0), memory_base_mib=base,
-                              memory_per_process_mib=per_process, memory_per_thread_mib=per_thread)
-    return cal.memory_mib(key[1], key[2])
+    return memory_calibration(key[0]).memory_mib(key[1], key[2])
 
 
 def app(rng: random.Random) -> dict:
