@@ -9,7 +9,9 @@ from a calibration a few percent off (as a real one is; the truth's p99 is also 
 by about 10% per configuration), races the best and finds the finalists' capacity (model/search.py,
 app/tune.py's race field). Printed per app and in all: the runs each took (tune's share of the
 grid's; tune's with its calibration's, three runs a server), whether tune's choice is in the grid's
-tied-best group, and its true capacity against the best true capacity.
+tied-best group, its true capacity against the best true capacity, and how far the model tune ranks
+with is off the true capacities from one configuration to the next ("model": past each server's median
+error, the sd over the tied group; tune's misses are where it is wide).
 
 The tied-best group is what the grid cannot order: the capacities within the grid's repeatability
 of its best (how far a configuration's capacity moves when the whole grid is run again with other
@@ -27,8 +29,10 @@ grids (benches/data/tune-grid-SERVER-1cpu.db.gz, for gunicorn-gthread and Puma: 
 1-32 on CPU 1, every configuration's capacity by ``[load] find = "capacity"``, the subject app's
 default workload, p99 <= 200 ms; and each grid's best 8 measured again, the A/A case that sets the
 tied group): ``arena tune`` of the same space (``--servers``, ``--processes``, ``--threads``), its runs,
-time and choice beside the grids' (about 10 minutes). ``--record SERVER`` makes a server's recording
-(about 40 minutes; it resumes the one there is).
+time and choice beside the grids', and how far the model (tune's calibration) is off the grids'
+capacities: each server's median error, and past it, how much that error differs among the configurations
+the grids cannot order (about 10 minutes; the synthetic apps print the same figure against their truth).
+``--record SERVER`` makes a server's recording (about 40 minutes; it resumes the one there is).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -106,6 +111,18 @@ def truth_of(a: dict, seed: int, off: float):
     return truth
 
 
+def model_off(predicted: dict, capacity: dict, server_of: Callable, among) -> tuple[dict[str, float], float]:
+    """How far the model's capacities (``predicted``) are off the measured or true ones (``capacity``):
+    each server's median error (a share: -0.05 is 5% low), one factor the race and the capacity search
+    measure past, and the spread (sd of the log) of what is left over the configurations ``among``,
+    which differs from one configuration to the next: where it is wider than the race can cover, the
+    best is not always raced."""
+    err = {k: math.log(predicted[k] / capacity[k]) for k in capacity if predicted.get(k) and capacity[k]}
+    common = {s: statistics.median(e for k, e in err.items() if server_of(k) == s) for s in dict.fromkeys(map(server_of, err))}
+    rest = [err[k] - common[server_of(k)] for k in among if k in err]
+    return {s: math.exp(v) - 1 for s, v in common.items()}, statistics.pstdev(rest) if len(rest) > 1 else 0.0
+
+
 def tied_with_best(capacities: dict, repeat: float, again: dict) -> set:
     """The grid's tied-best group, of ``capacities`` (key: (lower end, upper end)): those a grid
     measured again could put first, their lower end within ``repeat`` (how far a capacity moves when
@@ -162,7 +179,9 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     # the A/A case: a third full grid, its choice judged as tune's is
     _, third = full_grid(seed + 2000)
     again_best = max(third.values(), key=lambda c: c.lo).key
+    spread = model_off({c.key: c.predicted for c in ranked}, true_cap, lambda k: k[0], tied_group)[1]
     return {"grid_runs": grid_runs, "tune_runs": tune_runs, "in_group": choice in tied_group, "group": len(tied_group),
+            "model_spread": spread,
             "share": true_cap[choice] / best_true if choice else 0.0, "choice": choice,
             "aa_in_group": again_best in tied_group, "tol": tol, "aa_share": true_cap[again_best] / best_true,
             "best": max(true_cap, key=true_cap.get), "best_true": best_true}
@@ -172,7 +191,7 @@ def simulated_bench(args) -> int:
     rng = random.Random(args.seed)
     rows = []
     print(f"{'app':<44} {'grid runs':>9} {'tune runs':>9} {'share':>6} {'in tied':>9} {'of best':>7} "
-          f"{'repeat':>6} {'A/A tied':>8} {'A/A best':>8}  tune's choice")
+          f"{'repeat':>6} {'model':>6} {'A/A tied':>8} {'A/A best':>8}  tune's choice")
     for i in range(args.apps):
         a = app(rng)
         r = one(a, args.noise, args.seed + i, args.off)
@@ -183,7 +202,7 @@ def simulated_bench(args) -> int:
             print(head + f"nothing meets the goal at any rate; tune said so: {'yes' if r['tune_none'] else 'NO'}", flush=True)
             continue
         print(head + f"{('yes' if r['in_group'] else 'NO') + ' of ' + str(r['group']):>9} {r['share']:>7.1%} "
-              f"{r['tol']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} {r['aa_share']:>8.1%}  {r['choice']}", flush=True)
+              f"{r['tol']:>6.1%} {r['model_spread']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} {r['aa_share']:>8.1%}  {r['choice']}", flush=True)
     none = [r for r in rows if r.get("none")]
     rows = [r for r in rows if not r.get("none")]
     if none:
@@ -196,6 +215,9 @@ def simulated_bench(args) -> int:
           f"{max(r['tune_runs'] / r['grid_runs'] for r in rows):.0%}); its choice is in the grid's tied-best group in "
           f"{sum(r['in_group'] for r in rows)}/{n}, within 5% of the best true capacity in "
           f"{sum(r['share'] >= 0.95 for r in rows)}/{n} (worst {min(r['share'] for r in rows):.1%})")
+    spreads = [r["model_spread"] for r in rows]
+    print(f"the model's capacities, past each server's median error, are off the true ones by a median "
+          f"{statistics.median(spreads):.1%} (sd over an app's tied group; most {max(spreads):.1%})")
     print(f"A/A: another full grid (other noise) chose within the first grid's tied-best group in "
           f"{sum(r['aa_in_group'] for r in rows)}/{n}, within 5% of the best true capacity in "
           f"{sum(r['aa_share'] >= 0.95 for r in rows)}/{n} (worst {min(r['aa_share'] for r in rows):.1%})")
@@ -206,7 +228,9 @@ PROCESSES = (1, 2, 3, 4)
 REAL_THREADS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 REAL_SERVERS = ("gunicorn-gthread", "puma")  # the servers a grid is recorded for, each in its own store
 GRID = "tune-bench-grid"
+TUNE = "tune-bench"  # the experiment arena tune stores its runs as
 AGAIN = 8  # the best configurations whose capacity the recording measures a second time (the A/A case)
+REAL_P99_MS = 200  # the target the grids are recorded with and tune is given
 
 
 def recorded(server: str) -> Path:
@@ -232,7 +256,7 @@ path = "/work?cpu_ms=5&io_ms=10"
 [load]
 find = "capacity"
 [goal]
-p99_max = "200ms"
+p99_max = "{REAL_P99_MS}ms"
 error_max = "1%"
 {servers}[layout]
 server_cpus = "1"
@@ -270,7 +294,7 @@ def record(args) -> int:
         print(f"full grid: {time.monotonic() - t0:.0f} s, exit {done.returncode}")
         caps = _grid_of(str(db))[0]
         best = sorted((k for k in caps if caps[k][0] is not None), key=lambda k: -caps[k][0])[:AGAIN]
-        points = [tuple(int(part.split("=")[1]) for part in k.split()[1:]) for k in best]  # "puma p=1 t=4"
+        points = [_point(k)[1:] for k in best]
         exp.write_text(real_grid(server, f"{GRID}-again", points))
         t0 = time.monotonic()
         aa = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], text=True)
@@ -280,6 +304,26 @@ def record(args) -> int:
             shutil.copyfileobj(src, dst)
     print(f"recorded: {path}")
     return 0 if done.returncode in (0, 1) and aa.returncode in (0, 1) else 1
+
+
+def _point(label: str) -> tuple[str, int, int]:
+    """A plain label's server, processes and threads: "puma p=1 t=4" -> ("puma", 1, 4)."""
+    server, *parts = label.split()
+    p, t = (int(part.split("=")[1]) for part in parts)
+    return server, p, t
+
+
+def predicted_capacities(tune_db: str, labels: list[str]) -> dict[str, float]:
+    """The model's capacity within the target (req/s) of each configuration of ``labels``, from the
+    calibration ``arena tune`` made (its runs at one client in ``tune_db``), as tune predicts it."""
+    from arena.app.tune import calibration_observations
+    from arena.model.calibrate import calibrate
+    from arena.results.store import Store
+
+    with Store(tune_db) as s:
+        obs = calibration_observations(s.runs(TUNE), s.definition(TUNE))
+    cals = {server: calibrate(obs, server) for server in {_point(k)[0] for k in labels}}
+    return {k: slo_capacity(cals[server], p, t, REAL_P99_MS, sim=True) for k in labels for server, p, t in [_point(k)]}
 
 
 def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, float | None]], int, float]:
@@ -315,13 +359,18 @@ def real_bench(args) -> int:
             grid_runs, grid_s = grid_runs + n, grid_s + wall
         t0 = time.monotonic()
         tune = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", args.servers, "--cpus", "1",
-                               "--p99-max", "200ms", "--processes", ",".join(map(str, PROCESSES)),
+                               "--p99-max", f"{REAL_P99_MS}ms", "--processes", ",".join(map(str, PROCESSES)),
                                "--threads", ",".join(map(str, REAL_THREADS)), "--budget", args.budget,
-                               "--store", f"{tmp}/tune.db", "--name", "tune-bench"],
+                               "--store", f"{tmp}/tune.db", "--name", TUNE],
                               capture_output=True, text=True)
         tune_s = time.monotonic() - t0
         with Store(f"{tmp}/tune.db") as s:
-            tune_runs = len(s.runs("tune-bench"))
+            tune_runs = len(s.runs(TUNE))
+        try:
+            predicted = predicted_capacities(f"{tmp}/tune.db", list(caps))
+        except ValueError as e:  # tune's calibration runs failed: no model to judge
+            predicted = {}
+            print(f"the model: tune's calibration: {e}")
     chosen = next((line for line in tune.stdout.splitlines() if line.startswith("chosen: ")), None)
     choice = _plain(chosen.split(": ", 1)[1].split(":", 1)[0]) if chosen else None
     found = {label: (lo, hi) for label, (lo, hi) in caps.items() if lo is not None}
@@ -342,6 +391,12 @@ def real_bench(args) -> int:
           f"{'in' if aa in tied else 'outside'} the tied group")
     print(f"arena tune (same space, budget {args.budget}): {tune_s:.0f} s, exit {tune.returncode}, {tune_runs} runs "
           f"= {tune_runs / grid_runs:.0%} of the grids'; chose {choice}")
+    if predicted:
+        common, spread = model_off(predicted, {k: lo for k, (lo, _) in found.items()}, lambda k: _point(k)[0], tied)
+        print("  the model (tune's calibration) against the grids: its capacities "
+              + ", ".join(f"{v:+.1%} for {s}" for s, v in common.items())
+              + f" (median); past that, over the {len(tied)} tied configurations it is off by "
+              f"{spread:.1%} (sd; the grids' repeatability: {repeat:.1%})")
     if choice is None:
         print(tune.stdout[-2000:] + tune.stderr[-2000:])
         return 1

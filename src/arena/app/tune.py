@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 from arena.app.experiments import open_store
 from arena.errors import ArenaError, NotMeasured
-from arena.model.calibrate import Calibration, calibrate, server_config
+from arena.model.calibrate import Calibration, Observation, calibrate, server_config
 from arena.model.estimate import START_S
 from arena.model.observe import observations
 from arena.model.recommend import grid, slo_capacity
@@ -332,10 +332,16 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
                  clock() - start, len(asks))
 
 
+def calibration_observations(runs: Sequence[Run], definition: dict) -> list[Observation]:
+    """What tune calibrates the model from: its runs at one client (CALIBRATION), as observations,
+    of the experiment with ``definition`` (a tune's stored one, say)."""
+    return observations([r for r in runs if r.model == CALIBRATION.model and r.level == CALIBRATION.value],
+                        workloads_of(definition))
+
+
 def _calibrate(exp: Experiment, measurer: Stored, servers: list[str], left: dict[str, str],
                on_step: Callable[[str], None]) -> dict[str, Calibration]:
-    runs = [r for r in measurer.runs() if r.model == CALIBRATION.model and r.level == CALIBRATION.value]
-    obs = observations(runs, workloads_of(exp.source))
+    obs = calibration_observations(measurer.runs(), exp.source)
     out = {}
     for s in servers:
         try:
