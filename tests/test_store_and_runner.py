@@ -19,7 +19,7 @@ from arena.results import store as store_mod
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.drivers.spec import LoadSpec
-from arena.results.validity import throughput_drift, validity_flags
+from arena.results.validity import flag_kind, throughput_drift, validity_flags
 from arena.results.store import SCHEMA_VERSION, Store
 from tests.conftest import require_server
 
@@ -146,6 +146,19 @@ def test_validity_rules():
     assert flags(result(), server_died=True) == ["the server died during the run"]
     assert flags(result(), processes_lost=(1, 3)) == ["1 of the server's 3 processes exited during the run "
                                                       "(a worker died or was replaced)"]
+
+
+def test_each_flag_names_its_own_cause():
+    made = [flags(result(), slowdown=0.5, speed_threshold=0.3), flags(result(), others_share=0.28),
+            flags(result(saturated=True)), flags(result(completed=980, errors=20)),
+            flags(result(completed=66), requests=200), flags(result(series=(100,) * 5 + (50,) * 5)),
+            flags(result(), server_died=True), flags(result(), processes_lost=(1, 3))]
+    assert [flag_kind(f) for (f,) in made] == [
+        "a slower machine", "a neighbour shared the CPUs", "generator saturated", "errors", "the time limit",
+        "throughput drifted", "the server died", "a server process exited"]
+    # a neighbour's flag speaks of "other processes": it is not a server process that exited
+    assert flag_kind("other processes took 10% of the run's CPUs during it") == "a neighbour shared the CPUs"
+    assert flag_kind("an older store's wording") == "an older store's wording"
 
 
 def test_drift_uses_whole_intervals_only():

@@ -25,6 +25,7 @@ from arena import stats
 from arena.cpus import cpu_list
 from arena.results.aggregate import FIGURES, MiB, Cell, Figure, workloads
 from arena.results.runs import Failure
+from arena.results.validity import flag_kind
 
 
 @dataclass(frozen=True)
@@ -219,14 +220,6 @@ class Answer:
         return made + tuple(v for v in self.twins if pair(v) not in done)
 
 
-def _reason(flag: str) -> str:
-    """A validity flag without its run's figures: "errors 2.0% of requests ..." -> "errors"."""
-    for key in ("generator saturated", "errors", "throughput drifted", "no answer", "the server died", "processes"):
-        if key in flag:
-            return {"processes": "a server process exited"}.get(key, key)
-    return flag
-
-
 def answer(cells: list[Cell], workload: str, goal: Goal = Goal(), failures: Sequence[Failure] = ()) -> Answer:
     """The answer for one workload (counting the runs of it that could not be made, ``failures``)."""
     mine = [c for c in cells if c.workload == workload]
@@ -238,7 +231,7 @@ def answer(cells: list[Cell], workload: str, goal: Goal = Goal(), failures: Sequ
     per_server: dict[str, Cell] = {}
     for c in placed:
         per_server.setdefault(c.server, c)
-    left = Counter(_reason(r.flags[0]) for c in mine for r in c.runs if not r.valid and r.flags)
+    left = Counter(flag_kind(r.flags[0]) for c in mine for r in c.runs if not r.valid and r.flags)
     excluded: Counter = Counter()
     within = {c.config for c in placed}
     for config in dict.fromkeys(c.config for c in mine):

@@ -68,6 +68,24 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     return flags
 
 
+# Each flag's cause in a few words, for counting runs by cause (the answer's "Left out" line): a
+# text each flag of validity_flags holds, with the cause it names, in the order the flags are made
+# (a flag names its first match: the errors an answerless run counts are not the "errors" flag's)
+KINDS = (("no answer at all", "no answer"), ("no request succeeded", "no request succeeded"),
+         ("generator saturated", "generator saturated"), ("load host ", "a load host's problem"),
+         ("could not open every connection", "connections not opened"), ("the server died", "the server died"),
+         ("processes exited during the run", "a server process exited"), ("errors ", "errors"),
+         ("requests due were never sent", "requests never sent"), ("before the time limit", "the time limit"),
+         ("stalled:", "a stall"), ("throughput drifted", "throughput drifted"),
+         ("other processes took", "a neighbour shared the CPUs"), ("the machine ran", "a slower machine"))
+
+
+def flag_kind(flag: str) -> str:
+    """A validity flag's cause without its run's figures (KINDS): "errors 2.0% of requests ..." ->
+    "errors"; a flag of no known kind (a store's older wording) is its own."""
+    return next((kind for text, kind in KINDS if text in flag), flag)
+
+
 # Due requests never sent (the run's window ended with them waiting for a connection) have no
 # latency, and they are the ones that waited longest: beyond 1% of those due, even the p99 of the
 # rest may miss the worst of them.
