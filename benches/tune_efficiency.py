@@ -9,9 +9,10 @@ from a calibration a few percent off (as a real one is; the truth's p99 is also 
 by about 10% per configuration), races the best and finds the finalists' capacity (model/search.py,
 app/tune.py's race field). Printed per app and in all: the runs each took (tune's share of the
 grid's; tune's with its calibration's, three runs a server), whether tune's choice is in the grid's
-tied-best group, its true capacity against the best true capacity, and how far the model tune ranks
-with is off the true capacities from one configuration to the next ("model": past each server's median
-error, the sd over the tied group; tune's misses are where it is wide).
+tied-best group, its true capacity against the best true capacity, the best true capacity among the
+configurations raced ("raced": below 95%, the model ranked none within 5% of the best among them), and
+how far the model tune ranks with is off the true capacities from one configuration to the next
+("model": past each server's median error, the sd over the tied group; tune's misses are where it is wide).
 
 The tied-best group is what the grid cannot order: the capacities within the grid's repeatability
 of its best (how far a configuration's capacity moves when the whole grid is run again with other
@@ -55,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.model import given_calibration  # noqa: E402
-from arena.app.tune import _calibration_points, _race_field, saturation_start  # noqa: E402
+from arena.app.tune import RACE, _calibration_points, _race_field, saturation_start  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.search import Contender, Modelled, highest_rate, search  # noqa: E402
@@ -161,7 +162,8 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
         return full.made, {k: c for k, c in caps.items() if c is not None and c.lo is not None}
 
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S, memory_mib=memory_mib)
-    t = search(_race_field(ranked), goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
+    field = _race_field(ranked)
+    t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
     choice = t.choice
     tune_runs = tuned.made + sum(len(_calibration_points(s, a["cores"])) for s in SERVERS)  # its calibration's too
     grid_runs, found = full_grid(seed)
@@ -181,7 +183,7 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     again_best = max(third.values(), key=lambda c: c.lo).key
     spread = model_off({c.key: c.predicted for c in ranked}, true_cap, lambda k: k[0], tied_group)[1]
     return {"grid_runs": grid_runs, "tune_runs": tune_runs, "in_group": choice in tied_group, "group": len(tied_group),
-            "model_spread": spread,
+            "model_spread": spread, "raced": max(true_cap[c.key] for c in field) / best_true,
             "share": true_cap[choice] / best_true if choice else 0.0, "choice": choice,
             "aa_in_group": again_best in tied_group, "tol": tol, "aa_share": true_cap[again_best] / best_true,
             "best": max(true_cap, key=true_cap.get), "best_true": best_true}
@@ -191,7 +193,7 @@ def simulated_bench(args) -> int:
     rng = random.Random(args.seed)
     rows = []
     print(f"{'app':<44} {'grid runs':>9} {'tune runs':>9} {'share':>6} {'in tied':>9} {'of best':>7} "
-          f"{'repeat':>6} {'model':>6} {'A/A tied':>8} {'A/A best':>8}  tune's choice")
+          f"{'raced':>6} {'repeat':>6} {'model':>6} {'A/A tied':>8} {'A/A best':>8}  tune's choice")
     for i in range(args.apps):
         a = app(rng)
         r = one(a, args.noise, args.seed + i, args.off)
@@ -202,7 +204,7 @@ def simulated_bench(args) -> int:
             print(head + f"nothing meets the goal at any rate; tune said so: {'yes' if r['tune_none'] else 'NO'}", flush=True)
             continue
         print(head + f"{('yes' if r['in_group'] else 'NO') + ' of ' + str(r['group']):>9} {r['share']:>7.1%} "
-              f"{r['tol']:>6.1%} {r['model_spread']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} {r['aa_share']:>8.1%}  {r['choice']}", flush=True)
+              f"{r['raced']:>6.1%} {r['tol']:>6.1%} {r['model_spread']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} {r['aa_share']:>8.1%}  {r['choice']}", flush=True)
     none = [r for r in rows if r.get("none")]
     rows = [r for r in rows if not r.get("none")]
     if none:
@@ -215,6 +217,10 @@ def simulated_bench(args) -> int:
           f"{max(r['tune_runs'] / r['grid_runs'] for r in rows):.0%}); its choice is in the grid's tied-best group in "
           f"{sum(r['in_group'] for r in rows)}/{n}, within 5% of the best true capacity in "
           f"{sum(r['share'] >= 0.95 for r in rows)}/{n} (worst {min(r['share'] for r in rows):.1%})")
+    raced = [r for r in rows if r["raced"] >= 0.95]
+    print(f"the {RACE} raced held a configuration within 5% of the best true capacity in {len(raced)}/{n}; tune's "
+          f"choice was within 5% in {sum(r['share'] >= 0.95 for r in raced)} of those, in "
+          f"{sum(r['share'] >= 0.95 for r in rows if r not in raced)} of the other {n - len(raced)}")
     spreads = [r["model_spread"] for r in rows]
     print(f"the model's capacities, past each server's median error, are off the true ones by a median "
           f"{statistics.median(spreads):.1%} (sd over an app's tied group; most {max(spreads):.1%})")
