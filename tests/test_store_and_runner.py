@@ -156,6 +156,10 @@ def test_each_flag_names_its_own_cause():
     assert [flag_kind(f) for (f,) in made] == [
         "a slower machine", "a neighbour shared the CPUs", "generator saturated", "errors", "the time limit",
         "throughput drifted", "the server died", "a server process exited"]
+    # the first flag of runs that answered nothing right, or stalled: each its own cause, not "errors"
+    assert [flag_kind(flags(r)[0]) for r in (result(completed=0, errors=0), result(completed=0, errors=50),
+                                              result(series=(100, 100, 100, 100, 0, 100, 100, 100, 100, 100)))] == [
+        "no answer", "no request succeeded", "a stall"]
     # a neighbour's flag speaks of "other processes": it is not a server process that exited
     assert flag_kind("other processes took 10% of the run's CPUs during it") == "a neighbour shared the CPUs"
     assert flag_kind("an older store's wording") == "an older store's wording"
