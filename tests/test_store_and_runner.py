@@ -1,6 +1,7 @@
 """The store (schema versions, migrations, refusals) and the runner (validity rules; a short real
 sweep that is interrupted and resumed)."""
 
+import dataclasses
 import json
 import math
 import os
@@ -160,6 +161,13 @@ def test_each_flag_names_its_own_cause():
     assert [flag_kind(flags(r)[0]) for r in (result(completed=0, errors=0), result(completed=0, errors=50),
                                               result(series=(100, 100, 100, 100, 0, 100, 100, 100, 100, 100)))] == [
         "no answer", "no request succeeded", "a stall"]
+    # a load host's problem, connections never opened, requests due never sent: each its own cause
+    r = result()
+    assert [flag_kind(flags(x)[0]) for x in (
+        dataclasses.replace(r, hosts=[{"name": "h2", "problem": "its clock is 40 ms off"}]),
+        dataclasses.replace(r, open_failure="opened 60 of 64"),
+        dataclasses.replace(r, measured=dataclasses.replace(r.measured, sent=900, unsent=100)))] == [
+        "a load host's problem", "connections not opened", "requests never sent"]
     # a neighbour's flag speaks of "other processes": it is not a server process that exited
     assert flag_kind("other processes took 10% of the run's CPUs during it") == "a neighbour shared the CPUs"
     assert flag_kind("an older store's wording") == "an older store's wording"
