@@ -257,26 +257,35 @@ def simulated_bench(args) -> int:
 CONVERGED = 64000  # requests a rate of the converged truth: its capacities within about 3% from seed to seed
 
 
+def converged_one(a: dict, seed: int) -> dict | None:
+    """Against the simulator converged (the true calibration, nothing off): the best true capacity
+    among the configurations tune races, as a share of the best, and where the model ranks the first
+    configuration of the best capacity (None: nothing meets the goal at any rate)."""
+    goal = goal_of(a)
+    true_cap = true_capacities(a, truth_of(a, seed, 0.0, CONVERGED), goal)
+    best = max(true_cap, key=true_cap.get)
+    if not true_cap[best]:
+        return None
+    ranked = model_ranking(a, seed, goal)
+    return {"share": max(true_cap[c.key] for c in _race_field(ranked)) / true_cap[best], "best": best,
+            "place": next(j for j, c in enumerate(ranked) if true_cap[c.key] == true_cap[best]) + 1}
+
+
 def converged_bench(args) -> int:
-    """Whether the model's ranking holds the best: against the simulator converged (the true
-    calibration, nothing off), the best true capacity among the configurations tune races."""
+    """Whether the model's ranking holds the best: against the simulator converged, the best true
+    capacity among the configurations tune races."""
     rng = random.Random(args.seed)
-    shares, firsts = [], 0
+    shares = []
     print(f"{'app':<44} {'raced':>6} {'best ranked':>11}  a configuration of the best capacity")
     for i in range(args.apps):
         a = app(rng)
-        goal = goal_of(a)
-        true_cap = true_capacities(a, truth_of(a, args.seed + i, 0.0, CONVERGED), goal)
-        best = max(true_cap, key=true_cap.get)
-        if not true_cap[best]:
+        r = converged_one(a, args.seed + i)
+        if r is None:
             print(f"{describe(a):<44} nothing meets the goal at any rate", flush=True)
             continue
-        ranked = model_ranking(a, args.seed + i, goal)
-        share = max(true_cap[c.key] for c in _race_field(ranked)) / true_cap[best]
-        place = next(j for j, c in enumerate(ranked) if true_cap[c.key] == true_cap[best]) + 1  # the first of the best
-        shares.append(share)
-        firsts += share == 1.0
-        print(f"{describe(a):<44} {share:>6.1%} {place:>11}  {best}", flush=True)
+        shares.append(r["share"])
+        print(f"{describe(a):<44} {r['share']:>6.1%} {r['place']:>11}  {r['best']}", flush=True)
+    firsts = sum(s == 1.0 for s in shares)
     within = sum(s >= 0.95 for s in shares)
     print(f"\nover {len(shares)} apps, against the simulator converged ({CONVERGED} requests a rate): the {RACE} "
           f"raced held a configuration of the best true capacity in {firsts}, one within 5% of it in {within} "
