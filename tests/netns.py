@@ -7,8 +7,10 @@ ended by its pid; close() removes it all."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -51,6 +53,9 @@ class Namespaces:
         self.host_ip = f"{self.net}.1"
         self.procs: list[subprocess.Popen] = []
         self.server_worker: subprocess.Popen | None = None
+        # each process's log, a file: a pipe nobody reads fills (64 KiB of Dask's log lines) and then
+        # blocks the scheduler mid-write, and every client of it with it
+        self.logs = Path(tempfile.mkdtemp(prefix="arena-netns-"))
 
     def create(self) -> None:
         _ip("link", "add", self.bridge, "type", "bridge")
@@ -71,8 +76,9 @@ class Namespaces:
         CPU 1, as on hosts of their own; None: every CPU, as the server host's worker, which pins its
         servers itself)."""
         prefix = (["ip", "netns", "exec", ns] if ns else []) + (["taskset", "-c", cpus] if cpus else [])
-        p = subprocess.Popen(prefix + argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             start_new_session=True)
+        with open(self.logs / f"{len(self.procs)}-{Path(argv[0]).name}.log", "wb") as log:
+            p = subprocess.Popen(prefix + argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                 start_new_session=True)
         self.procs.append(p)
         return p
 
@@ -82,6 +88,7 @@ class Namespaces:
         for ns in [*self.names, self.server_ns]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=10)
+        shutil.rmtree(self.logs, ignore_errors=True)
 
 
     def cluster(self) -> tuple[str, list[subprocess.Popen]]:
