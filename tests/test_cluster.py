@@ -103,6 +103,32 @@ def _arena_loads_under(pids: list[int]) -> list[psutil.Process]:
     return found
 
 
+class _Unanswered:
+    """A client whose every query of the scheduler goes unanswered (a stalled connection)."""
+
+    def __init__(self):
+        self.timeouts = []
+        self.scheduler = type("Rpc", (), {"identity": staticmethod(lambda **kw: None)})()
+
+    def sync(self, func, *args, callback_timeout=None, **kwargs):
+        self.timeouts.append(callback_timeout)
+        raise TimeoutError
+
+
+def test_a_scheduler_that_never_answers_ends_the_run_at_its_deadline(monkeypatch):
+    from arena.drivers import cluster as c
+
+    monkeypatch.setattr(c, "POLL_S", 0.01)
+    client, host = _Unanswered(), c.Host("tcp://10.0.0.2:4000", "load1", "10.0.0.2", True)
+    running = type("Future", (), {"status": "pending"})()
+    lost = c._watch(client, [running], [host], deadline=time.time() + 0.1)
+    assert lost == f"load1: no result {c.SLACK_S:.0f} s past the run's end"
+    # each query was bounded, none waited for an answer that never comes; nothing more is asked
+    # through a scheduler that does not answer (the client has no run(): asking would fail here)
+    assert not c._stop_all(client, [host], "r1")
+    assert client.timeouts and set(client.timeouts) == {c.SCHEDULER_TIMEOUT_S}
+
+
 @pytest.fixture(scope="module")
 def cluster():
     if os.geteuid() != 0 or not shutil.which("ip"):

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from arena.drivers.cluster import SERVER_RESOURCE, connect, server_host
+from arena.drivers.cluster import SERVER_RESOURCE, connect, server_host, unanswered
 from arena.errors import ArenaError
 from arena.plan.shard import Shard
 from arena.runner import Event
@@ -41,7 +41,10 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
     host = future = None
     run_id = uuid.uuid4().hex[:12]
     try:
-        host = server_host(client, address)
+        try:
+            host = server_host(client, address)
+        except TimeoutError:
+            raise ArenaError(unanswered(address)) from None
         store = Path(store_path)
         copy = store.read_bytes() if store.exists() else b""
         events = Queue(f"arena-events-{run_id}", client=client)

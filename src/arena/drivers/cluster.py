@@ -47,6 +47,9 @@ LATE_MS = 50.0  # a host that starts later than this after its planned start inv
 CONNECT_TIMEOUT_S = 10.0
 SLACK_S = 15.0  # past the run's longest possible end, a host that has not answered is lost
 POLL_S = 0.2  # how often the coordinator looks for a lost host while the run goes
+# a query of the scheduler unanswered this long is asked again (a stalled connection): without it, a
+# query whose answer never came held a run, and the experiment, forever
+SCHEDULER_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,14 @@ def connect(address: str):
 
 
 def _workers(client) -> dict[str, dict]:
-    return client.scheduler_info(n_workers=-1)["workers"]
+    """The cluster's workers as the scheduler knows them (TimeoutError: no answer within
+    SCHEDULER_TIMEOUT_S)."""
+    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=SCHEDULER_TIMEOUT_S)["workers"]
+
+
+def unanswered(address: str) -> str:
+    """What a query of the scheduler that went unanswered (TimeoutError from _workers) is said as."""
+    return f"--cluster {address}: the scheduler did not answer within {SCHEDULER_TIMEOUT_S:g} s"
 
 
 def _host(address: str, w: dict, marked: bool) -> Host:
@@ -207,10 +217,14 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
     """``spec`` over the cluster's load hosts, merged into one result (``hosts``: each one's figures)."""
     client = connect(address)
     try:
-        found = hosts(client)
+        try:
+            found = hosts(client)
+            ips = cluster_ips(client)
+        except TimeoutError:
+            raise DriverFailed(unanswered(address)) from None
         if not found:
             raise ArenaError(f"--cluster {address}: the scheduler has no worker")
-        check_target(spec.url, cluster_ips(client))
+        check_target(spec.url, ips)
         found = offsets(client, found)
         parts = shares(spec, len(found))
         run_id = uuid.uuid4().hex[:12]
@@ -227,8 +241,8 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
             _stop_all(client, found, run_id)
             raise
         if lost:
-            _stop_all(client, found, run_id)
-            client.cancel(futures)
+            if _stop_all(client, found, run_id):
+                client.cancel(futures)
             raise DriverFailed(f"load host {lost}: the run is invalid; the other hosts' arena-load were stopped")
         results = [from_dict(f.result()) for f in futures]
     finally:
@@ -254,9 +268,12 @@ def _watch(client, futures, found: list[Host], deadline: float) -> str:
                 return f"{h.name} ({h.ip}): its task was cancelled"
         if all(f.status == "finished" for f in futures):
             return ""
-        present = _workers(client)
+        try:
+            present = _workers(client)
+        except TimeoutError:  # no answer this time: asked again at the next look, the deadline still holds
+            present = None
         for f, h in zip(futures, found):
-            if f.status == "pending" and h.address not in present:
+            if present is not None and f.status == "pending" and h.address not in present:
                 return f"{h.name} ({h.ip}) was lost mid-run (its worker left the cluster)"
         if time.time() > deadline:
             late = [h.name for f, h in zip(futures, found) if f.status != "finished"]
@@ -271,14 +288,20 @@ def _reason(future) -> str:
     return str(e) or type(e).__name__
 
 
-def _stop_all(client, found: list[Host], run_id: str) -> None:
-    """Stop the run's arena-load on every host still in the cluster (a lost one's ends by itself)."""
-    present = _workers(client)
+def _stop_all(client, found: list[Host], run_id: str) -> bool:
+    """Stop the run's arena-load on every host still in the cluster (a lost one's ends by itself);
+    False where the scheduler does not answer: nothing is asked through it then (a request would
+    wait on it too), and each host's arena-load ends at its run's end by itself."""
+    try:
+        present = _workers(client)
+    except TimeoutError:
+        return False
     for h in [h for h in found if h.address in present]:
         try:
             client.run(_host_stop, run_id, workers=[h.address], on_error="ignore")
         except Exception:  # gone meanwhile: its arena-load ends at its run's end by itself
             pass
+    return True
 
 
 def _figures(h: Host, r: LoadResult, planned: float, part: LoadSpec) -> dict[str, Any]:
