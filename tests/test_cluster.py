@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -337,8 +338,14 @@ def test_ctrl_c_keeps_the_runs_the_server_host_made_and_leaves_nothing_there(clu
     arena = subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(store)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen, deadline = "", time.monotonic() + 120
-    while "r=40 #1" not in seen and time.monotonic() < deadline and arena.poll() is None:
-        seen += arena.stdout.readline()  # the first run's line: it was made, and came back
+    # a line that never comes holds readline() past the deadline: an arena still there then is killed
+    watchdog = threading.Timer(150, arena.kill)
+    watchdog.start()
+    try:
+        while "r=40 #1" not in seen and time.monotonic() < deadline and arena.poll() is None:
+            seen += arena.stdout.readline()  # the first run's line: it was made, and came back
+    finally:
+        watchdog.cancel()
     assert "r=40 #1" in seen, seen
     arena.send_signal(signal.SIGINT)
     out, err = arena.communicate(timeout=120)
