@@ -22,7 +22,7 @@ import pytest
 from arena.drivers.cluster import LATE_MS, check_target, shares, stagger_s
 from arena.drivers.external import histogram
 from arena.drivers.spec import LoadSpec
-from arena.errors import ArenaError
+from arena.errors import ArenaError, DriverFailed
 from arena.results.combine import combine, histograms
 from arena.results.load import LoadResult, Phase, SeriesPoint
 from arena.results.validity import validity_flags
@@ -115,6 +115,9 @@ class _Unanswered:
         self.timeouts.append(callback_timeout)
         raise TimeoutError
 
+    def close(self):
+        pass
+
 
 def test_a_scheduler_that_never_answers_ends_the_run_at_its_deadline(monkeypatch):
     from arena.drivers import cluster as c
@@ -128,6 +131,27 @@ def test_a_scheduler_that_never_answers_ends_the_run_at_its_deadline(monkeypatch
     # through a scheduler that does not answer (the client has no run(): asking would fail here)
     assert not c._stop_all(client, [host], "r1")
     assert client.timeouts and set(client.timeouts) == {c.SCHEDULER_TIMEOUT_S}
+    # a run whose first query goes unanswered fails, naming the scheduler, after one query
+    monkeypatch.setattr(c, "connect", lambda address: client)
+    client.timeouts.clear()
+    with pytest.raises(DriverFailed, match=r"^--cluster tcp://10.0.0.1:8786: the scheduler did not answer within 10 s$"):
+        c.run(LoadSpec(url="http://10.0.0.1:8080/"), "tcp://10.0.0.1:8786")
+    assert client.timeouts == [c.SCHEDULER_TIMEOUT_S]
+
+
+def test_the_load_hosts_and_where_load_may_go_come_from_one_list_of_workers():
+    from arena.drivers.cluster import cluster_ips, hosts
+
+    workers = {"tcp://10.0.0.20:1": {"name": "server", "host": "10.0.0.20", "resources": {"arena-server": 1}},
+               "tcp://10.0.0.12:1": {"name": "load2", "host": "10.0.0.12", "resources": {"arena-load": 1}},
+               "tcp://10.0.0.11:1": {"name": "load1", "host": "10.0.0.11", "resources": {"arena-load": 1}},
+               "tcp://10.0.0.13:1": {"name": "other", "host": "10.0.0.13", "resources": {}}}
+    # the marked load hosts, by name; the server's host and an unmarked worker are not load hosts
+    assert [(h.name, h.ip, h.marked) for h in hosts(workers)] == [("load1", "10.0.0.11", True), ("load2", "10.0.0.12", True)]
+    # none marked: every worker but the server's
+    plain = {a: {**w, "resources": {}} if w["name"] != "server" else w for a, w in workers.items()}
+    assert [h.name for h in hosts(plain)] == ["load1", "load2", "other"] and not hosts(plain)[0].marked
+    assert cluster_ips("tcp://10.0.0.1:8786", workers) == {"10.0.0.1", "10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.20"}
 
 
 @pytest.fixture(scope="module")

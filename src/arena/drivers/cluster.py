@@ -47,8 +47,9 @@ LATE_MS = 50.0  # a host that starts later than this after its planned start inv
 CONNECT_TIMEOUT_S = 10.0
 SLACK_S = 15.0  # past the run's longest possible end, a host that has not answered is lost
 POLL_S = 0.2  # how often the coordinator looks for a lost host while the run goes
-# a query of the scheduler unanswered this long is asked again (a stalled connection): without it, a
-# query whose answer never came held a run, and the experiment, forever
+# a query of the scheduler unanswered this long ends (a stalled connection): a run's first query then
+# fails it, a query while it goes is asked again at the next look; unbounded, one answer that never
+# came held a run, and the experiment, forever
 SCHEDULER_TIMEOUT_S = 10.0
 
 
@@ -174,10 +175,10 @@ def _host(address: str, w: dict, marked: bool) -> Host:
     return Host(address, str(w.get("name", address)), w.get("host") or urlsplit(address).hostname or "", marked)
 
 
-def hosts(client) -> list[Host]:
-    """The load hosts, in a stable order (by name): the workers offering RESOURCE, else every worker
-    but the server's."""
-    workers = {a: w for a, w in _workers(client).items() if not w.get("resources", {}).get(SERVER_RESOURCE)}
+def hosts(cluster: dict[str, dict]) -> list[Host]:
+    """The load hosts among the ``cluster``'s workers (_workers), in a stable order (by name): the
+    workers offering RESOURCE, else every worker but the server's."""
+    workers = {a: w for a, w in cluster.items() if not w.get("resources", {}).get(SERVER_RESOURCE)}
     marked = {a: w for a, w in workers.items() if w.get("resources", {}).get(RESOURCE)}
     return [_host(a, w, bool(marked))
             for a, w in sorted((marked or workers).items(), key=lambda aw: (str(aw[1].get("name", aw[0])), aw[0]))]
@@ -192,10 +193,10 @@ def server_host(client, address: str) -> Host:
     return _host(*found[0], True)
 
 
-def cluster_ips(client) -> set[str]:
-    """The addresses of the cluster's hosts: the scheduler's and every worker's (where load may go)."""
-    ips = {urlsplit(client.scheduler.address).hostname or ""}
-    return ips | {_host(a, w, False).ip for a, w in _workers(client).items()}
+def cluster_ips(scheduler: str, cluster: dict[str, dict]) -> set[str]:
+    """The addresses of the cluster's hosts (where load may go): the ``scheduler``'s (its address)
+    and every worker's of ``cluster`` (_workers)."""
+    return {urlsplit(scheduler).hostname or ""} | {_host(a, w, False).ip for a, w in cluster.items()}
 
 
 def offsets(client, found: list[Host]) -> list[Host]:
@@ -218,13 +219,13 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
     client = connect(address)
     try:
         try:
-            found = hosts(client)
-            ips = cluster_ips(client)
+            workers = _workers(client)  # once: the load hosts and where load may go
         except TimeoutError:
             raise DriverFailed(unanswered(address)) from None
+        found = hosts(workers)
         if not found:
             raise ArenaError(f"--cluster {address}: the scheduler has no worker")
-        check_target(spec.url, ips)
+        check_target(spec.url, cluster_ips(client.scheduler.address, workers))
         found = offsets(client, found)
         parts = shares(spec, len(found))
         run_id = uuid.uuid4().hex[:12]
@@ -241,9 +242,12 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
             _stop_all(client, found, run_id)
             raise
         if lost:
-            if _stop_all(client, found, run_id):
+            stopped = _stop_all(client, found, run_id)
+            if stopped:
                 client.cancel(futures)
-            raise DriverFailed(f"load host {lost}: the run is invalid; the other hosts' arena-load were stopped")
+            raise DriverFailed(f"load host {lost}: the run is invalid; " + (
+                "the other hosts' arena-load were stopped" if stopped else
+                "the scheduler does not answer: each host's arena-load ends at its run's end"))
         results = [from_dict(f.result()) for f in futures]
     finally:
         client.close()
