@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.model import given_calibration  # noqa: E402
-from arena.app.tune import RACE, _calibration_points, _race_field, saturation_start  # noqa: E402
+from arena.app.tune import RACE, _calibration_points, _race_field, ranked, saturation_start  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.search import Contender, Modelled, highest_rate, search  # noqa: E402
@@ -162,8 +162,13 @@ def model_ranking(a: dict, seed: int, goal: Goal) -> list[Contender]:
     rng = random.Random(seed)
     off = {s: given_calibration(s, a["cores"], a["cpu_ms"] * rng.uniform(0.95, 1.05), a["io_ms"] * rng.uniform(0.9, 1.1),
                                 cpu_cv2=a["cv2"]) for s in SERVERS}
-    return sorted((Contender(k, f"{k[0]} p={k[1]} t={k[2]}", slo_capacity(off[k[0]], k[1], k[2], goal.p99_ms, sim=True))
-                   for k in grid(a["cores"])), key=lambda c: -round(c.predicted, 1))
+    return ranked([Contender(k, f"{k[0]} p={k[1]} t={k[2]}", slo_capacity(off[k[0]], k[1], k[2], goal.p99_ms, sim=True))
+                   for k in grid(a["cores"])])
+
+
+def best_raced(true_cap: dict, field: list[Contender]) -> float:
+    """The best true capacity among the configurations raced, as a share of the best of all."""
+    return max(true_cap[c.key] for c in field) / max(true_cap.values())
 
 
 def one(a: dict, noise: float, seed: int, off: float) -> dict:
@@ -172,7 +177,7 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     keys = grid(a["cores"])
     true_cap = true_capacities(a, truth, goal)
     best_true = max(true_cap.values())
-    ranked = model_ranking(a, seed, goal)
+    ranking = model_ranking(a, seed, goal)
 
     def full_grid(grid_seed: int) -> tuple[int, dict]:
         """Every configuration's capacity as ``[load] find = "capacity"`` finds it: one closed run with
@@ -186,7 +191,7 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
         return full.made, {k: c for k, c in caps.items() if c is not None and c.lo is not None}
 
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S, memory_mib=memory_mib)
-    field = _race_field(ranked)
+    field = _race_field(ranking)
     t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
     choice = t.choice
     tune_runs = tuned.made + sum(len(_calibration_points(s, a["cores"])) for s in SERVERS)  # its calibration's too
@@ -205,9 +210,9 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
     # the A/A case: a third full grid, its choice judged as tune's is
     _, third = full_grid(seed + 2000)
     again_best = max(third.values(), key=lambda c: c.lo).key
-    spread = model_off({c.key: c.predicted for c in ranked}, true_cap, lambda k: k[0], tied_group)[1]
+    spread = model_off({c.key: c.predicted for c in ranking}, true_cap, lambda k: k[0], tied_group)[1]
     return {"grid_runs": grid_runs, "tune_runs": tune_runs, "in_group": choice in tied_group, "group": len(tied_group),
-            "model_spread": spread, "raced": max(true_cap[c.key] for c in field) / best_true,
+            "model_spread": spread, "raced": best_raced(true_cap, field),
             "share": true_cap[choice] / best_true if choice else 0.0, "choice": choice,
             "aa_in_group": again_best in tied_group, "tol": tol, "aa_share": true_cap[again_best] / best_true,
             "best": max(true_cap, key=true_cap.get), "best_true": best_true}
@@ -266,9 +271,9 @@ def converged_one(a: dict, seed: int) -> dict | None:
     best = max(true_cap, key=true_cap.get)
     if not true_cap[best]:
         return None
-    ranked = model_ranking(a, seed, goal)
-    return {"share": max(true_cap[c.key] for c in _race_field(ranked)) / true_cap[best], "best": best,
-            "place": next(j for j, c in enumerate(ranked) if true_cap[c.key] == true_cap[best]) + 1}
+    ranking = model_ranking(a, seed, goal)
+    return {"share": best_raced(true_cap, _race_field(ranking)), "best": best,
+            "place": next(j for j, c in enumerate(ranking) if true_cap[c.key] == true_cap[best]) + 1}
 
 
 def converged_bench(args) -> int:
