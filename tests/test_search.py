@@ -40,6 +40,24 @@ def test_the_bracket_grows_until_a_rate_fails_then_halves_in_log_space():
     assert next_rate({1.0: False}, 64) is None  # below 1/64 of the start: nothing meets the goal
 
 
+def test_the_highest_rate_within_a_target_is_found_by_halving_unless_the_highest_reachable_keeps_within():
+    tried = []
+
+    def p99_at(knee):  # a p99 that leaves 100 ms at rate ``knee``
+        def p99(rate):
+            tried.append(rate)
+            return 50.0 if rate < knee else 500.0
+        return p99
+
+    assert highest_rate(p99_at(37.0), 100.0, 100.0, steps=4) == 31.25  # 0 50 25 37.5 31.25 (1/16 of 100)
+    assert tried == [93.75, 0.1, 50.0, 25.0, 37.5, 31.25]  # the highest reachable, the floor, four halvings
+    tried.clear()
+    assert highest_rate(p99_at(95.0), 100.0, 100.0, steps=4) == 93.75  # what four halvings that all pass reach
+    assert tried == [93.75]
+    tried.clear()
+    assert highest_rate(p99_at(0.05), 100.0, 100.0, steps=4) == 0.0 and tried == [93.75, 0.1]
+
+
 def test_a_rate_passes_on_its_valid_runs_medians():
     goal = Goal(p99_ms=100, error_pct=1.0)
     ok = Sample(True, 10.0, 90.0, 0.0, None)

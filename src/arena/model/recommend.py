@@ -124,7 +124,7 @@ def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate
     return out
 
 
-SLO_SIM_REQUESTS = 4000  # per simulated rate of a capacity search: about 10 ms each here
+SLO_SIM_REQUESTS = 4000  # per simulated rate of a capacity search: about 35 ms each here
 
 
 def slo_capacity(cal: Calibration, processes: int, threads: int | None, p99_max_ms: float,
