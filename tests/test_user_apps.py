@@ -383,7 +383,9 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
     with Store(store_path) as store:
         assert run_experiment(exp, store)["run"] == 2 and store.failures("fails") == []
     (found,) = analyses(str(store_path), "fails")
-    assert "No run was left out: every run was valid." in answer_lines(found.answers[0], False)
+    # (a run of theirs may still be invalid, as any run on a noisy machine: left out as such, not as not run)
+    assert found.answers[0].failed == {}
+    assert not any(line.startswith("Left out (not run)") for line in answer_lines(found.answers[0], False))
 
 
 def test_the_exception_a_log_ends_in_is_read_as_one_line():
