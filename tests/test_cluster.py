@@ -115,8 +115,9 @@ class _Unanswered:
         self.timeouts.append(callback_timeout)
         raise TimeoutError
 
-    def close(self):
-        pass
+    def close(self, timeout=None):
+        self.timeouts.append(timeout)
+        raise TimeoutError
 
 
 def test_a_scheduler_that_never_answers_ends_the_run_at_its_deadline(monkeypatch):
@@ -131,12 +132,65 @@ def test_a_scheduler_that_never_answers_ends_the_run_at_its_deadline(monkeypatch
     # through a scheduler that does not answer (the client has no run(): asking would fail here)
     assert not c._stop_all(client, [host], "r1")
     assert client.timeouts and set(client.timeouts) == {c.SCHEDULER_TIMEOUT_S}
-    # a run whose first query goes unanswered fails, naming the scheduler, after one query
+    # a run whose first query goes unanswered fails, naming the scheduler, after one query; the
+    # client's close waits no longer than a query
     monkeypatch.setattr(c, "connect", lambda address: client)
     client.timeouts.clear()
     with pytest.raises(DriverFailed, match=r"^--cluster tcp://10.0.0.1:8786: the scheduler did not answer within 10 s$"):
         c.run(LoadSpec(url="http://10.0.0.1:8080/"), "tcp://10.0.0.1:8786")
-    assert client.timeouts == [c.SCHEDULER_TIMEOUT_S]
+    assert client.timeouts == [c.SCHEDULER_TIMEOUT_S, c.SCHEDULER_TIMEOUT_S]
+
+
+def test_the_clock_offsets_queries_of_the_scheduler_are_bounded(monkeypatch):
+    from arena.drivers import cluster as c
+
+    asked = []
+
+    class Stalled:  # a client whose scheduler takes each query and never answers it
+        def run(self, *args, callback_timeout=None, **kwargs):
+            asked.append(callback_timeout)
+            raise TimeoutError
+
+    host = c.Host("tcp://10.0.0.2:4000", "load1", "10.0.0.2", True)
+    with pytest.raises(TimeoutError):
+        c.offsets(Stalled(), [host])
+    assert asked == [c.SCHEDULER_TIMEOUT_S]
+
+
+@pytest.mark.integration
+def test_a_stopped_scheduler_is_said_within_the_connection_bound_not_waited_for(tmp_path):
+    """A scheduler that takes a connection but never answers (stopped here): a client's own start
+    waited for it for minutes."""
+    import socket
+
+    from arena.http_client import free_port
+    from netns import VENV
+
+    port = free_port("127.0.0.1")
+    with open(tmp_path / "scheduler.log", "wb") as log:
+        scheduler = subprocess.Popen([str(VENV / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                      "--no-dashboard"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=log, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # listening: the kernel takes its connections from now on, whatever it does
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and scheduler.poll() is None, (tmp_path / "scheduler.log").read_text()
+                time.sleep(0.2)
+        scheduler.send_signal(signal.SIGSTOP)
+        began = time.monotonic()
+        r = _arena("load", "http://127.0.0.1:9/", "--rate", "10", "--duration", "1s", "--cluster",
+                   f"tcp://127.0.0.1:{port}", timeout=90)
+        took = time.monotonic() - began
+        assert r.returncode != 0
+        assert f"--cluster tcp://127.0.0.1:{port}: the scheduler did not answer within 10 s" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and took < 45  # the 10 s bound and the start of python and Dask
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+        end(scheduler)
 
 
 def test_the_load_hosts_and_where_load_may_go_come_from_one_list_of_workers():

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from arena.drivers.cluster import SERVER_RESOURCE, connect, server_host, unanswered
+from arena.drivers.cluster import SCHEDULER_TIMEOUT_S, SERVER_RESOURCE, close, connect, server_host, unanswered
 from arena.errors import ArenaError
 from arena.plan.shard import Shard
 from arena.runner import Event
@@ -62,22 +62,29 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
         while events.qsize():
             on_event(events.get(timeout=POLL_S))
         if future.status == "error":
-            e = future.exception()
+            try:
+                e = future.exception(timeout=SCHEDULER_TIMEOUT_S)
+            except TimeoutError:
+                raise ArenaError(unanswered(address)) from None
             if isinstance(e, ArenaError):
                 raise type(e)(f"on the server's host {host.name} ({host.ip}): {e}") from None
             raise ArenaError(f"on the server's host {host.name} ({host.ip}): {type(e).__name__}: {e}") from None
-        counts, back = future.result()
+        try:
+            counts, back = future.result(timeout=STOP_WAIT_S)
+        except TimeoutError:
+            raise ArenaError(f"--cluster {address}: the runs on the server's host {host.name} ({host.ip}) did not "
+                             f"come back within {STOP_WAIT_S:g} s") from None
     except BaseException:
         if future is not None:  # Ctrl-C, SIGTERM, a failure here: the worker stops too, and what it
             try:                # measured until then is kept
-                client.run(_stop, workers=[host.address], on_error="ignore")
+                client.run(_stop, workers=[host.address], on_error="ignore", callback_timeout=SCHEDULER_TIMEOUT_S)
                 _, back = future.result(timeout=STOP_WAIT_S)
                 _merge(back, store_path, name)
             except Exception:  # the host is gone, or took too long: its runs end with it
                 pass
         raise
     finally:
-        client.close()
+        close(client)
     _merge(back, store_path, name)
     return counts
 

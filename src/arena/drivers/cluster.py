@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import threading
 import time
@@ -149,15 +150,28 @@ def _host_stop(run_id: str) -> bool:
 
 
 def connect(address: str):
+    """A client of the scheduler at ``address``, once the scheduler has answered a first query within
+    SCHEDULER_TIMEOUT_S: a client's own start is not bounded where the scheduler takes the connection
+    but never answers (a stopped or stalled one: it waited there for minutes)."""
     try:
         from distributed import Client
     except ImportError:
         raise ArenaError(f"--cluster {address}: needs Dask's distributed, which is not installed "
                          "(pip install 'arena[cluster]')") from None
     try:
+        asyncio.run(asyncio.wait_for(_identity(address), SCHEDULER_TIMEOUT_S))
         return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-    except (OSError, TimeoutError) as e:
+    except TimeoutError:
+        raise ArenaError(unanswered(address)) from None
+    except OSError as e:
         raise ArenaError(f"--cluster {address}: no Dask scheduler answered ({e})") from None
+
+
+async def _identity(address: str) -> dict:
+    from distributed.core import rpc
+
+    async with rpc(address, timeout=CONNECT_TIMEOUT_S) as scheduler:
+        return await scheduler.identity()
 
 
 def _workers(client) -> dict[str, dict]:
@@ -166,8 +180,16 @@ def _workers(client) -> dict[str, dict]:
     return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=SCHEDULER_TIMEOUT_S)["workers"]
 
 
+def close(client) -> None:
+    """The client closed, waiting at most SCHEDULER_TIMEOUT_S for the scheduler to take its leave."""
+    try:
+        client.close(timeout=SCHEDULER_TIMEOUT_S)
+    except TimeoutError:  # a stalled scheduler: the connection ends with this process
+        pass
+
+
 def unanswered(address: str) -> str:
-    """What a query of the scheduler that went unanswered (TimeoutError from _workers) is said as."""
+    """What a query of the scheduler that went unanswered (a TimeoutError) is said as."""
     return f"--cluster {address}: the scheduler did not answer within {SCHEDULER_TIMEOUT_S:g} s"
 
 
@@ -206,7 +228,7 @@ def offsets(client, found: list[Host]) -> list[Host]:
         best = None
         for _ in range(OFFSET_SAMPLES):
             t0 = time.time()
-            there = client.run(time.time, workers=[h.address])[h.address]
+            there = client.run(time.time, workers=[h.address], callback_timeout=SCHEDULER_TIMEOUT_S)[h.address]
             t1 = time.time()
             if best is None or t1 - t0 < best[1]:
                 best = (there - (t0 + t1) / 2, t1 - t0)
@@ -226,7 +248,10 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
         if not found:
             raise ArenaError(f"--cluster {address}: the scheduler has no worker")
         check_target(spec.url, cluster_ips(client.scheduler.address, workers))
-        found = offsets(client, found)
+        try:
+            found = offsets(client, found)
+        except TimeoutError:
+            raise DriverFailed(unanswered(address)) from None
         parts = shares(spec, len(found))
         run_id = uuid.uuid4().hex[:12]
         start = time.time() + START_MARGIN_S + 4 * max(h.rtt_s for h in found)
@@ -248,9 +273,12 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
             raise DriverFailed(f"load host {lost}: the run is invalid; " + (
                 "the other hosts' arena-load were stopped" if stopped else
                 "the scheduler does not answer: each host's arena-load ends at its run's end"))
-        results = [from_dict(f.result()) for f in futures]
+        try:
+            results = [from_dict(f.result(timeout=SCHEDULER_TIMEOUT_S)) for f in futures]
+        except TimeoutError:  # every host's arena-load has ended: only its result is lost
+            raise DriverFailed(unanswered(address) + "; the run's results are lost") from None
     finally:
-        client.close()
+        close(client)
     figures = [_figures(h, r, planned[i], parts[i]) for i, (h, r) in enumerate(zip(found, results))]
     return combine(results, figures)
 
@@ -302,7 +330,8 @@ def _stop_all(client, found: list[Host], run_id: str) -> bool:
         return False
     for h in [h for h in found if h.address in present]:
         try:
-            client.run(_host_stop, run_id, workers=[h.address], on_error="ignore")
+            client.run(_host_stop, run_id, workers=[h.address], on_error="ignore",
+                       callback_timeout=SCHEDULER_TIMEOUT_S)
         except Exception:  # gone meanwhile: its arena-load ends at its run's end by itself
             pass
     return True
