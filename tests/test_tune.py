@@ -202,6 +202,27 @@ def test_calibration_runs_that_all_fail_are_a_failed_measurement_not_bad_input(t
                  "--store", str(tmp_path / "t.db")]) == 1
 
 
+def _pid(_) -> int:
+    return os.getpid()
+
+
+def test_the_predictions_spread_over_the_cpus_are_those_made_here_and_the_workers_end_with_them():
+    import psutil
+
+    from arena.app.model import given_calibration, over_the_cpus
+    from arena.app.tune import _contenders, key_for
+
+    cals = {"gunicorn-gthread": given_calibration("gunicorn-gthread", 1, 6.6, 9.6)}
+    request = Request((1,), (0,), 60.0, processes=(1, 2), threads=(1, 4))  # tight: each point's search halves
+    names = {key_for("gunicorn-gthread", p, t): f"p={p} t={t}" for p in (1, 2) for t in (1, 4)}
+    here, points = _contenders(request, cals, 1.0, names)
+    with over_the_cpus() as map_fn:
+        assert _contenders(request, cals, 1.0, names, map_fn) == (here, points)
+        workers = set(map_fn(_pid, range(16)))
+    assert points == 4 and len({c.predicted for c in here}) > 1
+    assert workers and os.getpid() not in workers and not any(psutil.pid_exists(pid) for pid in workers)
+
+
 def test_the_space_tune_considers_is_the_models_grid_or_the_counts_given():
     """--processes/--threads: the user's own counts in place of the model's grid, on the knobs each
     server has (gunicorn-sync has no threads; uvicorn neither); the stored experiment holds them."""

@@ -7,11 +7,13 @@ import hashlib
 import math
 import json
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Iterator
 
 from arena import stats
 from arena.app.analysis import Limits, analyse
@@ -30,6 +32,7 @@ from arena.results.aggregate import Cell
 from arena.results.answer import Answer, Goal, answer
 from arena.runner import Event, Seams, run_experiment
 from arena.servers import catalog
+from arena.servers.cgroup import die_with_parent
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,25 @@ class Load:
     @property
     def label(self) -> str:
         return level_label(self.model, self.level)
+
+
+@contextmanager
+def over_the_cpus(chunksize: int = 4) -> Iterator[Callable]:
+    """A ``map`` that spreads its calls over the CPUs this process may use (a process pool: the
+    simulator is pure Python), for as long as the block goes. Its workers leave Ctrl-C to this
+    process, which then drops what is queued and waits only for the calls under way; they end
+    with it, however it ends."""
+    workers = ProcessPoolExecutor(len(os.sched_getaffinity(0)), initializer=_pool_worker)
+    try:
+        yield partial(workers.map, chunksize=chunksize)
+    finally:
+        workers.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent()
 
 
 def _computed(compute):
@@ -252,9 +274,9 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
                              "(no Server-Timing db in its runs)")
         if sim:
             cal = for_simulation(cal, res)
-            with ProcessPoolExecutor(len(os.sched_getaffinity(0))) as workers:
+            with over_the_cpus() as map_fn:
                 ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores,
-                                                      pool, sim=True, map_fn=partial(workers.map, chunksize=4)))
+                                                      pool, sim=True, map_fn=map_fn))
         else:
             ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores, pool))
         fits = [c for c in ranked if c.fits]

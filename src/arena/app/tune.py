@@ -21,10 +21,12 @@ import math
 import json
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
 from arena.app.experiments import open_store
+from arena.app.model import over_the_cpus
 from arena.errors import ArenaError, NotMeasured
 from arena.model.calibrate import Calibration, Observation, calibrate, server_config
 from arena.model.estimate import START_S
@@ -316,8 +318,12 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
         raise NotMeasured("arena tune: no server could be calibrated: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
     _memory_check(req, calibrations, left)
 
-    # 2. predict
-    contenders, points = _contenders(req, calibrations, cores, names)
+    # 2. predict (a capacity search in the simulator for each: over the CPUs)
+    if req.load is None:
+        with over_the_cpus() as map_fn:
+            contenders, points = _contenders(req, calibrations, cores, names, map_fn)
+    else:
+        contenders, points = _contenders(req, calibrations, cores, names)
     raced = _race_field(contenders)
     measurer.say("predict", f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} "
                             "to race")
@@ -397,25 +403,30 @@ def _memory_check(req: Request, calibrations: dict[str, Calibration], left: dict
         del calibrations[s]
 
 
-def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float,
-                names: dict[Key, str]) -> tuple[list[Contender], int]:
-    out, points = [], 0
+def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float, names: dict[Key, str],
+                map_fn: Callable = map) -> tuple[list[Contender], int]:
+    """Every grid point that fits the memory limit, predicted (each through ``map_fn``), ranked; and
+    how many grid points there were."""
+    fit, points = [], 0
     for s, cal in calibrations.items():
         for p, t in space(req, s, cores):
             points += 1
             key = key_for(s, p, t)
-            if key not in names:
-                continue
             mem = cal.memory_mib(p, t)
-            if req.memory_mib is not None and mem is not None and mem > req.memory_mib:
-                continue
-            if req.load is None:
-                predicted = slo_capacity(cal, p, t, req.p99_ms, sim=True)
-            else:
-                pred = predict(cal, p, t, req.load.model, req.load.value)
-                predicted = 0.0 if pred.overloaded or pred.p99_ms > req.p99_ms else pred.throughput
-            out.append(Contender(key, names[key], predicted, mem))
-    return ranked(out), points
+            if key in names and (req.memory_mib is None or mem is None or mem <= req.memory_mib):
+                fit.append((key, mem, (cal, p, t)))
+    predicted = map_fn(partial(_predicted, req), [point for _, _, point in fit])
+    return ranked([Contender(key, names[key], x, mem) for (key, mem, _), x in zip(fit, predicted)]), points
+
+
+def _predicted(req: Request, point: tuple[Calibration, int, int | None]) -> float:
+    """A configuration's predicted capacity under the target (the simulator's), or its throughput at
+    the request's fixed load where its p99 keeps within the target (the mean-value model's; else 0)."""
+    cal, p, t = point
+    if req.load is None:
+        return slo_capacity(cal, p, t, req.p99_ms, sim=True)
+    pred = predict(cal, p, t, req.load.model, req.load.value)
+    return 0.0 if pred.overloaded or pred.p99_ms > req.p99_ms else pred.throughput
 
 
 def ranked(contenders: Sequence[Contender]) -> list[Contender]:
