@@ -104,9 +104,13 @@ class Namespaces:
         workers = [self.start([str(VENV / "dask"), "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
                                "--resources", "arena-load=1", "--name", f"load{i}", "--host", ip], ns)
                    for i, (ns, ip) in enumerate(zip(self.names, self.ips), 1)]
-        self.server_worker = self.start([str(VENV / "dask"), "worker", address, "--nthreads", "1", "--no-nanny",
-                                         "--no-dashboard", "--resources", "arena-server=1", "--name", "server",
-                                         "--host", self.server_ip], self.server_ns, cpus=None)
+        self.start_server_worker(address)
         with Client(address, timeout=30, set_as_default=False) as client:
             client.wait_for_workers(len(workers) + 1, timeout=60)
         return address, workers
+
+    def start_server_worker(self, address: str) -> None:
+        """The server host's worker (``server_worker``), in its namespace, on every CPU."""
+        self.server_worker = self.start([str(VENV / "dask"), "worker", address, "--nthreads", "1", "--no-nanny",
+                                         "--no-dashboard", "--resources", "arena-server=1", "--name", "server",
+                                         "--host", self.server_ip], self.server_ns, cpus=None)

@@ -193,6 +193,35 @@ def test_a_stopped_scheduler_is_said_within_the_connection_bound_not_waited_for(
         end(scheduler)
 
 
+def test_the_server_hosts_watch_ends_once_the_host_is_gone_or_the_scheduler_silent_past_its_wait(monkeypatch):
+    from arena.app import remote
+    from arena.drivers.cluster import Host
+    from arena.errors import NotMeasured
+
+    monkeypatch.setattr(remote, "LOOK_S", 0.0)
+    host = Host("tcp://10.0.0.20:4000", "server", "10.0.0.20", True)
+    silent = remote._Watch(_Unanswered(), "tcp://10.0.0.1:8786", host)
+    silent.look()  # no answer, but not for STOP_WAIT_S yet
+    silent.answered -= remote.STOP_WAIT_S + 1  # the last answer, that long ago
+    with pytest.raises(NotMeasured, match=r"^--cluster tcp://10.0.0.1:8786: the scheduler did not answer within 10 s, "
+                                          r"for 60 s mid-experiment: the runs on the server's host server \(10.0.0.20\) "
+                                          r"are lost$"):
+        silent.look()
+
+    class Answers:
+        scheduler = _Unanswered().scheduler
+
+        def __init__(self, *addresses):
+            self.workers = {a: {} for a in addresses}
+
+        def sync(self, func, *args, callback_timeout=None, **kwargs):
+            return {"workers": self.workers}
+
+    remote._Watch(Answers(host.address, "tcp://10.0.0.11:4000"), "tcp://10.0.0.1:8786", host).look()  # still there
+    with pytest.raises(NotMeasured, match=r"the server's host server \(10.0.0.20\) left the cluster mid-experiment"):
+        remote._Watch(Answers("tcp://10.0.0.11:4000"), "tcp://10.0.0.1:8786", host).look()
+
+
 def test_the_load_hosts_and_where_load_may_go_come_from_one_list_of_workers():
     from arena.drivers.cluster import cluster_ips, hosts
 
@@ -437,3 +466,39 @@ def test_ctrl_c_keeps_the_runs_the_server_host_made_and_leaves_nothing_there(clu
         time.sleep(0.1)
     assert not psutil.Process(host).children(recursive=True), "the server host still runs a server"
     assert not _arena_loads_under([w.pid for w in workers])
+
+
+@pytest.mark.integration
+def test_a_server_host_lost_mid_experiment_ends_it_as_a_failed_measurement(cluster, tmp_path):
+    """Its task would wait for a worker with the arena-server resource that never comes, and the
+    coordinator with it: the coordinator sees the host leave and says so (exit 1)."""
+    from distributed import Client
+
+    spaces, address, workers = cluster
+    exp = _experiment(tmp_path, address, "40, 50, 60, 70, 80", duration="2s")
+    arena = subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(tmp_path / "s.db")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(240, arena.kill)  # a line that never comes, or an arena that never ends
+    watchdog.start()
+    try:
+        seen, deadline = "", time.monotonic() + 120
+        while "r=40 #1" not in seen and time.monotonic() < deadline and arena.poll() is None:
+            seen += arena.stdout.readline()  # the first run made there: the experiment goes on the host
+        assert "r=40 #1" in seen, seen
+        end(spaces.server_worker)  # the host goes, and what ran on it
+        lost = time.monotonic()
+        out, err = arena.communicate(timeout=120)
+        took = time.monotonic() - lost
+    finally:
+        watchdog.cancel()
+        if arena.poll() is None:  # it did not end: nothing of this test's is left running
+            arena.kill()
+            arena.communicate()
+        spaces.start_server_worker(address)  # for the tests after this one
+        with Client(address, timeout=30, set_as_default=False) as client:
+            client.wait_for_workers(sum(w.poll() is None for w in workers) + 1, timeout=60)
+    assert arena.returncode == 1, seen + out + err
+    assert (f"--cluster {address}: the server's host server ({spaces.server_ip}) left the cluster mid-experiment: "
+            "the runs it made are lost") in err, err
+    assert "Traceback" not in err and took < 60, (took, err)
+

@@ -12,23 +12,29 @@ environment names the server's host. This machine only coordinates:
 - the worker's store comes back at the end and is merged into this one (app/merge.py: by run key,
   never twice; runs from a host of another CPU model kept apart, with a warning);
 - Ctrl-C or SIGTERM here asks the worker to stop as they stop Arena: at the next run's start or end,
-  the run in flight not kept, its server stopped, the load hosts' generators stopped.
+  the run in flight not kept, its server stopped, the load hosts' generators stopped;
+- a server's host that leaves the cluster mid-experiment, or a scheduler that stops answering for
+  STOP_WAIT_S, ends it here as a failed measurement (the host's runs do not come back): unwatched,
+  its task waited for a worker that never comes, and this coordinator with it.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Callable
 
-from arena.drivers.cluster import SCHEDULER_TIMEOUT_S, SERVER_RESOURCE, close, connect, server_host, unanswered
-from arena.errors import ArenaError
+from arena.drivers.cluster import (SCHEDULER_TIMEOUT_S, SERVER_RESOURCE, Host, close, connect, server_host, unanswered,
+                                   workers_of)
+from arena.errors import ArenaError, NotMeasured
 from arena.plan.shard import Shard
 from arena.runner import Event
 
 POLL_S = 0.5  # how long the coordinator waits for an event before it looks at the task again
 STOP_WAIT_S = 60.0  # after a stop, how long the server's host may take to end its run and send its store
+LOOK_S = 5.0  # how often the coordinator asks the scheduler whether the server's host is still there
 
 
 def run_on_server_host(path: str, name: str, store_path: str, address: str, on_event: Callable[[Event], None],
@@ -41,39 +47,38 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
     host = future = None
     run_id = uuid.uuid4().hex[:12]
     try:
-        try:
-            host = server_host(client, address)
-        except TimeoutError:
-            raise ArenaError(unanswered(address)) from None
+        host = server_host(client, address)
         store = Path(store_path)
         copy = store.read_bytes() if store.exists() else b""
         events = Queue(f"arena-events-{run_id}", client=client)
         future = client.submit(_on_server_host, str(Path(path).resolve()), copy, host.ip, run_id, retake_invalid, shard,
                                key=f"arena-experiment-{run_id}", workers=[host.address], allow_other_workers=False,
                                resources={SERVER_RESOURCE: 1}, pure=False)
+        watch = _Watch(client, address, host)
         while True:
             try:
-                on_event(events.get(timeout=POLL_S))
+                on_event(events.get(timeout=POLL_S, callback_timeout=SCHEDULER_TIMEOUT_S))
                 continue
-            except TimeoutError:
+            except TimeoutError:  # no event (or no answer: the watch tells)
                 pass
             if future.done():
                 break
-        while events.qsize():
-            on_event(events.get(timeout=POLL_S))
+            watch.look()
+        while events.qsize(callback_timeout=SCHEDULER_TIMEOUT_S):
+            on_event(events.get(timeout=POLL_S, callback_timeout=SCHEDULER_TIMEOUT_S))
         if future.status == "error":
-            try:
-                e = future.exception(timeout=SCHEDULER_TIMEOUT_S)
-            except TimeoutError:
-                raise ArenaError(unanswered(address)) from None
+            e = future.exception(timeout=SCHEDULER_TIMEOUT_S)
             if isinstance(e, ArenaError):
                 raise type(e)(f"on the server's host {host.name} ({host.ip}): {e}") from None
             raise ArenaError(f"on the server's host {host.name} ({host.ip}): {type(e).__name__}: {e}") from None
-        try:
-            counts, back = future.result(timeout=STOP_WAIT_S)
-        except TimeoutError:
-            raise ArenaError(f"--cluster {address}: the runs on the server's host {host.name} ({host.ip}) did not "
-                             f"come back within {STOP_WAIT_S:g} s") from None
+        counts, back = future.result(timeout=STOP_WAIT_S)
+    except NotMeasured:  # the host's own failure, or the host or the scheduler gone: nothing comes back
+        raise
+    except TimeoutError:  # a query of the scheduler went unanswered (each is bounded)
+        if future is None:
+            raise ArenaError(unanswered(address)) from None
+        raise NotMeasured(f"{unanswered(address)}: the runs on the server's host {host.name} ({host.ip}) are lost") \
+            from None
     except BaseException:
         if future is not None:  # Ctrl-C, SIGTERM, a failure here: the worker stops too, and what it
             try:                # measured until then is kept
@@ -87,6 +92,31 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
         close(client)
     _merge(back, store_path, name)
     return counts
+
+
+class _Watch:
+    """Whether the server's host is still in the cluster, asked every LOOK_S; NotMeasured once it has
+    left, or once the scheduler has not answered for STOP_WAIT_S."""
+
+    def __init__(self, client, address: str, host: Host):
+        self.client, self.address, self.host = client, address, host
+        self.answered = self.asked = time.monotonic()
+
+    def look(self) -> None:
+        if time.monotonic() - self.asked < LOOK_S:
+            return
+        self.asked = time.monotonic()
+        try:
+            present = workers_of(self.client)
+        except TimeoutError:
+            if self.asked - self.answered > STOP_WAIT_S:
+                raise NotMeasured(f"{unanswered(self.address)}, for {STOP_WAIT_S:g} s mid-experiment: the runs on "
+                                  f"the server's host {self.host.name} ({self.host.ip}) are lost") from None
+            return
+        self.answered = time.monotonic()
+        if self.host.address not in present:
+            raise NotMeasured(f"--cluster {self.address}: the server's host {self.host.name} ({self.host.ip}) left the "
+                              "cluster mid-experiment: the runs it made are lost")
 
 
 def _merge(store: bytes, store_path: str, name: str) -> None:

@@ -174,7 +174,7 @@ async def _identity(address: str) -> dict:
         return await scheduler.identity()
 
 
-def _workers(client) -> dict[str, dict]:
+def workers_of(client) -> dict[str, dict]:
     """The cluster's workers as the scheduler knows them (TimeoutError: no answer within
     SCHEDULER_TIMEOUT_S)."""
     return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=SCHEDULER_TIMEOUT_S)["workers"]
@@ -198,7 +198,7 @@ def _host(address: str, w: dict, marked: bool) -> Host:
 
 
 def hosts(cluster: dict[str, dict]) -> list[Host]:
-    """The load hosts among the ``cluster``'s workers (_workers), in a stable order (by name): the
+    """The load hosts among the ``cluster``'s workers (workers_of), in a stable order (by name): the
     workers offering RESOURCE, else every worker but the server's."""
     workers = {a: w for a, w in cluster.items() if not w.get("resources", {}).get(SERVER_RESOURCE)}
     marked = {a: w for a, w in workers.items() if w.get("resources", {}).get(RESOURCE)}
@@ -208,7 +208,7 @@ def hosts(cluster: dict[str, dict]) -> list[Host]:
 
 def server_host(client, address: str) -> Host:
     """The one worker offering SERVER_RESOURCE (an error naming the cluster where none or several do)."""
-    found = [(a, w) for a, w in _workers(client).items() if w.get("resources", {}).get(SERVER_RESOURCE)]
+    found = [(a, w) for a, w in workers_of(client).items() if w.get("resources", {}).get(SERVER_RESOURCE)]
     if len(found) != 1:
         raise ArenaError(f"--cluster {address}: {len(found)} workers offer the {SERVER_RESOURCE} resource; the server's "
                          f"host is one (dask worker ... --resources {SERVER_RESOURCE}=1)")
@@ -217,7 +217,7 @@ def server_host(client, address: str) -> Host:
 
 def cluster_ips(scheduler: str, cluster: dict[str, dict]) -> set[str]:
     """The addresses of the cluster's hosts (where load may go): the ``scheduler``'s (its address)
-    and every worker's of ``cluster`` (_workers)."""
+    and every worker's of ``cluster`` (workers_of)."""
     return {urlsplit(scheduler).hostname or ""} | {_host(a, w, False).ip for a, w in cluster.items()}
 
 
@@ -241,7 +241,7 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
     client = connect(address)
     try:
         try:
-            workers = _workers(client)  # once: the load hosts and where load may go
+            workers = workers_of(client)  # once: the load hosts and where load may go
         except TimeoutError:
             raise DriverFailed(unanswered(address)) from None
         found = hosts(workers)
@@ -301,7 +301,7 @@ def _watch(client, futures, found: list[Host], deadline: float) -> str:
         if all(f.status == "finished" for f in futures):
             return ""
         try:
-            present = _workers(client)
+            present = workers_of(client)
         except TimeoutError:  # no answer this time: asked again at the next look, the deadline still holds
             present = None
         for f, h in zip(futures, found):
@@ -325,7 +325,7 @@ def _stop_all(client, found: list[Host], run_id: str) -> bool:
     False where the scheduler does not answer: nothing is asked through it then (a request would
     wait on it too), and each host's arena-load ends at its run's end by itself."""
     try:
-        present = _workers(client)
+        present = workers_of(client)
     except TimeoutError:
         return False
     for h in [h for h in found if h.address in present]:
