@@ -21,7 +21,7 @@ its two measurements, the highest of many near-equal capacities being the luckie
 case: a third full grid's choice, judged as tune's is; tune can do no better than a grid repeated.
 
 Targets (issue: arena tune): within the tied-best group, within 5% of the best capacity, at most
-25% of the grid's runs. Pure computation, no server: about five minutes.
+25% of the grid's runs. Pure computation, no server: about a quarter of an hour here (seed 1: 684-987 s).
 
     .venv/bin/python benches/tune_efficiency.py [--apps 12] [--noise 0.08] [--off 0.1] [--seed 1]
 
