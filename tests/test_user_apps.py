@@ -3,8 +3,6 @@ served by a real server with Arena's timing around it, measured, stopped with no
 app's own Server-Timing metric reaching the store; the caller's environment kept from the server;
 bad app sources, a crashing app and a missing health path as one-line errors with the log's tail."""
 
-import os
-import textwrap
 import time
 from pathlib import Path
 
