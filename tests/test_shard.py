@@ -168,7 +168,7 @@ def test_the_slurm_array_runs_every_share_once_and_queues_the_merge_after_it(tmp
     lo, hi = map(int, re.search(r"#SBATCH --array=(\d+)-(\d+)", text).group(1, 2))
     assert _shard_flag(text) == "auto" and '--store "$RESULTS/shard-$SLURM_ARRAY_TASK_ID.db"' in text
     assert 'arena merge "$RESULTS"/shard-*.db' in (DEPLOY / "slurm" / "arena-merge.sbatch").read_text()
-    assert "--dependency=\"afterok:" in (DEPLOY / "slurm" / "submit").read_text()
+    assert "--dependency=\"afterany:" in (DEPLOY / "slurm" / "submit").read_text()
     got = [parse("auto", {"SLURM_ARRAY_TASK_ID": str(t), "SLURM_ARRAY_TASK_MIN": str(lo),
                           "SLURM_ARRAY_TASK_COUNT": str(hi - lo + 1)}) for t in range(lo, hi + 1)]
     assert got == [Shard(i, hi - lo + 1) for i in range(1, hi - lo + 2)]
