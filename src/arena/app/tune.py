@@ -20,6 +20,7 @@ import hashlib
 import math
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -318,12 +319,10 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
         raise NotMeasured("arena tune: no server could be calibrated: " + "; ".join(f"{k}: {v}" for k, v in left.items()))
     _memory_check(req, calibrations, left)
 
-    # 2. predict (a capacity search in the simulator for each: over the CPUs)
-    if req.load is None:
-        with over_the_cpus() as map_fn:
-            contenders, points = _contenders(req, calibrations, cores, names, map_fn)
-    else:
-        contenders, points = _contenders(req, calibrations, cores, names)
+    # 2. predict (a capacity search in the simulator for each: over the CPUs; the model's figure at a
+    # fixed load is a formula, computed here)
+    with over_the_cpus() if req.load is None else nullcontext(map) as map_fn:
+        contenders, points = _contenders(req, calibrations, cores, names, map_fn)
     raced = _race_field(contenders)
     measurer.say("predict", f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} "
                             "to race")

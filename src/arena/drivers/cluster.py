@@ -239,19 +239,14 @@ def offsets(client, found: list[Host]) -> list[Host]:
 def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResult:
     """``spec`` over the cluster's load hosts, merged into one result (``hosts``: each one's figures)."""
     client = connect(address)
+    futures = []
     try:
-        try:
-            workers = workers_of(client)  # once: the load hosts and where load may go
-        except TimeoutError:
-            raise DriverFailed(unanswered(address)) from None
+        workers = workers_of(client)  # once: the load hosts and where load may go
         found = hosts(workers)
         if not found:
             raise ArenaError(f"--cluster {address}: the scheduler has no worker")
         check_target(spec.url, cluster_ips(client.scheduler.address, workers))
-        try:
-            found = offsets(client, found)
-        except TimeoutError:
-            raise DriverFailed(unanswered(address)) from None
+        found = offsets(client, found)
         parts = shares(spec, len(found))
         run_id = uuid.uuid4().hex[:12]
         start = time.time() + START_MARGIN_S + 4 * max(h.rtt_s for h in found)
@@ -273,10 +268,10 @@ def run(spec: LoadSpec, address: str, cpus: list[int] | None = None) -> LoadResu
             raise DriverFailed(f"load host {lost}: the run is invalid; " + (
                 "the other hosts' arena-load were stopped" if stopped else
                 "the scheduler does not answer: each host's arena-load ends at its run's end"))
-        try:
-            results = [from_dict(f.result(timeout=SCHEDULER_TIMEOUT_S)) for f in futures]
-        except TimeoutError:  # every host's arena-load has ended: only its result is lost
-            raise DriverFailed(unanswered(address) + "; the run's results are lost") from None
+        results = [from_dict(f.result(timeout=SCHEDULER_TIMEOUT_S)) for f in futures]
+    except TimeoutError:  # a query of the scheduler went unanswered (each is bounded); once the hosts ran,
+        # their arena-load ended by itself and only the results are lost
+        raise DriverFailed(unanswered(address) + ("; the run's results are lost" if futures else "")) from None
     finally:
         close(client)
     figures = [_figures(h, r, planned[i], parts[i]) for i, (h, r) in enumerate(zip(found, results))]
