@@ -375,7 +375,8 @@ fn a_body_that_ends_with_the_close_is_a_response_and_a_cut_one_is_a_reset() {
 #[test]
 fn answers_outside_the_expected_statuses_are_errors_and_the_exit_status_says_so() {
     let url = server(Mode::Status(404));
-    let out = binary(&url, &["-c", "2", "-d", "500ms"]).wait_with_output().unwrap();
+    // at a rate, as below: a closed loop against answers this fast can saturate the generator first
+    let out = binary(&url, &["-r", "200", "-c", "2", "-d", "500ms"]).wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "an invalid run exits 1");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let m = &doc["measured"];
