@@ -56,6 +56,8 @@ class Namespaces:
         # each process's log, a file: a pipe nobody reads fills (64 KiB of Dask's log lines) and then
         # blocks the scheduler mid-write, and every client of it with it
         self.logs = Path(tempfile.mkdtemp(prefix="arena-netns-"))
+        self.tmp = self.logs / "tmp"
+        self.tmp.mkdir()
 
     def create(self) -> None:
         _ip("link", "add", self.bridge, "type", "bridge")
@@ -74,11 +76,12 @@ class Namespaces:
     def start(self, argv: list[str], ns: str | None = None, cpus: str | None = "0") -> subprocess.Popen:
         """``argv`` in namespace ``ns``, on ``cpus`` (CPU 0: the load's CPU here, away from the server's,
         CPU 1, as on hosts of their own; None: every CPU, as the server host's worker, which pins its
-        servers itself)."""
+        servers itself). Its temporary files go under this test's directory (TMPDIR), which
+        ``close`` removes: what a process killed mid-way leaves (as a server host taken down) goes too."""
         prefix = (["ip", "netns", "exec", ns] if ns else []) + (["taskset", "-c", cpus] if cpus else [])
         with open(self.logs / f"{len(self.procs)}-{Path(argv[0]).name}.log", "wb") as log:
             p = subprocess.Popen(prefix + argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                                 start_new_session=True)
+                                 start_new_session=True, env={**os.environ, "TMPDIR": str(self.tmp)})
         self.procs.append(p)
         return p
 

@@ -170,7 +170,7 @@ def test_a_stopped_scheduler_is_said_within_the_connection_bound_not_waited_for(
     with open(tmp_path / "scheduler.log", "wb") as log:
         scheduler = subprocess.Popen([str(VENV / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                       "--no-dashboard"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=log, start_new_session=True)
+                                     stderr=log, start_new_session=True, env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.monotonic() + 60
         while True:  # listening: the kernel takes its connections from now on, whatever it does

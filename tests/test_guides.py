@@ -3,13 +3,16 @@ PATH in a fresh directory (which also holds `examples`, the checkout's), then ea
 lines run there in order with .venv/bin first on PATH; every one must exit 0 (or the status its
 `# exit: N` line names), and print what each `# expect: TEXT` line after it says. A block that is
 plain ```sh is shown, not run (it downloads, or needs what a test cannot have). Processes a guide
-starts in the background write their pid to a .pid file; whatever is left of them is stopped."""
+starts in the background write their pid to a .pid file; whatever is left of them is stopped, and
+what they leave in their temporary directory (TMPDIR, one of the test's own) is removed with it."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +108,12 @@ def test_a_guides_commands_work(name, tmp_path):
         (tmp_path / path).write_text(text)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {k: v for k, v in os.environ.items() if k != "ARENA_STORE"}
-    env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "160"}
+    # what the commands leave in their temporary directory goes with it (as /tmp, every user may enter
+    # it: PostgreSQL runs as its own; pytest's directory is root's alone)
+    tmp = Path(tempfile.mkdtemp(prefix="arena-guide-"))
+    tmp.chmod(0o1777)
+    env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "160",
+            "TMPDIR": str(tmp)}
     try:
         for step in steps:
             done = subprocess.run(step.command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -119,3 +127,4 @@ def test_a_guides_commands_work(name, tmp_path):
                 assert text in said, f"{name}: {step.command}: {text!r} not in\n{said[-3000:]}"
     finally:
         _stop_background(tmp_path)
+        shutil.rmtree(tmp, ignore_errors=True)
