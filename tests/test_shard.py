@@ -121,7 +121,8 @@ def _shard_flag(command: str) -> str:
 def test_the_kubernetes_indexed_job_runs_every_share_once_then_merges_them(tmp_path):
     """deploy/kubernetes: an Indexed Job whose N pods take shards auto/N from JOB_COMPLETION_INDEX (each
     pod's plan, dry-run here, disjoint and together the whole plan), into stores the merge Job reads."""
-    shards, merge_job = yaml.safe_load_all((DEPLOY / "kubernetes" / "arena-shards.yaml").read_text())
+    (shards,) = yaml.safe_load_all((DEPLOY / "kubernetes" / "arena-shards.yaml").read_text())
+    (merge_job,) = yaml.safe_load_all((DEPLOY / "kubernetes" / "arena-merge.yaml").read_text())
     for job in (shards, merge_job):
         assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
@@ -142,6 +143,35 @@ def test_the_kubernetes_indexed_job_runs_every_share_once_then_merges_them(tmp_p
               for r in g.runs} for i in range(n)]
     whole = {r.key for g in plan_file(str(f)).groups for r in g.runs}
     assert set().union(*plans) == whole and sum(map(len, plans)) == len(whole)
+
+
+KUBECTL = """#!/bin/bash
+echo "$*" >> "$KUBECTL_LOG"
+if [ "$1" = get ]; then
+    n=$(grep -c '^get ' "$KUBECTL_LOG")
+    [ "$n" -ge 3 ] && echo "$ENDED"
+fi
+true
+"""
+
+
+@pytest.mark.parametrize("ended", ["SuccessCriteriaMet Complete", "FailureTarget Failed"])
+def test_the_kubernetes_merge_is_applied_once_the_shards_job_has_ended_complete_or_failed(tmp_path, ended):
+    """deploy/kubernetes/submit, against a stand-in kubectl whose Job ends at its third query: the
+    shards first, then the Job's state asked until it has ended, then the merge; a failed Job's
+    stores are merged too (its shards' runs are stored all the same)."""
+    (tmp_path / "kubectl").write_text(KUBECTL)
+    (tmp_path / "kubectl").chmod(0o755)
+    log = tmp_path / "calls"
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "KUBECTL_LOG": str(log), "ENDED": ended,
+           "POLL_S": "0"}
+    r = subprocess.run([str(DEPLOY / "kubernetes" / "submit")], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    here = DEPLOY / "kubernetes"
+    query = "get job arena-shards -o jsonpath={.status.conditions[?(@.status==\"True\")].type}"
+    assert log.read_text().splitlines() == [f"apply -f {here}/arena-shards.yaml", query, query, query,
+                                            f"apply -f {here}/arena-merge.yaml"]
+    assert f"job/arena-shards: {ended}" in r.stderr
 
 
 def test_the_kubernetes_manifests_keep_to_kubernetes_own_schemas():
