@@ -21,7 +21,8 @@ its two measurements, the highest of many near-equal capacities being the luckie
 case: a third full grid's choice, judged as tune's is; tune can do no better than a grid repeated.
 
 Targets (issue: arena tune): within the tied-best group, within 5% of the best capacity, at most
-25% of the grid's runs. Pure computation, no server: about a quarter of an hour here (seed 1: 684-987 s).
+25% of the grid's runs. Pure computation, no server, the apps spread over the CPUs (one each): seed 1
+took 516 s here on two CPUs (684 s one app at a time).
 
     .venv/bin/python benches/tune_efficiency.py [--apps 12] [--noise 0.08] [--off 0.1] [--seed 1]
 
@@ -29,7 +30,7 @@ Targets (issue: arena tune): within the tied-best group, within 5% of the best c
 and the model cannot know (a configuration's p99 off, the truth's own sample): against the simulator
 converged (the true calibration, CONVERGED requests a rate, nothing off), the best true capacity among
 the configurations tune races, and where the model ranks the first of the best capacity (about half
-an hour).
+an hour one app at a time, before the apps were spread over the CPUs).
 
 ``--real`` instead tunes on this machine with real servers and judges tune's choice by recorded full
 grids (benches/data/tune-grid-SERVER-1cpu.db.gz, for gunicorn-gthread and Puma: processes 1-4 x threads
@@ -61,7 +62,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arena.app.model import given_calibration  # noqa: E402
+from arena.app.model import given_calibration, over_the_cpus  # noqa: E402
 from arena.app.tune import RACE, _calibration_points, _race_field, ranked, saturation_start  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
@@ -171,7 +172,7 @@ def best_raced(true_cap: dict, field: list[Contender]) -> float:
     return max(true_cap[c.key] for c in field) / max(true_cap.values())
 
 
-def one(a: dict, noise: float, seed: int, off: float) -> dict:
+def one(a: dict, seed: int, noise: float, off: float) -> dict:
     truth = truth_of(a, seed, off)
     goal = goal_of(a)
     keys = grid(a["cores"])
@@ -218,22 +219,27 @@ def one(a: dict, noise: float, seed: int, off: float) -> dict:
             "best": max(true_cap, key=true_cap.get), "best_true": best_true}
 
 
+def _simulated_row(a: dict, r: dict, rows: list[dict]) -> None:
+    rows.append(r)
+    head = f"{describe(a):<44} {r['grid_runs']:>9} {r['tune_runs']:>9} {r['tune_runs'] / r['grid_runs']:>6.0%} "
+    if r.get("none"):
+        print(head + f"nothing meets the goal at any rate; tune said so: {'yes' if r['tune_none'] else 'NO'}", flush=True)
+        return
+    print(head + f"{('yes' if r['in_group'] else 'NO') + ' of ' + str(r['group']):>9} {r['share']:>7.1%} "
+          f"{r['raced']:>6.1%} {r['tol']:>6.1%} {r['model_spread']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} "
+          f"{r['aa_share']:>8.1%}  {r['choice']}", flush=True)
+
+
 def simulated_bench(args) -> int:
     rng = random.Random(args.seed)
     rows = []
     print(f"{'app':<44} {'grid runs':>9} {'tune runs':>9} {'share':>6} {'in tied':>9} {'of best':>7} "
           f"{'raced':>6} {'repeat':>6} {'model':>6} {'A/A tied':>8} {'A/A best':>8}  tune's choice")
-    for i in range(args.apps):
-        a = app(rng)
-        r = one(a, args.noise, args.seed + i, args.off)
-        rows.append(r)
-        what = describe(a)
-        head = f"{what:<44} {r['grid_runs']:>9} {r['tune_runs']:>9} {r['tune_runs'] / r['grid_runs']:>6.0%} "
-        if r.get("none"):
-            print(head + f"nothing meets the goal at any rate; tune said so: {'yes' if r['tune_none'] else 'NO'}", flush=True)
-            continue
-        print(head + f"{('yes' if r['in_group'] else 'NO') + ' of ' + str(r['group']):>9} {r['share']:>7.1%} "
-              f"{r['raced']:>6.1%} {r['tol']:>6.1%} {r['model_spread']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} {r['aa_share']:>8.1%}  {r['choice']}", flush=True)
+    apps = [app(rng) for _ in range(args.apps)]
+    with over_the_cpus(chunksize=1) as spread:  # the apps at once, one a CPU; printed in their order
+        results = spread(functools.partial(one, noise=args.noise, off=args.off), apps, range(args.seed, args.seed + args.apps))
+        for a, r in zip(apps, results):
+            _simulated_row(a, r, rows)
     none = [r for r in rows if r.get("none")]
     rows = [r for r in rows if not r.get("none")]
     if none:
@@ -282,9 +288,10 @@ def converged_bench(args) -> int:
     rng = random.Random(args.seed)
     shares = []
     print(f"{'app':<44} {'raced':>6} {'best ranked':>11}  a configuration of the best capacity")
-    for i in range(args.apps):
-        a = app(rng)
-        r = converged_one(a, args.seed + i)
+    apps = [app(rng) for _ in range(args.apps)]
+    with over_the_cpus(chunksize=1) as spread:
+        results = list(spread(converged_one, apps, range(args.seed, args.seed + args.apps)))
+    for a, r in zip(apps, results):
         if r is None:
             print(f"{describe(a):<44} nothing meets the goal at any rate", flush=True)
             continue
