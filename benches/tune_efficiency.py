@@ -421,6 +421,11 @@ def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, f
     return {_plain(label): (cap.lo, cap.hi) for label, _, cap in a.capacities}, len(runs), wall
 
 
+def speed_checks(runs) -> list[float]:
+    """The machine's speed check around each run (speed.py: a fixed unit of interpreter work, ms)."""
+    return [r.speed_ms for r in runs if r.speed_ms is not None]
+
+
 def real_bench(args) -> int:
     """tune of the same space as the recorded grids, on this machine now, judged by the grids."""
     from arena.results.store import Store
@@ -429,7 +434,7 @@ def real_bench(args) -> int:
     missing = [str(recorded(s)) for s in servers if not recorded(s).exists()]
     if missing:
         sys.exit(f"benchmark: {', '.join(missing)} missing: record with --record SERVER (about 40 minutes each)")
-    caps, again, grid_runs, grid_s = {}, {}, 0, 0.0
+    caps, again, grid_runs, grid_s, grid_speed = {}, {}, 0, 0.0, []
     with tempfile.TemporaryDirectory() as tmp:
         for server in servers:
             grid_db = Path(tmp) / f"{server}.db"
@@ -438,6 +443,8 @@ def real_bench(args) -> int:
             caps.update(c)
             again.update(_grid_of(str(grid_db), f"{GRID}-again")[0])
             grid_runs, grid_s = grid_runs + n, grid_s + wall
+            with Store(str(grid_db)) as st:
+                grid_speed += speed_checks(st.runs(GRID))
         t0 = time.monotonic()
         tune = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", args.servers, "--cpus", "1",
                                "--p99-max", f"{REAL_P99_MS}ms", "--processes", ",".join(map(str, PROCESSES)),
@@ -447,6 +454,7 @@ def real_bench(args) -> int:
         tune_s = time.monotonic() - t0
         with Store(f"{tmp}/tune.db") as s:
             tune_runs = len(s.runs(TUNE))
+            tune_speed = speed_checks(s.runs(TUNE))
         try:
             predicted = predicted_capacities(f"{tmp}/tune.db", list(caps))
         except ValueError as e:  # tune's calibration runs failed: no model to judge
@@ -472,6 +480,11 @@ def real_bench(args) -> int:
           f"{'in' if aa in tied else 'outside'} the tied group")
     print(f"arena tune (same space, budget {args.budget}): {tune_s:.0f} s, exit {tune.returncode}, {tune_runs} runs "
           f"= {tune_runs / grid_runs:.0%} of the grids'; chose {choice}")
+    if grid_speed and tune_speed:  # the grids were recorded on another day: a machine of other speed
+        then, now = statistics.median(grid_speed), statistics.median(tune_speed)
+        print(f"  the machine: its speed check (speed.py, a fixed unit of interpreter work) took a median {now:.2f} ms "
+              f"in tune's runs, {then:.2f} ms in the grids' ({now / then:.2f}x): tune's own capacities, and the model "
+              "from its calibration, are of the machine as it is now")
     if predicted:
         common, spread = model_off(predicted, {k: lo for k, (lo, _) in found.items()}, lambda k: _point(k)[0], tied)
         print("  the model (tune's calibration) against the grids: its capacities "
