@@ -57,6 +57,40 @@ def test_a_postgres_that_cannot_start_is_one_error_with_its_log_and_leaves_nothi
     assert set(Path("/tmp").glob(f"{cgroup.PREFIX}{os.getpid()}-*-postgres-*")) == before
 
 
+def test_a_temporary_directory_postgres_cannot_reach_is_said_before_anything_starts(monkeypatch):
+    """PostgreSQL runs as its own user: a TMPDIR under a directory only root may enter (as pytest's
+    own) failed in initdb, 'Permission denied' in its log; it is now one line naming TMPDIR."""
+    import pwd
+    import shutil
+    import tempfile
+
+    from arena.services import postgres
+
+    try:
+        user = pwd.getpwnam(postgres.USER)
+    except KeyError:
+        pytest.skip(f"no user {postgres.USER}")
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # every user may enter it; root alone the one below
+    try:
+        base.chmod(0o755)
+        private, tmp = base / "private", base / "private" / "tmp"
+        private.mkdir(mode=0o700)
+        tmp.mkdir(mode=0o1777)
+        assert postgres.reaches(user, Path("/tmp")) and postgres.reaches(user, base)
+        assert not postgres.reaches(user, tmp)
+        os.chown(private, user.pw_uid, user.pw_gid)  # its owner may enter it, whatever the others may
+        assert postgres.reaches(user, tmp)
+        os.chown(private, 0, 0)
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+        with pytest.raises(ArenaError, match=rf"^service postgres: the temporary directory {tmp} \(TMPDIR\) is out of "
+                                             rf"reach of user '{postgres.USER}', who runs PostgreSQL: set TMPDIR to a "
+                                             r"directory every user can enter, such as /tmp$"):
+            start_service(ServiceSpec("postgres", {}), [1])
+        assert list(tmp.iterdir()) == []  # nothing made, nothing left
+    finally:
+        shutil.rmtree(base)
+
+
 @pytest.mark.integration
 def test_the_downstream_service_answers_with_the_latency_asked_for():
     require_server("uvicorn")

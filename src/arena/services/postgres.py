@@ -15,6 +15,7 @@ import re
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -73,6 +74,26 @@ def _user() -> pwd.struct_passwd:
     except KeyError:
         raise ArenaError(f"service postgres: no user '{USER}' to run PostgreSQL as (it refuses root; make install "
                          "creates one, or set ARENA_PG_USER)") from None
+
+
+def reaches(user: pwd.struct_passwd, path: Path) -> bool:
+    """Whether ``user`` may go through ``path`` and every directory above it (search permission, as
+    its owner, a member of its group, or another)."""
+    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
+    for d in [path, *path.parents]:
+        st = d.stat()
+        bit = (stat.S_IXUSR if st.st_uid == user.pw_uid else stat.S_IXGRP if st.st_gid in groups else stat.S_IXOTH)
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
+def _temp_dir_for(user: pwd.struct_passwd) -> None:
+    """The cluster goes in the temporary directory, where PostgreSQL's user must reach it."""
+    tmp = Path(tempfile.gettempdir())
+    if not reaches(user, tmp):
+        raise ArenaError(f"service postgres: the temporary directory {tmp} (TMPDIR) is out of reach of user "
+                         f"'{USER}', who runs PostgreSQL: set TMPDIR to a directory every user can enter, such as /tmp")
 
 
 @dataclass(eq=False)
@@ -149,6 +170,7 @@ def start_postgres(s: PostgresSettings, cpus: list[int] | None = None) -> Runnin
     import psycopg
 
     binaries, user = bin_dir(), _user()
+    _temp_dir_for(user)
     launch.reap_before_start()
     procset = create("postgres", cpus)
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: reaped with it
