@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import pwd
-import shutil
 import signal
 import stat
 import subprocess
