@@ -123,7 +123,7 @@ def test_a_reproduced_study_shows_published_vs_here_in_chromium(tmp_path):
     _require_browser()
     from tests.test_reproduce import _copy
 
-    with Store(_copy()) as s:
+    with Store(_copy(tmp_path)) as s:
         built = build_report(results(s, "fake-work"))
     report = tmp_path / "report.html"
     report.write_text(render(built))

@@ -75,22 +75,21 @@ def test_the_model_for_the_heroku_dyno_matches_a_hand_computation():
     assert rows == 3 and error == pytest.approx(100 * hand, rel=1e-2)
 
 
-def _recorded():
-    with Store(_copy()) as s:
+def _recorded(tmp: Path):
+    with Store(_copy(tmp)) as s:
         res = results(s, "fake-work")
     return res, comparison_of(res.definition, res.cells, res.runs)
 
 
-def _copy() -> str:
-    import tempfile
-
-    where = Path(tempfile.mkdtemp(prefix="reproduce-fixture-")) / "store.db"
+def _copy(tmp: Path) -> str:
+    """The recorded store, copied into ``tmp`` (opening it may migrate it, and it leaves a backup)."""
+    where = tmp / "store.db"
     shutil.copy(FIX, where)
     return str(where)
 
 
-def test_the_reproduction_table_is_built_from_a_recorded_store():
-    res, c = _recorded()
+def test_the_reproduction_table_is_built_from_a_recorded_store(tmp_path):
+    res, c = _recorded(tmp_path)
     assert c is not None and c.study.id == "rochkind-heroku" and c.here_cpus == 1
     lines = {(ln.row.key, ln.row.concurrency): ln for ln in c.lines if ln.status in ("compared", "not measured")}
     assert len(lines) == 9  # the ab table at 10 clients; the single-client row is not run
@@ -116,10 +115,10 @@ def test_the_reproduction_table_is_built_from_a_recorded_store():
     assert c.taus[0].n == sum(ln.status == "compared" for ln in lines.values())
 
 
-def test_reproduce_prints_the_table_from_the_store(capsys):
+def test_reproduce_prints_the_table_from_the_store(capsys, tmp_path):
     from arena.cli import main
 
-    assert main(["reproduce", "rochkind-heroku", "--no-run", "--store", _copy()]) == 0
+    assert main(["reproduce", "rochkind-heroku", "--no-run", "--store", _copy(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Published vs here" in out and "Unicorn 4x1 fake_work_50_250 c=10" in out
     assert "Rank agreement by req/s: Kendall's tau" in out
@@ -177,9 +176,9 @@ def test_two_labels_for_one_configuration_are_twins_and_a_row_can_name_its_confi
                                                rel=0.05)
 
 
-def test_an_unknown_study_is_refused():
+def test_an_unknown_study_is_refused(tmp_path):
     from arena.cli import main
 
     with pytest.raises(ArenaError, match="no such study"):
         published.study("nope")
-    assert main(["reproduce", "nope", "--no-run", "--store", _copy()]) == 2
+    assert main(["reproduce", "nope", "--no-run", "--store", _copy(tmp_path)]) == 2
