@@ -407,7 +407,7 @@ def predicted_capacities(tune_db: str, labels: list[str]) -> dict[str, float]:
     return {k: slo_capacity(cals[server], p, t, REAL_P99_MS, sim=True) for k in labels for server, p, t in [_point(k)]}
 
 
-def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, float | None]], int, float]:
+def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, float | None]], list, float]:
     """A recorded grid: each configuration's capacity (its lower and upper ends) by its plain label,
     its runs, and its wall time (from run to run, a pause of the recording, a gap over a minute, left out)."""
     from arena.app.analysis import analyses
@@ -418,7 +418,7 @@ def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, f
         runs = s.runs(name)
     starts = sorted(r.started_at for r in runs)
     wall = sum(min(b - a, 60.0) for a, b in zip(starts, starts[1:])) + 5.0
-    return {_plain(label): (cap.lo, cap.hi) for label, _, cap in a.capacities}, len(runs), wall
+    return {_plain(label): (cap.lo, cap.hi) for label, _, cap in a.capacities}, runs, wall
 
 
 def speed_checks(runs) -> list[float]:
@@ -439,12 +439,10 @@ def real_bench(args) -> int:
         for server in servers:
             grid_db = Path(tmp) / f"{server}.db"
             _gunzip(recorded(server), grid_db)
-            c, n, wall = _grid_of(str(grid_db))
+            c, runs, wall = _grid_of(str(grid_db))
             caps.update(c)
             again.update(_grid_of(str(grid_db), f"{GRID}-again")[0])
-            grid_runs, grid_s = grid_runs + n, grid_s + wall
-            with Store(str(grid_db)) as st:
-                grid_speed += speed_checks(st.runs(GRID))
+            grid_runs, grid_s, grid_speed = grid_runs + len(runs), grid_s + wall, grid_speed + speed_checks(runs)
         t0 = time.monotonic()
         tune = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", args.servers, "--cpus", "1",
                                "--p99-max", f"{REAL_P99_MS}ms", "--processes", ",".join(map(str, PROCESSES)),
@@ -453,8 +451,8 @@ def real_bench(args) -> int:
                               capture_output=True, text=True)
         tune_s = time.monotonic() - t0
         with Store(f"{tmp}/tune.db") as s:
-            tune_runs = len(s.runs(TUNE))
-            tune_speed = speed_checks(s.runs(TUNE))
+            runs = s.runs(TUNE)
+        tune_runs, tune_speed = len(runs), speed_checks(runs)
         try:
             predicted = predicted_capacities(f"{tmp}/tune.db", list(caps))
         except ValueError as e:  # tune's calibration runs failed: no model to judge
