@@ -115,6 +115,23 @@ def test_unreadable_files(tmp_path):
         load_experiment(bad)
 
 
+def test_cpus_used_on_other_hosts_are_checked_there_not_here():
+    beyond = str(max(os.sched_getaffinity(0)) + 1000)  # no CPU of this machine
+    layout = {"layout": {"server_cpus": beyond, "load_cpus": str(int(beyond) + 1)}}
+    cluster = {"address": "tcp://10.0.0.1:8786", "server": "worker"}
+    exp = parse({**GOOD, **layout, "cluster": cluster})  # the server's on its worker, the load's on the load hosts
+    assert (exp.server_cpus, exp.load_cpus) == ((int(beyond),), (int(beyond) + 1,))
+    with pytest.raises(ArenaError, match=rf'^x.toml: layout.server_cpus = "{beyond}": CPU {beyond} is not available'):
+        parse_experiment({**GOOD, **layout, "cluster": cluster}, "x.toml", server_here=True)  # read on the worker
+    with pytest.raises(ArenaError, match=rf'^x.toml: layout.server_cpus = "{beyond}": CPU {beyond} is not available'):
+        parse({**GOOD, **layout, "cluster": {**cluster, "server": "here"}})  # the server here, the load there
+    mine = str(min(os.sched_getaffinity(0)))
+    here = {"layout": {"server_cpus": mine, "load_cpus": beyond}, "cluster": {**cluster, "server": "here"}}
+    assert parse({**GOOD, **here}).load_cpus == (int(beyond),)
+    with pytest.raises(ArenaError, match=r'^x.toml: layout.server_cpus = "1-0": must be a CPU list such as 0'):
+        parse({**GOOD, "layout": {"server_cpus": "1-0", "load_cpus": "2"}, "cluster": cluster})  # the form still
+
+
 def test_default_layout_never_overlaps():
     assert default_layout([0, 1]) == ((1,), (0,))
     assert default_layout(list(range(8))) == ((2, 3, 4, 5, 6, 7), (0, 1))

@@ -54,9 +54,10 @@ class Planned:
     starts: int = 0  # with a shard: the server starts of the whole plan
 
 
-def plan_file(path: str, shard: Shard | None = None) -> Planned:
-    """Read and check an experiment file and plan it (nothing runs): the whole plan, or a shard's share."""
-    exp = load_experiment(path)
+def plan_file(path: str, shard: Shard | None = None, server_here: bool = False) -> Planned:
+    """Read and check an experiment file and plan it (nothing runs): the whole plan, or a shard's share
+    (``server_here``: on the cluster's server host, whose CPUs the server's are)."""
+    exp = load_experiment(path, server_here)
     if shard is None:
         return Planned(exp, plan_groups(exp), estimate_s(exp))
     mine = plan_groups(exp, shard)
@@ -83,7 +84,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
     (app/analysis.py). With ``[cluster] server = "worker"``, the runs are made on the cluster's
     server host (app/remote.py), which runs this with its own address as ``server_host``."""
-    planned = plan_file(path, shard)
+    planned = plan_file(path, shard, server_here=server_host is not None)
     cluster = planned.experiment.cluster
     if server_host is not None and cluster is not None:  # on the server's host: its servers listen here
         planned = replace(planned, experiment=replace(planned.experiment,

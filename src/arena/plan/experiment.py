@@ -22,7 +22,7 @@ from arena.drivers import DRIVERS
 from arena import speed as machine_speed
 from arena.errors import ArenaError, did_you_mean
 from arena.servers import catalog
-from arena.cpus import format_cpu_list, parse_cpu_list
+from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
 from arena.servers.launch import env_problem
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
@@ -205,7 +205,8 @@ def default_layout(available: list[int]) -> tuple[tuple[int, ...], tuple[int, ..
     return tuple(available[n_load:]), tuple(available[:n_load])
 
 
-def load_experiment(path: str | Path) -> Experiment:
+def load_experiment(path: str | Path, server_here: bool = False) -> Experiment:
+    """The experiment file at ``path`` read and checked (``server_here``: see parse_experiment)."""
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -221,12 +222,16 @@ def load_experiment(path: str | Path) -> Experiment:
     except tomllib.TOMLDecodeError as e:
         raise ArenaError(f"{file}: not valid TOML: {e}") from None
     try:
-        return parse_experiment(data, file)
+        return parse_experiment(data, file, server_here)
     except KeyProblem as e:
         raise e.at(text) from None
 
 
-def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
+def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False) -> Experiment:
+    """The experiment ``data`` (read from ``file``) checked and typed. The CPUs of [layout] must be
+    this machine's where they are used on it: with [cluster], the load's are the load hosts', and with
+    server = "worker" the server's are its worker's, checked when that host reads the file
+    (``server_here``: this is that host)."""
     later = check_schema(data, file)  # the shape; a problem the reader says better (with the catalog) comes back
     top = Reader(file, data)
     name = top.string("name") or Path(file).stem
@@ -278,8 +283,10 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     if find and requests is not None:
         raise top.fail("requests", requests, "a capacity search runs for a duration: give duration, not requests")
 
+    cluster = _cluster(top, driver)
     lay = Reader(file, _table(top, "layout"), "layout.")
-    server_cpus, load_cpus = _layout(lay)
+    server_here = server_here or cluster is None or cluster.server == "here"
+    server_cpus, load_cpus = _layout(lay, server_here, cluster is None)
     services = _services(top)
     pooled = next((i for i, raw in enumerate(servers_raw) if raw.get("pool") is not None), None)
     if pooled is not None and not any(s.kind == "postgres" for s in services):
@@ -288,12 +295,13 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
     service_cpus = server_cpus
     if lay.get("service_cpus") is not None:
         try:
-            service_cpus = tuple(parse_cpu_list(str(lay.get("service_cpus")), flag=f"{file}: layout.service_cpus"))
+            service_cpus = tuple((parse_cpu_list if server_here else cpu_list)(str(lay.get("service_cpus")),
+                                                                                 flag=f"{file}: layout.service_cpus"))
         except ArenaError as e:
             raise ArenaError(str(e).replace("layout.service_cpus: ", f"layout.service_cpus = {show_value(lay.get('service_cpus'))}: ", 1)) from None
         if set(service_cpus) & set(load_cpus):
             raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
-    for c in servers:
+    for c in servers if server_here or lay.get("server_cpus") is not None else ():  # else the worker's own layout
         try:
             instance_cpus(list(server_cpus), c.topology)
         except ArenaError as e:
@@ -313,7 +321,7 @@ def parse_experiment(data: dict[str, Any], file: str) -> Experiment:
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
         goal=goal, thresholds=tuple(thresholds), source=data, find=find, find_from=find_from,
-        cluster=_cluster(top, driver),
+        cluster=cluster,
     )
     if later is not None:  # the reader let it pass: the schema's word stands
         raise later
@@ -703,14 +711,16 @@ def _services(top: Reader) -> tuple[ServiceSpec, ...]:
     return tuple(out)
 
 
-def _layout(r: Reader) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _layout(r: Reader, server_here: bool, load_here: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(server CPUs, load CPUs): those given, each checked against this machine's CPUs where it is
+    used here (else its form only), or the default layout of this machine's."""
     available = sorted(os.sched_getaffinity(0))
     picked = {}
-    for key in ("server_cpus", "load_cpus"):
+    for key, here in (("server_cpus", server_here), ("load_cpus", load_here)):
         v = r.get(key)
         if v is not None:
             try:
-                picked[key] = tuple(parse_cpu_list(str(v), flag=f"{r.file}: layout.{key}"))
+                picked[key] = tuple((parse_cpu_list if here else cpu_list)(str(v), flag=f"{r.file}: layout.{key}"))
             except ArenaError as e:
                 raise ArenaError(str(e).replace(f"layout.{key}: ", f"layout.{key} = {show_value(v)}: ", 1)) from None
     if len(picked) == 1:
