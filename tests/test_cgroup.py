@@ -9,6 +9,7 @@ import sys
 import psutil
 import pytest
 
+from arena import cpus as cpu_lists
 from arena.errors import ArenaError
 from arena.servers import cgroup
 
@@ -126,7 +127,7 @@ def test_stale_groups_of_a_dead_owner_are_reaped():
 def test_parse_cpu_list(text, cpus):
     if not set(cpus) <= os.sched_getaffinity(0):
         pytest.skip("needs CPUs 0-1")
-    assert cgroup.parse_cpu_list(text) == cpus
+    assert cpu_lists.parse_cpu_list(text) == cpus
 
 
 @pytest.mark.parametrize("text, message", [
@@ -136,13 +137,13 @@ def test_parse_cpu_list(text, cpus):
 ])
 def test_parse_cpu_list_errors(text, message):
     with pytest.raises(ArenaError) as e:
-        cgroup.parse_cpu_list(text)
+        cpu_lists.parse_cpu_list(text)
     assert str(e.value).startswith(message)
 
 
 def test_format_cpu_list():
-    assert cgroup.format_cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
-    assert cgroup.format_cpu_list([3]) == "3"
+    assert cpu_lists.format_cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert cpu_lists.format_cpu_list([3]) == "3"
 
 
 def test_backend_choice_is_validated():

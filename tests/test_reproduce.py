@@ -3,7 +3,6 @@ for the original conditions (checked by hand), the comparison built from a recor
 rank agreement."""
 
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest

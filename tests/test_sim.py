@@ -193,7 +193,7 @@ def test_arena_simulate_pumas_discipline(capsys):
 # ---------------------------------------------------------------------- disciplines, phases, calibrated predictions
 
 from arena.model import simulated  # noqa: E402
-from arena.model.sim import Empirical, Instance, Work, instance, simulate_instance  # noqa: E402
+from arena.model.sim import Empirical, simulate_instance  # noqa: E402
 
 
 def test_pumas_inline_requests_hold_a_connection_for_ten_while_the_rest_wait():

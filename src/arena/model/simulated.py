@@ -28,7 +28,6 @@ from arena import stats
 from arena.model.calibrate import Calibration, Discipline, Quantiles
 from arena.model.server import Prediction, binding, capacity, predict_open
 from arena.model.sim import Dist, Empirical, Instance, InstanceRun, Sampler, Work, summarize, simulate_instance
-from arena.servers import catalog
 
 REQUESTS = 20_000  # simulated requests per replication: about 200 beyond the p99
 REPLICATIONS = 3

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from arena import stats
 from arena.cpus import cpu_list
-from arena.results.aggregate import FIGURES, MiB, Cell, Figure, workloads
+from arena.results.aggregate import FIGURES, Cell, Figure, workloads
 from arena.results.runs import Failure
 from arena.results.validity import flag_kind
 

@@ -20,9 +20,9 @@ import signal
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
-from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list  # noqa: F401 (their home)
+from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 
 PREFIX = "arena-"
