@@ -222,6 +222,28 @@ def test_the_server_hosts_watch_ends_once_the_host_is_gone_or_the_scheduler_sile
         remote._Watch(Answers("tcp://10.0.0.11:4000"), "tcp://10.0.0.1:8786", host).look()
 
 
+def test_the_server_hosts_event_queue_is_made_within_the_schedulers_bound(monkeypatch, tmp_path):
+    from arena.app import remote
+    from arena.drivers.cluster import SCHEDULER_TIMEOUT_S
+
+    class QueueUnanswered(_Unanswered):  # says who the workers are, never answers the queue's making
+        asynchronous = False
+
+        def sync(self, func, *args, callback_timeout=None, **kwargs):
+            self.timeouts.append(callback_timeout)
+            if func is self.scheduler.identity:
+                return {"workers": {"tcp://10.0.0.20:4000": {"name": "server", "host": "10.0.0.20",
+                                                             "resources": {"arena-server": 1}}}}
+            raise TimeoutError
+
+    client = QueueUnanswered()
+    monkeypatch.setattr(remote, "connect", lambda address: client)
+    with pytest.raises(ArenaError, match=r"^--cluster tcp://10.0.0.1:8786: the scheduler did not answer within 10 s$"):
+        remote.run_on_server_host(str(tmp_path / "x.toml"), "x", str(tmp_path / "s.db"), "tcp://10.0.0.1:8786",
+                                  lambda e: None)
+    assert client.timeouts == [SCHEDULER_TIMEOUT_S] * 3  # the workers, the queue, the client's close
+
+
 def test_the_load_hosts_and_where_load_may_go_come_from_one_list_of_workers():
     from arena.drivers.cluster import cluster_ips, hosts
 

@@ -42,15 +42,13 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
     """Run the experiment file (experiment ``name``) on the cluster's server host; its runs merged
     into ``store_path``."""
     client = connect(address)  # first: it says so when distributed is not installed
-    from distributed import Queue
-
     host = future = None
     run_id = uuid.uuid4().hex[:12]
     try:
         host = server_host(client, address)
         store = Path(store_path)
         copy = store.read_bytes() if store.exists() else b""
-        events = Queue(f"arena-events-{run_id}", client=client)
+        events = _bounded_queue(f"arena-events-{run_id}", client)
         future = client.submit(_on_server_host, str(Path(path).resolve()), copy, host.ip, run_id, retake_invalid, shard,
                                key=f"arena-experiment-{run_id}", workers=[host.address], allow_other_workers=False,
                                resources={SERVER_RESOURCE: 1}, pure=False)
@@ -92,6 +90,18 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
         close(client)
     _merge(back, store_path, name)
     return counts
+
+
+def _bounded_queue(name: str, client):
+    """The Dask queue ``name``, made on the scheduler within SCHEDULER_TIMEOUT_S (TimeoutError: no
+    answer): a Queue's own start waits for the scheduler's answer without a bound."""
+    from distributed import Queue
+
+    class Bounded(Queue):
+        def _maybe_start(self):
+            self.client.sync(self._start, callback_timeout=SCHEDULER_TIMEOUT_S)
+
+    return Bounded(name, client=client)
 
 
 class _Watch:
