@@ -19,6 +19,9 @@ of its best (how far a configuration's capacity moves when the whole grid is run
 noise, its 90th percentile), or a bracket open at its top; the best's capacity there is the lower of
 its two measurements, the highest of many near-equal capacities being the luckiest of them. The A/A
 case: a third full grid's choice, judged as tune's is; tune can do no better than a grid repeated.
+An app where no configuration meets the goal at any rate is left out of the sums (tune must say so),
+as is one whose goal sits at the edge of every configuration's reach: the grid measured again finds
+none of its capacities, or in truth none has one; there is no best to judge by.
 
 Targets (issue: arena tune): within the tied-best group, within 5% of the best capacity, at most
 25% of the grid's runs. Pure computation, no server, the apps spread over the CPUs (one each): seed 1
@@ -206,16 +209,22 @@ def one(a: dict, seed: int, noise: float, off: float) -> dict:
     # could order either way
     _, again = full_grid(seed + 1000)
     moved = sorted(abs(math.log(found[k].lo / again[k].lo)) for k in found if k in again)
+    edge = ([] if moved else ["measured again, the grid finds nothing within the goal"]) + (
+        [] if best_true else ["in truth nothing meets it at any rate"])
+    if edge:  # the goal at the edge of every configuration's reach: no repeatable capacity, no best to judge by
+        return {"grid_runs": grid_runs, "tune_runs": tune_runs, "edge": "; ".join(edge), "choice": choice,
+                "share": true_cap[choice] / best_true if choice and best_true else None}
     tol = math.exp(moved[int(0.9 * (len(moved) - 1))]) - 1
     tied_group = tied_with_best({k: (c.lo, c.hi) for k, c in found.items()}, tol, {k: c.lo for k, c in again.items()})
     # the A/A case: a third full grid, its choice judged as tune's is
     _, third = full_grid(seed + 2000)
-    again_best = max(third.values(), key=lambda c: c.lo).key
+    again_best = max(third.values(), key=lambda c: c.lo).key if third else None  # None: it found none
     spread = model_off({c.key: c.predicted for c in ranking}, true_cap, lambda k: k[0], tied_group)[1]
     return {"grid_runs": grid_runs, "tune_runs": tune_runs, "in_group": choice in tied_group, "group": len(tied_group),
             "model_spread": spread, "raced": best_raced(true_cap, field),
             "share": true_cap[choice] / best_true if choice else 0.0, "choice": choice,
-            "aa_in_group": again_best in tied_group, "tol": tol, "aa_share": true_cap[again_best] / best_true,
+            "aa_in_group": again_best in tied_group, "tol": tol,
+            "aa_share": true_cap[again_best] / best_true if again_best else 0.0,
             "best": max(true_cap, key=true_cap.get), "best_true": best_true}
 
 
@@ -224,6 +233,11 @@ def _simulated_row(a: dict, r: dict, rows: list[dict]) -> None:
     head = f"{describe(a):<44} {r['grid_runs']:>9} {r['tune_runs']:>9} {r['tune_runs'] / r['grid_runs']:>6.0%} "
     if r.get("none"):
         print(head + f"nothing meets the goal at any rate; tune said so: {'yes' if r['tune_none'] else 'NO'}", flush=True)
+        return
+    if r.get("edge"):
+        chose = f"tune chose {r['choice']}" if r["choice"] else "tune found none"
+        share = "" if r["share"] is None else f", {r['share']:.1%} of the best true capacity"
+        print(head + f"{r['edge']}; {chose}{share}", flush=True)
         return
     print(head + f"{('yes' if r['in_group'] else 'NO') + ' of ' + str(r['group']):>9} {r['share']:>7.1%} "
           f"{r['raced']:>6.1%} {r['tol']:>6.1%} {r['model_spread']:>6.1%} {'yes' if r['aa_in_group'] else 'NO':>8} "
@@ -241,11 +255,15 @@ def simulated_bench(args) -> int:
         for a, r in zip(apps, results):
             _simulated_row(a, r, rows)
     none = [r for r in rows if r.get("none")]
-    rows = [r for r in rows if not r.get("none")]
+    edge = [r for r in rows if r.get("edge")]
+    rows = [r for r in rows if not r.get("none") and not r.get("edge")]
     if none:
         share = statistics.median(r["tune_runs"] / r["grid_runs"] for r in none)
         print(f"\n{len(none)} app(s) where nothing meets the goal at any rate (left out below): tune said so in "
               f"{sum(r['tune_none'] for r in none)}, with a median {share:.0%} of the grid's runs", flush=True)
+    if edge:
+        print(f"\n{len(edge)} app(s) whose goal is at the edge of every configuration's reach (left out below): "
+              f"no capacity the grid finds again, or none in truth", flush=True)
     n = len(rows)
     share = statistics.median(r["tune_runs"] / r["grid_runs"] for r in rows)
     print(f"\nover {n} apps: tune's runs are a median {share:.0%} of the grid's (most "
