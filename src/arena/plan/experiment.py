@@ -285,27 +285,22 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
 
     cluster = _cluster(top, driver)
     lay = Reader(file, _table(top, "layout"), "layout.")
-    server_here = server_here or cluster is None or cluster.server == "here"
-    server_cpus, load_cpus = _layout(lay, server_here, cluster is None)
+    server_local = server_here or cluster is None or cluster.server == "here"  # the server's CPUs are this machine's
+    server_cpus, load_cpus = _layout(lay, server_local, cluster is None)
     services = _services(top)
     pooled = next((i for i, raw in enumerate(servers_raw) if raw.get("pool") is not None), None)
     if pooled is not None and not any(s.kind == "postgres" for s in services):
         raise Reader(file, servers_raw[pooled], f"servers[{pooled}].").fail(
             "pool", servers_raw[pooled]["pool"], "sizes the database pool: declare [[services]] kind = \"postgres\"")
-    service_cpus = server_cpus
-    if lay.get("service_cpus") is not None:
-        try:
-            service_cpus = tuple((parse_cpu_list if server_here else cpu_list)(str(lay.get("service_cpus")),
-                                                                                 flag=f"{file}: layout.service_cpus"))
-        except ArenaError as e:
-            raise ArenaError(str(e).replace("layout.service_cpus: ", f"layout.service_cpus = {show_value(lay.get('service_cpus'))}: ", 1)) from None
-        if set(service_cpus) & set(load_cpus):
-            raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
-    for c in servers if server_here or lay.get("server_cpus") is not None else ():  # else the worker's own layout
-        try:
-            instance_cpus(list(server_cpus), c.topology)
-        except ArenaError as e:
-            raise top.fail("servers", c.name, str(e)) from None
+    service_cpus = _cpus(lay, "service_cpus", server_local) or server_cpus
+    if set(service_cpus) & set(load_cpus):  # the server's never do
+        raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
+    if server_local or lay.get("server_cpus") is not None:  # else the server host's default layout, checked there
+        for c in servers:
+            try:
+                instance_cpus(list(server_cpus), c.topology)
+            except ArenaError as e:
+                raise top.fail("servers", c.name, str(e)) from None
 
     exp = Experiment(
         name=name, file=file, description=top.string("description", ""), driver=driver, servers=tuple(servers),
@@ -711,18 +706,23 @@ def _services(top: Reader) -> tuple[ServiceSpec, ...]:
     return tuple(out)
 
 
+def _cpus(r: Reader, key: str, here: bool) -> tuple[int, ...]:
+    """The CPU list of [layout] ``key`` (() where not given), checked against this machine's CPUs where
+    it is used ``here``, else its form only."""
+    v = r.get(key)
+    if v is None:
+        return ()
+    try:
+        return tuple((parse_cpu_list if here else cpu_list)(str(v), flag=f"{r.file}: layout.{key}"))
+    except ArenaError as e:
+        raise ArenaError(str(e).replace(f"layout.{key}: ", f"layout.{key} = {show_value(v)}: ", 1)) from None
+
+
 def _layout(r: Reader, server_here: bool, load_here: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(server CPUs, load CPUs): those given, each checked against this machine's CPUs where it is
-    used here (else its form only), or the default layout of this machine's."""
+    """(server CPUs, load CPUs): those given (_cpus), or the default layout of this machine's."""
     available = sorted(os.sched_getaffinity(0))
-    picked = {}
-    for key, here in (("server_cpus", server_here), ("load_cpus", load_here)):
-        v = r.get(key)
-        if v is not None:
-            try:
-                picked[key] = tuple((parse_cpu_list if here else cpu_list)(str(v), flag=f"{r.file}: layout.{key}"))
-            except ArenaError as e:
-                raise ArenaError(str(e).replace(f"layout.{key}: ", f"layout.{key} = {show_value(v)}: ", 1)) from None
+    picked = {key: _cpus(r, key, here) for key, here in (("server_cpus", server_here), ("load_cpus", load_here))
+              if r.get(key) is not None}
     if len(picked) == 1:
         raise r.fail(next(iter(picked)), r.get(next(iter(picked))), "set both server_cpus and load_cpus, or neither")
     if not picked:
