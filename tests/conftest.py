@@ -1,5 +1,6 @@
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -36,6 +37,17 @@ def report_store() -> str:
         shutil.copy(Path(__file__).parent / "fixtures" / "report" / "store.db", copy)
         _copies["report"] = str(copy)
     return _copies["report"]
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A directory on a tmpfs of 80 KiB (a stored run takes about 20): it fills after a few runs."""
+    where = tmp_path / "small"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80k", "tmpfs", str(where)]).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

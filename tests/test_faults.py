@@ -41,17 +41,6 @@ threads = 2
 """
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A directory on a tmpfs of 80 KiB (a stored run takes about 20): it fills after a few runs."""
-    where = tmp_path / "small"
-    where.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80k", "tmpfs", str(where)]).returncode:
-        pytest.skip("mounting a small tmpfs needs root")
-    yield where
-    subprocess.run(["umount", "-l", str(where)], check=True)
-
-
 def arena(*argv, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([*ARENA, *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
 

@@ -27,13 +27,13 @@ from arena.results.store import RUN_COLUMNS, Store, read_rescued
 from arena.runner import Event, Seams, plan_groups, run_experiment
 
 
-def open_store(path: str, write: bool = False) -> Store:
+def open_store(path: str, write: bool = False, flag: str = "--store") -> Store:
     """The store at ``path``: to read (it must exist, and is never written, not even upgraded), or to
-    ``write`` (created where missing; checked writable before anything runs)."""
+    ``write`` (created where missing; checked writable before anything runs). Errors name ``flag``."""
     if not write and not os.path.exists(path):
-        raise ArenaError(f"--store {path}: no such store (looked for {os.path.abspath(path)}; run an experiment first: "
-                         "arena run scenarios/quick.toml, or name the store with --store or ARENA_STORE)")
-    return Store(path, readonly=not write)
+        raise ArenaError(f"{flag} {path}".lstrip() + f": no such store (looked for {os.path.abspath(path)}; run an "
+                         "experiment first: arena run scenarios/quick.toml, or name the store with --store or ARENA_STORE)")
+    return Store(path, readonly=not write, flag=flag)
 
 
 def import_rescued(path: str, store_path: str) -> tuple[str, int, int]:

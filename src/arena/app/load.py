@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from arena.atomic import write_file
 from arena.drivers import cluster as cluster_driver, native
 from arena.results.load import LoadResult, to_dict
 from arena.drivers.spec import LoadSpec
@@ -42,8 +43,7 @@ def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = 
     if json_path is not None:  # arena-load's document; from several hosts, the merged result and each host's
         doc = ({"merged": to_dict(replace(result, raw=None)), "hosts": result.raw["hosts"]} if result.hosts
                else result.raw)
-        with open(json_path, "w") as f:
-            json.dump(doc, f, indent=1)
+        write_file(json_path, json.dumps(doc, indent=1), "--json")
     lost = [p for p in before if not _alive(p)]
     flags = validity_flags(result, error_threshold=ERROR_THRESHOLD, drift_threshold=DRIFT_THRESHOLD,
                            server_died=bool(before) and len(lost) == len(before),

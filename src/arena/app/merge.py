@@ -7,18 +7,25 @@ another definition is refused, naming both. A run is keyed by its run key (confi
 level, repetition): merged again, the same run is kept once; a shard run again replaces the run it
 made before (the later start wins), never adds a second. Runs whose machines differ in CPU model
 are not pooled into one cell silently: the CPU model most runs have keeps the experiment's name,
-the others go to ``NAME@HOST`` with a warning.
+the others go to ``NAME@HOST`` with a warning. The output is written whole or not at all: the merge
+is made in a copy beside it, renamed over it at the end.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from arena.app.experiments import open_store
+from arena.atomic import building
 from arena.errors import ArenaError
+from arena.results.store import Store
 
 
 @dataclass
@@ -38,7 +45,7 @@ def merge(shards: list[str], out: str, only: str | None = None) -> Merged:
     for path in shards:
         if Path(path).resolve() == Path(out).resolve():
             raise ArenaError(f"{path}: is the output store (-o); merge the shards into another")
-        with open_store(path) as store:
+        with open_store(path, flag="") as store:  # a STORE given by position
             for e in store.experiments():
                 if only is not None and e["name"] != only:
                     continue
@@ -54,7 +61,9 @@ def merge(shards: list[str], out: str, only: str | None = None) -> Merged:
     if not found:
         raise ArenaError(f"{', '.join(shards)}: no experiment in these stores")
     merged = Merged(out)
-    with open_store(out, write=True) as target:
+    if os.path.exists(out) and not os.path.isdir(out) and os.path.getsize(out) > 0:
+        open_store(out, flag="-o").close()  # an Arena store (of this schema or an older one), or refused now
+    with building(out, "-o") as part, _copy_of(out, part) as target:
         for name, e in found.items():
             models = Counter((r["environment"] or {}).get("cpu_model") for r in e["runs"])
             main = models.most_common(1)[0][0] if models else None
@@ -70,6 +79,24 @@ def merge(shards: list[str], out: str, only: str | None = None) -> Merged:
                                         f"({env.get('cpu_model')}), not {main}: kept apart as experiment {where}")
                 _write(target, where, e, runs, e["failures"] if where == name else [], merged)
     return merged
+
+
+@contextmanager
+def _copy_of(out: str, part: Path) -> Iterator[Store]:
+    """The store to merge into: a copy of ``out`` (where it holds runs already) at ``part``, renamed
+    over ``out`` by the caller once the merge is whole (arena.atomic.building): a merge that is killed
+    or fails halfway leaves ``out`` as it was, never a store with some of the runs."""
+    if os.path.exists(out) and os.path.getsize(out) > 0:
+        with sqlite3.connect(f"{Path(out).resolve().as_uri()}?mode=ro", uri=True) as source, \
+                sqlite3.connect(part) as copy:
+            source.backup(copy)
+        source.close()
+        copy.close()
+    store = Store(part, flag="-o", shown=out)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _write(target, name: str, e: dict, runs: list[dict], failures: list[dict], merged: Merged) -> None:

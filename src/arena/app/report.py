@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arena.app.experiments import Results, latest, open_store, results
+from arena.atomic import staging, writable, write_file
 from arena.errors import ArenaError
 from arena.report import data
 from arena.app.analysis import Limits, analyse
@@ -34,19 +35,6 @@ def default_path(name: str) -> str:
     return f"arena-report-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}.html"
 
 
-def writable(path: str, flag: str) -> None:
-    """Before any work: ``path`` can be written as a file (its directory exists and takes writes; it
-    is not a directory)."""
-    target = Path(path)
-    if target.is_dir():
-        raise ArenaError(f"{flag} {path}: is a directory (give a file name)")
-    where = target.resolve().parent
-    if not where.is_dir():
-        raise ArenaError(f"{flag} {path}: its directory {where} does not exist")
-    if not os.access(where, os.W_OK):
-        raise ArenaError(f"{flag} {path}: its directory {where} cannot be written")
-
-
 def exportable(directory: str) -> None:
     """Before any work: ``directory`` exists (or is made now) and takes writes."""
     try:
@@ -58,20 +46,12 @@ def exportable(directory: str) -> None:
 
 
 def write_report(report: data.Report, path: str) -> str:
-    """Write the HTML file whole or not at all (a temporary file beside it, renamed over it: a full
-    disk leaves no half page); returns its absolute path."""
+    """Write the HTML file whole or not at all (arena.atomic: a full disk leaves no half page);
+    returns its absolute path."""
     from arena.report.html import render
 
-    text = render(report)
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    try:
-        tmp.write_text(text)
-        tmp.replace(target)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise ArenaError(f"--output {path}: cannot write it ({e.strerror})") from None
-    return str(target.resolve())
+    write_file(path, render(report), "--output")
+    return str(Path(path).resolve())
 
 
 @dataclass(frozen=True)
@@ -101,7 +81,9 @@ def export_charts(report: data.Report, directory: str, fmt: str) -> list[Path]:
     """Each chart's data (CSV) and picture (SVG or PNG) into ``directory``."""
     from arena.report.export import export
 
-    try:
-        return export(report.charts, Path(directory), fmt)
-    except OSError as e:
-        raise ArenaError(f"--export {directory}: cannot write there ({e.strerror})") from None
+    with staging(directory, "--export") as stage:
+        try:
+            written = export(report.charts, stage, fmt)
+        except OSError as e:
+            raise ArenaError(f"--export {directory}: cannot write there ({e.strerror})") from None
+    return [Path(directory) / p.name for p in written]

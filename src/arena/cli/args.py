@@ -7,6 +7,7 @@ import math
 import re
 import sys
 
+from arena.atomic import write_file
 from arena.errors import ArenaError, did_you_mean
 from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
@@ -307,12 +308,9 @@ def reap_first(out) -> None:
 
 
 def write(path: str, text: str, flag: str) -> None:
-    """Write a file the user named; a failure is a one-line error naming the flag."""
-    try:
-        with open(path, "w") as f:
-            f.write(text)
-    except OSError as e:
-        raise ArenaError(f"{flag} {path}: cannot write it ({e.strerror})") from None
+    """Write a file the user named, whole or not at all (arena.atomic); a failure is a one-line error
+    naming the flag."""
+    write_file(path, text, flag)
 
 
 def note_unused_environment(out) -> None:

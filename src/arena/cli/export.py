@@ -5,6 +5,7 @@ import os
 import sys
 
 from arena.app.experiments import export, export_histograms
+from arena.atomic import staging
 from arena.cli.args import add_store, say_store, write
 from arena.errors import ArenaError
 
@@ -29,13 +30,10 @@ def run(args, out) -> int:
     if args.format == "hgrm":
         if not args.output:
             raise ArenaError("--format hgrm: writes one file per cell; give a directory with -o DIR")
-        try:
-            os.makedirs(args.output, exist_ok=True)
-        except OSError as e:
-            raise ArenaError(f"--output {args.output}: cannot make it ({e.strerror})") from None
         files = export_histograms(args.store, args.experiment, "hgrm")
-        for file, text in files.items():
-            write(os.path.join(args.output, file), text, "--output")
+        with staging(args.output, "--output") as stage:  # every cell's file, or none
+            for file, text in files.items():
+                (stage / file).write_text(text)
         say_store(out, args.store)
         out.print(f"{len(files)} percentile distributions (.hgrm) in {os.path.abspath(args.output)}", highlight=False)
         return 0

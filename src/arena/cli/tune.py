@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 from arena import __version__
+from arena.atomic import staging
 from arena.app.tune import BUDGET_S, DURATION_S, ERROR_PCT, Request, tune
 from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, add_user_app, count, cpus, duration, listof,
-                            positive, reap_first, user_app_options, write)
+                            positive, reap_first, user_app_options)
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.plan.experiment import Level
@@ -77,12 +78,11 @@ def run(args, out) -> int:
     if args.write:
         ch = tuned.chosen
         files = deploy.files(deploy.Deployment(ch.server, ch.app, ch.processes, ch.threads), evidence(tuned, __version__))
-        os.makedirs(args.write, exist_ok=True)
-        for name, text in files.items():
-            path = os.path.join(args.write, name)
-            write(path, text, "--write")
-            if name.endswith(".sh"):
-                os.chmod(path, 0o755)
+        with staging(args.write, "--write") as stage:  # every file, or none
+            for name, text in files.items():
+                (stage / name).write_text(text)
+                if name.endswith(".sh"):
+                    (stage / name).chmod(0o755)
         say(f"wrote {', '.join(os.path.join(args.write, n) for n in files)}")
     return 0
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arena.atomic import write_file
 from arena.errors import ArenaError, NotSaved, did_you_mean
 from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode
 
@@ -142,14 +143,15 @@ class Store:
     a write that fails (a full disk, the store removed) raises NotSaved and leaves the store as it
     was before that run."""
 
-    def __init__(self, path: str | Path, readonly: bool = False):
+    def __init__(self, path: str | Path, readonly: bool = False, flag: str = "--store", shown: str | None = None):
         self.path, self.readonly = str(path), readonly
+        self.named = f"{flag} {shown or self.path}".lstrip()  # how errors name it: the flag (if any) and path given
         if Path(self.path).is_dir():
-            raise ArenaError(f"--store {self.path}: is a directory (give the store's file, such as {Path(self.path) / 'arena.db'})")
+            raise ArenaError(f"{self.named}: is a directory (give the store's file, such as {Path(self.path) / 'arena.db'})")
         if not readonly:
             where = Path(self.path).resolve().parent
             if not where.is_dir():
-                raise ArenaError(f"--store {self.path}: its directory {where} does not exist")
+                raise ArenaError(f"{self.named}: its directory {where} does not exist")
         try:
             self.db = (sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True) if readonly
                        else sqlite3.connect(self.path))
@@ -160,7 +162,7 @@ class Store:
                 self.db.execute("BEGIN IMMEDIATE")  # takes the write lock: refused on a store we cannot write
                 self.db.execute("ROLLBACK")
         except sqlite3.Error as e:
-            raise ArenaError(f"--store {self.path}: cannot {'read' if readonly else 'write'} it ({e})") from None
+            raise ArenaError(f"{self.named}: cannot {'read' if readonly else 'write'} it ({e})") from None
         if version < SCHEMA_VERSION:
             if readonly:
                 self._in_memory()
@@ -173,16 +175,16 @@ class Store:
         try:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as e:
-            raise ArenaError(f"--store {self.path}: not an Arena store ({e})") from None
+            raise ArenaError(f"{self.named}: not an Arena store ({e})") from None
         if version == 0:
             foreign = [r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             if foreign:  # an SQLite file of something else: never add Arena's tables to it
-                raise ArenaError(f"--store {self.path}: not an Arena store (an SQLite file with other tables: "
+                raise ArenaError(f"{self.named}: not an Arena store (an SQLite file with other tables: "
                                  f"{', '.join(foreign[:5])})")
             if self.readonly:
-                raise ArenaError(f"--store {self.path}: not an Arena store (an empty file: no experiment has run into it)")
+                raise ArenaError(f"{self.named}: not an Arena store (an empty file: no experiment has run into it)")
         if version > SCHEMA_VERSION:
-            raise ArenaError(f"--store {self.path}: schema version {version} is newer than this Arena's "
+            raise ArenaError(f"{self.named}: schema version {version} is newer than this Arena's "
                              f"({SCHEMA_VERSION}); use a newer Arena or another store")
         return version
 
@@ -202,7 +204,7 @@ class Store:
                 self.db.backup(target)
             target.close()
         except sqlite3.Error as e:
-            raise ArenaError(f"--store {self.path}: cannot keep a copy before upgrading it from schema {version} "
+            raise ArenaError(f"{self.named}: cannot keep a copy before upgrading it from schema {version} "
                              f"({copy}: {e})") from None
 
     def _migrate(self, version: int) -> None:
@@ -212,7 +214,7 @@ class Store:
             except sqlite3.Error as e:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
-                raise ArenaError(f"--store {self.path}: upgrading to schema {v + 1} failed: {e}") from None
+                raise ArenaError(f"{self.named}: upgrading to schema {v + 1} failed: {e}") from None
 
     def _write(self, sql: str, values: tuple, *more: tuple[str, tuple]) -> None:
         """One statement (and ``more``) in one transaction; NotSaved where it cannot be (a full or
@@ -222,13 +224,13 @@ class Store:
             if os.stat(self.path).st_ino != self._inode:
                 raise FileNotFoundError("it was replaced")
         except FileNotFoundError as e:
-            raise NotSaved(f"--store {self.path}: the store's file is gone ({e.strerror or e})") from None
+            raise NotSaved(f"{self.named}: the store's file is gone ({e.strerror or e})") from None
         try:
             with self.db:
                 for statement, args in ((sql, values), *more):
                     self.db.execute(statement, args)
         except sqlite3.Error as e:
-            raise NotSaved(f"--store {self.path}: cannot write it ({e})") from None
+            raise NotSaved(f"{self.named}: cannot write it ({e})") from None
 
     @property
     def version(self) -> int:
@@ -260,7 +262,7 @@ class Store:
                 return self.db.execute("INSERT INTO experiments (name, file, definition, created_at) VALUES (?, ?, ?, ?)",
                                        (name, file, text, time.time())).lastrowid
         except sqlite3.Error as e:
-            raise ArenaError(f"--store {self.path}: cannot write it ({e})") from None
+            raise ArenaError(f"{self.named}: cannot write it ({e})") from None
 
     def experiments(self) -> list[dict[str, Any]]:
         rows = self.db.execute(
@@ -403,11 +405,10 @@ def rescue(store_path: str, experiment: dict[str, Any], runs: list[dict[str, Any
     problems = []
     for where in (Path(store_path).resolve().parent, Path(tempfile.gettempdir())):
         try:
-            (where / name).write_text(doc)
+            write_file(where / name, doc, "rescue")
             return str(where / name)
-        except OSError as e:
-            problems.append(f"{where}: {e.strerror}")
-            (where / name).unlink(missing_ok=True)
+        except ArenaError as e:
+            problems.append(f"{where}: {str(e).rpartition('(')[2].rstrip(')')}")
     raise NotSaved(f"--store {store_path}: the result could be kept nowhere ({'; '.join(problems)})")
 
 
@@ -420,3 +421,4 @@ def read_rescued(path: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("format") != RESCUE_FORMAT:
         raise ArenaError(f"{path}: not a file of rescued runs (its format is not {RESCUE_FORMAT})")
     return doc
+
