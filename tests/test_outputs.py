@@ -1,7 +1,10 @@
 """Every file Arena writes is whole or absent (arena.atomic): a SIGKILL halfway or a full disk leaves
 the old file or nothing, for each writer (export json/csv/hlog, the hgrm directory, a merged store,
-tune's files, the report's charts)."""
+tune's files, the report's charts); and what a rescue file brings in is checked against the runs'
+schema before anything is written, so an import never makes a store unreadable."""
 
+import copy
+import json
 import os
 import shutil
 import signal
@@ -15,7 +18,7 @@ import pytest
 
 from arena.atomic import clear_stale, partial_name, replacing, staging, write_file
 from arena.errors import ArenaError
-from arena.results.store import Store
+from arena.results.store import RESCUE_FORMAT, Store, run_problem
 from tests.conftest import report_store
 from tests.test_faults import ARENA, arena, one_line
 
@@ -173,3 +176,55 @@ def test_merge_names_its_output_flag_in_every_refusal(tmp_path):
         assert "--store" not in line
     done = arena("merge", str(tmp_path / "nope.db"), "-o", str(tmp_path / "m.db"), cwd=tmp_path)
     assert one_line(done.stderr).startswith(f"arena: error: {tmp_path / 'nope.db'}: no such store")
+
+
+def _rescue(tmp_path: Path) -> dict:
+    with Store(report_store(), readonly=True) as s:
+        runs, _ = s.rows(EXPERIMENT)
+        return {"format": RESCUE_FORMAT, "runs": runs[:4], "failures": [],
+                "experiment": {"name": EXPERIMENT, "file": s.file(EXPERIMENT), "definition": s.definition(EXPERIMENT)}}
+
+
+def _edited(doc: dict, how) -> dict:
+    doc = copy.deepcopy(doc)
+    how(doc)
+    return doc
+
+
+def test_the_store_writes_runs_that_its_own_schema_accepts():
+    for fixture in (report_store(), str(Path(__file__).parent / "fixtures" / "reproduce" / "store.db")):
+        with Store(fixture, readonly=True) as s:
+            for e in s.experiments():
+                runs, failures = s.rows(e["name"])
+                doc = {"format": RESCUE_FORMAT, "runs": runs, "failures": failures,
+                       "experiment": {"name": e["name"], "file": s.file(e["name"]), "definition": s.definition(e["name"])}}
+                assert run_problem(doc) is None
+
+
+def test_a_hand_edited_rescue_file_is_refused_in_one_line_and_the_store_still_reads(tmp_path):
+    good = _rescue(tmp_path)
+    store = tmp_path / "i.db"
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(_edited(good, lambda d: d.update(runs=d["runs"][:1]))))
+    assert arena("import", str(first), "--store", str(store), cwd=tmp_path).returncode == 0
+    key = good["runs"][2]["run_key"]
+    cases = {
+        "no experiment": (lambda d: d.pop("experiment"), "'experiment' is missing"),
+        "no run key": (lambda d: d["runs"][1].pop("run_key"), "run 2: 'run_key' is missing"),
+        "runs an object": (lambda d: d.update(runs={"a": 1}), 'runs: {"a": 1} is not of type \'array\''),
+        "experiment a string": (lambda d: d.update(experiment="x"), 'experiment: "x" is not of type \'object\''),
+        "throughput lots": (lambda d: d["runs"][2].update(throughput="lots"),
+                            f"run 3 ({key}), throughput: \"lots\" is not of type 'number', 'null'"),
+        "a histogram's count": (lambda d: d["runs"][2]["load"]["measured"]["response_time"].update(count="x"),
+                                f"run 3 ({key}), load.measured.response_time.count: \"x\" is not of type 'integer'"),
+    }
+    for name, (how, said) in cases.items():
+        bad = tmp_path / f"{name.replace(' ', '-')}.json"
+        bad.write_text(json.dumps(_edited(good, how)))
+        done = arena("import", str(bad), "--store", str(store), cwd=tmp_path)
+        assert done.returncode == 2, (name, done.stdout)
+        assert one_line(done.stderr) == f"arena: error: {bad}: {said}; nothing was brought in", name
+    shown = arena("show", EXPERIMENT, "--store", str(store), cwd=tmp_path)
+    assert shown.returncode in (0, 1) and "Traceback" not in shown.stderr, shown.stderr
+    with Store(store, readonly=True) as s:
+        assert len(s.runs(EXPERIMENT)) == 1
