@@ -78,6 +78,25 @@ def test_show_writes_markdown_and_junit_for_ci(capsys):
     assert "none keeps within the goal" in goal.find("failure").get("message")
 
 
+def test_markdown_shows_a_hostile_label_as_text_never_as_markup(exported, capsys):
+    """The fixture's label is ``puma <b>"fast"</b> & <script>alert(1)</script>``: a pull-request
+    comment must show it, not run it (GitHub renders a comment's HTML)."""
+    from arena.report.markdown import code, escape
+
+    assert escape('a <script>x</script> & b|c *d* [e](f)') == r"a &lt;script>x&lt;/script> & b\|c \*d\* \[e\](f)"
+    assert escape("&amp; &#60; <!-- x --> <?php") == "&amp;amp; &amp;#60; &lt;!-- x --> &lt;?php"
+    assert escape("throughput<-20%, a <= b") == "throughput<-20%, a <= b"  # no HTML can start there
+    assert escape("> quoted") == r"\> quoted" and escape("p99>+10%") == "p99>+10%"
+    assert escape("two\nlines") == "two lines"
+    assert code("x`y") == "``x`y``" and code("`x") == "`` `x ``" and code("plain") == "`plain`"
+    same, _ = exported
+    for argv in (["show", NAME, "--store", report_store()], ["compare", same, NAME, "--store", report_store()]):
+        assert main([*argv, "--format", "markdown"]) in (0, 1)
+        md = capsys.readouterr().out
+        assert "puma &lt;b>\"fast\"&lt;/b> & &lt;script>alert(1)&lt;/script>" in md, argv
+        assert "<script>" not in md and "<b>" not in md, argv
+
+
 def test_rules_are_read_or_refused_in_one_line(capsys):
     assert rules("p99>+10%, throughput<-5%") == [Rule("p99", ">", 0.10, "p99>+10%"), Rule("throughput", "<", -0.05,
                                                                                              "throughput<-5%")]

@@ -7,6 +7,7 @@ from typing import Any
 
 from arena.results.aggregate import FIGURES
 from arena.report.junit import Case, document
+from arena.report.markdown import code, escape as esc
 from arena.results.compare import Change, Rule
 
 HEAD = ("cell", "figure", "base", "new", "new / base", "verdict")
@@ -44,8 +45,7 @@ def verdict_line(broken: list[tuple[Rule, Change]], rules: list[Rule]) -> str:
 
 def markdown(base: str, new: str, changes: list[Change], alone: list[str], broken, rules) -> str:
     """A pull-request comment: the verdict, then a table of every cell's figures."""
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = [f"### Arena: `{esc(new)}` against `{esc(base)}`", "", verdict_line(broken, rules), "",
+    lines = [f"### Arena: {code(new)} against {code(base)}", "", esc(verdict_line(broken, rules)), "",
              "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     lines += ["| " + " | ".join(esc(x) for x in row) + " |" for row in rows(changes)]
     lines += [""] + [f"- {esc(a)}" for a in alone] if alone else []

@@ -9,18 +9,18 @@ from typing import Sequence
 from arena.report.answer import answer_lines, threshold_lines
 from arena.report.data import comparison_table
 from arena.report.junit import Case, document
+from arena.report.markdown import code, escape as esc
 from arena.report.tune import capacity_lines, capacity_text
 from arena.results.aggregate import FIGURES
 
 
 def markdown(name: str, answers: Sequence, thresholds: Sequence, capacities: Sequence, cells: list) -> str:
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = [f"### Arena: `{esc(name)}`", ""]
+    lines = [f"### Arena: {code(name)}", ""]
     for a in answers:
         lines += [f"- {esc(line)}" for line in answer_lines(a, len(answers) > 1)]
     lines += [f"- {esc(line)}" for line in capacity_lines(capacities) + threshold_lines(thresholds)]
     table = comparison_table(cells)
-    lines += ["", "| " + " | ".join(table.head) + " |", "|" + "---|" * len(table.head)]
+    lines += ["", "| " + " | ".join(esc(h) for h in table.head) + " |", "|" + "---|" * len(table.head)]
     lines += ["| " + " | ".join(esc(x) for x in row) + " |" for row in table.rows]
     return "\n".join(lines) + "\n"
 
