@@ -103,8 +103,32 @@ def test_rules_are_read_or_refused_in_one_line(capsys):
     assert main(["compare", "a.json", "b.json", "--fail-on", "latency>10%"]) == 2
     err = capsys.readouterr().err
     assert "--fail-on: 'latency>10%' is not a rule" in err and err.count("\n") == 1
+    for wrong, said in (("p99<+10%", "'p99<+10%' would fail on p99 getting better: p99 is better lower, so its rule "
+                                      "is p99>+N%"),
+                        ("throughput>-5%", "its rule is throughput<-N%"), ("p99>-5%", "would fail on p99 getting better"),
+                        ("", "'' is not a rule"), ("p99>+10%,", "'' is not a rule")):
+        assert main(["compare", "a.json", "b.json", "--fail-on", wrong]) == 2, wrong
+        err = capsys.readouterr().err
+        assert err.startswith(f"arena: error: --fail-on: ") and said in err and err.count("\n") == 1, err
     assert main(["compare", "nope", NAME, "--store", report_store()]) == 2
     assert "nope: no experiment 'nope'" in capsys.readouterr().err
+
+
+def test_a_json_file_that_is_not_an_export_is_refused_in_one_line(exported, tmp_path, capsys):
+    same, _ = exported
+    doc = json.loads(Path(same).read_text())
+    doc[1]["throughput"] = "lots"
+    cases = {"a string": ("\"x\"", '"x" is not of type \'array\''), "an empty list": ("[]", "[] should be non-empty"),
+             "a list of strings": ('["a"]', 'run 1: "a" is not of type \'object\''),
+             "an edited run": (json.dumps(doc), f"run 2 ({doc[1]['run_key']}), throughput: \"lots\" is not of type"),
+             "not JSON": ("{", "not JSON (")}
+    for name, (text, said) in cases.items():
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        assert main(["compare", same, str(bad)]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith(f"arena: error: {bad}: ") and said in err and err.count("\n") == 1, (name, err)
+        assert "Error" not in err, err
 
 
 def test_histograms_export_in_hdrhistograms_own_formats(tmp_path, capsys):

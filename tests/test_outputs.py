@@ -18,7 +18,8 @@ import pytest
 
 from arena.atomic import clear_stale, partial_name, replacing, staging, write_file
 from arena.errors import ArenaError
-from arena.results.store import RESCUE_FORMAT, Store, run_problem
+from arena.results.runs import schema_problem
+from arena.results.store import RESCUE_FORMAT, Store
 from tests.conftest import report_store
 from tests.test_faults import ARENA, arena, one_line
 
@@ -198,7 +199,7 @@ def test_the_store_writes_runs_that_its_own_schema_accepts():
                 runs, failures = s.rows(e["name"])
                 doc = {"format": RESCUE_FORMAT, "runs": runs, "failures": failures,
                        "experiment": {"name": e["name"], "file": s.file(e["name"]), "definition": s.definition(e["name"])}}
-                assert run_problem(doc) is None
+                assert schema_problem(doc, "rescue") is None
 
 
 def test_a_hand_edited_rescue_file_is_refused_in_one_line_and_the_store_still_reads(tmp_path):

@@ -13,7 +13,7 @@ from arena.app.experiments import open_store
 from arena.errors import ArenaError
 from arena.results.aggregate import aggregate
 from arena.results.compare import Change, Rule, broken, changes, rules
-from arena.results.runs import Run, decode
+from arena.results.runs import Run, decode, schema_problem
 
 
 @dataclass(frozen=True)
@@ -39,19 +39,23 @@ def runs_of(source: str, store_path: str) -> tuple[str, list[Run]]:
 
 
 def _exported(path: str) -> list[Run]:
+    """The runs of an ``arena export --format json`` file, checked against the runs' schema first."""
     try:
         doc = json.loads(Path(path).read_text())
-        return [decode(r, r) for r in doc if not r.get("failed")]
     except OSError as e:
         raise ArenaError(f"{path}: cannot read it ({e.strerror})") from None
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise ArenaError(f"{path}: not the runs of `arena export --format json` ({type(e).__name__}: {e})") from None
+    except ValueError as e:
+        raise ArenaError(f"{path}: not JSON ({e})") from None
+    problem = schema_problem(doc, "export")
+    if problem is not None:
+        raise ArenaError(f"{path}: not the runs of `arena export --format json`: {problem}")
+    return [decode(r, r) for r in doc if not r.get("failed")]
 
 
 def compare(base: str, new: str, store_path: str = "arena.db", fail_on: str | None = None,
             threshold: float = stats.THRESHOLD) -> Compared:
     try:
-        given = rules(fail_on) if fail_on else []
+        given = rules(fail_on) if fail_on is not None else []
     except ValueError as e:
         raise ArenaError(f"--fail-on: {e}") from None
     base_name, base_runs = runs_of(base, store_path)

@@ -90,7 +90,14 @@ def rules(text: str) -> list[Rule]:
         if not m:
             raise ValueError(f"{part.strip()!r} is not a rule such as \"p99>+10%\" or \"throughput<-5%\" "
                              f"(figures: {', '.join(COMPARED)})")
-        out.append(Rule(m.group(1), m.group(2), float(m.group(3)) / 100, part.strip()))
+        figure, op, limit = m.group(1), m.group(2), float(m.group(3)) / 100
+        higher = FIGURES[figure][2]
+        bad, sign = ("<", "-") if higher else (">", "+")
+        if op != bad or (limit > 0 if higher else limit < 0):
+            raise ValueError(f"{part.strip()!r} would fail on {figure} getting better: {figure} is better "
+                             f"{'higher' if higher else 'lower'}, so its rule is {figure}{bad}{sign}N% (it fails "
+                             f"when {figure} {'falls' if higher else 'rises'} beyond N%)")
+        out.append(Rule(figure, op, limit, part.strip()))
     return out
 
 

@@ -227,3 +227,37 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
                environment=Environment.from_json(documents["environment"] or {}),
                services={k: r for k, r in ((k, resources_from_json(v)) for k, v in documents["services"].items()) if r},
                launch=documents["launch"] or {}, topology=documents.get("topology") or {})
+
+
+def schema_problem(doc: Any, definition: str) -> str | None:
+    """The first way ``doc`` is not what schemas/run.schema.json's ``definition`` describes ("rescue":
+    a rescue file; "export": ``arena export --format json``), in words: where (a run by its position
+    and key, the field), the value and what is wrong; None where it is right."""
+    import json
+
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
+    from arena.paths import schema
+
+    whole = json.loads(schema("run.schema.json").read_text())
+    error = best_match(jsonschema.Draft202012Validator({**whole, "$ref": f"#/$defs/{definition}"}).iter_errors(doc))
+    if error is None:
+        return None
+    path = list(error.absolute_path)
+    at = next((i for i, p in enumerate(path) if isinstance(p, int)), None)
+    what, field = "", ".".join(str(p) for p in path)
+    if at is not None and at <= 1:
+        rows = doc[path[0]] if at == 1 else doc
+        row = rows[path[at]]
+        kind = "failure" if path[:1] == ["failures"] or isinstance(row, dict) and row.get("failed") else "run"
+        key = row.get("run_key") if isinstance(row, dict) else None
+        what = f"{kind} {path[at] + 1}" + (f" ({key})" if isinstance(key, str) else "")
+        field = ".".join(str(p) for p in path[at + 1:])
+    value = json.dumps(error.instance, default=str)
+    value = value if len(value) <= 60 else value[:57] + "..."
+    if error.validator == "required":
+        text = error.message.replace("is a required property", "is missing")
+    else:  # jsonschema starts its message with the value's Python repr: shown as JSON instead
+        text = value + " " + error.message.removeprefix(repr(error.instance)).strip()
+    return ", ".join(x for x in (what, field) if x) + (": " if what or field else "") + text

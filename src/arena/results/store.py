@@ -18,7 +18,7 @@ from typing import Any
 
 from arena.atomic import write_file
 from arena.errors import ArenaError, NotSaved, did_you_mean
-from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode
+from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode, schema_problem
 
 # Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:].
 MIGRATIONS: list[str] = [
@@ -422,36 +422,8 @@ def read_rescued(path: str) -> dict[str, Any]:
         raise ArenaError(f"{path}: cannot read it as rescued runs ({getattr(e, 'strerror', None) or e})") from None
     if not isinstance(doc, dict) or doc.get("format") != RESCUE_FORMAT:
         raise ArenaError(f"{path}: not a file of rescued runs (its format is not {RESCUE_FORMAT})")
-    problem = run_problem(doc)
+    problem = schema_problem(doc, "rescue")
     if problem is not None:
         raise ArenaError(f"{path}: {problem}; nothing was brought in")
     return doc
 
-
-def run_problem(doc: dict[str, Any]) -> str | None:
-    """The first way ``doc`` (a rescue file's content) is not what the store writes, in words: where
-    (the run by its index and key, the field) and what is wrong; None where it is right."""
-    import jsonschema
-    from jsonschema.exceptions import best_match
-
-    from arena.paths import schema
-
-    error = best_match(jsonschema.Draft202012Validator(json.loads(schema("run.schema.json").read_text()))
-                       .iter_errors(doc))
-    if error is None:
-        return None
-    where = list(error.absolute_path)
-    if len(where) >= 2 and where[0] in ("runs", "failures") and isinstance(where[1], int):
-        row = doc[where[0]][where[1]]
-        key = row.get("run_key") if isinstance(row, dict) else None
-        what = f"{where[0][:-1]} {where[1] + 1}" + (f" ({key})" if isinstance(key, str) else "")
-        field = ".".join(str(p) for p in where[2:])
-    else:
-        what, field = "", ".".join(str(p) for p in where)
-    value = json.dumps(error.instance, default=str)
-    value = value if len(value) <= 60 else value[:57] + "..."
-    if error.validator == "required":
-        text = error.message.replace("is a required property", "is missing")
-    else:  # jsonschema starts its message with the value's Python repr: shown as JSON instead
-        text = value + " " + error.message.removeprefix(repr(error.instance)).strip()
-    return ", ".join(x for x in (what, field) if x) + (": " if what or field else "") + text
