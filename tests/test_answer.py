@@ -180,7 +180,7 @@ def test_thresholds_are_read_checked_on_each_cell_and_refused_in_one_line(res):
                                         {"server": "unicorn"}]}, "t.toml")
     top, mine, _ = exp.thresholds[0], exp.thresholds[1], None
     assert top.server is None and mine.server == "puma" and len(mine.configs) == 2
-    with pytest.raises(ArenaError, match=r'^t\.toml: thresholds = "p99 ~ 1": must be a threshold such as'):
+    with pytest.raises(ArenaError, match=r'^t\.toml: thresholds\[0\] = "p99 ~ 1": must be a threshold such as'):
         parse_experiment({"workload": {"path": "/"}, "thresholds": ["p99 ~ 1"], "servers": [{"server": "puma"}]},
                          "t.toml")
 

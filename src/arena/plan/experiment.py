@@ -34,7 +34,7 @@ from arena.results.answer import Goal
 from arena.results.runs import level_label
 from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
-from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, show_value
+from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, element, show_value
 from arena.plan.schema import check as check_schema
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
@@ -338,11 +338,11 @@ def _thresholds(r: Reader, grid: list[ServerConfig] | None) -> list[Threshold]:
     if not isinstance(raw, list) or not raw:
         raise r.fail("thresholds", raw, 'must be a list such as ["p99 < 200ms", "errors < 0.1%"]')
     out = []
-    for text in raw:
+    for i, text in enumerate(raw):
         try:
             t = parse_threshold(text)
         except ValueError as e:
-            raise r.fail("thresholds", text, str(e)) from None
+            raise r.fail(element("thresholds", raw, i), text, str(e)) from None
         out.append(t if grid is None else replace(t, server=grid[0].server, configs=frozenset(c.key for c in grid)))
     return out
 
@@ -613,10 +613,11 @@ def _settings_axis(r: Reader, entry: catalog.Server) -> list[tuple[tuple[str, An
     axes = []
     for o in names:
         values = _axis(r.get(o))
-        for v in values or [None]:
+        for i, v in enumerate(values or [None]):
             problem = catalog.setting_problem(entry, o, v)
             if problem:
-                raise r.fail(o, r.get(o), problem + ("" if isinstance(r.get(o), list) else ", or a list of them"))
+                raise r.fail(element(o, r.get(o), i) if values else o, v if values else r.get(o),
+                             problem + ("" if isinstance(r.get(o), list) else ", or a list of them"))
         axes.append(list(dict.fromkeys(catalog.options_for(entry)[o].check(v) for v in values)))
     return [tuple(zip(names, combo)) for combo in itertools.product(*axes)]
 

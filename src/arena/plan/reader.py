@@ -110,9 +110,19 @@ class Reader:
         if v is None:
             return [None]
         values = v if isinstance(v, list) else [v]
-        if not values or not all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in values):
+        if not values:
             raise self.fail(key, v, f"must be a whole number from {lo} to {hi}, or a list of them")
+        for i, x in enumerate(values):
+            if not (isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi):
+                raise self.fail(element(key, v, i), x, f"must be a whole number from {lo} to {hi}"
+                                + ("" if isinstance(v, list) else ", or a list of them"))
         return list(dict.fromkeys(values))
+
+
+def element(key: str, value: Any, i: int) -> str:
+    """The key that names item ``i`` of ``value`` where it is a list (``thresholds[2]``), else ``key``:
+    a problem with one item shows that item, not the whole list."""
+    return f"{key}[{i}]" if isinstance(value, list) else key
 
 
 def human(seconds: float) -> str:
