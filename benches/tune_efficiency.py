@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.model import given_calibration, over_the_cpus  # noqa: E402
-from arena.app.tune import RACE, _calibration_points, _race_field, ranked, saturation_start  # noqa: E402
+from arena.app.tune import RACE, Request, _calibration_points, _race_field, ranked, saturation_start  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.search import Contender, Modelled, highest_rate, search  # noqa: E402
@@ -198,7 +198,7 @@ def one(a: dict, seed: int, noise: float, off: float) -> dict:
     field = _race_field(ranking)
     t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
     choice = t.choice
-    tune_runs = tuned.made + sum(len(_calibration_points(s, a["cores"])) for s in SERVERS)  # its calibration's too
+    tune_runs = tuned.made + sum(len(_calibration_points(Request((), (), 0.0), s, a["cores"])) for s in SERVERS)  # its calibration's too
     grid_runs, found = full_grid(seed)
     if not found:  # nothing meets the goal at any rate: the right answer is to say so
         return {"grid_runs": grid_runs, "tune_runs": tune_runs, "none": True,

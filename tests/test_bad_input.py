@@ -86,6 +86,9 @@ BAD_LINES = [
     (["tune", "--cpus", "1", "--p99-max", "200ms", "--app", "/nonexistent/config.ru"],
      "--app: /nonexistent/config.ru does not exist"),
     (["tune", "--cpus", "1", "--p99-max", "200ms", "--rate", "10", "--concurrency", "4"], "not allowed with argument"),
+    (["tune", "--cpus", "1", "--p99-max", "200ms", "--mix", "nope.toml"], "--mix nope.toml: no such mix file"),
+    (["tune", "--cpus", "1", "--p99-max", "200ms", "--app", "nosuch:app"],
+     "--app nosuch:app: does not import from "),
 ]
 
 

@@ -238,3 +238,18 @@ def test_the_space_tune_considers_is_the_models_grid_or_the_counts_given():
     assert {3, 1} <= set(entry["processes"]) and {2, 7} <= set(entry["threads"])
     exp = parse_experiment(definition(given, ["gunicorn-gthread"], 1), "tune")
     assert {(c.processes, c.threads) for c in exp.servers} >= {(1, 2), (1, 7), (3, 2), (3, 7)}
+
+
+def test_a_knob_of_one_interface_only_is_left_out_of_the_grid_of_an_app_of_the_other(tmp_path):
+    """granian's threads (--blocking-threads) are WSGI's only: an ASGI app's grid has none, so the
+    experiment parses and granian stays in the race; a WSGI app's grid keeps them."""
+    from arena.app.tune import _calibration_points, definition, space
+
+    (tmp_path / "main.py").write_text("async def app(scope, receive, send):\n    pass\n")
+    asgi = Request((1,), (0,), 200.0, app="main:app", app_options={"chdir": str(tmp_path), "interface": "asgi"})
+    assert {t for _, t in space(asgi, "granian", 1)} == {None}
+    assert {t for _, t in _calibration_points(asgi, "granian", 1)} == {None}
+    exp = parse_experiment(definition(asgi, ["uvicorn", "granian"], 1), "tune")
+    assert {c.server for c in exp.servers} == {"uvicorn", "granian"} and {c.threads for c in exp.servers} == {None}
+    wsgi = Request((1,), (0,), 200.0, app="main:app", app_options={"chdir": str(tmp_path), "interface": "wsgi"})
+    assert {t for _, t in space(wsgi, "granian", 1)} > {1, 2}

@@ -196,8 +196,8 @@ def test_bad_app_sources_are_one_line_errors_naming_the_flag(apps):
         user_app("nonsense", base=apps)
     with pytest.raises(ArenaError, match=r"^--chdir: .*nowhere is not a directory"):
         user_app("pkg:app", base=apps, chdir="nowhere", serves=("wsgi",))
-    with pytest.raises(ArenaError, match=r"^--interface: pkg:app needs one \(wsgi or asgi\)"):
-        user_app("pkg:app", base=apps, serves=("wsgi", "asgi"))
+    with pytest.raises(ArenaError, match=r"^--interface: pkg:app needs a WSGI or ASGI server: the servers serve neither"):
+        user_app("pkg:app", base=apps, serves=("rack",))
     with pytest.raises(ArenaError, match=r"^--venv: .* is not a Python environment"):
         user_app("pkg:app", base=apps, venv="pyapp", serves=("wsgi",))
     with pytest.raises(ArenaError, match=r"^--health: must be a path starting with /, got 'health'"):
@@ -213,9 +213,8 @@ def test_arena_check_pairs_a_users_app_with_the_servers_of_its_interface(apps):
     user = {"chdir": str(apps / "pyapp")}
     pairs = plan(["puma", "gunicorn-gthread", "waitress"], ["hello_wsgi:app"], user)
     assert [(s, a.name) for s, a in pairs] == [("gunicorn-gthread", "hello_wsgi:app"), ("waitress", "hello_wsgi:app")]
-    with pytest.raises(ArenaError, match=r"^--interface: hello_wsgi:app needs one \(wsgi or asgi\): the servers serve "
-                                         r"asgi and wsgi"):
-        plan(["gunicorn-gthread", "uvicorn"], ["hello_wsgi:app"], user)
+    # without --interface where the servers serve both: the app's own, found by importing it
+    assert [s for s, _ in plan(["gunicorn-gthread", "uvicorn"], ["hello_wsgi:app"], user)] == ["gunicorn-gthread"]
     asgi = plan(["gunicorn-gthread", "uvicorn"], ["hello_asgi:app"], {**user, "interface": "asgi"})
     assert [s for s, _ in asgi] == ["uvicorn"]
 
@@ -466,3 +465,24 @@ def test_a_file_that_is_not_a_rack_app_is_refused_when_named(tmp_path):
         with pytest.raises(ArenaError) as e:
             user_app(name, base=tmp_path)
         assert str(e.value).startswith(f"--app: {tmp_path / name} {why}") and "\n" not in str(e.value)
+
+
+def test_a_python_apps_interface_is_found_by_importing_it_when_not_given(tmp_path):
+    """Where the servers serve both interfaces and none is given: an async callable (a function, or an
+    object whose __call__ is one: Starlette, FastAPI) is ASGI, any other callable WSGI; an app that does
+    not import says why in one line, before anything asks for an interface."""
+    (tmp_path / "a.py").write_text("async def app(scope, receive, send):\n    pass\n"
+                                   "class App:\n    async def __call__(self, scope, receive, send):\n        pass\n"
+                                   "obj = App()\n")
+    (tmp_path / "w.py").write_text("def app(environ, start_response):\n    return []\n"
+                                   "class App:\n    def __call__(self, environ, start_response):\n        return []\n"
+                                   "obj = App()\n")
+    both = ("wsgi", "asgi")
+    for source, interface in (("a:app", "asgi"), ("a:obj", "asgi"), ("w:app", "wsgi"), ("w:obj", "wsgi")):
+        assert user_app(source, base=tmp_path, serves=both).interface == interface, source
+    assert user_app("w:app", base=tmp_path, serves=both, interface="asgi").interface == "asgi"  # given: kept
+    with pytest.raises(ArenaError, match=rf"^--app nosuch:app: does not import from {tmp_path}: ModuleNotFoundError: "
+                                         "No module named 'nosuch'$"):
+        user_app("nosuch:app", base=tmp_path, serves=both)
+    with pytest.raises(ArenaError, match=r"^--app a:nope: does not import from .*: module 'a' has no attribute 'nope'"):
+        user_app("a:nope", base=tmp_path, serves=both)

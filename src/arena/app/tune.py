@@ -120,8 +120,8 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
     for name in servers:
         s = catalog.get_server(name)
         entry: dict = {"server": name, "app": _app_value(req, s)}
-        points = space(req, name, cores) + _calibration_points(name, cores)
-        procs = sorted({p for p, _ in points if "processes" in s.knobs})
+        points = space(req, name, cores) + _calibration_points(req, name, cores)
+        procs = sorted({p for p, _ in points if "processes" in knobs(req, name)})
         threads = sorted({t for _, t in points if t is not None})
         if procs:
             entry["processes"] = procs
@@ -145,12 +145,31 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
 def space(req: Request, server: str, cores: float) -> list[tuple[int, int | None]]:
     """The processes x threads of ``server`` tune considers: the model's grid (model/recommend.py),
     with the request's own process and thread counts where it gives them and the server has the knob."""
-    s = catalog.get_server(server)
-    default = grid(server, cores)
-    procs = list(req.processes) if req.processes and "processes" in s.knobs else sorted({p for p, _ in default})
-    threads = list(req.threads) if req.threads and "threads" in s.knobs else sorted({t for _, t in default},
-                                                                                   key=lambda t: t or 0)
+    have = knobs(req, server)
+    default = grid(server, cores, have)
+    procs = list(req.processes) if req.processes and "processes" in have else sorted({p for p, _ in default})
+    threads = list(req.threads) if req.threads and "threads" in have else sorted({t for _, t in default},
+                                                                                 key=lambda t: t or 0)
     return [(p, t) for p in procs for t in threads]
+
+
+def knobs(req: Request, server: str) -> frozenset[str]:
+    """The knobs of ``server`` serving the request's app: some apply to one interface only (granian's
+    threads to WSGI), so an ASGI app's grid has no thread counts there."""
+    s = catalog.get_server(server)
+    return frozenset(catalog.knobs_for_interface(s, _interface(req, s)))
+
+
+def _interface(req: Request, s: catalog.Server) -> str:
+    """The interface ``s`` serves the request's app by: a subject's own, rack for a config.ru, else the
+    one given or found by importing the app (the command line's), else the server's first Python one."""
+    from arena.subjects import APPS
+
+    if req.app is None or req.app in APPS:
+        return APPS[req.app or s.apps[0]].interface
+    if req.app.endswith(".ru"):
+        return "rack"
+    return req.app_options.get("interface") or next((i for i in s.interfaces if i != "rack"), s.interfaces[0])
 
 
 def _app_value(req: Request, s: catalog.Server) -> object:
@@ -161,9 +180,7 @@ def _app_value(req: Request, s: catalog.Server) -> object:
 
     if req.app in APPS:
         return req.app
-    interface = "rack" if req.app.endswith(".ru") else req.app_options.get("interface") or next(
-        (i for i in s.interfaces if i != "rack"), s.interfaces[0])
-    table: dict = {interface: str(Path(req.app).resolve()) if req.app.endswith(".ru") else req.app}
+    table: dict = {_interface(req, s): str(Path(req.app).resolve()) if req.app.endswith(".ru") else req.app}
     opts = req.app_options
     chdir = opts.get("chdir") or (None if req.app.endswith(".ru") else ".")
     for key, value in (("chdir", chdir), ("venv", opts.get("venv")), ("health", opts.get("health"))):
@@ -176,15 +193,15 @@ def _app_value(req: Request, s: catalog.Server) -> object:
     return table
 
 
-def _calibration_points(server: str, cores: float) -> list[tuple[int, int | None]]:
+def _calibration_points(req: Request, server: str, cores: float) -> list[tuple[int, int | None]]:
     """1x1, processes at the core count (at least 2: memory per process needs two counts), and 1 x
-    CALIBRATION_THREADS where the server has threads."""
-    s = catalog.get_server(server)
-    one_thread = 1 if "threads" in s.knobs else None
+    CALIBRATION_THREADS where the server has threads for the app."""
+    have = knobs(req, server)
+    one_thread = 1 if "threads" in have else None
     points = [(1, one_thread)]
-    if "processes" in s.knobs:
+    if "processes" in have:
         points.append((max(2, int(cores)), one_thread))
-    if "threads" in s.knobs:
+    if "threads" in have:
         points.append((1, CALIBRATION_THREADS))
     return points
 
@@ -199,6 +216,8 @@ def servers_for(req: Request) -> tuple[list[str], dict[str, str]]:
             left[name] = f"not installed ({s.install_hint})"
         elif req.app is not None and req.app.endswith(".ru") != (s.language == "ruby"):
             left[name] = f"serves {', '.join(s.interfaces)}, not this app"
+        elif req.app_options.get("interface") and req.app_options["interface"] not in s.interfaces:
+            left[name] = f"serves {', '.join(s.interfaces)}, not this {req.app_options['interface']} app"
         else:
             out.append(name)
     return out, left
@@ -304,7 +323,7 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
 
     # 1. calibrate
     asks = [Ask(key_for(s, p, t), CALIBRATION, 1, "tune: calibration") for s in servers
-            for p, t in _calibration_points(s, cores)]
+            for p, t in _calibration_points(req, s, cores)]
     missing = [a for a in asks if not measurer.samples(a.key, a.level)]
     if len(missing) * run_s > req.budget_s:
         raise ArenaError(f"--budget {req.budget_s:g}s: calibrating {len(servers)} server(s) takes {len(missing)} runs "

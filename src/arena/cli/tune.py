@@ -13,6 +13,7 @@ from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, add
                             positive, reap_first, user_app_options)
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
+from arena.mix import load_mix
 from arena.plan.experiment import Level
 from arena.report.tune import answer_lines, calibration_lines, evidence, sureness_lines
 from arena.servers import catalog, deploy
@@ -101,10 +102,15 @@ def _request(args) -> Request:
                 catalog.get_server(name)
             except ArenaError as e:  # its did-you-mean, under the flag's name
                 raise ArenaError(f"--servers {name}: {str(e).removeprefix('server: ')}") from None
+    if args.mix:
+        load_mix(args.mix)  # a mix that is not there or does not parse: one line, now
     serves = {i for n in (args.servers or catalog.CATALOG) for i in catalog.get_server(n).interfaces}
-    app_for(args.app, serves, **user_app_options(args))  # a user's app that is not there: one line, now
+    options = user_app_options(args)
+    app = app_for(args.app, serves, **options)  # a user's app that is not there or does not import: one line, now
+    if getattr(app, "user", None) is not None and app.language == "python":
+        options["interface"] = app.interface  # given, or found by importing it: each server is given that one
     load = (Level("closed", args.concurrency) if args.concurrency else Level("open", args.rate) if args.rate else None)
     return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,
                    ERROR_PCT if args.error_max is None else args.error_max, tuple(args.servers or ()), load,
-                   args.app, user_app_options(args), args.path, args.mix, args.budget, args.duration, name=args.name,
+                   args.app, options, args.path, args.mix, args.budget, args.duration, name=args.name,
                    processes=tuple(sorted(set(args.processes or ()))), threads=tuple(sorted(set(args.threads or ()))))

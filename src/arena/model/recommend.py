@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Collection
 
 from arena.model import simulated
 from arena.model.calibrate import Calibration
@@ -37,11 +37,12 @@ class Candidate:
                 + (f" pool={self.pool}" if self.pool is not None else ""))
 
 
-def grid(server: str, cores: float) -> list[tuple[int, int | None]]:
-    """Processes 1 .. 4 x cores (at least 8) x the thread counts the server has a knob for."""
-    s = catalog.get_server(server)
-    procs = range(1, max(8, int(4 * cores)) + 1) if "processes" in s.knobs else [1]
-    threads: tuple[int | None, ...] = THREADS if "threads" in s.knobs else (None,)
+def grid(server: str, cores: float, knobs: Collection[str] | None = None) -> list[tuple[int, int | None]]:
+    """Processes 1 .. 4 x cores (at least 8) x the thread counts the server has a knob for (``knobs``:
+    those that apply to the app it serves, where some apply to one interface only; default all)."""
+    knobs = catalog.get_server(server).knobs if knobs is None else knobs
+    procs = range(1, max(8, int(4 * cores)) + 1) if "processes" in knobs else [1]
+    threads: tuple[int | None, ...] = THREADS if "threads" in knobs else (None,)
     return [(p, t) for p in procs for t in threads]
 
 

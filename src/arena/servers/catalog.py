@@ -440,7 +440,12 @@ def get_server(name: str) -> Server:
 
 def knobs_for(server: Server, app: App) -> dict[str, Knob]:
     """The knobs that apply to ``server`` serving ``app`` (some apply to one interface only)."""
-    return {k: v for k, v in server.knobs.items() if not v.interfaces or app.interface in v.interfaces}
+    return knobs_for_interface(server, app.interface)
+
+
+def knobs_for_interface(server: Server, interface: str) -> dict[str, Knob]:
+    """The knobs that apply to ``server`` serving an app of ``interface`` (granian's threads: WSGI only)."""
+    return {k: v for k, v in server.knobs.items() if not v.interfaces or interface in v.interfaces}
 
 
 def resolve_knobs(server: Server, app: App, requested: Mapping[str, int | None],

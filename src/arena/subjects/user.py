@@ -10,9 +10,11 @@ requested once each after that, before anything is measured.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -68,16 +70,15 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
     health = path_or_health(health, "--health")
     warm = tuple(path_or_health(p, "--warmup") for p in warmup)
     if PYTHON_TARGET.fullmatch(source) and not source.endswith(".ru"):
-        serves_py = [i for i in serves if i in ("wsgi", "asgi")]
-        if interface is None:
-            if len(serves_py) != 1:
-                raise ArenaError(f"--interface: {source} needs one (wsgi or asgi): the servers serve "
-                                 f"{' and '.join(sorted(serves_py)) or 'neither'}")
-            interface = serves_py[0]
-        if interface not in ("wsgi", "asgi"):
+        serves_py = sorted({i for i in serves if i in ("wsgi", "asgi")})
+        if interface is not None and interface not in ("wsgi", "asgi"):
             raise ArenaError(f"--interface: must be wsgi or asgi for {source}, got '{interface}'")
         where = _directory(base, chdir or ".", "--chdir")
         env = venv_dir(base, venv) if venv is not None else None
+        if interface is None:
+            if not serves_py:
+                raise ArenaError(f"--interface: {source} needs a WSGI or ASGI server: the servers serve neither")
+            interface = serves_py[0] if len(serves_py) == 1 else interface_of(source, where, env, flag)
         user = UserApp(source, where, env, ready_timeout_s, warm, shadowing(source, where))
         return App(name or source, "python", interface, f"arena_wrap:{interface}", f"{interface} app {source}",
                    health=health, user=user)
@@ -128,6 +129,37 @@ def _check_rackup(path: Path, flag: str) -> None:
     if out.returncode != 0:
         first = next((line for line in out.stderr.splitlines() if line.strip()), f"exit {out.returncode}")
         raise ArenaError(f"{flag}: {path} does not parse as Ruby: {first.strip()}")
+
+
+# Imports the target as the timing wrapper will (arena_wrap._load) and prints its interface: an
+# ``async def`` callable (or an object whose __call__ is one: Starlette, FastAPI, Django's ASGIHandler)
+# is ASGI 3, any other callable WSGI (Flask, Django's WSGIHandler) -- uvicorn's own test for ASGI 3.
+_INTERFACE = ("import inspect, arena_wrap; app = arena_wrap._load(); "
+              "call = app if inspect.isfunction(app) or inspect.ismethod(app) else getattr(app, '__call__', app); "
+              "print('asgi' if inspect.iscoroutinefunction(call) else 'wsgi')")
+
+
+def interface_of(source: str, chdir: str, venv: str | None, flag: str = "--app", timeout: float = 60.0) -> str:
+    """The interface of a user's Python app, found by importing it in its own interpreter (the venv's,
+    else Arena's) from its directory; an app that does not import is one line saying why, before any
+    server is started."""
+    python = str(Path(venv) / "bin" / "python") if venv else sys.executable
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME")}
+    env.update(ARENA_USER_APP=source, ARENA_USER_DIR=chdir, PYTHONPATH=os.pathsep.join((str(WRAP_DIR), chdir)),
+               PYTHONDONTWRITEBYTECODE="1")
+    try:
+        out = subprocess.run([python, "-c", _INTERFACE], cwd=chdir, env=env, capture_output=True, text=True,
+                             timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ArenaError(f"{flag} {source}: importing it from {chdir} took over {timeout:.0f} s") from None
+    except OSError as e:
+        raise ArenaError(f"{flag} {source}: {python} cannot run ({e.strerror})") from None
+    found = out.stdout.strip().splitlines()[-1:] if out.returncode == 0 else []
+    if found in (["asgi"], ["wsgi"]):
+        return found[0]
+    last = next((line for line in reversed(out.stderr.splitlines()) if line.strip()), f"exit {out.returncode}")
+    raise ArenaError(f"{flag} {source}: does not import from {chdir}: "
+                     f"{last.strip().removeprefix('RuntimeError: ARENA_USER_APP: ')}")
 
 
 def shadowing(source: str, chdir: str) -> tuple[str, ...]:
