@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from arena.servers import deploy
+from arena.servers import catalog, cgroup, deploy
 from arena.subjects import APPS
 
 
@@ -38,6 +38,21 @@ def test_the_written_puma_rb_is_valid_ruby_with_the_chosen_knobs(tmp_path):
     assert ok.returncode == 0 and "Syntax OK" in ok.stdout, ok.stderr
     assert "workers 3\n" in files["puma.rb"] and "threads 6, 6\n" in files["puma.rb"]
     assert set(files["arena.env"].splitlines()[-2:]) == {"WEB_CONCURRENCY=3", "RAILS_MAX_THREADS=6"}
+
+
+def test_a_factory_is_called_by_each_servers_own_means_and_refused_where_it_has_none(tmp_path):
+    from arena.subjects.user import user_app
+
+    (tmp_path / "main.py").write_text("def make():\n    return lambda environ, start_response: []\n")
+    app = user_app("main:make()", base=tmp_path, interface="wsgi", serves=("wsgi",))
+    last = {s: deploy.files(deploy.Deployment(s, app, 1, 1), [])["run.sh"].splitlines()[-1]
+            for s in ("waitress", "granian", "hypercorn")}
+    assert last["waitress"].endswith("--call main:make") and last["granian"].endswith("--factory main:make")
+    assert last["hypercorn"].endswith("'main:make()'")  # its own syntax calls it
+    assert "gunicorn.conf.py main:make()" in deploy.files(deploy.Deployment("gunicorn-sync", app, 1, None), [])[
+        "run.sh"].replace("'", "")
+    with pytest.raises(ValueError, match=r"^uwsgi: its module option names a callable, not a factory"):
+        deploy.files(deploy.Deployment("uwsgi", app, 1, 1), [])
 
 
 def _free_port() -> int:
@@ -116,3 +131,153 @@ def test_the_written_puma_rb_served_runs_the_chosen_workers_and_threads(tmp_path
                 break
             time.sleep(0.05)
         assert pools == [3, 3], pools
+
+
+# ---------------------------------------------------------------------- a user's app, deployed as written
+
+ASGI = """\
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        await receive()
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"users asgi"})
+"""
+WSGI = """\
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"users wsgi"]
+"""
+RACK = 'run ->(env) { [200, {"content-type" => "text/plain"}, ["users rack"]] }\n'
+# (server, the app's kind, chosen processes, threads): every server kind of the user-app matrix
+DEPLOYED = [("uvicorn", "asgi", 2, None), ("granian", "asgi", 2, None), ("hypercorn", "asgi", 1, None),
+            ("gunicorn-uvicorn", "asgi", 2, None), ("daphne", "asgi", None, None),
+            ("gunicorn-gthread", "wsgi", 2, 2), ("waitress", "wsgi", None, 3), ("uwsgi", "wsgi", 2, 2),
+            ("granian", "wsgi", 1, 2), ("bjoern", "wsgi", None, None), ("wsgiref", "wsgi", None, None),
+            ("puma", "rack", 2, 2), ("unicorn", "rack", 2, None), ("thin", "rack", None, None),
+            ("webrick", "rack", None, None), ("passenger", "rack", 1, None)]
+
+
+def _venv_with(tmp_path: Path, server: str) -> Path:
+    """A Python environment of the user's holding the server (its code is Arena's copy, reached through
+    a .pth file: nothing downloaded in a test), with the server's script in its bin/."""
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "arena-servers.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    exe = catalog.resolve_executable(catalog.get_server(server))
+    if exe and Path(exe).parent == Path(sys.executable).parent and Path(exe).name != "python":
+        script, target = Path(exe).read_bytes(), venv / "bin" / Path(exe).name
+        if script.startswith(b"#!"):  # a console script: the same, run by the venv's interpreter
+            target.write_bytes(f"#!{venv}/bin/python\n".encode() + script.split(b"\n", 1)[1])
+            target.chmod(0o755)
+        else:  # a program (uwsgi): its Python is the venv's through its home
+            target.symlink_to(exe)
+    return venv
+
+
+def _path_of(server: str, tmp_path: Path) -> str:
+    """PATH without Arena: the system's, and for a Python server outside a venv its own executable alone
+    (as a user's installation would put it there)."""
+    only = tmp_path / "server-bin"
+    only.mkdir(exist_ok=True)
+    exe = catalog.resolve_executable(catalog.get_server(server))
+    if exe and Path(exe).parent == Path(sys.executable).parent:
+        if Path(exe).name == "python":  # a server run by a launcher (serve.py): python3 with the server's package
+            (only / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+            (only / "python3").chmod(0o755)
+        else:
+            (only / Path(exe).name).symlink_to(exe)
+    return f"{only}:/usr/local/bin:/usr/bin:/bin"
+
+
+def _app_dir(tmp_path: Path, kind: str, bundled: bool) -> tuple[Path, str]:
+    where = tmp_path / "app"
+    where.mkdir()
+    if kind == "rack":
+        (where / "config.ru").write_text(RACK)
+        if bundled:
+            (where / "Gemfile").write_text('source "https://rubygems.org"\ngem "rack"\ngem "puma"\n')
+            subprocess.run(["bundle", "lock", "--local"], cwd=where, check=True, capture_output=True,
+                           env={**os.environ, "HOME": str(tmp_path)})
+        return where, str(where / "config.ru")
+    (where / "main.py").write_text(ASGI if kind == "asgi" else WSGI)
+    return where, "main:app"
+
+
+def _deployed_files(server: str, app, processes, threads, bundled: bool, port: int) -> dict[str, str]:
+    written = deploy.files(deploy.Deployment(server, app, processes, threads, bundled=bundled), ["evidence"])
+    usual = str(deploy.PORTS[catalog.get_server(server).language])
+    # loopback only here: the written address and port, replaced in every file
+    return {n: t.replace(deploy.HOST, "127.0.0.1").replace(usual, str(port)) for n, t in written.items()}
+
+
+# each Python server with and without the user's --venv; each Ruby server without a Gemfile, and
+# puma with the app's own bundle (a Gemfile naming it)
+OWN = [(*d, own) for d in DEPLOYED for own in (("venv", "no-venv") if d[1] != "rack" else
+                                              ("bundle", "no-bundle") if d[0] == "puma" else ("no-bundle",))]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("server,kind,processes,threads,own", OWN)
+def test_the_written_run_sh_serves_the_users_own_app_from_its_directory(tmp_path, server, kind, processes, threads,
+                                                                         own):
+    from arena.subjects.user import user_app
+    from tests.conftest import require_server
+
+    require_server(server)
+    bundled = own == "bundle"
+    where, source = _app_dir(tmp_path, kind, bundled)
+    venv = _venv_with(tmp_path, server) if kind != "rack" and own == "venv" else None
+    app = user_app(source, base=tmp_path, chdir=str(where) if kind != "rack" else None,
+                   venv=str(venv) if venv else None, interface=None if kind == "rack" else kind,
+                   serves=catalog.get_server(server).interfaces)
+    port = _free_port()
+    out = tmp_path / "deploy"
+    out.mkdir()
+    for name, text in _deployed_files(server, app, processes, threads, bundled, port).items():
+        (out / name).write_text(text)
+    run_sh = (out / "run.sh").read_text()
+    command = run_sh.splitlines()[-1] + "".join(p.read_text() for p in out.iterdir() if p.suffix in (".ini", ".py"))
+    assert "arena_wrap" not in command and "arena." not in command  # the user's app, not Arena's wrapper
+    assert (source if kind != "rack" else "config.ru") in command
+    if venv:
+        assert str(venv / "bin") in run_sh
+    if bundled:
+        assert run_sh.splitlines()[-1].startswith("exec bundle exec puma")
+    (tmp_path / "tmp").mkdir()  # what the server leaves in its temporary directory (Passenger's) goes with the test
+    env = {"PATH": (f"{venv}/bin:" if venv else "") + _path_of(server, tmp_path), "HOME": str(tmp_path),
+           "LANG": "C.UTF-8", "TMPDIR": str(tmp_path / "tmp")}
+    # in a process set of its own: Passenger's watchdog daemonizes out of any session, not out of it
+    procset = cgroup.create(server, None)
+    proc = subprocess.Popen(["sh", str(out / "run.sh")], cwd=where, env={**env, **procset.env()},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=procset.preexec())
+    try:
+        body, deadline = None, time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("GET", "/")
+                reply = c.getresponse()
+                body = (reply.status, reply.read())
+                c.close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+        assert body == (200, f"users {kind}".encode()), body
+        if processes and processes > 1:  # the chosen workers, forked or spawned after the first answer
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len(procset.pids()) < processes + 1:
+                time.sleep(0.1)
+            assert len(procset.pids()) >= processes + 1, [psutil.Process(p).cmdline() for p in procset.pids()]
+    finally:
+        procset.kill_all()
+        proc.wait(timeout=20)
+        procset.remove()
+        assert not procset.pids()

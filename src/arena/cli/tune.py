@@ -17,6 +17,7 @@ from arena.mix import load_mix
 from arena.plan.experiment import Level
 from arena.report.tune import answer_lines, calibration_lines, evidence, sureness_lines
 from arena.servers import catalog, deploy
+from arena.servers.launch import app_bundle
 from arena.subjects.user import app_for
 
 NAME = "tune"
@@ -78,7 +79,11 @@ def run(args, out) -> int:
         return EXIT_FAILED
     if args.write:
         ch = tuned.chosen
-        files = deploy.files(deploy.Deployment(ch.server, ch.app, ch.processes, ch.threads), evidence(tuned, __version__))
+        chosen = deploy.Deployment(ch.server, ch.app, ch.processes, ch.threads, bundled=app_bundle(ch.app) is not None)
+        try:
+            files = deploy.files(chosen, evidence(tuned, __version__))
+        except ValueError as e:  # a configuration its server cannot be given in a file (said why)
+            raise ArenaError(f"--write {args.write}: {e}") from None
         with staging(args.write, "--write") as stage:  # every file, or none
             for name, text in files.items():
                 (stage / name).write_text(text)
