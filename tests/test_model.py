@@ -295,3 +295,17 @@ def test_calibration_takes_the_cpu_out_of_the_waits_around_it():
     assert with_db.io_ms.median == pytest.approx(0.0) and with_db.db_cpu_ms.median == pytest.approx(0.3)
     assert with_db.db_ms.median == pytest.approx(0.3 + 0.15 * 0.1 / 0.35)
     assert with_db.outside_ms.median == pytest.approx(0.2 * 0.1 / 0.35)
+
+
+def test_the_memory_fit_has_no_negative_term():
+    """uvicorn's one worker is one process, its two are two and a supervisor: an unconstrained fit of
+    26 and 110 MiB gave a base below zero. Every term is at least 0, and exact data is fitted exactly."""
+    from arena.model.calibrate import Observation, memory_fit
+
+    def seen(p, t, mib):
+        return Observation("gunicorn-gthread", "default", p, t, 1.0, 1.0, 1.0, {}, None, 5.0, mib, False)
+
+    base, per_p, per_t = memory_fit([seen(1, 1, 26.0), seen(2, 1, 110.0)])
+    assert base == 0.0 and per_p == pytest.approx((26 + 110 * 2) / 5) and per_t == 0.0
+    base, per_p, per_t = memory_fit([seen(1, 1, 30.0), seen(2, 1, 50.0), seen(1, 4, 36.0)])  # 10 + 18p + 2pt
+    assert (base, per_p, per_t) == pytest.approx((10.0, 18.0, 2.0))
