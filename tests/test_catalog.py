@@ -173,3 +173,18 @@ def test_a_setting_the_server_lacks_or_a_wrong_value_is_refused_in_one_line():
 def test_the_settings_text_is_the_one_way_a_name_shows_them():
     assert catalog.settings_text({"preload": True, "max_requests": 500, "loop": "uvloop"}) == \
         "preload=true max_requests=500 loop=uvloop"
+
+
+def test_a_server_made_of_several_distributions_shows_each_version():
+    """gunicorn-uvicorn is gunicorn running uvicorn's worker class: its version is gunicorn's, with the
+    worker's and uvicorn's beside it (all three decide what is measured); one missing: not installed."""
+    from importlib import metadata
+
+    from arena.servers.catalog import _versions, version
+
+    assert _versions(["gunicorn", "uvicorn-worker", "uvicorn"], ["23.0.0", "0.4.0", "0.32.0"]) == \
+        "23.0.0 (uvicorn-worker 0.4.0, uvicorn 0.32.0)"
+    assert _versions(["gunicorn", "uvicorn-worker"], ["23.0.0", None]) is None
+    assert _versions(["uvicorn"], ["0.32.0"]) == "0.32.0"
+    assert version("gunicorn-uvicorn") == (f"{metadata.version('gunicorn')} (uvicorn-worker "
+                                           f"{metadata.version('uvicorn-worker')}, uvicorn {metadata.version('uvicorn')})")

@@ -137,7 +137,9 @@ class Server:
     grace_s: float = 10.0
     ready_timeout_s: float = 30.0
     ready_floor_s: float = 0.0  # not ready before this long after launch (start-up work it does late)
-    version: tuple[str, ...] = ()  # ("dist", name) or ("cmd", regex, *argv)
+    # ("dist", name, *more): the distribution's version (and those it runs with, shown beside it);
+    # ("cmd", regex, *argv): from a command's output; ("python",): the interpreter's
+    version: tuple[str, ...] = ()
     gem: str | None = None  # a Ruby server's gem: its version in an app's bundle (servers.bundle)
     install_hint: str = ""
     description: str = ""
@@ -195,7 +197,8 @@ THIN_TIMEOUT = _keepalive("--timeout", "{value}", why="thin --timeout (an idle c
 
 
 def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, Knob], description: str,
-              name: str | None = None, dist: str = "gunicorn", interfaces: tuple[str, ...] = ("wsgi",)) -> Server:
+              name: str | None = None, dists: tuple[str, ...] = ("gunicorn",),
+              interfaces: tuple[str, ...] = ("wsgi",)) -> Server:
     """The gunicorn entries differ in the worker class and its one knob."""
     keepalive = {} if worker == "sync" else {
         "keepalive_timeout": _keepalive("--keep-alive", "{value}", why="gunicorn --keep-alive; 2 s by default")}
@@ -205,7 +208,7 @@ def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, K
          "--no-control-socket", "{target}"),  # no control socket: parallel instances would share one
         knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default ($WEB_CONCURRENCY or 1)"),
                **knobs},
-        version=("dist", dist), install_hint=PIP, description=description,
+        version=("dist", *dists), install_hint=PIP, description=description,
         routing="shared" if worker == "sync" else "per-process",  # the sync worker has no keep-alive
         accept="race",
         options={**GUNICORN_OPTIONS, **keepalive}, unix=(("{host}:{port}",), ("unix:{socket}",)),
@@ -328,7 +331,7 @@ CATALOG: dict[str, Server] = {
                   "pre-forked workers running greenlets (gevent monkey-patching)"),
         _gunicorn("uvicorn_worker.UvicornWorker", "async", (), {},
                   "pre-forked workers, each an asyncio event loop (uvicorn's worker class)",
-                  name="gunicorn-uvicorn", dist="uvicorn-worker", interfaces=("asgi",)),
+                  name="gunicorn-uvicorn", dists=("gunicorn", "uvicorn-worker", "uvicorn"), interfaces=("asgi",)),
         Server(
             "daphne", "python", "async", ("asgi",),
             ("{bin}/daphne", "-b", "{host}", "-p", "{port}", "-v", "0", "{target}"),  # -v 0: no access log
@@ -627,11 +630,21 @@ def version(name: str, bin_dir: Path | None = None) -> str | None:
     return _version(name)
 
 
-# As another environment's interpreter reads it: the version of distribution argv[2] (or of the
-# interpreter, for "-"), where module argv[1] (a launcher run with -m, or "-") can be imported.
+# As another environment's interpreter reads it: the version of each distribution argv[2:] (or of
+# the interpreter, for "-"), a line each, where module argv[1] (a launcher run with -m, or "-") can be
+# imported.
 _READ_VERSION = ("import importlib.metadata as m, importlib.util as u, platform, sys\n"
                  "if sys.argv[1] == '-' or u.find_spec(sys.argv[1]):\n"
-                 "    print(platform.python_version() if sys.argv[2] == '-' else m.version(sys.argv[2]))")
+                 "    print(*(platform.python_version() if d == '-' else m.version(d) for d in sys.argv[2:]), sep='\\n')")
+
+
+def _versions(dists: list[str], found: list[str | None]) -> str | None:
+    """One version string for a server made of several distributions: the first's, the others beside
+    it ("23.0.0 (uvicorn-worker 0.4.0, uvicorn 0.32.0)"); None where any is missing."""
+    if not found or any(v is None for v in found) or len(found) != len(dists):
+        return None
+    more = ", ".join(f"{d} {v}" for d, v in zip(dists[1:], found[1:]))
+    return found[0] + (f" ({more})" if more else "")
 
 
 @lru_cache(maxsize=None)
@@ -641,13 +654,13 @@ def _version_in(name: str, bin_dir: str) -> str | None:
     python = Path(bin_dir) / "python"
     # a launcher of Arena's (python -m arena.servers.wsgiref_main) runs there only where arena is installed
     launcher = server.command[2] if server.command[:2] == ("{python}", "-m") else "-"
-    argv = [str(python), "-c", _READ_VERSION, launcher, rest[0] if kind == "dist" else "-"]
+    dists = rest if kind == "dist" else ["-"]
+    argv = [str(python), "-c", _READ_VERSION, launcher, *dists]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    text = out.stdout.strip()
-    return text if out.returncode == 0 and text else None
+    return _versions(dists, out.stdout.split()) if out.returncode == 0 else None
 
 
 @lru_cache(maxsize=None)
@@ -657,10 +670,13 @@ def _version(name: str) -> str | None:
     if kind == "python":
         return ".".join(map(str, sys.version_info[:3]))
     if kind == "dist":
-        try:
-            return metadata.version(rest[0])
-        except metadata.PackageNotFoundError:
-            return None
+        found = []
+        for dist in rest:
+            try:
+                found.append(metadata.version(dist))
+            except metadata.PackageNotFoundError:
+                found.append(None)
+        return _versions(rest, found)
     pattern, *argv = rest
     if shutil.which(argv[0]) is None:
         return None
