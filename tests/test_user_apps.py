@@ -181,12 +181,15 @@ def test_a_crashing_app_and_a_missing_health_path_are_one_line_errors_with_the_l
         with pytest.raises(ArenaError) as e:
             start(ServerSpec("gunicorn-gthread", absent), ready_timeout=20)
         assert str(e.value) == f"--app {source}: does not import from {apps / 'pyapp'}: {why}"
-    # a Rack app that answers its health path with 404 is not ready
-    rack = user_app("rackapp", base=apps, health="/nope", ready_timeout_s=3)
+    # a Rack app that answers its health path with 404 is not ready: said once it has answered so four
+    # times, long before its ready timeout
+    rack = user_app("rackapp", base=apps, health="/nope", ready_timeout_s=30)
     (apps / "rackapp" / "config.ru").write_text("run ->(env) { [404, {}, ['no']] }\n")
     require_server("puma")
-    with pytest.raises(ArenaError, match=r"was not ready after 3 s \(GET /nope answered 404\)"):
+    began = time.monotonic()
+    with pytest.raises(ArenaError, match=r"^puma \(rackapp\): GET /nope answered 404: give --health PATH"):
         start(ServerSpec("puma", rack))
+    assert time.monotonic() - began < 15
 
 
 def test_bad_app_sources_are_one_line_errors_naming_the_flag(apps):
@@ -486,3 +489,66 @@ def test_a_python_apps_interface_is_found_by_importing_it_when_not_given(tmp_pat
         user_app("nosuch:app", base=tmp_path, serves=both)
     with pytest.raises(ArenaError, match=r"^--app a:nope: does not import from .*: module 'a' has no attribute 'nope'"):
         user_app("a:nope", base=tmp_path, serves=both)
+
+
+REFUSING = """\
+def app(environ, start_response):
+    if environ["PATH_INFO"] == "/posts":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"posts"]
+    if environ["PATH_INFO"] == "/broken":
+        start_response("500 Internal Server Error", [("Content-Type", "text/html")])
+        return [b"<html>\\n<head><title>We're sorry, but something went wrong (500)</title></head></html>"]
+    start_response("404 Not Found", [("Content-Type", "text/plain")])
+    return [b"no route"]
+"""
+RAILS_LIKE = """\
+run ->(env) {
+  if ENV["RAILS_LOG_TO_STDOUT"]  # as Rails' production.rb: the app's log on standard output
+    $stdout.puts 'F, [2026-11-28T10:00:00.000000 #1] FATAL -- : [4f1c] ActiveRecord::NoDatabaseError (database "blog" does not exist):'
+    $stdout.flush
+  end
+  [500, {"content-type" => "text/html"}, ["<h1>We're sorry, but something went wrong.</h1>"]]
+}
+"""
+
+
+@pytest.mark.integration
+def test_an_app_that_answers_its_health_path_with_an_error_ends_the_wait_in_seconds(tmp_path):
+    """The app is up and says no: four answers of 400 or more in a row from its own process end the
+    start with the status and what to give, not the ready timeout (30 s) later."""
+    require_server("gunicorn-sync")
+    (tmp_path / "refusing.py").write_text(REFUSING)
+    for health, said in ((None, "GET / answered 404: give --health PATH"),
+                         ("/broken", "GET /broken answered 500: We're sorry, but something went wrong (500)")):
+        app = user_app("refusing:app", base=tmp_path, health=health, serves=("wsgi",))
+        began = time.monotonic()
+        with pytest.raises(ArenaError, match=r"^gunicorn-sync \(refusing:app\)") as e:
+            start(ServerSpec("gunicorn-sync", app))
+        assert said in str(e.value).splitlines()[0] and time.monotonic() - began < 10, str(e.value)
+    # without --health, an experiment's user app is ready when it answers what is measured
+    exp = parse_experiment({"name": "h", "workload": {"path": "/posts"}, "load": {"concurrency": [1]},
+                            "servers": [{"server": "gunicorn-sync", "app": {"wsgi": "refusing:app", "chdir": "."}}]},
+                           str(tmp_path / "h.toml"))
+    assert exp.servers[0].user_app.health == "/posts"
+    with start(ServerSpec("gunicorn-sync", exp.servers[0].user_app)) as running:
+        with Client(running.host, running.port) as client:
+            assert client.get("/posts").status == 200
+    given = parse_experiment({"name": "h", "workload": {"path": "/posts"}, "load": {"concurrency": [1]},
+                              "servers": [{"server": "gunicorn-sync",
+                                           "app": {"wsgi": "refusing:app", "chdir": ".", "health": "/"}}]},
+                             str(tmp_path / "h.toml"))
+    assert given.servers[0].user_app.health == "/"  # given: kept
+
+
+@pytest.mark.integration
+def test_a_rack_apps_failed_health_names_the_exception_its_rails_log_ends_in(tmp_path):
+    require_server("puma")
+    (tmp_path / "blog").mkdir()
+    (tmp_path / "blog" / "config.ru").write_text(RAILS_LIKE)
+    app = user_app("blog", base=tmp_path)
+    with pytest.raises(ArenaError) as e:
+        start(ServerSpec("puma", app, strict_knobs=False))
+    first = str(e.value).splitlines()[0]
+    assert first.startswith("puma (blog): GET / answered 500: We're sorry, but something went wrong.: "
+                            "ActiveRecord::NoDatabaseError: database \"blog\" does not exist"), first

@@ -53,6 +53,21 @@ class Mix:
     file: str
     requests: tuple[MixRequest, ...]
 
+    def first_get(self) -> str | None:
+        """The path of the first GET the mix sends, each drawn value at its lowest (a repeated field as
+        the value it repeats); None where it sends no GET."""
+        for r in self.requests:
+            if r.weight > 0 and r.method == "GET":
+                drawn: dict[str, str] = {}
+
+                def low(m: re.Match) -> str:
+                    if m.group(2) is not None:
+                        drawn.setdefault(m.group(1), m.group(2))
+                    return drawn.get(m.group(1), "1")
+
+                return FIELD.sub(low, r.path)
+        return None
+
     def arena_load(self) -> list[dict[str, Any]]:
         """The mix as arena-load's ``--mix`` JSON reads it."""
         return [{"weight": r.weight, "method": r.method, "path": r.path, "headers": dict(r.headers), "body": r.body}

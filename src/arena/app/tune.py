@@ -131,7 +131,8 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
     goal = {"p99_max": f"{req.p99_ms:g}ms", "error_max": f"{req.error_pct:g}%"}
     if req.memory_mib is not None:
         goal["memory_max"] = f"{req.memory_mib:g}MiB"
-    workload = {"mix": str(Path(req.mix).resolve())} if req.mix else {"path": req.path} if req.path else {}
+    workload = ({"mix": str(Path(req.mix).resolve())} if req.mix else {"path": req.path} if req.path else
+                {"path": "/"} if _users(req) else {})  # the subjects' /work is not a user's app's
     load = ({"model": "open", "find": "capacity"} if req.load is None else
             {"model": "closed", "concurrency": int(req.load.value)} if req.load.model == "closed" else
             {"model": "open", "rates": req.load.value})
@@ -167,7 +168,7 @@ def _interface(req: Request, s: catalog.Server) -> str:
 
     if req.app is None or req.app in APPS:
         return APPS[req.app or s.apps[0]].interface
-    if req.app.endswith(".ru"):
+    if _rack(req):
         return "rack"
     return req.app_options.get("interface") or next((i for i in s.interfaces if i != "rack"), s.interfaces[0])
 
@@ -180,9 +181,9 @@ def _app_value(req: Request, s: catalog.Server) -> object:
 
     if req.app in APPS:
         return req.app
-    table: dict = {_interface(req, s): str(Path(req.app).resolve()) if req.app.endswith(".ru") else req.app}
+    table: dict = {_interface(req, s): str(Path(req.app).resolve()) if _rack(req) else req.app}
     opts = req.app_options
-    chdir = opts.get("chdir") or (None if req.app.endswith(".ru") else ".")
+    chdir = opts.get("chdir") or (None if _rack(req) else ".")
     for key, value in (("chdir", chdir), ("venv", opts.get("venv")), ("health", opts.get("health"))):
         if value:
             table[key] = str(Path(value).resolve()) if key != "health" else value
@@ -191,6 +192,19 @@ def _app_value(req: Request, s: catalog.Server) -> object:
     if opts.get("ready_timeout_s"):
         table["ready_timeout"] = f"{opts['ready_timeout_s']:g}s"
     return table
+
+
+def _users(req: Request) -> bool:
+    """Whether the request's app is a user's own (not a built-in subject)."""
+    from arena.subjects import APPS
+
+    return req.app is not None and req.app not in APPS
+
+
+def _rack(req: Request) -> bool:
+    """Whether the request's app is a user's Rack app: a config.ru, or a directory holding one (the
+    command line resolved it: its interface)."""
+    return req.app is not None and (req.app.endswith(".ru") or req.app_options.get("interface") == "rack")
 
 
 def _calibration_points(req: Request, server: str, cores: float) -> list[tuple[int, int | None]]:
@@ -214,7 +228,7 @@ def servers_for(req: Request) -> tuple[list[str], dict[str, str]]:
         s = catalog.get_server(name)
         if not catalog.available(s, Path(req.app_options["venv"]) / "bin" if req.app_options.get("venv") else None):
             left[name] = f"not installed ({s.install_hint})"
-        elif req.app is not None and req.app.endswith(".ru") != (s.language == "ruby"):
+        elif req.app is not None and _rack(req) != (s.language == "ruby"):
             left[name] = f"serves {', '.join(s.interfaces)}, not this app"
         elif req.app_options.get("interface") and req.app_options["interface"] not in s.interfaces:
             left[name] = f"serves {', '.join(s.interfaces)}, not this {req.app_options['interface']} app"

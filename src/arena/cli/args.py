@@ -154,8 +154,10 @@ def add_user_app(p: argparse.ArgumentParser) -> None:
     """How a user's app (--app config.ru or module:callable) is run."""
     p.add_argument("--chdir", help="a Python app's directory (default: the current one); a Rack app: its config.ru's")
     p.add_argument("--venv", help="a Python environment whose bin/ has the server (default: Arena's)")
-    p.add_argument("--interface", choices=("wsgi", "asgi"), help="a Python app's interface (default: the server's only one)")
-    p.add_argument("--health", help="the app's health path, ready when it answers below 400 (default /)")
+    p.add_argument("--interface", choices=("wsgi", "asgi"), help="a Python app's interface (default: the server's only "
+                                                                     "one, else found by importing the app)")
+    p.add_argument("--health", help="the app's health path, ready when it answers below 400 (default: the measured "
+                                    "path where it is a GET, else /); four answers of 400 or more end the wait")
     p.add_argument("--warmup", action="append", default=[], metavar="PATH",
                    help="request this path once after the app is ready (repeatable)")
     p.add_argument("--ready-timeout", type=duration("--ready-timeout", 3600),

@@ -29,7 +29,8 @@ def add(sub) -> None:
                                   "(default: the subject app each server serves)")
     add_user_app(tu)
     what = tu.add_mutually_exclusive_group()
-    what.add_argument("--path", help="the request to measure (default: the subject's /work?cpu_ms=5&io_ms=10)")
+    what.add_argument("--path", help="the request to measure (default: the subject's /work?cpu_ms=5&io_ms=10; "
+                                     "your own app's /)")
     what.add_argument("--mix", help="a request mix file (TOML) instead of one path")
     tu.add_argument("--cpus", type=cpus, required=True, help="the server's CPUs, e.g. 1 or 1-3")
     tu.add_argument("--load-cpus", type=cpus, help="the load generator's CPUs (default: every other CPU)")
@@ -112,8 +113,8 @@ def _request(args) -> Request:
     serves = {i for n in (args.servers or catalog.CATALOG) for i in catalog.get_server(n).interfaces}
     options = user_app_options(args)
     app = app_for(args.app, serves, **options)  # a user's app that is not there or does not import: one line, now
-    if getattr(app, "user", None) is not None and app.language == "python":
-        options["interface"] = app.interface  # given, or found by importing it: each server is given that one
+    if getattr(app, "user", None) is not None:  # a Python app's given or found by importing it; rack for a
+        options["interface"] = app.interface  # config.ru or its directory: each server is given that one
     load = (Level("closed", args.concurrency) if args.concurrency else Level("open", args.rate) if args.rate else None)
     return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,
                    ERROR_PCT if args.error_max is None else args.error_max, tuple(args.servers or ()), load,

@@ -26,7 +26,7 @@ from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
 from arena.servers.launch import env_problem
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
-from arena.subjects.user import INTERFACES, user_app
+from arena.subjects.user import INTERFACES, measured_health, user_app
 from arena.clients import Clients, clients as read_clients
 from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
@@ -263,6 +263,8 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
                                                         f"({c.key}); keep one")
             entry_of[c] = i
             servers.append(c)
+    servers = [replace(c, user_app=measured_health(c.user_app, _measured_get(workloads[0]))) if c.user_app else c
+               for c in servers]
     servers = _twins(top, servers)
     seen: dict[str, ServerConfig] = {}
     for c in servers:
@@ -537,7 +539,7 @@ def _app(r: Reader, value: Any, entry: catalog.Server) -> App:
             raise t.fail("warmup", warmup, "must be a list of paths")
         try:
             app = user_app(t.string(given[0]), base=base, interface=given[0], chdir=t.string("chdir"),
-                           venv=t.string("venv"), health=t.string("health", "/"),
+                           venv=t.string("venv"), health=t.string("health"),
                            ready_timeout_s=t.duration("ready_timeout", None, MAX_TIMEOUT_S), warmup=warmup,
                            name=t.string("name"), serves=entry.interfaces, flag=f"--{given[0]}")
         except ArenaError as e:
@@ -549,6 +551,14 @@ def _app(r: Reader, value: Any, entry: catalog.Server) -> App:
         raise r.fail("app", value, f"{entry.name} cannot serve it (a {app.interface} app; it serves: "
                                    f"{', '.join(entry.interfaces)})")
     return app
+
+
+def _measured_get(w: Workload) -> str | None:
+    """What a workload measures as a GET (its path, or its mix's first GET): a user's app's health path
+    where none is given."""
+    if w.mix is not None:
+        return w.mix.first_get()
+    return w.path if w.method == "GET" and w.mix_file is None else None
 
 
 def _twins(top: Reader, servers: list[ServerConfig]) -> list[ServerConfig]:

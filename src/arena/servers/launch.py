@@ -264,6 +264,9 @@ def log_tail(path: Path, lines: int = 15) -> str:
 # indented), or Ruby's "file:line:in `x': message (FooError)".
 PYTHON_RAISED = re.compile(r"^(?:\[[^]]*\] )*([A-Za-z_][\w.]*(?:Error|Exception|Exit)(?:: .*)?)$")
 RUBY_RAISED = re.compile(r"^.*?:\d+:in [`'][^']*': (.+) \(([\w:]+)\)$")
+# Rails' log of an exception a request ended in: "F, [...] FATAL -- : [request id] Type (message):"
+# (the closing "):" on the next line where the message ends in a newline)
+RAILS_RAISED = re.compile(r"^.*?(?:\[[^]]*\] )+((?:[A-Z]\w*::)+[A-Z]\w*|[A-Z]\w*(?:Error|Exception)) \((.+?)(?:\):)?\s*$")
 
 
 def raised(text: str) -> str | None:
@@ -275,6 +278,8 @@ def raised(text: str) -> str | None:
             found = m.group(1)
         elif m := RUBY_RAISED.match(line.rstrip()):
             found = f"{m.group(2)}: {m.group(1)}"
+        elif m := RAILS_RAISED.match(line.rstrip()):
+            found = f"{m.group(1)}: {m.group(2)}"
     if found is None:
         found = next((line.strip() for line in text.splitlines() if ERROR_LINES[2].search(line)), None)
     return found[:300] if found else None
@@ -311,8 +316,10 @@ def user_app_launch(app: App, workdir: Path, bundle: Bundle | None) -> tuple[App
     if app.interface == "rack":
         rackup = workdir / "arena.ru"
         rackup.write_text(user.rackup())
-        return (replace(app, target=str(rackup)), bundle.env() if bundle else {},
-                ["bundle", "exec"] if bundle else [])
+        # Rails logs to log/production.log unless told: to the server's log instead, which Arena keeps
+        # and reads for the exception a failed start ends in (other Rack apps ignore it)
+        env = {**(bundle.env() if bundle else {}), "RAILS_LOG_TO_STDOUT": "1"}
+        return replace(app, target=str(rackup)), env, ["bundle", "exec"] if bundle else []
     env = {"ARENA_USER_APP": user.source, "ARENA_USER_DIR": user.chdir, "ARENA_USER_INTERFACE": app.interface,
            "PYTHONPATH": os.pathsep.join((str(WRAP_DIR), user.chdir))}
     return app, env, []
@@ -568,11 +575,15 @@ def _wait_ready(running: RunningServer, app: App, timeout: float) -> None:
         code = running.proc.poll()
         return code if code is not None and not running.procset.pids() else None
 
+    refused: list[int] = []  # the app's own answers of 400 or more in a row
+
     def attempt() -> str | None:
         with Client(running.host, running.port, timeout=2, unix=running.socket) as client:
             reply = client.get(app.health)
             if reply.status >= 400:
+                refusal(running, app, reply, refused)
                 return f"GET {app.health} answered {reply.status}"
+            refused.clear()
             pid = int(reply.headers.get("x-arena-pid", "0"))
             if pid not in running.procset.pids():
                 where = running.socket or f"port {running.port}"
@@ -582,6 +593,39 @@ def _wait_ready(running: RunningServer, app: App, timeout: float) -> None:
         return None
 
     poll_ready(name, timeout, exited, attempt, f"GET {app.health}")
+
+
+REFUSALS = 4  # the app's own answers of 400 or more in a row that end the ready wait: it is up, and says no
+NOT_YET = 503  # "Service Unavailable": an app's own way to say it is not ready yet; never ends the wait
+
+
+def refusal(running: RunningServer, app: App, reply, refused: list[int]) -> None:
+    """Count an answer of 400 or more; at the REFUSALSth in a row from the app's own process (its
+    X-Arena-Pid: not the server's own error page while the app loads), end the wait in one line: the
+    status, and what to give (a 4xx) or what the app said (a 5xx: its body's first line; the caller
+    adds the exception its log ends in)."""
+    try:
+        pid = int(reply.headers.get("x-arena-pid", "0"))
+    except ValueError:
+        pid = 0
+    if reply.status == NOT_YET or pid not in running.procset.pids():
+        refused.clear()
+        return
+    refused.append(reply.status)
+    if len(refused) < REFUSALS:
+        return
+    said = f"{running.server.name} ({running.app}): GET {app.health} answered {reply.status}"
+    if reply.status < 500:
+        raise ArenaError(f"{said}: give --health PATH (a path the app answers below 400; in an experiment file, "
+                         "the app table's health)")
+    raise ArenaError(said + (f": {line}" if (line := first_text_line(reply.body)) else ""))
+
+
+def first_text_line(body: bytes) -> str | None:
+    """The first line of a body that says something: HTML's tags dropped, at most 200 characters."""
+    text = re.sub(r"<[^>]*>", " ", body[:65536].decode("utf-8", "replace"))
+    line = next((" ".join(x.split()) for x in text.splitlines() if x.strip()), None)
+    return line[:200] if line else None
 
 
 def _warm_up(running: RunningServer, app: App, client: Client, name: str) -> None:

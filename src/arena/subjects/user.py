@@ -36,6 +36,7 @@ class UserApp:
     chdir: str  # the server's working directory
     venv: str | None = None  # a Python environment whose bin/ has the server (Python apps)
     ready_timeout_s: float | None = None  # None: the server's own
+    health_given: bool = True  # False: the health path is the default, which the measured path replaces
     warmup: tuple[str, ...] = ()  # paths requested once after it is ready
     warnings: tuple[str, ...] = ()  # what may make it fail or mislead, for the caller to print
 
@@ -51,6 +52,16 @@ class UserApp:
                 f"run ArenaTiming.rackup({self.source!r})\n")
 
 
+def measured_health(app, path: str | None):
+    """``app`` with ``path`` (what the experiment measures: a GET) as its health path, where it is a
+    user's app whose health path was not given: an app that serves what is measured is ready."""
+    from dataclasses import replace
+
+    if app is None or getattr(app, "user", None) is None or app.user.health_given or path is None:
+        return app
+    return replace(app, health=path)
+
+
 def path_or_health(value: str, flag: str) -> str:
     if not value.startswith("/") or re.search(r"[\s\x00-\x1f\x7f]", value):
         raise ArenaError(f"{flag}: must be a path starting with /, got '{value}'")
@@ -58,7 +69,7 @@ def path_or_health(value: str, flag: str) -> str:
 
 
 def user_app(source: str, *, base: Path, interface: str | None = None, chdir: str | None = None,
-             venv: str | None = None, health: str = DEFAULT_HEALTH, ready_timeout_s: float | None = None,
+             venv: str | None = None, health: str | None = None, ready_timeout_s: float | None = None,
              warmup: Iterable[str] = (), name: str | None = None, serves: Iterable[str] = (),
              flag: str = "--app"):
     """The App for ``source``: a config.ru (or a directory holding one) for a Rack app, or
@@ -67,7 +78,8 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
     current directory for the CLI, the experiment file's directory for an experiment)."""
     from arena.subjects import App
 
-    health = path_or_health(health, "--health")
+    given = health is not None
+    health = path_or_health(health, "--health") if given else DEFAULT_HEALTH
     warm = tuple(path_or_health(p, "--warmup") for p in warmup)
     if PYTHON_TARGET.fullmatch(source) and not source.endswith(".ru"):
         serves_py = sorted({i for i in serves if i in ("wsgi", "asgi")})
@@ -79,7 +91,7 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
             if not serves_py:
                 raise ArenaError(f"--interface: {source} needs a WSGI or ASGI server: the servers serve neither")
             interface = serves_py[0] if len(serves_py) == 1 else interface_of(source, where, env, flag)
-        user = UserApp(source, where, env, ready_timeout_s, warm, shadowing(source, where))
+        user = UserApp(source, where, env, ready_timeout_s, given, warm, shadowing(source, where))
         return App(name or source, "python", interface, f"arena_wrap:{interface}", f"{interface} app {source}",
                    health=health, user=user)
     if interface not in (None, "rack"):
@@ -101,7 +113,7 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
         raise ArenaError(f"{flag}: {path} does not exist (a Rack app's config.ru, or a directory holding one)")
     _check_rackup(path, flag)
     where = _directory(base, chdir, "--chdir") if chdir else str(path.parent)
-    user = UserApp(str(path), where, None, ready_timeout_s, warm)
+    user = UserApp(str(path), where, None, ready_timeout_s, given, warm)
     from arena.subjects import APPS
 
     default = path.parent.name if path.parent.name not in APPS else f"{path.parent.name}/{path.name}"  # not a built-in's
@@ -209,4 +221,4 @@ def app_for(value: str | None, serves: Iterable[str], *, base: Path | None = Non
                              f"not to {'the built-in app ' + value if value else 'the default app'}")
         return value
     return user_app(value, base=base or Path.cwd(), interface=interface, chdir=chdir, venv=venv,
-                    health=health or DEFAULT_HEALTH, ready_timeout_s=ready_timeout_s, warmup=warmup, serves=serves)
+                    health=health, ready_timeout_s=ready_timeout_s, warmup=warmup, serves=serves)
