@@ -45,8 +45,28 @@ def test_show_json_is_valid_against_its_schema_and_agrees_with_the_report(res, c
     embedded = re.search(r'<script type="application/json" id="arena-answer">(.*?)</script>', render(report), re.S)
     assert json.loads(embedded.group(1)) == doc
     assert report.answer[0].split(": ", 1)[1].startswith(f"{a['best']['configuration']} at c=")
-    assert set(a["tied"]) == {c["a"] for c in a["comparisons"] if c["figure"] == "throughput" and c["verdict"] != "worse"}
+    assert set(a["tied"]) | set(a["undecided"]) == {c["a"] for c in a["comparisons"]
+                                                    if c["figure"] == "throughput" and c["verdict"] != "worse"}
     assert len(a["cells"]) == len(res.cells) and all(c["throughput"]["n"] == 2 for c in a["cells"])
+
+
+def test_a_cell_with_one_run_is_undecided_never_tied_for_best(res):
+    """A configuration whose standing rests on one valid run has no interval against the best: it is
+    said apart as undecided, however near or far its one figure, and is repeated by --until-decided."""
+    one = [c if c.config != res.cells[0].config else dataclasses.replace(c, runs=c.runs[:1]) for c in res.cells]
+    cells = aggregate([r for c in one for r in c.runs])
+    a = answer(cells, "default")
+    def ids(vs):
+        return {id(v) for v in vs}
+
+    thin = [v for v in a.others if min(v.cell.valid, v.base.valid) < 2]
+    assert thin and ids(thin) == ids(a.undecided) and not ids(thin) & ids(a.tied)
+    assert all(v.throughput.ratio.lo is None and v.verdict == stats.UNDECIDED for v in a.undecided)
+    assert ids(a.others) == ids(a.tied + a.undecided + a.beaten) and len(a.others) == len(a.tied + a.undecided + a.beaten)
+    from arena.report.answer import tied_lines
+
+    (line,) = [t for t in tied_lines(a) if t.startswith("Undecided, not tied")]
+    assert all(v.cell.label in line for v in a.undecided)
 
 
 def test_the_experiments_goal_applies_and_flags_override_it(res):

@@ -77,7 +77,7 @@ def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: 
         with open_store(store_path) as store:
             res = results(store, exp.name)
         analysis = analyse(res)
-        comparisons = [v for a in analysis.answers for v in a.tied + a.twins]
+        comparisons = [v for a in analysis.answers for v in a.tied + a.undecided + a.twins]
         undecided = [f"{v.cell.label} against {v.base.label}" for v in comparisons
                      if v.throughput is not None and v.throughput.verdict == stats.UNDECIDED]
         reps: dict[tuple, int] = {}

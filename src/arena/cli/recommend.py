@@ -104,7 +104,7 @@ def _measured(rec, out) -> bool:
     table = Table(title=f"measured at this load within the goal ({a.workload})")
     for col in ("configuration", "req/s", "p99 ms", "memory MiB", "against the best"):
         table.add_column(col, overflow="fold")
-    rows = [(a.best.cell, "best")] + [(v.cell, verdict_text(v)) for v in a.tied + a.beaten]
+    rows = [(a.best.cell, "best")] + [(v.cell, verdict_text(v)) for v in a.others]
     for c, versus in rows:
         pss = c.pss_bytes.median
         table.add_row(escape(c.label), figure_text(c.throughput),

@@ -81,9 +81,15 @@ def headline(a: Answer, many: bool) -> str:
 def tied_lines(a: Answer) -> list[str]:
     if a.best is None:
         return []
+    lines = []
     if a.tied:
-        return ["Tied for best (not shown to be worse): " + "; ".join(comparison_text(v) for v in a.tied) + "."]
-    return ["Every other configuration is worse, beyond the threshold."] if a.beaten else []
+        lines.append("Tied for best (not shown to be worse): " + "; ".join(comparison_text(v) for v in a.tied) + ".")
+    if a.undecided:
+        lines.append("Undecided, not tied (too few valid runs to compare with the best): "
+                     + "; ".join(comparison_text(v) for v in a.undecided) + ".")
+    if not lines and a.beaten:
+        lines.append("Every other configuration is worse, beyond the threshold.")
+    return lines
 
 
 def server_lines(a: Answer) -> list[str]:
@@ -135,7 +141,8 @@ def answer_rows(a: Answer) -> list[list[str]]:
         return [what, c.label, c.level_label, figure_text(c.throughput), figure_text(p99), runs, ratio, verdict]
 
     rows = [row("best", a.best.cell, None)] + [row("tied", v.cell, v) for v in a.tied]
-    shown = {a.best.cell.config} | {v.cell.config for v in a.tied}
+    rows += [row("undecided", v.cell, v) for v in a.undecided]
+    shown = {a.best.cell.config} | {v.cell.config for v in a.tied + a.undecided}
     versus = {v.cell.config: v for v in a.beaten}
     rows += [row(f"best of {p.cell.server}", p.cell, versus.get(p.cell.config)) for p in a.per_server
              if p.cell.config not in shown]
@@ -187,6 +194,7 @@ def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
                  "threshold": g.threshold},
         "best": _pick(a.best) if a.best else None,
         "tied": [v.cell.label for v in a.tied],
+        "undecided": [v.cell.label for v in a.undecided],
         "comparisons": [_comparison(v, figure, c) for v in a.comparisons
                         for figure, c in (("throughput", v.throughput), ("p99", v.p99)) if c is not None],
         "pareto": [{"configuration": c.label, "level": c.level} for c in a.pareto],

@@ -375,7 +375,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     sections = [Section("ranking", "Ranking",
                         f"Goal: {goal}. For each configuration, the load level with the highest median throughput "
                         "within the goal; invalid runs are left out of the medians and their flags listed.")]
-    placed = [c for a in answers for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.tied + a.beaten]]
+    placed = [c for a in answers for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.others]]
     sections[0].tables = [_ranking_table("Best configuration per server", [p.cell for a in answers for p in a.per_server]),
                           _ranking_table("Every configuration", placed)]
     if not placed:

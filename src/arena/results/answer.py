@@ -5,7 +5,9 @@ The goal: a latency target (p99), a memory budget (PSS) and an error limit, from
 median throughput among the levels that keep within the goal. The best is the configuration of
 highest median throughput so placed; every other is compared with it (stats.compare: the ratio of
 throughput and of p99, each with its 95% interval and a verdict), and those not shown to be worse are
-**tied for best**: the answer names that group, never one winner it cannot tell apart. Without a
+**tied for best**: the answer names that group, never one winner it cannot tell apart. One with too
+few valid runs on a side for an interval (fewer than two) is neither: it is **undecided**, said apart,
+never counted as tied (a single run at 6% of the best's throughput is no tie). Without a
 latency target the answer leads with the Pareto front of throughput, p99 and memory (the cells no
 other beats on all three), since "most throughput" alone ignores latency. A cell meets a limit when
 its interval of the median does; one that meets it at the median only is said to.
@@ -199,7 +201,7 @@ class Answer:
     workload: str
     goal: Goal
     best: Pick | None  # None: nothing keeps within the goal
-    tied: tuple[Versus, ...]  # configurations not shown worse than the best, each against it
+    tied: tuple[Versus, ...]  # configurations not shown worse than the best (an interval says so), each against it
     beaten: tuple[Versus, ...]  # the others within the goal, each shown worse than the best
     per_server: tuple[Pick, ...]
     pareto: tuple[Cell, ...]
@@ -208,6 +210,8 @@ class Answer:
     excluded: dict[str, int]  # limit -> configurations with no level within it
     repetitions: tuple[int, int]  # fewest and most valid repetitions behind a cell
     failed: dict[str, int] = field(default_factory=dict)  # why -> runs that could not be made (Failure.reason)
+    undecided: tuple[Versus, ...] = ()  # compared without an interval (under two valid runs a side): not tied
+    others: tuple[Versus, ...] = ()  # tied, undecided and beaten together, in their standing (best placed first)
 
     @property
     def comparisons(self) -> tuple[Versus, ...]:
@@ -215,7 +219,7 @@ class Answer:
         def pair(v: Versus) -> frozenset:
             return frozenset(((v.cell.config, v.cell.level), (v.base.config, v.base.level)))
 
-        made = self.tied + self.beaten
+        made = self.others
         done = {pair(v) for v in made}
         return made + tuple(v for v in self.twins if pair(v) not in done)
 
@@ -226,7 +230,11 @@ def answer(cells: list[Cell], workload: str, goal: Goal = Goal(), failures: Sequ
     placed = standings(mine, goal)
     best = placed[0] if placed else None
     compared = [versus(c, best, goal.threshold) for c in placed[1:]] if best else []
-    tied = tuple(v for v in compared if v.verdict != stats.WORSE)
+    def thin(v: Versus) -> bool:  # no interval of the ratio: too few valid runs on a side to compare
+        return v.throughput is None or v.throughput.ratio.lo is None
+
+    undecided = tuple(v for v in compared if v.verdict != stats.WORSE and thin(v))
+    tied = tuple(v for v in compared if v.verdict != stats.WORSE and not thin(v))
     beaten = tuple(v for v in compared if v.verdict == stats.WORSE)
     per_server: dict[str, Cell] = {}
     for c in placed:
@@ -244,7 +252,8 @@ def answer(cells: list[Cell], workload: str, goal: Goal = Goal(), failures: Sequ
                   tuple(pick(c) for c in per_server.values()), tuple(pareto(mine, goal.threshold)),
                   tuple(twins(mine, goal.threshold)), dict(left), dict(excluded),
                   (min(reps), max(reps)) if reps else (0, 0), dict(Counter(f.reason for f in failures
-                                                                            if f.workload == workload)))
+                                                                            if f.workload == workload)),
+                  undecided, tuple(compared))
 
 
 def answers(cells: list[Cell], goal: Goal = Goal(), failures: Sequence[Failure] = ()) -> list[Answer]:
