@@ -309,3 +309,18 @@ def test_the_memory_fit_has_no_negative_term():
     assert base == 0.0 and per_p == pytest.approx((26 + 110 * 2) / 5) and per_t == 0.0
     base, per_p, per_t = memory_fit([seen(1, 1, 30.0), seen(2, 1, 50.0), seen(1, 4, 36.0)])  # 10 + 18p + 2pt
     assert (base, per_p, per_t) == pytest.approx((10.0, 18.0, 2.0))
+
+
+def test_a_users_apps_time_off_its_cpu_in_the_app_is_its_io():
+    """The timing around a user's app reports app, cpu and cpuwall, no I/O phase: a mix whose fifth
+    of requests awaits 20 ms (4 ms a request on average) is calibrated with 4 ms of I/O, not 0; the
+    subjects' own I/O phase is read as before."""
+    from arena.model.calibrate import Observation, calibrate
+
+    def seen(timing, response):
+        return Observation("uvicorn", "mix", 1, None, 1.0, 1.0, 1.0, timing, None, response, 30.0, False)
+
+    users = calibrate([seen({"app": 5.2, "cpu": 1.0, "cpuwall": 1.2}, 5.6)] * 3, "uvicorn")
+    assert users.io_ms.median == pytest.approx(4.0) and users.app_other_ms.median == pytest.approx(0.0)
+    subject = calibrate([seen({"app": 12.0, "cpu": 1.0, "cpuwall": 1.0, "io": 10.0}, 12.5)] * 3, "uvicorn")
+    assert subject.io_ms.median == pytest.approx(10.0)
