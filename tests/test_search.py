@@ -266,3 +266,15 @@ def test_a_fixed_load_no_contender_runs_validly_at_ends_with_nothing_within_the_
                run_s=RUN_S, clock=fake.clock)
     assert t.choice is None and t.none_meets and t.best_p99_at is None and not t.dropped
     assert any(s.text == "no valid run at c=64: the race ends" for s in t.steps) and fake.made == 2 * len(keys)
+
+
+def test_a_capacity_with_no_rate_within_the_goal_says_what_was_tried():
+    """"none found" after one rate claimed more than one rate tried can show."""
+    from arena.model.search import Capacity
+    from arena.report.tune import capacity_text
+
+    one = Capacity(("uvicorn", 3, None), None, 1200.0, 0, False, None, ((1200.0, False, 1),))
+    assert capacity_text(one) == "none within the goal at the 1 rate tried: 1200 req/s (1 run)"
+    two = Capacity(("uvicorn", 3, None), None, 300.0, 0, False, None, ((1200.0, False, 1), (300.0, False, 3)))
+    assert capacity_text(two) == "none within the goal at the 2 rates tried: 300 req/s (3 runs), 1200 req/s (1 run)"
+    assert capacity_text(None) == "not searched"

@@ -31,9 +31,18 @@ def calibration_lines(tuned) -> list[str]:
 
 def capacity_text(cap) -> str:
     """"180 req/s (interval 180 .. 189: the highest rate within the goal, confirmed over 3 runs; the
-    lowest rate beyond it)"; "at least 180 req/s (...)" where no rate tried failed; "none found"."""
-    if cap is None or cap.lo is None:
-        return "none found"
+    lowest rate beyond it)"; "at least 180 req/s (...)" where no rate tried failed; where none passed,
+    what was tried ("none within the goal at the 1 rate tried: 1200 req/s, 1 run"): not a claim that
+    no rate would pass, which one rate tried cannot make."""
+    if cap is None:
+        return "not searched"
+    if cap.lo is None:
+        if not cap.probes:
+            return "not found: no rate was tried"
+        tried = sorted(cap.probes)
+        rates = ", ".join(f"{r:g} req/s ({n} run{'s' * (n != 1)})" for r, _, n in tried[:4])
+        return (f"none within the goal at the {len(tried)} rate{'s' * (len(tried) != 1)} tried: {rates}"
+                + (", ..." if len(tried) > 4 else ""))
     if cap.hi is None:
         return f"at least {cap.lo:g} req/s (no rate tried failed)"
     sure = f"confirmed over {cap.runs_at_lo} runs" if cap.confirmed else f"{cap.runs_at_lo} run(s), not confirmed"
