@@ -77,6 +77,7 @@ class Event:
     message: str = ""
     point: SeriesPoint | None = None  # "live": one interval of the run in progress
     db: Database | None = None  # "run" with a database: its connections and refusals
+    shared: bool = False  # "run": its server and the load generator shared CPUs ([layout] share)
 
 
 # ---------------------------------------------------------------------- environment
@@ -213,7 +214,13 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     lost = before - set(server.procset.pids())
     if reference is not None:
         checks.append(seams.speed(cpus))
-    others = _others_cores(busy, [resources, *stopped.values()], window)
+    # sharing the server's CPUs ([layout] share), the generator is Arena's own there, not a neighbour:
+    # its CPU over the window (its run's CPU, prorated from warm-up and measured time to the window)
+    mine = 0.0
+    if exp.shared and result.generator_cpu_s and len(window) == 2:
+        ran_s = exp.warmup_s + (result.measured.duration_s or 0.0)
+        mine = result.generator_cpu_s * min(1.0, (window[1] - window[0]) / ran_s) if ran_s > 0 else 0.0
+    others = _others_cores(busy, [resources, *stopped.values()], window, mine)
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
                            slowdown=reference.slowdown(*checks) if checks else None,
@@ -229,14 +236,16 @@ def _own_cpu_s() -> float:
     return t.user + t.system
 
 
-def _others_cores(busy: list[float], groups: list[ResourceResult], window: list[float]) -> float | None:
+def _others_cores(busy: list[float], groups: list[ResourceResult], window: list[float],
+                  generator_s: float = 0.0) -> float | None:
     """Cores others than Arena kept busy on the run's CPUs over the window (speed.others_cores), from
-    the counters read at its ends (``busy``: CPUs' busy, Arena's own, at the start then the end) and
-    the CPU of Arena's groups over it; None where a group's CPU is not accounted."""
+    the counters read at its ends (``busy``: CPUs' busy, Arena's own, at the start then the end), the
+    CPU of Arena's groups over it and ``generator_s``, the load generator's where it shares them; None
+    where a group's CPU is not accounted."""
     if len(busy) != 4 or len(window) != 2 or any(g.cpu_s is None for g in groups):
         return None
     cpus_s, own_s = busy[2] - busy[0], busy[3] - busy[1]
-    return machine_speed.others_cores(cpus_s, own_s + sum(g.cpu_s for g in groups), window[1] - window[0])
+    return machine_speed.others_cores(cpus_s, own_s + generator_s + sum(g.cpu_s for g in groups), window[1] - window[0])
 
 
 def idle_cpu_cores(server: RunningServer, seams: Seams = Seams()) -> float | None:
@@ -493,6 +502,6 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver
             front = server.window(*m.window) if c.topology.front and m.window else {}
             saver.run(row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,
                           launch=server.described(), topology=front))
-            progress.emit("run", r, result=m.result, flags=m.flags, db=db)
+            progress.emit("run", r, result=m.result, flags=m.flags, db=db, shared=exp.shared)
             if m.flags:
                 progress.counts["invalid"] += 1

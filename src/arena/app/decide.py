@@ -58,7 +58,8 @@ def wanted(comparisons: list[Versus], repetitions: dict[tuple, int], most: int) 
 def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: None,
                       on_event: Callable[[Event], None] = lambda e: None, on_round: Callable[[Round], None] = lambda r: None,
                       seams: Seams = Seams(), retake_invalid: bool = False, most: int = MAX_REPETITIONS,
-                      budget_s: float = BUDGET_S, clock: Callable[[], float] = time.monotonic) -> Decided:
+                      budget_s: float = BUDGET_S, clock: Callable[[], float] = time.monotonic,
+                      share: bool = False) -> Decided:
     """``arena run --until-decided``: the planned runs (resumed), then rounds of runs beyond the plan
     for the undecided comparisons, within ``most`` repetitions a cell and ``budget_s`` of wall time
     from the start (a round is started only when its estimate fits in what is left)."""
@@ -69,7 +70,7 @@ def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: 
         planned.append(p)
         on_plan(p)
 
-    counts = run_file(path, store_path, plan_seen, on_event, seams=seams, retake_invalid=retake_invalid)
+    counts = run_file(path, store_path, plan_seen, on_event, seams=seams, retake_invalid=retake_invalid, share=share)
     exp = planned[0].experiment
     total = [counts.done, counts.skipped, counts.failed, counts.invalid]
     rounds = extra = 0

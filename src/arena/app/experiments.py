@@ -54,10 +54,11 @@ class Planned:
     starts: int = 0  # with a shard: the server starts of the whole plan
 
 
-def plan_file(path: str, shard: Shard | None = None, server_here: bool = False) -> Planned:
+def plan_file(path: str, shard: Shard | None = None, server_here: bool = False, share: bool = False) -> Planned:
     """Read and check an experiment file and plan it (nothing runs): the whole plan, or a shard's share
-    (``server_here``: on the cluster's server host, whose CPUs the server's are)."""
-    exp = load_experiment(path, server_here)
+    (``server_here``: on the cluster's server host, whose CPUs the server's are; ``share``: its
+    server and load may share CPUs, --share-cpus)."""
+    exp = load_experiment(path, server_here, share)
     if shard is None:
         return Planned(exp, plan_groups(exp), estimate_s(exp))
     mine = plan_groups(exp, shard)
@@ -76,7 +77,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
              on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
              seams: Seams = Seams(), retake_invalid: bool = False,
              on_step: Callable[[str], None] = lambda s: None, shard: Shard | None = None,
-             server_host: str | None = None) -> RunCounts | None:
+             server_host: str | None = None, share: bool = False) -> RunCounts | None:
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
     run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
     stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
@@ -84,7 +85,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
     (app/analysis.py). With ``[cluster] server = "worker"``, the runs are made on the cluster's
     server host (app/remote.py), which runs this with its own address as ``server_host``."""
-    planned = plan_file(path, shard, server_here=server_host is not None)
+    planned = plan_file(path, shard, server_here=server_host is not None, share=share)
     cluster = planned.experiment.cluster
     if server_host is not None and cluster is not None:  # on the server's host: its servers listen here
         planned = replace(planned, experiment=replace(planned.experiment,

@@ -138,7 +138,8 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
             {"model": "open", "rates": req.load.value})
     body = {"driver": "arena-load", "duration": f"{req.duration_s:g}s", "warmup": f"{req.warmup_s:g}s",
             "repetitions": 1, "seed": 1, "goal": goal, "workload": workload, "load": load, "servers": entries,
-            "layout": {"server_cpus": ",".join(map(str, req.server_cpus)), "load_cpus": ",".join(map(str, req.load_cpus))}}
+            "layout": {"server_cpus": ",".join(map(str, req.server_cpus)), "load_cpus": ",".join(map(str, req.load_cpus)),
+                       **({"share": True} if set(req.server_cpus) & set(req.load_cpus) else {})}}
     name = req.name or "tune-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
     return {"name": name, "description": f"arena tune: {req.goal} on CPUs {body['layout']['server_cpus']}", **body}
 

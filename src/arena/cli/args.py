@@ -206,6 +206,12 @@ def topology_option(given: list[tuple[str, str]], server: str):
         raise ArenaError(f"--topology {key}={dict(given).get(key, '')}: {why}") from None
 
 
+def add_share(p) -> None:
+    p.add_argument("--share-cpus", action="store_true",
+                   help="let the server and the load generator share CPUs knowingly (a one-CPU machine; the file's "
+                        "[layout] share = true): every run is marked, its figures include the generator's cost")
+
+
 def user_app_options(args) -> dict:
     return dict(chdir=args.chdir, venv=args.venv, interface=args.interface, health=args.health,
                 warmup=args.warmup, ready_timeout_s=args.ready_timeout)

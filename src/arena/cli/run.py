@@ -8,9 +8,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.app.decide import BUDGET_S, MAX_REPETITIONS, run_until_decided
 from arena.app.experiments import run_file
+from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
+from arena.results.runs import SHARED
 from arena.report.tune import capacity_lines
-from arena.cli.args import note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_store, count, duration, warn
+from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_share, add_store, count,
+                            duration, warn)
 
 NAME = "run"
 
@@ -24,6 +27,7 @@ def add(sub) -> None:
                     help="run only this share of the plan (1-based; 'auto': a Slurm array's task, 'auto/N': a "
                          "Kubernetes Indexed Job's); merge the shards' stores with arena merge")
     add_retake(ru)
+    add_share(ru)
     ru.add_argument("--until-decided", action="store_true",
                     help="after the planned repetitions, repeat only the cells whose comparison with the best is "
                          "undecided, until decided (within --max-repetitions and --budget)")
@@ -60,7 +64,7 @@ def run(args, out) -> int:
                                   lambda planned, on_event: run_file(args.experiment, args.store, planned, on_event,
                                                                      dry_run=args.dry_run,
                                                                      retake_invalid=args.retake_invalid, on_step=step,
-                                                                     shard=args.shard))
+                                                                     shard=args.shard, share=args.share_cpus))
     if counts is None:
         return 0
     return summary(out, counts, names[0], args.store)
@@ -69,7 +73,7 @@ def run(args, out) -> int:
 def _until_decided(args, out) -> int:
     from arena.app.experiments import plan_file
 
-    if plan_file(args.experiment).experiment.find:
+    if plan_file(args.experiment, share=args.share_cpus).experiment.find:
         raise ArenaError(f"--until-decided: {args.experiment} searches capacities ([load] find); run it without")
     def on_round(r) -> None:
         out.print(f"until decided, round {r.number}: {len(r.wanted)} run(s) beyond the plan", highlight=False)
@@ -78,7 +82,7 @@ def _until_decided(args, out) -> int:
 
     decided, names = with_progress(out, args.store, False, lambda planned, on_event: run_until_decided(
         args.experiment, args.store, planned, on_event, on_round, retake_invalid=args.retake_invalid,
-        most=args.max_repetitions, budget_s=args.budget))
+        most=args.max_repetitions, budget_s=args.budget, share=args.share_cpus))
     out.print(f"until decided: {decided.rounds} round(s), {decided.extra_runs} run(s) beyond the plan; stopped: "
               f"{decided.stopped}" + (f"; still undecided: {', '.join(decided.undecided)}" if decided.undecided else ""),
               highlight=False, markup=False)
@@ -99,6 +103,9 @@ def with_progress(out, store: str, dry_run: bool, call):
         out.print(f"experiment {exp.name}: {len(exp.servers)} configurations x {what}; server CPUs "
                   f"{list(exp.server_cpus)}, load CPUs {list(exp.load_cpus)}; store {os.path.abspath(store)}",
                   highlight=False)
+        if exp.shared:
+            out.print(f"every run: {SHARED} (the server and the load share CPUs {format_cpu_list(exp.server_cpus)})",
+                      highlight=False, markup=False)
         for app in {c.user_app.name: c.user_app for c in exp.servers if c.user_app}.values():
             warn(out, app)
         if dry_run:
@@ -125,7 +132,7 @@ def with_progress(out, store: str, dry_run: bool, call):
             if e.kind == "run":
                 m = e.result.measured
                 p99 = m.response_time.p("99") if m.response_time else None
-                mark = "" if not e.flags else "  INVALID: " + "; ".join(e.flags)
+                mark = ("" if not e.flags else "  INVALID: " + "; ".join(e.flags)) + (f"  ({SHARED})" if e.shared else "")
                 progress.update(task, last=f"{e.run.key}: {m.achieved_rps:.0f} req/s, p99 {_ms(p99, 0, 1)}")
                 progress.console.print(f"  {e.run.key}: {m.achieved_rps:8.1f} req/s  p99 {_ms(p99, 8, 2)}{mark}",
                                        highlight=False, markup=False)

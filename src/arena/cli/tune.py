@@ -9,7 +9,7 @@ from pathlib import Path
 from arena import __version__
 from arena.atomic import staging
 from arena.app.tune import BUDGET_S, DURATION_S, ERROR_PCT, Request, tune
-from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, add_user_app, count, cpus, duration, listof,
+from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_goal, add_share, add_store, add_user_app, count, cpus, duration, listof,
                             positive, reap_first, user_app_options)
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
@@ -34,6 +34,7 @@ def add(sub) -> None:
     what.add_argument("--mix", help="a request mix file (TOML) instead of one path")
     tu.add_argument("--cpus", type=cpus, required=True, help="the server's CPUs, e.g. 1 or 1-3")
     tu.add_argument("--load-cpus", type=cpus, help="the load generator's CPUs (default: every other CPU)")
+    add_share(tu)
     add_goal(tu, required=True)
     tu.add_argument("--servers", type=listof(str), help="only these servers, e.g. puma,gunicorn-gthread "
                                                          "(default: every installed server that serves the app)")
@@ -97,11 +98,14 @@ def run(args, out) -> int:
 def _request(args) -> Request:
     server_cpus = tuple(args.cpus)
     load_cpus = tuple(args.load_cpus) if args.load_cpus else tuple(sorted(os.sched_getaffinity(0) - set(server_cpus)))
+    if not load_cpus and args.share_cpus:
+        load_cpus = server_cpus
     if not load_cpus:
         raise ArenaError(f"--cpus {format_cpu_list(server_cpus)}: leaves no CPU for the load generator "
-                         "(give the server fewer, or --load-cpus)")
-    if set(load_cpus) & set(server_cpus):
-        raise ArenaError(f"--load-cpus {format_cpu_list(load_cpus)}: must not overlap --cpus")
+                         "(give the server fewer, or --load-cpus, or share them knowingly: --share-cpus)")
+    if set(load_cpus) & set(server_cpus) and not args.share_cpus:
+        raise ArenaError(f"--load-cpus {format_cpu_list(load_cpus)}: must not overlap --cpus, unless --share-cpus "
+                         "(the generator's cost then counts in the figures)")
     for name in args.servers or []:
         if name not in catalog.CATALOG:
             try:

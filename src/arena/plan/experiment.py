@@ -161,6 +161,12 @@ class Experiment:
     find_from: float | None = None  # the rate that search starts from (None: from a closed-loop run)
     cluster: Cluster | None = None  # several load hosts ([cluster]); None: arena-load here
 
+    @property
+    def shared(self) -> bool:
+        """Whether the server and the load generator share CPUs ([layout] share = true): every run is
+        marked (results.runs.SHARED), and the generator's CPU is not another process's on them."""
+        return bool(set(self.server_cpus) & set(self.load_cpus)) and self.cluster is None
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -195,18 +201,26 @@ class Group:
     runs: tuple[RunSpec, ...]
 
 
-def default_layout(available: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+SHARE_ADVICE = ("this machine has one CPU; the server and the load need their own, or share it knowingly: "
+                "[layout] share = true in the experiment, or --share-cpus (each run is then marked: its figures "
+                "include the generator's cost)")
+
+
+def default_layout(available: list[int], share: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Server CPUs and load CPUs that never overlap: the load gets the first CPU (a quarter of them
-    on larger machines), the server the rest. One CPU alone cannot be split."""
+    on larger machines), the server the rest. One CPU alone cannot be split: with ``share`` both get
+    it, else an error that says how to share it."""
     if len(available) < 2:
-        raise ArenaError("layout: this machine has one CPU; the server and the load need their own "
-                         "(set [layout] server_cpus and load_cpus to share it knowingly)")
+        if share:
+            return tuple(available), tuple(available)
+        raise ArenaError(f"layout: {SHARE_ADVICE}")
     n_load = max(1, len(available) // 4)
     return tuple(available[n_load:]), tuple(available[:n_load])
 
 
-def load_experiment(path: str | Path, server_here: bool = False) -> Experiment:
-    """The experiment file at ``path`` read and checked (``server_here``: see parse_experiment)."""
+def load_experiment(path: str | Path, server_here: bool = False, share: bool = False) -> Experiment:
+    """The experiment file at ``path`` read and checked (``server_here``: see parse_experiment); with
+    ``share`` (--share-cpus), as if its [layout] said share = true (stored so: the runs are marked)."""
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -221,6 +235,10 @@ def load_experiment(path: str | Path, server_here: bool = False) -> Experiment:
         raise ArenaError(f"{file}: cannot read it ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ArenaError(f"{file}: not valid TOML: {e}") from None
+    if share:
+        layout = data.setdefault("layout", {})
+        if isinstance(layout, dict):
+            layout["share"] = True
     try:
         return parse_experiment(data, file, server_here)
     except KeyProblem as e:
@@ -295,7 +313,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         raise Reader(file, servers_raw[pooled], f"servers[{pooled}].").fail(
             "pool", servers_raw[pooled]["pool"], "sizes the database pool: declare [[services]] kind = \"postgres\"")
     service_cpus = _cpus(lay, "service_cpus", server_local) or server_cpus
-    if set(service_cpus) & set(load_cpus):  # the server's never do
+    if set(service_cpus) & set(load_cpus) and not lay.boolean("share", False):  # the server's never do, but shared
         raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
     if server_local or lay.get("server_cpus") is not None:  # else the server host's default layout, checked there
         for c in servers:
@@ -734,14 +752,16 @@ def _layout(r: Reader, server_here: bool, load_here: bool) -> tuple[tuple[int, .
     available = sorted(os.sched_getaffinity(0))
     picked = {key: _cpus(r, key, here) for key, here in (("server_cpus", server_here), ("load_cpus", load_here))
               if r.get(key) is not None}
+    share = r.boolean("share", False)
     if len(picked) == 1:
         raise r.fail(next(iter(picked)), r.get(next(iter(picked))), "set both server_cpus and load_cpus, or neither")
     if not picked:
-        return default_layout(available)
+        return default_layout(available, share)
     server, load = picked["server_cpus"], picked["load_cpus"]
     overlap = set(server) & set(load)
-    if overlap:
-        raise r.fail("load_cpus", r.get("load_cpus"), f"must not overlap server_cpus (both have {format_cpu_list(overlap)})")
+    if overlap and not share:
+        raise r.fail("load_cpus", r.get("load_cpus"), f"must not overlap server_cpus (both have {format_cpu_list(overlap)}), "
+                                                      "unless share = true: the generator's cost then counts in the figures")
     return server, load
 
 

@@ -9,6 +9,7 @@ from arena import stats
 from arena.results.aggregate import FIGURES, MiB, Cell, Figure
 from arena.results.answer import Answer, Pick, Versus
 from arena.results.thresholds import Outcome
+from arena.results.runs import SHARED
 
 METHOD = (f"comparisons are ratios of geometric means with a 95% interval ({stats.Ratio.METHOD}); a difference "
           "is declared only where the interval excludes 1 and the ratio is beyond {threshold:g}%")
@@ -107,6 +108,8 @@ def notes(a: Answer) -> list[str]:
                      "memory has these cells nothing beats on all three: "
                      + "; ".join(_pareto_text(c) for c in a.pareto) + ".")
     lines += [f"A/A {comparison_text(v)} against {v.base.label}" for v in a.twins]
+    if a.best and any(r.shared for r in a.best.cell.runs):
+        lines.append(f"The server and the load generator shared CPUs ([layout] share): {SHARED}.")
     lo, hi = a.repetitions
     lines.append(f"Goal: {a.goal}. Medians of {lo}" + (f" to {hi}" if hi != lo else "") +
                  " valid repetitions; intervals beside medians are 95% intervals of the median (order statistics) "

@@ -10,7 +10,7 @@ from typing import Callable
 
 from arena import stats
 from arena.results.aggregate import FIGURES, MiB, Cell
-from arena.results.runs import Run
+from arena.results.runs import SHARED, Run
 
 # the figures compared (aggregate.FIGURES: unit, which way is better) -> a run's value, in that unit
 COMPARED: dict[str, Callable[[Run], float | None]] = {
@@ -47,6 +47,10 @@ def changes(base: list[Cell], new: list[Cell], threshold: float = stats.THRESHOL
         if b is None:
             alone.append(f"only in the new: {cell_name(c, many)}")
             continue
+        if shared(b) != shared(c):  # the generator's cost is in one side's figures only
+            alone.append(f"not compared: {cell_name(c, many)} ran with the server and the load sharing CPUs in the "
+                         f"{'new' if shared(c) else 'base'} only ({SHARED})")
+            continue
         for name, value in COMPARED.items():
             higher = FIGURES[name][2]
             a_vals = [v for v in map(value, c.valid_runs) if v]
@@ -56,6 +60,11 @@ def changes(base: list[Cell], new: list[Cell], threshold: float = stats.THRESHOL
                               stats.compare(a_vals, b_vals, higher, threshold) if a_vals and b_vals else None))
     alone += [f"only in the base: {cell_name(c, many)}" for c in before.values()]
     return out, alone
+
+
+def shared(c: Cell) -> bool:
+    """Whether the cell's runs shared their CPUs with the load generator (results.runs.Run.shared)."""
+    return any(r.shared for r in c.runs)
 
 
 @dataclass(frozen=True)

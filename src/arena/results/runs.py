@@ -8,9 +8,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.cpus import cpu_list
 from arena.results.load import LoadResult, from_dict, to_dict
 from arena.results.settings import Launch, LoadSettings, Window
 from arena.results.resources import ResourceResult
+
+
+SHARED = "shared CPU: figures include the generator's cost"  # a run whose server and load shared CPUs
 
 
 def _known(cls, d: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +150,15 @@ class Run(Placement):
     # the front's figures over the run's window (a balancer: requests and queue time, in all and per
     # instance: topology.haproxy.window_figures); {} for a bare server or a proxy
     topology: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the server and the load generator shared CPUs ([layout] share = true): its figures
+        include the generator's cost, and it is never compared with a run on disjoint CPUs."""
+        e = self.environment
+        if not e.server_cpus or not e.load_cpus or e.cluster:
+            return False
+        return bool(set(cpu_list(e.server_cpus)) & set(cpu_list(e.load_cpus)))
 
     @property
     def launched(self) -> Launch:
