@@ -11,11 +11,12 @@ SHELL := /bin/bash
 # topology's proxy and balancer (Arena starts its own, never the packages' system services).
 # iproute2 makes the network namespaces of the several-load-hosts test; fish reads the completion test's script;
 # slurm-wlm and munge run the sharded sweep's array job for real in a test (its own daemons, never the services).
+# ruby-sqlite3 is the database of the `rails new` app docs/rails-django.md tunes.
 # postgresql is the managed database service (ruby-pg and ruby-connection-pool its Ruby driver and pool) (Arena runs its own clusters as the package's unprivileged
 # user "postgres"; the package's own cluster is never started: see the policy-rc.d guard below).
 APT_PACKAGES := ruby ruby-rack ruby-webrick puma unicorn thin passenger ruby-sinatra ruby-rails \
 	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege chromium postgresql \
-	ruby-bundler ruby-pg ruby-connection-pool libjemalloc2 libev-dev nginx haproxy iproute2 fish \
+	ruby-bundler ruby-pg ruby-connection-pool ruby-sqlite3 libjemalloc2 libev-dev nginx haproxy iproute2 fish \
 	slurm-wlm munge
 UV_VERSION := 0.13.8
 PYTHON ?= python3
