@@ -87,3 +87,22 @@ def test_on_one_cpu_a_shared_run_is_valid_and_marked(tmp_path):
         assert json.loads(s.db.execute("SELECT definition FROM experiments").fetchone()[0])["layout"] == {"share": True}
     tuned = arena("tune", "--cpus", "0", "--p99-max", "100ms", "--servers", "gunicorn-gthread", "--budget", "1s")
     assert "--share-cpus" in tuned.stderr and tuned.returncode == 2
+
+
+@pytest.mark.integration
+def test_arena_load_on_the_servers_cpu_is_refused_unless_shared(tmp_path):
+    from arena.servers.launch import ServerSpec, start
+
+    require_server("gunicorn-gthread")
+    with start(ServerSpec("gunicorn-gthread", "wsgi", threads=2, cpus=[1])) as server:
+        def load(*flags):
+            return subprocess.run([*ARENA, "load", f"{server.url}/work?cpu_ms=1", "-c", "1", "-d", "1s", *flags],
+                                  capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "400"})
+
+        refused = load("--cpus", "1")
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert refused.stderr.startswith("arena: error: --cpus 1: the server at ") and "--share-cpus" in refused.stderr
+        shared = load("--cpus", "1", "--share-cpus")
+        assert shared.returncode == 0 and f"{SHARED} (the generator and the server shared CPU(s) 1)" in shared.stdout
+        apart = load("--cpus", "0")
+        assert apart.returncode == 0 and SHARED not in apart.stdout

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 import psutil
@@ -12,13 +12,16 @@ from arena.atomic import write_file
 from arena.drivers import cluster as cluster_driver, native
 from arena.results.load import LoadResult, to_dict
 from arena.drivers.spec import LoadSpec
+from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
+from arena.results.runs import SHARED
 
 
 @dataclass(frozen=True)
 class Loaded:
     result: LoadResult
     flags: list[str]  # why the run cannot be trusted (the rules of an experiment's runs)
+    shared: list[int] = field(default_factory=list)  # CPUs the generator shared with the server (--share-cpus)
 
 
 ERROR_THRESHOLD = 0.01  # as an experiment's default
@@ -26,7 +29,7 @@ DRIFT_THRESHOLD = 0.25
 
 
 def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = None,
-         cluster: str | None = None) -> Loaded:
+         cluster: str | None = None, share: bool = False) -> Loaded:
     """Drive ``spec`` with arena-load pinned to ``cpus`` and judge the run as an experiment's runs
     are judged; with ``json_path``, also write its JSON result there (refused before the load when
     the file cannot be written); with ``cluster`` (a Dask scheduler's address), from its load hosts
@@ -39,6 +42,11 @@ def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = 
         except OSError as e:
             raise ArenaError(f"--json {json_path}: cannot write it ({e.strerror})") from None
     before = serving(spec.url)
+    shared = sorted(set(cpus or ()) & server_cpus(before))
+    if shared and not share:
+        raise ArenaError(f"--cpus {format_cpu_list(cpus)}: the server at {spec.url} may run on CPU(s) "
+                         f"{format_cpu_list(shared)} too: keep the generator apart, or share them knowingly "
+                         f"(--share-cpus: {SHARED})")
     result = cluster_driver.run(spec, cluster, cpus=cpus) if cluster else native.run(spec, cpus=cpus)
     if json_path is not None:  # arena-load's document; from several hosts, the merged result and each host's
         doc = ({"merged": to_dict(replace(result, raw=None)), "hosts": result.raw["hosts"]} if result.hosts
@@ -48,7 +56,18 @@ def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = 
     flags = validity_flags(result, error_threshold=ERROR_THRESHOLD, drift_threshold=DRIFT_THRESHOLD,
                            server_died=bool(before) and len(lost) == len(before),
                            processes_lost=(len(lost), len(before)) if lost and len(lost) < len(before) else None)
-    return Loaded(result, flags)
+    return Loaded(result, flags, shared)
+
+
+def server_cpus(processes: list[psutil.Process]) -> set[int]:
+    """The CPUs the server's processes may run on (their affinity); none where it cannot be read."""
+    found: set[int] = set()
+    for p in processes:
+        try:
+            found |= set(p.cpu_affinity())
+        except (psutil.Error, OSError):
+            pass
+    return found
 
 
 def serving(url: str) -> list[psutil.Process]:

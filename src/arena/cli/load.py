@@ -1,7 +1,9 @@
 """``arena load``: arena-load at a URL, an ab/wrk-style summary."""
 
 from arena.app.load import load
-from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, count, cpus, duration, positive, rate
+from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, add_share, count, cpus, duration, positive, rate
+from arena.cpus import format_cpu_list
+from arena.results.runs import SHARED
 from arena.drivers.spec import LoadSpec
 from arena.clients import MAX_DELAY_S
 from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
@@ -37,7 +39,9 @@ def add(sub) -> None:
     lo.add_argument("--timeout", type=duration("--timeout", MAX_TIMEOUT_S), default=30.0, help="response timeout (default 30s)")
     lo.add_argument("--connect-timeout", type=duration("--connect-timeout", MAX_TIMEOUT_S), default=5.0)
     lo.add_argument("--seed", type=count("--seed", 0, 2**63), default=1)
-    lo.add_argument("--cpus", type=cpus, help="CPU list for the generator (keep it apart from the server's)")
+    lo.add_argument("--cpus", type=cpus, help="CPU list for the generator (kept apart from the server's: one it may "
+                                              "run on is refused unless --share-cpus)")
+    add_share(lo)
     lo.add_argument("--json", help="also write arena-load's JSON result to this file (with --cluster: the merged "
                                    "result and each host's)")
     lo.add_argument("--allow-remote", action="store_true", help="allow a target that is not loopback")
@@ -57,8 +61,10 @@ def run(args, out) -> int:
         keep_alive=not args.no_keepalive, delay_s=args.delay, upload_bps=args.upload, download_bps=args.download,
         request_start=args.request_start, connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status)
-    loaded = load(spec, cpus=args.cpus, json_path=args.json, cluster=args.cluster)
+    loaded = load(spec, cpus=args.cpus, json_path=args.json, cluster=args.cluster, share=args.share_cpus)
     print(load_summary(loaded.result))
+    if loaded.shared:
+        print(f"{SHARED} (the generator and the server shared CPU(s) {format_cpu_list(loaded.shared)})")
     if loaded.result.interrupted:
         return EXIT_INTERRUPTED
     if loaded.flags:
