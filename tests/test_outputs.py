@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sqlite3
 import subprocess
 import sys
@@ -229,3 +230,48 @@ def test_a_hand_edited_rescue_file_is_refused_in_one_line_and_the_store_still_re
     assert shown.returncode in (0, 1) and "Traceback" not in shown.stderr, shown.stderr
     with Store(store, readonly=True) as s:
         assert len(s.runs(EXPERIMENT)) == 1
+
+
+def test_a_full_disk_leaves_no_chart_export_and_no_tune_files(tmpfs, tmp_path):
+    """The report's charts (--export DIR) and tune's files (--write DIR) are staged beside their
+    directory and moved in whole: a full disk leaves neither the directory nor a staged copy."""
+    from arena.servers import deploy
+    from arena.subjects import APPS
+
+    store = tmp_path / "s.db"
+    shutil.copy(report_store(), store)
+    fs = os.statvfs(tmpfs)
+    (tmpfs / "filler").write_bytes(b"x" * (fs.f_bavail * fs.f_frsize - 8192))  # two pages left
+    charts = tmpfs / "charts"
+    done = arena("report", EXPERIMENT, "--store", str(store), "-o", str(tmp_path / "r.html"), "--export", str(charts),
+                 cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert one_line(done.stderr).startswith(f"arena: error: --export {charts}: cannot write ")
+    assert sorted(p.name for p in tmpfs.iterdir()) in (["filler"], ["charts", "filler"])  # made empty before the work
+    assert not any(charts.iterdir()) if charts.exists() else True
+    files = deploy.files(deploy.Deployment("puma", APPS["rack"], 2, 4), ["evidence " * 2000])  # 16 kB a file
+    with pytest.raises(ArenaError, match=r"^--write .*/deploy: cannot write it \(No space left on device\)"):
+        with staging(tmpfs / "deploy", "--write") as stage:
+            for name, text in files.items():
+                (stage / name).write_text(text)
+    assert sorted(p.name for p in tmpfs.iterdir() if p.name != "charts") == ["filler"]
+
+
+def test_a_stream_is_written_in_place_and_a_link_keeps_pointing_at_its_file(tmp_path):
+    """/dev/stdout, a pipe or a terminal is not a file to replace (a rename over /dev/stdout would put a
+    file in its place): it is written as a stream. A symbolic link's file is replaced, the link kept."""
+    out = subprocess.run([sys.executable, "-c", "from arena.atomic import write_file; "
+                                                "write_file('/dev/stdout', 'through the pipe', '--json')"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout == "through the pipe", out.stderr
+    assert os.path.islink("/dev/stdout")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    write_file(fifo, "streamed", "-o")
+    assert reader.communicate(timeout=10)[0] == "streamed" and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    (tmp_path / "link.json").symlink_to(real)
+    write_file(tmp_path / "link.json", "new", "-o")
+    assert (tmp_path / "link.json").is_symlink() and real.read_text() == "new"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
@@ -48,8 +49,24 @@ def writable(path: str | Path, flag: str) -> Path:
 @contextmanager
 def replacing(path: str | Path, flag: str, binary: bool = False) -> Iterator[IO]:
     """A file object whose content replaces ``path`` when the block ends without an exception; on an
-    exception (or a failed write or sync) ``path`` is left as it was and nothing new remains."""
-    target, where = Path(path), writable(path, flag)
+    exception (or a failed write or sync) ``path`` is left as it was and nothing new remains. A path
+    that is a symbolic link has the file it points to replaced (the link stays); one that is not a
+    file (a pipe, a terminal, /dev/stdout) is written in place, as a stream: nothing to replace."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise ArenaError(f"{flag} {path}: cannot write it ({e.strerror})") from None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        try:
+            with open(path, "wb" if binary else "w", encoding=None if binary else "utf-8") as stream:
+                yield stream
+        except OSError as e:
+            raise ArenaError(f"{flag} {path}: cannot write it ({e.strerror or e})") from None
+        return
+    where = writable(path, flag)
+    target = Path(os.path.realpath(path))
     clear_stale(target)
     named: Path | None = None
     try:
