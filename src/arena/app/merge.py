@@ -61,8 +61,6 @@ def merge(shards: list[str], out: str, only: str | None = None) -> Merged:
     if not found:
         raise ArenaError(f"{', '.join(shards)}: no experiment in these stores")
     merged = Merged(out)
-    if os.path.exists(out) and not os.path.isdir(out) and os.path.getsize(out) > 0:
-        open_store(out, flag="-o").close()  # an Arena store (of this schema or an older one), or refused now
     with building(out, "-o") as part, _copy_of(out, part) as target:
         for name, e in found.items():
             models = Counter((r["environment"] or {}).get("cpu_model") for r in e["runs"])
@@ -86,11 +84,9 @@ def _copy_of(out: str, part: Path) -> Iterator[Store]:
     """The store to merge into: a copy of ``out`` (where it holds runs already) at ``part``, renamed
     over ``out`` by the caller once the merge is whole (arena.atomic.building): a merge that is killed
     or fails halfway leaves ``out`` as it was, never a store with some of the runs."""
-    if os.path.exists(out) and os.path.getsize(out) > 0:
-        with sqlite3.connect(f"{Path(out).resolve().as_uri()}?mode=ro", uri=True) as source, \
-                sqlite3.connect(part) as copy:
-            source.backup(copy)
-        source.close()
+    if os.path.getsize(out) if os.path.isfile(out) else 0:  # an Arena store (of this schema or older), or refused
+        with open_store(out, flag="-o") as source, sqlite3.connect(part) as copy:
+            source.db.backup(copy)
         copy.close()
     store = Store(part, flag="-o", shown=out)
     try:
