@@ -39,7 +39,12 @@ install-system:
 		$(call no_service_starts,apt-get install -y -qq --no-install-recommends $$missing >/dev/null); \
 	fi
 
+# Bytecode is compiled once here, for the venv's packages and for Arena's own modules: with
+# PYTHONDONTWRITEBYTECODE set (as on these machines) Python would otherwise compile scipy's and
+# Arena's sources on every command (`arena show` of 32 runs: 5.4 s, 1.9 s compiled). compileall
+# only rewrites what changed.
 install-python: $(VENV)/.synced
+	@$(VENV)/bin/python -m compileall -q src >/dev/null
 
 # Apache JMeter for the jmeter driver, assembled from Maven Central by tools/jmeter (Debian's jmeter
 # 2.13 cannot load a test plan with Debian's XStream). Needs a Java runtime and Maven.
@@ -57,7 +62,7 @@ $(UV):
 	$(TOOLS)/bin/pip install -q "uv==$(UV_VERSION)"
 
 $(VENV)/.synced: $(UV) pyproject.toml uv.lock
-	$(UV) sync --locked --all-extras --python $(PYTHON)
+	$(UV) sync --locked --all-extras --compile-bytecode --python $(PYTHON)
 	touch $@
 
 # Run an install command with a policy-rc.d that refuses service starts in place (unless one exists):
