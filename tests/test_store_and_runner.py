@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from arena.results import store as store_mod
-from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint, to_dict
 from arena.errors import ArenaError
 from arena.drivers.spec import LoadSpec
 from arena.results.validity import flag_kind, throughput_drift, validity_flags
@@ -77,6 +77,35 @@ def test_a_version_1_store_gains_workloads_and_keeps_its_runs(tmp_path, monkeypa
         assert s.version == SCHEMA_VERSION >= 2
         (old,) = s.runs("e")
         assert (old.run_key, old.workload, old.throughput) == ("old run", "default", 100.0)
+
+
+def test_a_run_is_read_from_its_summary_and_whole_only_when_asked(tmp_path):
+    """An older store (the report fixture: schema 2, arena-load's own documents kept) gains each run's
+    summary on upgrade; reading it gives the same figures as the whole document, without what only the
+    exports read."""
+    import dataclasses
+    import shutil
+
+    from tests.conftest import report_store
+
+    path = tmp_path / "old.db"
+    shutil.copy(report_store(), path)
+    with Store(path) as s:
+        lean, whole = s.runs("tiny-grid"), s.runs("tiny-grid", whole=True)
+        sizes = s.db.execute("SELECT SUM(LENGTH(summary)), SUM(LENGTH(load)) FROM runs").fetchone()
+    assert len(lean) == len(whole) == 32
+    assert all(w.load.raw and w.load.warmup for w in whole)
+    assert not any(r.load.raw or r.load.warmup or any(p.hdr for p in r.load.series) for r in lean)
+    for r, w in zip(lean, whole):
+        assert r.load.measured == w.load.measured and r.load.series == [dataclasses.replace(p, hdr=None) for p in
+                                                                       w.load.series]
+        assert dataclasses.replace(r, load=None) == dataclasses.replace(w, load=None)
+    assert sizes[0] < sizes[1] / 2
+    with Store(path) as s:  # a run stored now carries its summary too
+        eid = s.experiment_id("e", "e.toml", {})
+        s.save_run(eid, run_row("new", load=to_dict(whole[0].load)))
+        (new,) = s.runs("e")
+    assert new.load.raw is None and new.load.measured == whole[0].load.measured
 
 
 def test_a_newer_or_foreign_store_is_refused(tmp_path):

@@ -142,6 +142,15 @@ def to_dict(r: LoadResult) -> dict[str, Any]:
     return asdict(r)
 
 
+def summary(d: dict[str, Any]) -> dict[str, Any]:
+    """A stored load document (:func:`to_dict`) as the analysis reads it: the same document without
+    what only a run's detail and the histogram exports read, the tool's own document (``raw``), the
+    warm-up phase and each interval's encoded histogram. A third of the whole, or less (the store
+    keeps both: results/store.py)."""
+    return {**d, "raw": None, "warmup": None,
+            "series": [{**p, "hdr": None} if p.get("hdr") else p for p in d.get("series") or []]}
+
+
 def from_dict(d: dict[str, Any]) -> LoadResult:
     """The inverse of :func:`to_dict`."""
 

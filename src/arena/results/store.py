@@ -14,14 +14,36 @@ import sqlite3
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from arena.atomic import write_file
 from arena.errors import ArenaError, NotSaved, did_you_mean
+from arena.results.load import summary
 from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode, schema_problem
 
-# Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:].
-MIGRATIONS: list[str] = [
+
+def _summaries(db: sqlite3.Connection) -> None:
+    """13: each run's load document as the analysis reads it (results/load.py summary), beside the
+    whole one: reading a store decoded every run's whole document, the tool's own copy of it
+    included (a report of 1,000 runs read 17 MB of JSON for 6 MB it used). Filled in for the runs
+    stored before it, a batch at a time."""
+    db.execute("ALTER TABLE runs ADD COLUMN summary TEXT NOT NULL DEFAULT 'null'")
+    last = 0
+    while True:
+        batch = db.execute("SELECT id, load FROM runs WHERE id > ? ORDER BY id LIMIT 500", (last,)).fetchall()
+        if not batch:
+            return
+        db.executemany("UPDATE runs SET summary = ? WHERE id = ?",
+                       [(_summary_text(json.loads(load)), i) for i, load in batch])
+        last = batch[-1][0]
+
+
+def _summary_text(load: dict[str, Any] | None) -> str:
+    return json.dumps(summary(load) if load else None)
+
+# Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:]. An entry
+# is SQL, or a function of the connection where the new columns are computed from the stored ones.
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # 1: experiments and runs
     """
     CREATE TABLE experiments (
@@ -124,6 +146,7 @@ MIGRATIONS: list[str] = [
         at REAL NOT NULL
     );
     """,
+    _summaries,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 DOCUMENTS = ("flags", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
@@ -169,6 +192,7 @@ class Store:
             elif version > 0:
                 self._backup(version)
         self._migrate(version)
+        self._columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}  # save_run computes "summary"
         self._inode = os.stat(self.path).st_ino
 
     def _version(self) -> int:
@@ -209,9 +233,16 @@ class Store:
 
     def _migrate(self, version: int) -> None:
         for v in range(version, SCHEMA_VERSION):
+            step = MIGRATIONS[v]
             try:  # one transaction per step: a store is never half-upgraded
-                self.db.executescript(f"BEGIN; {MIGRATIONS[v]}; PRAGMA user_version = {v + 1}; COMMIT;")
-            except sqlite3.Error as e:
+                if callable(step):
+                    self.db.execute("BEGIN")
+                    step(self.db)
+                    self.db.execute(f"PRAGMA user_version = {v + 1}")
+                    self.db.execute("COMMIT")
+                else:
+                    self.db.executescript(f"BEGIN; {step}; PRAGMA user_version = {v + 1}; COMMIT;")
+            except (sqlite3.Error, ValueError) as e:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise ArenaError(f"{self.named}: upgrading to schema {v + 1} failed: {e}") from None
@@ -324,9 +355,11 @@ class Store:
         missing = set(RUN_COLUMNS) - set(row)
         if missing:
             raise ValueError(f"run is missing {sorted(missing)}")
-        cols = ", ".join(RUN_COLUMNS)
-        insert = (f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(RUN_COLUMNS))})",
-                  (experiment_id, *(row[c] for c in RUN_COLUMNS)))
+        row["summary"] = _summary_text(values["load"])
+        stored = [c for c in (*RUN_COLUMNS, "summary") if c in self._columns]
+        cols = ", ".join(stored)
+        insert = (f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(stored))})",
+                  (experiment_id, *(row[c] for c in stored)))
         if replace:
             self._write("DELETE FROM runs WHERE experiment_id = ? AND run_key = ?", (experiment_id, row["run_key"]), insert)
         else:
@@ -383,10 +416,24 @@ class Store:
                     self.db.execute("SELECT * FROM failures WHERE experiment_id = ? ORDER BY failed_at", (self._id(name),))]
         return runs, failures
 
-    def runs(self, name: str) -> list[Run]:
-        """The experiment's runs in the order they ran, each decoded once into a typed Run."""
-        rows = self.db.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY started_at", (self._id(name),))
-        return [decode(dict(r), {k: json.loads(r[k]) for k in DOCUMENTS}) for r in rows]
+    def runs(self, name: str, whole: bool = False) -> list[Run]:
+        """The experiment's runs in the order they ran, each decoded once into a typed Run: its load
+        result as the analysis reads it (results/load.py summary: no tool's document, warm-up or
+        per-interval histograms), or ``whole``, as the tool gave it (a run's detail, the exports).
+        A document many runs share (the environment, the launch) is decoded once."""
+        columns = ", ".join(["id", *(c for c in RUN_COLUMNS if c != "load"), "load" if whole else "summary AS load"])
+        rows = self.db.execute(f"SELECT {columns} FROM runs WHERE experiment_id = ? ORDER BY started_at",
+                               (self._id(name),))
+        seen: dict[str, Any] = {}
+
+        def parsed(text: str) -> Any:
+            if len(text) > 512:  # a run's own (its load, its resources): not worth keeping
+                return json.loads(text)
+            if text not in seen:
+                seen[text] = json.loads(text)
+            return seen[text]
+
+        return [decode(r, {k: parsed(r[k]) for k in DOCUMENTS}) for r in rows]
 
 
 # ---------------------------------------------------------------------- results kept elsewhere
