@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 
 def rank(q: float, n: int) -> int:
@@ -103,11 +104,15 @@ class Interval:
         return self.method == "range"
 
 
-def _binom_cdf_half(k: int, n: int) -> float:
-    """P(X <= k) for X ~ Binomial(n, 1/2)."""
-    from scipy.stats import binom
-
-    return float(binom.cdf(k, n, 0.5))
+def _binom_cdfs_half(n: int) -> Iterator[float]:
+    """P(X <= k) for X ~ Binomial(n, 1/2), for k = 0, 1, ...: the running sums of the binomial
+    coefficients over 2^n, in exact integers, as far as the caller reads (scipy.stats.binom gives
+    the same to the last bit; importing it alone takes longer than a reading command may)."""
+    coefficient, total, whole = 1, 0, 1 << n
+    for k in range(n + 1):
+        total += coefficient
+        yield total / whole
+        coefficient = coefficient * (n - k) // (k + 1)
 
 
 def median_interval(values: list[float], level: float = 0.95) -> Interval | None:
@@ -123,12 +128,14 @@ def median_interval(values: list[float], level: float = 0.95) -> Interval | None
         return None
     s = sorted(values)
     tail = (1 - level) / 2
-    k = 0
-    while _binom_cdf_half(k, n) <= tail:  # ranks 1..k+1 are still allowed as the lower end
-        k += 1
+    below = 0.0  # P(X <= k - 1): ranks 1..k are allowed as the lower end while it is within the tail
+    for k, p in enumerate(_binom_cdfs_half(n)):
+        if p > tail:
+            break
+        below = p
     if k == 0:
         return Interval(s[0], s[-1], "range", None)
-    return Interval(s[k - 1], s[n - k], "order statistics", 1 - 2 * _binom_cdf_half(k - 1, n))
+    return Interval(s[k - 1], s[n - k], "order statistics", 1 - 2 * below)
 
 
 def geometric_error(pairs: list[tuple[float, float]]) -> float:
@@ -208,7 +215,6 @@ def ratio(a: list[float], b: list[float], level: float = 0.95) -> Ratio:
     import warnings
 
     import numpy as np
-    from scipy.stats import ttest_ind
 
     la, lb = _log_samples(a), _log_samples(b)
     if not la or not lb:
@@ -219,6 +225,8 @@ def ratio(a: list[float], b: list[float], level: float = 0.95) -> Ratio:
         return Ratio(point, None, n)
     if np.var(la) == 0 and np.var(lb) == 0:  # no spread at all: the ratio is what it is
         return Ratio(point, Interval(point, point, Ratio.METHOD, level), n)
+    from scipy.stats import ttest_ind  # imported where a test is made: reading 1,000 single runs makes none
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # near-identical values: scipy's precision note
         ci = ttest_ind(la, lb, equal_var=False).confidence_interval(level)
