@@ -163,19 +163,19 @@ def pareto(cells: list[Cell], threshold: float = stats.THRESHOLD) -> list[Cell]:
     (higher), p99 and memory (lower; left out where a cell has no memory figure): one beats another
     when it is no worse on each by more than ``threshold`` and better on one by more than it.
     Highest throughput first."""
+    import numpy as np
+
     pts = [c for c in cells if c.throughput.median and c.p99_us.median]
     memory = all(c.pss_bytes.median for c in pts)
-
-    def figures(c: Cell) -> list[float]:  # each the higher the better
-        return [c.throughput.median, -c.p99_us.median] + ([-c.pss_bytes.median] if memory else [])
-
-    def beats(a: Cell, b: Cell) -> bool:
-        pairs = list(zip(figures(a), figures(b)))
-        worse = any(x < y and abs(x - y) > threshold * abs(y) for x, y in pairs)
-        better = any(x > y and abs(x - y) > threshold * abs(y) for x, y in pairs)
-        return better and not worse
-
-    front = [c for c in pts if not any(beats(o, c) for o in pts if o is not c)]
+    # each figure the higher the better, a row per cell
+    f = np.array([[c.throughput.median, -c.p99_us.median] + ([-c.pss_bytes.median] if memory else [])
+                  for c in pts], dtype=float).reshape(len(pts), 2 + memory)
+    front = []
+    for i, c in enumerate(pts):  # the others against c at once: one row of the n x n comparison at a time
+        apart = np.abs(f - f[i]) > threshold * np.abs(f[i])
+        better, worse = (f > f[i]) & apart, (f < f[i]) & apart
+        if not (better.any(axis=1) & ~worse.any(axis=1)).any():
+            front.append(c)
     return sorted(front, key=lambda c: -c.throughput.median)
 
 
