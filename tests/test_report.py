@@ -286,3 +286,27 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["report", "--p99-max", "-3"])
     assert "--p99-max" in capsys.readouterr().err
+
+
+def test_the_charts_draw_the_best_configurations_and_the_tables_every_one():
+    """With more configurations than it charts, a report draws the best in the answer's standing and
+    each server's best, simulates only those, and still tables every one."""
+    from arena.app.analysis import analyse
+    from arena.report.data import charted
+
+    with Store(report_store(), readonly=True) as s:
+        res = results(s, NAME)
+    a = analyse(res).answers[0]
+    shown = charted([a], res.cells, 4)
+    standing = list(dict.fromkeys([a.best.cell.config] + [v.cell.config for v in a.others]))
+    assert set(standing[:4]) <= shown and {p.cell.config for p in a.per_server} <= shown
+    assert 4 <= len(shown) < len({c.config for c in res.cells}) == 8
+    built = build_report(res, top=4)
+    drawn = {sr.name for sr in next(c for c in built.charts if c.id.startswith("throughput")).series}
+    assert drawn == {c.label for c in res.cells if c.config in shown}
+    table = next(t for sec in built.sections for t in sec.tables if t.cls == "comparison")
+    assert len(table.rows) == len(res.cells)
+    points = next(t for sec in built.sections for t in sec.tables if t.cls == "model").rows
+    simulated = {row[0] for row in points if row[8] != "-"}
+    assert simulated and simulated <= drawn
+    assert any("charts draw" in p for p in built.sections[0].paragraphs)

@@ -1,6 +1,6 @@
 """The analysis of an experiment, computed once: its goal (the file's ``[goal]`` with the command's
 limits over it), the answer for each workload (results/answer.py: the best, the group tied with it,
-every comparison, the Pareto front) and, on first use, what the model says of it (model/findings.py:
+every comparison, the Pareto front) and, asked, what the model says of it (model/findings.py:
 calibrations, predictions against the measurements, USL fits with their intervals) and, for a
 capacity search, each configuration's capacity (model/search.py capacities). ``arena show``
 (text and JSON), ``arena recommend`` and the report all render it; none of them ranks, compares or
@@ -9,7 +9,7 @@ fits on its own."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from typing import Collection
 
 from arena.app.experiments import Results, open_store, results
 from arena.errors import ArenaError
@@ -48,10 +48,10 @@ class Analysis:
         """The configurations of a capacity search that kept no rate within the goal (a failed answer)."""
         return [label for label, _, cap in self.capacities if cap.lo is None]
 
-    @cached_property
-    def findings(self) -> ModelFindings:
-        """What the model says of the experiment: computed on first use (the report's), then kept."""
-        return findings(self.results.cells, self.results.observations())
+    def findings(self, simulated: Collection[str] | None = None) -> ModelFindings:
+        """What the model says of the experiment (the report's), the configurations ``simulated`` (None:
+        every one) simulated too."""
+        return findings(self.results.cells, self.results.observations(), simulated)
 
     def answer(self, workload: str) -> Answer:
         found = next((a for a in self.answers if a.workload == workload), None)

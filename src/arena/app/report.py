@@ -22,13 +22,16 @@ def load_results(store_path: str, name: str | None) -> Results:
     return res
 
 
-def build_report(res: Results, limits: Limits = Limits()) -> data.Report:
+def build_report(res: Results, limits: Limits = Limits(), top: int = data.TOP) -> data.Report:
+    """The report, its charts drawing the ``top`` best configurations and each server's best (every
+    configuration stays in its tables); the model simulates those it charts."""
     from arena.app.reproduce import comparison_of
 
     analysis = analyse(res, limits)
-    return data.build(res.name, res.definition, res.runs, res.cells, analysis.findings, analysis.answers,
+    shown = data.charted(analysis.answers, res.cells, top)
+    return data.build(res.name, res.definition, res.runs, res.cells, analysis.findings(shown), analysis.answers,
                       comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"),
-                      analysis.thresholds, res.steps, analysis.capacities)
+                      analysis.thresholds, res.steps, analysis.capacities, shown)
 
 
 def default_path(name: str) -> str:
@@ -64,14 +67,14 @@ class Written:
 
 
 def report(store_path: str, name: str | None = None, limits: Limits = Limits(), output: str | None = None,
-           export_dir: str | None = None, fmt: str = "svg") -> Written:
+           export_dir: str | None = None, fmt: str = "svg", top: int = data.TOP) -> Written:
     """``arena report``: the experiment's report written as HTML (and its charts as files)."""
     if output:
         writable(output, "--output")
     if export_dir:
         exportable(export_dir)
     res = load_results(store_path, name)
-    built = build_report(res, limits)
+    built = build_report(res, limits, top)
     path = write_report(built, output or default_path(res.name))
     files = export_charts(built, export_dir, fmt) if export_dir else []
     return Written(res.name, len(res.runs), len(built.charts), path, files)

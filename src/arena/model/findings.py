@@ -6,7 +6,7 @@ fits. Pure: cells and the model's observations in, a value out."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Collection
 
 from arena.model import usl
 from arena.model.calibrate import Calibration
@@ -32,9 +32,11 @@ class ModelFindings:
         return any(isinstance(cal, Calibration) and cal.db_ms for cal in self.calibrations.values())
 
 
-def findings(cells: list[Cell], observations) -> ModelFindings:
-    """The model's findings on ``cells``, calibrated from ``observations`` (model/observe.py)."""
-    points, calibrations = compare(cells, observations, simulate_too=True)
+def findings(cells: list[Cell], observations, simulated: Collection[str] | None = None) -> ModelFindings:
+    """The model's findings on ``cells``, calibrated from ``observations`` (model/observe.py): every
+    cell modelled, and the cells of the configurations ``simulated`` (None: every one) simulated too
+    (a simulation costs a second or two a cell: a report of 500 configurations charts a dozen)."""
+    points, calibrations = compare(cells, observations, simulate_too=True, simulated_configs=simulated)
     several = len({p.label for p in points}) > len({p.server for p in points})  # configurations of one server
     own, _ = compare(cells, observations, per_configuration=True) if several else ([], {})
     return ModelFindings(

@@ -4,6 +4,7 @@ asked for every configuration and load level of the experiment. Pure (cells and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 import math
 
@@ -54,16 +55,19 @@ def simulate(cal: Calibration, cell: Cell, **settings) -> Simulated:
 
 
 def compare(cells: list[Cell], observations: list[Observation], per_configuration: bool = False,
-            simulate_too: bool = False, learn: bool = False) -> tuple[list[Point], dict[tuple, Calibration | str]]:
+            simulate_too: bool = False, learn: bool = False,
+            simulated_configs: Collection[str] | None = None) -> tuple[list[Point], dict[tuple, Calibration | str]]:
     """Every cell with valid runs: measured and predicted (and, ``simulate_too``, simulated).
     Calibrations per (server, workload) from the lowest-load runs of all its configurations (or,
     ``per_configuration``, each configuration from its own lowest-load runs: keyed (server,
     workload, processes, threads, pool)), or why there is none. Simulating, a server's accept
     discipline is learned from its first measured level with queueing (simulated.learn) where its catalog entry
     does not give it, or everywhere with ``learn``; that level is then left out of the simulator's p99
-    error (Point.discipline_run)."""
+    error (Point.discipline_run). ``simulated_configs``: the configurations (ServerConfig.key) to
+    simulate, and to learn the discipline from (None: every one); the others are only modelled."""
     calibrations: dict[tuple, Calibration | str] = {}
     points = []
+    simulating = [c for c in cells if simulated_configs is None or c.config in simulated_configs]
     for c in cells:
         if c.throughput.median is None:
             continue
@@ -79,7 +83,7 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
                 calibrations[key] = str(e)
             else:
                 if simulate_too:
-                    calibrations[key] = simulated.learn(calibrations[key], cells, always=learn)
+                    calibrations[key] = simulated.learn(calibrations[key], simulating, always=learn)
         cal = calibrations[key]
         if isinstance(cal, str):
             continue
@@ -95,7 +99,8 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
         points.append(Point(c.label, c.server, c.workload, config.processes, config.threads, c.model, c.level,
                             c.throughput.median, predicted, c.level == low,
                             c.p99_us.median / 1000 if c.p99_us.median is not None else None,
-                            simulate(cal, c) if simulate_too and c.front is None else None,
+                            simulate(cal, c) if simulate_too and c.front is None and (
+                                simulated_configs is None or c.config in simulated_configs) else None,
                             c.model == "closed" and c.level == learned_at))
     points.sort(key=lambda pt: (pt.workload, pt.label, pt.level))
     return points, calibrations

@@ -380,14 +380,19 @@ def p99_model_vs_measured(points, workload: str, many: bool, axis: str) -> Chart
     return chart if chart.series else None
 
 
-def all_charts(cells: list[Cell], runs: list[Run]) -> list[Chart]:
+def all_charts(cells: list[Cell], runs: list[Run], shown: set[str] | None = None) -> list[Chart]:
+    """Every chart of the report: of the configurations ``shown`` (None: every one), the heatmaps of
+    every one (a processes x threads grid is read whole, and stays one chart however large)."""
     charts: list[Chart] = []
     names = workloads(cells)
     many = len(names) > 1
+    grid = cells
+    if shown is not None:
+        cells, runs = [c for c in cells if c.config in shown], [r for r in runs if r.config in shown]
     for w in names:
         cs = [c for c in cells if c.workload == w]
         charts += [throughput_vs_load(cs, w, many), latency_vs_load(cs, w, many), percentile_spectrum(cs, w, many)]
-        charts += heatmaps(cs, w, many)
+        charts += heatmaps([c for c in grid if c.workload == w], w, many)
         charts += [latency_decomposition(cs, w, many)]
         charts += [c for c in (cpu_by_group(cs, w, many),) if c is not None]
         charts.append(balance(cs, w, many))

@@ -363,18 +363,47 @@ def tuning_section(runs: list[Run], steps: Sequence[tuple[str, str]], goal, capa
     return section
 
 
+TOP = 12  # the configurations a report charts by default (beside each server's best)
+
+
+def charted(answers: Sequence[Answer], cells: list[Cell], top: int = TOP) -> set[str]:
+    """The configurations (ServerConfig.key) the charts draw: each workload's ``top`` best placed in its
+    answer (the best, then the others in their standing), each server's best, and, where fewer keep
+    within the goal, the first others measured, up to ``top``. Every one where there are no more."""
+    every = list(dict.fromkeys(c.config for c in cells))
+    if len(every) <= top:
+        return set(every)
+    shown: set[str] = set()
+    for a in answers:
+        placed = list(dict.fromkeys(c.config for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.others]))
+        shown |= set(placed[:top]) | {p.cell.config for p in a.per_server}
+    for config in every:
+        if len(shown) >= top:
+            break
+        shown.add(config)
+    return shown
+
+
 def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found,
           answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
-          steps: Sequence[tuple[str, str]] = (), capacities: Sequence = ()) -> Report:
+          steps: Sequence[tuple[str, str]] = (), capacities: Sequence = (), shown: set[str] | None = None) -> Report:
     """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
-    workload; ``comparison``: its published study beside it, when it reproduces one)."""
+    workload; ``comparison``: its published study beside it, when it reproduces one). Its charts draw
+    the configurations ``shown`` (None: every one; the heatmaps draw every one anyway: a grid is read
+    whole), its tables every one."""
     by_section: dict[str, list[ch.Chart]] = {}
-    for c in ch.all_charts(cells, runs):
+    for c in ch.all_charts(cells, runs, shown):
         by_section.setdefault(c.section, []).append(c)
     goal = answers[0].goal if answers else None
+    configurations = len(labels(cells))
     sections = [Section("ranking", "Ranking",
                         f"Goal: {goal}. For each configuration, the load level with the highest median throughput "
                         "within the goal; invalid runs are left out of the medians and their flags listed.")]
+    if shown is not None and len(shown) < configurations:
+        sections[0].paragraphs.append(
+            f"The charts draw {len(shown)} of the {configurations} configurations: the best {TOP if len(shown) >= TOP else len(shown)} "
+            "in the answer's standing and each server's best (the heatmaps draw every one). Every configuration is "
+            "in the tables; type in a table's filter to find one.")
     placed = [c for a in answers for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.others]]
     sections[0].tables = [_ranking_table("Best configuration per server", [p.cell for a in answers for p in a.per_server]),
                           _ranking_table("Every configuration", placed)]
