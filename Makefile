@@ -71,11 +71,12 @@ no_service_starts = guard=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '\#!/
 	chmod +x /usr/sbin/policy-rc.d; guard=1; fi; rc=0; { $(1); } || rc=$$?; [ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d; \
 	[ $$rc -eq 0 ]
 
-# The benchmarks' static server.
+# The benchmarks' static server, and SQLite's shell (the floor of benches/store_scale.py).
 install-bench:
 	@if ! command -v nginx >/dev/null; then \
 		$(call no_service_starts,apt-get install -y -qq --no-install-recommends nginx-light >/dev/null || apt-get install -y -qq nginx >/dev/null); \
 	fi
+	@command -v sqlite3 >/dev/null || apt-get install -y -qq --no-install-recommends sqlite3 >/dev/null
 
 # The load generator. Rust comes from the machine's toolchain (edition 2024: Rust >= 1.85).
 build:
@@ -110,6 +111,7 @@ bench: install install-bench
 	$(VENV)/bin/python benches/wrap_overhead.py
 	$(VENV)/bin/python benches/compare_rates.py
 	$(VENV)/bin/python benches/speed_check.py
+	$(VENV)/bin/python benches/store_scale.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) target

@@ -1,11 +1,11 @@
 """Reading a results store at scale: `arena show`, `arena report` and `arena export --format csv`
-on stores grown from the report tests' fixture (tests/fixtures/report/store.db: real runs of Puma
-and gunicorn, 32 runs over 16 configurations), each timed with its peak RSS from wait4 and set
+on stores grown from the report tests' fixture (tests/stores.py: real runs of Puma and gunicorn,
+32 runs over 8 configurations), each timed with its peak RSS from wait4 and set
 beside the floor of the same store read by SQLite's own shell (`sqlite3 -csv` of the runs table:
 every row and column decoded, nothing analysed).
 
 A grown store repeats the fixture's runs, each copy under its own run key; with more
-configurations than the fixture's 16, each configuration is copied under a new name ("... #k"), so
+configurations than the fixture's 8, each configuration is copied under a new name ("... #k"), so
 the cells, the tables and the charts grow with it.
 
     python benches/store_scale.py [--sizes 1000x500 10000x16 ...] [--cpu 1] [--keep DIR]
@@ -21,51 +21,20 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sqlite3
 import sys
 import tempfile
 from pathlib import Path
 
 from harness import ROOT, run_pinned
 
-FIXTURE = ROOT / "tests" / "fixtures" / "report" / "store.db"
+sys.path.insert(0, str(ROOT))
+from tests.stores import grow  # noqa: E402
 ARENA = [str(ROOT / ".venv" / "bin" / "arena")]
 SIZES = ("32x16", "1000x500", "1000x16", "3200x1600", "10000x16")
 # (command, runs, configurations) -> the most seconds it may take; None: any
 TARGETS_S = {("show", 1000): 1.0, ("show", 10000): 3.0, ("report", 1000, 500): 5.0, ("report", 10000): 15.0,
              ("report", 32): 3.0, ("export", 10000): 5.0}
 RSS_MB, PAGE_MB, PAGE_CONFIGS = 400, 5.0, 500
-
-
-def grow(path: Path, runs: int, configs: int) -> None:
-    """A store at ``path`` of ``runs`` runs over ``configs`` configurations, from the fixture."""
-    sys.path.insert(0, str(ROOT / "src"))
-    from arena.results.store import Store
-
-    shutil.copy(FIXTURE, path)
-    Store(path).close()  # upgraded to this Arena's schema
-    db = sqlite3.connect(path)
-    columns = [r[1] for r in db.execute("PRAGMA table_info(runs)") if r[1] != "id"]
-    base = [dict(zip(columns, r)) for r in db.execute(f"SELECT {', '.join(columns)} FROM runs ORDER BY started_at")]
-    by_config: dict[str, list[dict]] = {}
-    for r in base:
-        by_config.setdefault(r["config"], []).append(r)
-    names = list(by_config)
-    rows = []
-    for i in range(runs):
-        c = i % configs  # the configuration this run is of: fixture config c % 16, copy c // 16
-        mine = by_config[names[c % len(names)]]
-        k, n = c // len(names), i // configs  # copy, and this configuration's n-th run
-        r = dict(mine[n % len(mine)])
-        suffix = f" #{k}" if k else ""
-        r.update(config=r["config"] + suffix, label=r["label"] + suffix, run_key=f"{r['run_key']}{suffix}@{n}",
-                 repetition=n // 2 + 1, started_at=r["started_at"] + i * 1e-3)
-        rows.append(tuple(r[c] for c in columns))
-    with db:
-        db.execute("DELETE FROM runs")
-        db.executemany(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
-    db.execute("VACUUM")
-    db.close()
 
 
 def measure(argv: list[str], cpu: int):

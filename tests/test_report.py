@@ -2,7 +2,9 @@
 servers, recorded by tests/fixtures/report/make-store): its structure, its figures against the
 store, escaping, the ranking's limits and the exports. Not pixels: the browser test looks at those."""
 
+import base64
 import csv
+import gzip
 import io
 import json
 import re
@@ -19,7 +21,7 @@ from arena.app.report import build_report
 from arena.cli import main
 from arena.report import charts
 from arena.report.export import chart_csv, draw, export
-from arena.report.html import figure, render
+from arena.report.html import figure, plotly_js, render
 from arena.results.aggregate import aggregate, decomposition
 from arena.results.answer import Goal, answer, standings
 from arena.results.store import Store
@@ -62,7 +64,9 @@ def test_one_self_contained_file_with_every_section(page):
     assert "<script src" not in text and "<link" not in text  # nothing fetched: no CDN, no stylesheet
     page_only = re.sub(r"<script>.*?</script>", "", text, flags=re.S)  # the inlined plotly.js names its site
     assert not re.search(r"""(src|href)=["']https?://""", page_only)
-    assert "Plotly.newPlot" in text and len(text) > 3_000_000  # plotly.js itself is inside
+    assert "Plotly.newPlot" in text  # plotly.js itself is inside, gzipped in base64, and unpacks whole
+    packed = re.search(r'<script type="application/octet-stream" id="arena-plotly"[^>]*>([^<]+)</script>', text)
+    assert gzip.decompress(base64.b64decode(packed.group(1))).decode() == plotly_js()
     for section in ("answer", "ranking", "table", "throughput", "latency", "heatmap", "decomposition", "balance", "memory",
                     "errors", "time-series", "model", "environment"):
         assert f'id="{section}"' in text, section
@@ -267,7 +271,7 @@ def test_exports_write_csv_and_svg(page, tmp_path):
 def test_arena_report_command(tmp_path, capsys):
     out = tmp_path / "r.html"
     assert main(["report", NAME, "--store", report_store(), "-o", str(out), "--p99-max", "50"]) == 0
-    assert out.stat().st_size > 3_000_000 and "p99 &lt;= 50 ms" in out.read_text()
+    assert out.stat().st_size > 2_000_000 and "p99 &lt;= 50 ms" in out.read_text()  # plotly.js packed inside
     assert str(out) in capsys.readouterr().out
     # the store's most recent experiment when none is named
     copy = tmp_path / "s.db"

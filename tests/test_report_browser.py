@@ -137,3 +137,37 @@ def test_a_reproduced_study_shows_published_vs_here_in_chromium(tmp_path):
     cells = section["cells"]
     assert "Unicorn 4x1 fake_work_50_250 c=10" in cells and "28.6" in cells  # Puma 4x16's published req/s
     assert any(c == "agrees" or c.startswith("differs: ") for c in cells)
+
+
+FILTERED = """() => {
+    const table = document.querySelector('table.comparison');
+    const box = table.previousElementSibling;
+    const all = table.querySelectorAll('tbody tr').length;
+    box.value = '#12';
+    box.dispatchEvent(new Event('input'));
+    const shown = Array.from(table.querySelectorAll('tbody tr')).filter(tr => !tr.hidden);
+    return {counts: (""" + COUNT_POINTS + """)(), all: all, box: box.tagName,
+            shown: shown.map(tr => tr.querySelector('td').textContent)};
+}"""
+
+
+def test_a_report_of_500_configurations_renders_scrolls_and_filters(tmp_path):
+    """A grid of 500 configurations (the fixture grown: tests/stores.py): a page under 5 MB whose
+    charts draw the best and whose tables list every cell, filtered by what is typed."""
+    _require_browser()
+    from tests.stores import grow
+
+    grow(tmp_path / "big.db", 1000, 500)
+    with Store(tmp_path / "big.db", readonly=True) as s:
+        res = results(s, "tiny-grid")
+    built = build_report(res, top=4)  # the simulator's cost aside, as the default's twelve
+    report = tmp_path / "big.html"
+    report.write_text(render(built))
+    assert report.stat().st_size < 5_000_000
+    problems, found = _open(report, {"report-500.png": "table.comparison"}, FILTERED)
+
+    assert problems == []
+    assert found["counts"] and all(c["expected"] > 0 and c["drawn"] > 0 for c in found["counts"])
+    assert found["box"] == "INPUT" and found["all"] == len(res.cells) == 1000
+    # copy 12 of each of the 8 fixture configurations, at its 2 levels
+    assert len(found["shown"]) == 16 and all(label.endswith("#12") for label in found["shown"])

@@ -7,6 +7,9 @@ pseudo-HTML. Colours and line styles come from the chart specifications (report/
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import html
 import json
 import time
@@ -26,6 +29,13 @@ def plotly_js() -> str:
     from plotly.offline import get_plotlyjs
 
     return get_plotlyjs()
+
+
+@functools.lru_cache(maxsize=1)
+def packed_plotly_js() -> str:
+    """plotly.js gzipped, in base64: 2.0 MB of the page where it is 4.8 MB as shipped (the page
+    unpacks it with the browser's own DecompressionStream before it draws)."""
+    return base64.b64encode(gzip.compress(plotly_js().encode(), 6, mtime=0)).decode()
 
 
 def _t(text: str) -> str:
@@ -121,6 +131,6 @@ def render(report: Report) -> str:
     figures = {c.id: figure(c) for c in report.charts}
     return _environment().get_template(TEMPLATE.name).render(
         report=report, written=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version=__version__,
-        # already safe inside their script elements (plotly.js as shipped; JSON with <, >, & escaped)
-        plotly=Markup(plotly_js()), figures=Markup(_json_for_script(figures)),
+        # already safe inside their script elements (plotly.js in base64; JSON with <, >, & escaped)
+        plotly=Markup(packed_plotly_js()), figures=Markup(_json_for_script(figures)),
         answer_json=Markup(_json_for_script(report.answer_json)))
