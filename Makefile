@@ -78,10 +78,11 @@ install-bench:
 	fi
 	@command -v sqlite3 >/dev/null || apt-get install -y -qq --no-install-recommends sqlite3 >/dev/null
 
-# The load generator. Rust comes from the machine's toolchain (edition 2024: Rust >= 1.85).
+# The load generator, and the simulator's compiled engine (arena.model.sim runs its Python one where
+# it is absent). Rust comes from the machine's toolchain (edition 2024: Rust >= 1.85).
 build:
 	@command -v cargo >/dev/null || { echo "make: cargo (Rust >= 1.85) is needed to build arena-load" >&2; exit 1; }
-	cargo build --release --locked -p arena-load
+	cargo build --release --locked -p arena-load -p arena-sim
 
 # Every server passes conformance, then the quick experiment (about 3 minutes; a second run
 # resumes and only shows), its comparison table and its HTML report. Results: arena.db.

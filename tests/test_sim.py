@@ -352,3 +352,36 @@ def test_a_discipline_the_catalog_lacks_is_learned_from_the_first_level_with_que
     from arena.app.model import for_simulation
 
     assert for_simulation(_given("puma"), SimpleNamespace(cells=cells)).discipline is None
+
+
+ENGINE_CASES = [  # (instance, work, load): every step of the event loop taken somewhere
+    (Instance(2, 4, 1.0), Work(Dist("exp", 0.005), Dist("exp", 0.01), 0.001), dict(clients=16)),
+    (Instance(2, 4, 1.0, accept="per-process", inline=10), Work(Dist("exp", 0.005), Dist("exp", 0.01), 0.001),
+     dict(clients=16)),
+    (Instance(3, 2, 1.5, accept="per-process", least_busy=True), Work(Dist("lognormal", 0.004, 1.0), Dist("fixed", 0.0)),
+     dict(clients=20)),
+    (Instance(1, None, 1.0), Work(Dist("exp", 0.002), Dist("exp", 0.02)), dict(rate=200.0, arrival="poisson")),
+    (Instance(2, 5, 2.0, pool=2, db_cores=1.0),
+     Work(Dist("exp", 0.002), Dist("exp", 0.003), 0.0, Dist("exp", 0.004), Dist("exp", 0.001)),
+     dict(rate=150.0, arrival="constant")),
+    (Instance(2, 5, 2.0, pool=3), Work(Dist("exp", 0.002), Dist("exp", 0.003), 0.0, Dist("exp", 0.004), Dist("exp", 0.001)),
+     dict(clients=12)),
+    (Instance(4, 1, 2.0, gil=False, blocking_io=True), Work(Dist("exp", 0.003), Dist("exp", 0.005)), dict(clients=8)),
+]
+
+
+@pytest.mark.parametrize("inst, work, load", ENGINE_CASES)
+def test_the_compiled_engine_gives_the_python_engines_numbers_to_the_bit(inst, work, load):
+    """arena-sim (crates/arena-sim) runs _InstanceSim's steps in Rust: the same replication, the same
+    floats, where it is built (make build); the Python engine is the fallback."""
+    from arena import paths
+    from arena.model.sim import _InstanceSim
+
+    binary = paths.built("arena-sim", "ARENA_SIM_BIN")
+    if binary is None:
+        pytest.fail("arena-sim is not built (make build)")
+    args = (inst, work, load.get("clients"), load.get("rate"), load.get("arrival", "poisson"), 5000, 3)
+    a, b = _InstanceSim(*args).run(), _InstanceSim(*args).run_compiled(binary)
+    for x, y in ((a.arrivals, b.arrivals), (a.waits, b.waits), (a.responses, b.responses), (a.served, b.served)):
+        assert np.array_equal(x, y)
+    assert (a.cpu_s, a.in_service_s) == (b.cpu_s, b.in_service_s) and a.cpu_s > 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -29,9 +28,7 @@ EXIT_WITH_RESULT = (0, 1, 130)  # arena-load's exit statuses that come with a re
 
 def binary() -> Path:
     """$ARENA_LOAD_BIN, else the checkout's build, else arena-load on PATH (cargo install)."""
-    built = paths.CHECKOUT / "target" / "release" / "arena-load"
-    found = os.environ.get("ARENA_LOAD_BIN") or (built if os.access(built, os.X_OK) else shutil.which("arena-load"))
-    path = Path(found or built)
+    path = paths.built("arena-load", "ARENA_LOAD_BIN") or paths.CHECKOUT / "target" / "release" / "arena-load"
     if not os.access(path, os.X_OK):
         raise ArenaError(f"arena-load: no binary at {path}; build it with `make build` (or `cargo install --locked "
                          "--path crates/arena-load`, or set ARENA_LOAD_BIN)")
