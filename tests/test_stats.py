@@ -140,3 +140,19 @@ def test_identical_configurations_are_rarely_told_apart():
                                  [rng.lognormvariate(0, 0.05) for _ in range(n)]).verdict in (stats.BETTER, stats.WORSE)
                    for _ in range(1000))
         assert told / 1000 <= 0.065, (n, told)
+
+
+def test_hdr_bucket_values_are_hdrh_own_at_every_index():
+    """hdr_quantiles reads buckets over an array at once: the same values hdrh gives index by index."""
+    import numpy as np
+    from hdrh.histogram import HdrHistogram
+
+    from arena.stats import _hdr_bucket_values
+
+    for digits, highest in ((3, 3_600_000_000), (2, 60_000_000), (3, 10_000)):
+        h = HdrHistogram(1, highest, digits)
+        index = np.arange(h.counts_len, dtype=np.int64)
+        lowest, top = _hdr_bucket_values(h, index)
+        for i in range(0, h.counts_len, 7):
+            v = h.get_value_from_index(i)
+            assert (lowest[i], top[i]) == (h.get_lowest_equivalent_value(v), h.get_highest_equivalent_value(v)), i

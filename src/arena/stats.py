@@ -48,11 +48,32 @@ def hdr_quantiles(h, qs: list[float]) -> list[int]:
     if not len(held):
         return [0] * len(qs)
     total = int(cumulative[-1])
-    out = []
-    for q in qs:
-        value = h.get_value_from_index(int(held[np.searchsorted(cumulative, rank(q, total))]))
-        out.append(h.get_lowest_equivalent_value(value) if q == 0 else h.get_highest_equivalent_value(value))
-    return out
+    index = held[np.searchsorted(cumulative, [rank(q, total) for q in qs])]
+    lowest, highest = _hdr_bucket_values(h, index)
+    return [int(lo if q == 0 else hi) for q, lo, hi in zip(qs, lowest, highest)]
+
+
+def _hdr_bucket_values(h, index):
+    """The lowest and highest value equivalent to each of the counts' ``index`` (numpy) of an hdrh
+    HdrHistogram: its get_value_from_index, get_lowest_equivalent_value and
+    get_highest_equivalent_value, the same integer steps over an array at once (a quantile
+    function of 409 points read a run's histogram in 7 ms, call by call; tests check them equal to
+    hdrh's at every index)."""
+    import numpy as np
+
+    half, unit = h.sub_bucket_half_count, h.unit_magnitude
+    bucket = (index >> h.sub_bucket_half_count_magnitude) - 1
+    sub = (index & (half - 1)) + half
+    first = bucket < 0
+    sub, bucket = np.where(first, sub - half, sub), np.where(first, 0, bucket)
+    value = sub << (bucket + unit)  # get_value_from_index: the bucket's lowest value
+    # _get_bucket_index of that value: its power-of-two ceiling (bit length) less the magnitudes
+    bits = np.frexp((value | h.sub_bucket_mask).astype(np.float64))[1]
+    bucket = bits - unit - (h.sub_bucket_half_count_magnitude + 1)
+    sub = value >> (bucket + unit)
+    lowest = sub << (bucket + unit)
+    size = np.left_shift(1, unit + np.where(sub >= h.sub_bucket_count, bucket + 1, bucket))
+    return lowest, lowest + size - 1
 
 
 def median(values: list[float]) -> float:
@@ -65,10 +86,12 @@ def median(values: list[float]) -> float:
 
 
 def t975(df: float) -> float:
-    """Student's t, 97.5th percentile, at ``df`` degrees of freedom (the two-sided 95% factor)."""
-    from scipy.stats import t
+    """Student's t, 97.5th percentile, at ``df`` degrees of freedom (the two-sided 95% factor):
+    scipy.special's inverse of the t distribution, which scipy.stats' t.ppf calls (the same value;
+    scipy.special imports in a third of the time)."""
+    from scipy.special import stdtrit
 
-    return float(t.ppf(0.975, df))
+    return float(stdtrit(df, 0.975))
 
 
 def mean_interval(values: list[float]) -> tuple[float, float, float]:
