@@ -68,15 +68,21 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
     calibrations: dict[tuple, Calibration | str] = {}
     points = []
     simulating = [c for c in cells if simulated_configs is None or c.config in simulated_configs]
+    own: dict[tuple, list[Observation]] = {}  # per configuration: its own observations, gathered once
+    if per_configuration:
+        for o in observations:
+            own.setdefault((o.server, o.processes, o.threads, o.pool), []).append(o)
+    lowest: dict[tuple, float] = {}  # per calibration: the level it was calibrated at
     for c in cells:
         if c.throughput.median is None:
             continue
         key: tuple = (c.server, c.workload)
-        mine = observations
         if per_configuration:
             key += (c.processes, c.threads, c.pool)
-            mine = [o for o in observations if (o.server, o.processes, o.threads, o.pool) == (c.server, *key[2:])]
         if key not in calibrations:
+            mine = own.get((c.server, *key[2:]), []) if per_configuration else observations
+            lowest[key] = min((o.level for o in mine if o.server == c.server and o.workload == c.workload),
+                              default=math.nan)
             try:
                 calibrations[key] = calibrate(mine, c.server, c.workload)
             except ValueError as e:
@@ -93,7 +99,7 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
             calibrations[key] = f"cannot predict from this calibration: {e}"
             points = [p for p in points if (p.server, p.workload) != key[:2]]
             continue
-        low = min(o.level for o in mine if o.server == c.server and o.workload == c.workload)
+        low = lowest[key]
         config = server_config(c.server, c.processes, c.threads, cal.cores)
         learned_at = cal.discipline and cal.discipline.learned_at
         points.append(Point(c.label, c.server, c.workload, config.processes, config.threads, c.model, c.level,
