@@ -48,9 +48,12 @@ def hdr_quantiles(h, qs: list[float]) -> list[int]:
     if not len(held):
         return [0] * len(qs)
     total = int(cumulative[-1])
-    index = held[np.searchsorted(cumulative, [rank(q, total) for q in qs])]
-    lowest, highest = _hdr_bucket_values(h, index)
-    return [int(lo if q == 0 else hi) for q, lo, hi in zip(qs, lowest, highest)]
+    wanted = np.asarray(qs, dtype=np.float64)
+    if not ((wanted >= 0) & (wanted <= 1)).all():
+        rank(float(wanted[(wanted < 0) | (wanted > 1) | np.isnan(wanted)][0]), total)  # its error
+    ranks = np.maximum(1, np.ceil(wanted * total))  # rank() of each, at once
+    lowest, highest = _hdr_bucket_values(h, held[np.searchsorted(cumulative, ranks)])
+    return np.where(wanted == 0, lowest, highest).tolist()
 
 
 def _hdr_bucket_values(h, index):

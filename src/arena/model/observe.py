@@ -51,7 +51,7 @@ def quantiles_ms(h: Histogram) -> Quantiles:
     its stored percentiles and its maximum at 1."""
     full = h.decode()
     if full is not None:
-        return tuple((q, v / 1000) for q, v in zip(QUANTILE_GRID, stats.hdr_quantiles(full, list(QUANTILE_GRID))))
+        return tuple(zip(QUANTILE_GRID, [v / 1000 for v in stats.hdr_quantiles(full, QUANTILE_GRID)]))
     points = {0.0: h.min, **{float(q) / 100: v for q, v in h.percentiles.items()}, 1.0: h.max}
     return tuple((q, v / 1000) for q, v in sorted(points.items()))
 
