@@ -10,6 +10,7 @@ run (its time series) or about what went wrong (errors).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from arena import stats
@@ -294,12 +295,24 @@ def balance(cells: list[Cell], workload: str, many: bool) -> Chart:
     return chart
 
 
+SERIES_RUNS = 5  # the runs of a cell the time series offers: its first repetitions
+
+
 def time_series(runs: list[Run]) -> Chart:
-    """Per run (the selector): requests/s, p99 and errors in each second, so stalls show."""
+    """Per run (the selector): requests/s, p99 and errors in each second, so stalls show; the first
+    SERIES_RUNS repetitions of each cell (a store of thousands of runs would make a selector no one
+    reads, and a page of hundreds of megabytes)."""
+    offered, seen = [], Counter()
+    for r in sorted(runs, key=lambda r: (r.workload, r.label, r.level, r.repetition)):
+        seen[r.cell] += 1
+        if seen[r.cell] <= SERIES_RUNS:
+            offered.append(r)
+    every = len(offered) == len(runs)
     chart = Chart("time-series", "time-series", "Per-second time series of a run", "seconds into the measured window",
                   "requests/s", y2_label="p99, ms",
-                  note="one run at a time; the selector lists every stored run; whole seconds only")
-    for r in sorted(runs, key=lambda r: (r.workload, r.label, r.level, r.repetition)):
+                  note=f"one run at a time; the selector lists {'every stored run' if every else f'the first {SERIES_RUNS} runs of each cell'}; "
+                       "whole seconds only")
+    for r in offered:
         load = r.load
         # whole intervals only: the last one of a run is cut by its end and would look like a stall
         step = min((b.t - a.t for a, b in zip(load.series, load.series[1:]) if b.t > a.t), default=1.0)
