@@ -314,3 +314,18 @@ def test_the_charts_draw_the_best_configurations_and_the_tables_every_one():
     simulated = {row[0] for row in points if row[8] != "-"}
     assert simulated and simulated <= drawn
     assert any("charts draw" in p for p in built.sections[0].paragraphs)
+
+
+def test_the_terminal_table_fits_its_width_and_keeps_every_cell():
+    from arena.report.data import Table
+    from arena.report.show import text_table
+
+    t = Table(["configuration", "level", "req/s"], [["puma <b>x</b> p=2 t=4 and a long label", "c=1", "133"],
+                                                    ["gunicorn", "c=4", "451"]])
+    wide = text_table(t, "title", 80).splitlines()
+    assert wide[0].strip() == "title" and wide[1].startswith("┏") and wide[-1].startswith("└")
+    assert "│ puma <b>x</b> p=2 t=4 and a long label │ c=1   │ 133   │" in wide  # a row a line where it fits
+    narrow = text_table(t, "title", 34).splitlines()
+    assert max(map(len, narrow)) <= 34 and len(narrow) > len(wide)
+    cells = " ".join(line.split("│")[1].strip() for line in narrow if line.startswith("│"))
+    assert cells.split() == "puma <b>x</b> p=2 t=4 and a long label gunicorn".split()  # folded at spaces

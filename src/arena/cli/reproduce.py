@@ -8,7 +8,7 @@ from rich.table import Table
 from arena.app.reproduce import reproduction, run_study, study_files
 from arena.cli.args import add_store
 from arena.cli.run import add_retake, summary, with_progress
-from arena.cli.show import terminal_table
+from arena.report.show import text_table
 from arena.errors import ArenaError
 from arena.reproduce.compare import Comparison
 from arena.report.data import published_section
@@ -56,6 +56,6 @@ def render(c: Comparison, out) -> None:
     section = published_section(c)
     out.print(f"[bold]{escape(section.title)}[/bold]: {escape(section.lead)}", highlight=False)
     for t in section.tables:
-        out.print(terminal_table(t))
+        out.print(text_table(t, t.title, out.width), markup=False, highlight=False, soft_wrap=True)
     for p in section.paragraphs:
         out.print(p, highlight=False, markup=False)

@@ -4,13 +4,12 @@
 import sys
 
 from rich.markup import escape
-from rich.table import Table
 
 from arena.app.analysis import analyses
 from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_limits, print_json
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
-from arena.report.show import junit, markdown
+from arena.report.show import junit, markdown, text_table
 from arena.report.summary import load_summary
 from arena.report.tune import capacity_lines
 
@@ -59,15 +58,7 @@ def run(args, out) -> int:
                 out.print(line, highlight=False, markup=False)
         for line in capacity_lines(a.capacities) + threshold_lines(a.thresholds):
             out.print(line, highlight=False, markup=False)
-        out.print(terminal_table(comparison_table(res.cells), f"{res.name}: medians of valid repetitions; intervals of the medians"))
+        out.print(text_table(comparison_table(res.cells), f"{res.name}: medians of valid repetitions; intervals of the "
+                             "medians", out.width), markup=False, highlight=False, soft_wrap=True)
     return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
 
-
-def terminal_table(t, title: str | None = None) -> Table:
-    """A report table (report.data.Table, plain text) as a terminal table under ``title`` (default: its own)."""
-    table = Table(title=t.title if title is None else title)
-    for col in t.head:
-        table.add_column(col, overflow="fold")
-    for row in t.rows:
-        table.add_row(*(escape(c) for c in row))
-    return table
