@@ -91,7 +91,7 @@ def test_a_run_is_read_from_its_summary_and_whole_only_when_asked(tmp_path):
     path = tmp_path / "old.db"
     shutil.copy(report_store(), path)
     with Store(path) as s:
-        lean, whole = s.runs("tiny-grid"), s.runs("tiny-grid", whole=True)
+        lean, whole, bare = s.runs("tiny-grid"), s.runs("tiny-grid", "whole"), s.runs("tiny-grid", "none")
         sizes = s.db.execute("SELECT SUM(LENGTH(summary)), SUM(LENGTH(load)) FROM runs").fetchone()
     assert len(lean) == len(whole) == 32
     assert all(w.load.raw and w.load.warmup for w in whole)
@@ -101,6 +101,7 @@ def test_a_run_is_read_from_its_summary_and_whole_only_when_asked(tmp_path):
                                                                        w.load.series]
         assert dataclasses.replace(r, load=None) == dataclasses.replace(w, load=None)
     assert sizes[0] < sizes[1] / 2
+    assert [dataclasses.replace(r, load=None) for r in lean] == bare  # the stored columns, no load read
     with Store(path) as s:  # a run stored now carries its summary too
         eid = s.experiment_id("e", "e.toml", {})
         s.save_run(eid, run_row("new", load=to_dict(whole[0].load)))

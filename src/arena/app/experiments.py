@@ -157,7 +157,7 @@ def export_histograms(store_path: str, name: str, fmt: str, per: str = "run") ->
     from hdrh.log import HistogramLogWriter
 
     with open_store(store_path) as store:
-        runs = store.runs(name, whole=fmt == "hlog")  # its windows' starts and each second's histograms
+        runs = store.runs(name, "whole" if fmt == "hlog" else "summary")  # hlog: each window's start and second
     kept = [r for r in runs if r.load and r.load.measured.response_time and r.load.measured.response_time.hdr]
     if not kept:
         raise ArenaError(f"experiment {name}: no run has a latency histogram to export (arena-load records them)")
@@ -254,7 +254,7 @@ def export(store_path: str, name: str, fmt: str) -> str:
     launch and topology spread over columns of their own, the other documents as JSON, its start as
     an ISO 8601 time)."""
     with open_store(store_path) as store:
-        runs, failures = store.runs(name, whole=fmt == "json"), store.failures(name)
+        runs, failures = store.runs(name, "whole" if fmt == "json" else "none"), store.failures(name)
     if fmt == "json":  # a failure: its own fields, "failed": true, no figures
         return json.dumps([r.to_json() for r in runs] + [{**f.to_json(), "failed": True} for f in failures], indent=1)
     flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment", "services", *SPREAD)]

@@ -416,12 +416,14 @@ class Store:
                     self.db.execute("SELECT * FROM failures WHERE experiment_id = ? ORDER BY failed_at", (self._id(name),))]
         return runs, failures
 
-    def runs(self, name: str, whole: bool = False) -> list[Run]:
+    def runs(self, name: str, load: str = "summary") -> list[Run]:
         """The experiment's runs in the order they ran, each decoded once into a typed Run: its load
-        result as the analysis reads it (results/load.py summary: no tool's document, warm-up or
-        per-interval histograms), or ``whole``, as the tool gave it (a run's detail, the exports).
-        A document many runs share (the environment, the launch) is decoded once."""
-        columns = ", ".join(["id", *(c for c in RUN_COLUMNS if c != "load"), "load" if whole else "summary AS load"])
+        result as the analysis reads it (``load`` "summary": results/load.py summary, no tool's
+        document, warm-up or per-interval histograms), as the tool gave it ("whole": a run's detail,
+        the exports), or none ("none": a table of the stored columns). A document many runs share
+        (the environment, the launch) is decoded once."""
+        read = {"summary": "summary AS load", "whole": "load", "none": "'null' AS load"}[load]
+        columns = ", ".join(["id", *(c for c in RUN_COLUMNS if c != "load"), read])
         rows = self.db.execute(f"SELECT {columns} FROM runs WHERE experiment_id = ? ORDER BY started_at",
                                (self._id(name),))
         seen: dict[str, Any] = {}
