@@ -182,7 +182,7 @@ def test_merge_names_its_output_flag_in_every_refusal(tmp_path):
 
 def _rescue(tmp_path: Path) -> dict:
     with Store(report_store(), readonly=True) as s:
-        runs, _ = s.rows(EXPERIMENT)
+        runs = list(s.rows(EXPERIMENT))
         return {"format": RESCUE_FORMAT, "runs": runs[:4], "failures": [],
                 "experiment": {"name": EXPERIMENT, "file": s.file(EXPERIMENT), "definition": s.definition(EXPERIMENT)}}
 
@@ -197,7 +197,7 @@ def test_the_store_writes_runs_that_its_own_schema_accepts():
     for fixture in (report_store(), str(Path(__file__).parent / "fixtures" / "reproduce" / "store.db")):
         with Store(fixture, readonly=True) as s:
             for e in s.experiments():
-                runs, failures = s.rows(e["name"])
+                runs, failures = list(s.rows(e["name"])), s.failure_rows(e["name"])
                 doc = {"format": RESCUE_FORMAT, "runs": runs, "failures": failures,
                        "experiment": {"name": e["name"], "file": s.file(e["name"]), "definition": s.definition(e["name"])}}
                 assert schema_problem(doc, "rescue") is None

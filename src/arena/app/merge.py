@@ -40,8 +40,10 @@ class Merged:
 
 
 def merge(shards: list[str], out: str, only: str | None = None) -> Merged:
-    """The shards' experiments (``only``: that one) merged into the store ``out``."""
-    found: dict[str, dict] = {}  # experiment -> definition, file, where first seen, runs, failures
+    """The shards' experiments (``only``: that one) merged into the store ``out``: each shard read
+    twice, its definitions and machines first, then its runs one at a time as they are written (the
+    shards' runs are never all held at once)."""
+    found: dict[str, dict] = {}  # experiment -> definition, file, where first seen, its shards, machines
     for path in shards:
         if Path(path).resolve() == Path(out).resolve():
             raise ArenaError(f"{path}: is the output store (-o); merge the shards into another")
@@ -51,31 +53,38 @@ def merge(shards: list[str], out: str, only: str | None = None) -> Merged:
                     continue
                 name, definition = e["name"], store.definition(e["name"])
                 seen = found.setdefault(name, {"definition": definition, "file": store.file(name), "from": path,
-                                               "runs": [], "failures": []})
+                                               "shards": [], "machines": Counter()})
                 if json.dumps(seen["definition"], sort_keys=True) != json.dumps(definition, sort_keys=True):
                     raise ArenaError(f"{path}: experiment {name} is not the one in {seen['from']} (another definition: "
                                      "a shard of another experiment, or of an edited file); merge it apart")
-                runs, failures = store.rows(name)
-                seen["runs"] += runs
-                seen["failures"] += failures
+                seen["shards"].append(path)
+                seen["machines"] += store.machines(name)
     if not found:
         raise ArenaError(f"{', '.join(shards)}: no experiment in these stores")
     merged = Merged(out)
-    with building(out, "-o") as part, _copy_of(out, part) as target:
+    with building(out, "-o") as part, _copy_of(out, part) as target, target.one_transaction():
         for name, e in found.items():
-            models = Counter((r["environment"] or {}).get("cpu_model") for r in e["runs"])
+            models = Counter()
+            for (model, _), n in e["machines"].items():
+                models[model] += n
             main = models.most_common(1)[0][0] if models else None
-            parts: dict[str, list[dict]] = {}
-            for r in e["runs"]:
-                env = r["environment"] or {}
-                where = name if env.get("cpu_model") == main else f"{name}@{env.get('host') or env.get('cpu_model')}"
-                parts.setdefault(where, []).append(r)
-            for where, runs in parts.items():
-                if where != name:
-                    env = runs[0]["environment"] or {}
-                    merged.apart.append(f"{len(runs)} run(s) of {name} ran on {env.get('host') or '?'} "
-                                        f"({env.get('cpu_model')}), not {main}: kept apart as experiment {where}")
-                _write(target, where, e, runs, e["failures"] if where == name else [], merged)
+
+            def where(env: dict) -> str:
+                return name if env.get("cpu_model") == main else f"{name}@{env.get('host') or env.get('cpu_model')}"
+
+            apart = Counter()
+            for (model, host), n in e["machines"].items():
+                if model != main:
+                    apart[(where({"cpu_model": model, "host": host}), model, host)] += n
+            for (kept, model, host), n in apart.items():
+                merged.apart.append(f"{n} run(s) of {name} ran on {host or '?'} ({model}), not {main}: kept apart as "
+                                    f"experiment {kept}")
+            into = _Into(target, e, merged)
+            for path in e["shards"]:
+                with open_store(path, flag="") as store:
+                    for r in store.rows(name):
+                        into.run(where(r["environment"] or {}), r)
+                    into.failures(name, store.failure_rows(name))
     return merged
 
 
@@ -95,23 +104,42 @@ def _copy_of(out: str, part: Path) -> Iterator[Store]:
         store.close()
 
 
-def _write(target, name: str, e: dict, runs: list[dict], failures: list[dict], merged: Merged) -> None:
-    experiment_id = target.experiment_id(name, e["file"], e["definition"])
-    merged.experiments.append(name)
-    started = target.started(experiment_id)
-    for r in sorted(runs, key=lambda r: r["started_at"]):
+class _Into:
+    """The runs of one experiment written into the merged store as they come, each under the
+    experiment it goes to (its name, or NAME@HOST for another CPU model): a run key met again keeps
+    the later start (a shard run again replaces the attempt before it)."""
+
+    def __init__(self, target: Store, e: dict, merged: Merged):
+        self.target, self.e, self.merged = target, e, merged
+        self.ids: dict[str, int] = {}
+        self.started: dict[str, dict[str, float]] = {}
+
+    def _id(self, name: str) -> int:
+        if name not in self.ids:
+            self.ids[name] = self.target.experiment_id(name, self.e["file"], self.e["definition"])
+            self.merged.experiments.append(name)
+            self.started[name] = self.target.started(self.ids[name])
+        return self.ids[name]
+
+    def run(self, name: str, r: dict) -> None:
+        experiment_id, started = self._id(name), self.started[name]
         before = started.get(r["run_key"])
         if before is None:
-            target.save_run(experiment_id, r)
-            merged.added += 1
+            self.target.save_run(experiment_id, r)
+            self.merged.added += 1
         elif r["started_at"] > before:  # the same run made again (a shard re-run): the later one stands
-            target.save_run(experiment_id, r, replace=True)
-            merged.replaced += 1
+            self.target.save_run(experiment_id, r, replace=True)
+            self.merged.replaced += 1
         else:
-            merged.kept += 1
+            self.merged.kept += 1
         started[r["run_key"]] = max(r["started_at"], before or r["started_at"])
-    have = target.failed_keys(experiment_id)
-    for f in failures:
-        if (f["run_key"], f["failed_at"]) not in have:
-            target.save_failure(experiment_id, f)
-            merged.failures += 1
+
+    def failures(self, name: str, failures: list[dict]) -> None:
+        """Runs that could not be made, with why: under the experiment's own name."""
+        experiment_id = self._id(name)
+        have = self.target.failed_keys(experiment_id)
+        for f in failures:
+            if (f["run_key"], f["failed_at"]) not in have:
+                self.target.save_failure(experiment_id, f)
+                have.add((f["run_key"], f["failed_at"]))
+                self.merged.failures += 1
