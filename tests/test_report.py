@@ -330,3 +330,16 @@ def test_the_terminal_table_fits_its_width_and_keeps_every_cell():
     assert max(map(len, narrow)) <= 34 and len(narrow) > len(wide)
     cells = " ".join(line.split("│")[1].strip() for line in narrow if line.startswith("│"))
     assert cells.split() == "puma <b>x</b> p=2 t=4 and a long label gunicorn".split()  # folded at spaces
+
+
+def test_report_top_sets_how_many_configurations_the_charts_draw(tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert main(["report", NAME, "--store", report_store(), "-o", str(out), "--top", "2"]) == 0
+    throughput = figures(out.read_text())["throughput-default"]
+    drawn = {trace["name"] for trace in throughput["data"] if trace.get("showlegend", True) and trace.get("name")}
+    assert 2 <= len(drawn) <= 4 < 8  # the best two, and each of the 2 servers' best, of the 8 configurations
+    assert "The charts draw" in out.read_text()
+    with pytest.raises(SystemExit) as exited:
+        main(["report", NAME, "--store", report_store(), "--top", "0"])
+    assert exited.value.code == 2
+    assert "--top: must be a whole number from 1 to 1000, got '0'" in capsys.readouterr().err

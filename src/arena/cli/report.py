@@ -3,7 +3,8 @@
 import os
 
 from arena.app.report import report
-from arena.cli.args import add_goal, add_store, say_store, goal_limits
+from arena.cli.args import add_goal, add_store, count, say_store, goal_limits
+from arena.report.data import TOP
 
 NAME = "report"
 
@@ -16,11 +17,14 @@ def add(sub) -> None:
     add_goal(rp)
     rp.add_argument("--export", metavar="DIR", help="also write each chart's data (CSV) and picture into DIR")
     rp.add_argument("--format", choices=("svg", "png"), default="svg", help="picture format for --export")
+    rp.add_argument("--top", type=count("--top", 1, 1000), default=TOP, metavar="N",
+                    help="the charts draw the N best configurations and each server's best (default: %(default)s); "
+                         "the tables list every one")
 
 
 def run(args, out) -> int:
     done = report(args.store, args.experiment, goal_limits(args), args.output, args.export,
-                  args.format)
+                  args.format, args.top)
     say_store(out, args.store)
     out.print(f"report of {done.name} ({done.runs} runs, {done.charts} charts): {done.path}", highlight=False)
     if args.export:

@@ -401,9 +401,9 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
                         "within the goal; invalid runs are left out of the medians and their flags listed.")]
     if shown is not None and len(shown) < configurations:
         sections[0].paragraphs.append(
-            f"The charts draw {len(shown)} of the {configurations} configurations: the best {TOP if len(shown) >= TOP else len(shown)} "
-            "in the answer's standing and each server's best (the heatmaps draw every one). Every configuration is "
-            "in the tables; type in a table's filter to find one.")
+            f"The charts draw {len(shown)} of the {configurations} configurations: the best in the answer's standing "
+            "and each server's best (the heatmaps draw every one; arena report --top sets how many). Every "
+            "configuration is in the tables; type in a table's filter to find one.")
     placed = [c for a in answers for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.others]]
     sections[0].tables = [_ranking_table("Best configuration per server", [p.cell for a in answers for p in a.per_server]),
                           _ranking_table("Every configuration", placed)]
