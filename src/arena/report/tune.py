@@ -89,11 +89,6 @@ def answer_lines(tuned) -> list[str]:
     return out
 
 
-def path_lines(tuned) -> list[str]:
-    """The search as it went: each step, in order."""
-    return [f"  {s.stage}: {s.text}" for s in tuned.tuning.steps]
-
-
 def sureness_lines(tuned) -> list[str]:
     t = tuned.tuning
     out = [f"stopped: {t.stopped}; {t.runs} run(s) in the search, {tuned.calibration_runs} to calibrate, "
