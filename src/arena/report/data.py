@@ -375,7 +375,7 @@ def charted(answers: Sequence[Answer], cells: list[Cell], top: int = TOP) -> set
         return set(every)
     shown: set[str] = set()
     for a in answers:
-        placed = list(dict.fromkeys(c.config for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.others]))
+        placed = list(dict.fromkeys(c.config for c in a.placed))
         shown |= set(placed[:top]) | {p.cell.config for p in a.per_server}
     for config in every:
         if len(shown) >= top:
@@ -404,7 +404,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
             f"The charts draw {len(shown)} of the {configurations} configurations: the best in the answer's standing "
             "and each server's best (the heatmaps draw every one; arena report --top sets how many). Every "
             "configuration is in the tables; type in a table's filter to find one.")
-    placed = [c for a in answers for c in ([a.best.cell] if a.best else []) + [v.cell for v in a.others]]
+    placed = [c for a in answers for c in a.placed]
     sections[0].tables = [_ranking_table("Best configuration per server", [p.cell for a in answers for p in a.per_server]),
                           _ranking_table("Every configuration", placed)]
     if not placed:

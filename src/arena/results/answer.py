@@ -214,6 +214,11 @@ class Answer:
     others: tuple[Versus, ...] = ()  # tied, undecided and beaten together, in their standing (best placed first)
 
     @property
+    def placed(self) -> list[Cell]:
+        """The cells within the goal in their standing: the best, then the others."""
+        return ([self.best.cell] if self.best else []) + [v.cell for v in self.others]
+
+    @property
     def comparisons(self) -> tuple[Versus, ...]:
         """Every comparison made, each pair once (an A/A pair compared as best and tied is not repeated)."""
         def pair(v: Versus) -> frozenset:
