@@ -512,7 +512,7 @@ class _InstanceSim:
 
     def run_compiled(self, binary: Path) -> InstanceRun:
         """The same replication by arena-sim (crates/arena-sim: these steps in Rust, in the same
-        order and arithmetic, so the same numbers to the bit; about a hundred times faster): this
+        order and arithmetic, so the same numbers to the bit; about ten times faster a call): this
         one's demands in, its requests' times out."""
         n, work = self.requests, self.work
         job = {"processes": self.inst.processes, "threads": self.inst.threads, "cores": float(self.inst.cores),
