@@ -522,6 +522,23 @@ def test_others_on_the_runs_cpus_are_its_cpus_busy_time_less_arenas():
     assert others_cores(1.99, 2.0, 2.0) == 0.0 and others_cores(1.0, 0.0, 0.0) == 0.0
 
 
+def test_the_cpus_busy_time_is_their_processes_and_the_hypervisors_not_their_interrupts(monkeypatch):
+    """The kernel counts interrupt time apart from any process and cgroup: during a run, the run's own
+    packets. Counted as busy, it read as a neighbour's (speed.busy_s)."""
+    from collections import namedtuple
+
+    import psutil
+
+    from arena.speed import busy_s
+
+    times = namedtuple("scputimes", "user nice system idle iowait irq softirq steal")
+    per = [times(10.0, 1.0, 2.0, 50.0, 3.0, 0.5, 4.0, 0.25), times(20.0, 0.0, 5.0, 40.0, 0.0, 0.0, 7.0, 1.0)]
+    monkeypatch.setattr(psutil, "cpu_times", lambda percpu: per)
+    assert busy_s([0]) == pytest.approx(13.25)
+    assert busy_s([0, 1]) == pytest.approx(13.25 + 26.0)
+    assert busy_s([1, 5]) == pytest.approx(26.0)  # a CPU the machine has not is none
+
+
 def test_the_speed_check_times_work_on_each_cpu_and_gives_the_thread_its_cpus_back():
     import os
 
