@@ -148,7 +148,7 @@ def test_a_real_aa_experiment_is_never_called_better_or_worse(tmp_path):
 
     require_server("puma")
     exp, db = tmp_path / "aa.toml", tmp_path / "arena.db"
-    exp.write_text('name = "aa"\nduration = "1s"\nwarmup = "300ms"\nrepetitions = 3\nspeed_threshold = 10\n'
+    exp.write_text('name = "aa"\nduration = "1s"\nwarmup = "300ms"\nrepetitions = 3\nspeed_threshold = 10\nothers_threshold = 1\n'
                    '[workload]\npath = "/work?cpu_ms=2"\n[load]\nconcurrency = [2]\n'
                    '[[servers]]\nserver = "puma"\nlabel = "A"\nprocesses = 1\nthreads = 2\n'
                    '[[servers]]\nserver = "puma"\nlabel = "A\'"\nprocesses = 1\nthreads = 2\n')

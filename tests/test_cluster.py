@@ -418,6 +418,8 @@ def _experiment(tmp_path: Path, address: str, rates: str, server: str = "worker"
 duration = "{duration}"
 warmup = "0.5s"
 repetitions = 1
+speed_threshold = 10  # not about the machine: a spell must not fail it,
+others_threshold = 1  # nor a neighbour
 [workload]
 path = "/work?cpu_ms=1&io_ms=2"
 [load]

@@ -33,6 +33,7 @@ duration = "1s"
 warmup = "200ms"
 repetitions = 3
 speed_threshold = 10
+others_threshold = 1
 [load]
 concurrency = [1, 2]
 [[servers]]

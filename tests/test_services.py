@@ -105,7 +105,8 @@ def test_the_downstream_service_answers_with_the_latency_asked_for():
 EXPERIMENT = """
 name = "with-services"
 duration = "1s"
-speed_threshold = 10  # not about the machine's speed (test_runner_seams.py is): a spell must not fail it
+speed_threshold = 10  # not about the machine (test_runner_seams.py is): a spell must not fail it,
+others_threshold = 1  # nor a neighbour
 warmup = "0s"
 repetitions = 1
 [workload]
@@ -224,7 +225,7 @@ def test_a_pool_axis_runs_against_the_real_database(tmp_path):
     """pool = [1, "threads"] with a /db workload: each configuration's app gets its pool size, the
     runs store it with processes x pool, and the Server-Timing pool and db figures reach the store."""
     require_server("puma")
-    (tmp_path / "e.toml").write_text('name = "pools"\nduration = "1s"\nspeed_threshold = 10\nwarmup = "300ms"\nrepetitions = 1\n'
+    (tmp_path / "e.toml").write_text('name = "pools"\nduration = "1s"\nspeed_threshold = 10\nothers_threshold = 1\nwarmup = "300ms"\nrepetitions = 1\n'
                                      '[workload]\npath = "/db?q=range&rows=5"\n[load]\nconcurrency = [4]\n'
                                      '[[services]]\nkind = "postgres"\nrows = 1000\n'
                                      '[[servers]]\nserver = "puma"\nprocesses = 2\nthreads = 4\npool = [1, "threads"]\n')

@@ -26,6 +26,7 @@ duration = "1s"
 warmup = "200ms"
 repetitions = 2
 speed_threshold = 10
+others_threshold = 1
 [load]
 concurrency = [1]
 [[servers]]

@@ -167,6 +167,9 @@ def test_validity_rules():
     assert flags(result(), others_share=0.04) == []
     assert flags(result(), others_share=0.28) == [
         "other processes took 28% of the run's CPUs during it (at most 5%): a neighbour shared the server's CPUs"]
+    assert flags(result(), others_share=0.28, others_threshold=0.3) == []  # the experiment's others_threshold
+    assert flags(result(), others_share=0.04, others_threshold=0.03) == [
+        "other processes took 4% of the run's CPUs during it (at most 3%): a neighbour shared the server's CPUs"]
     assert flags(result(saturated=True)) == ["generator saturated: generator CPU 95% busy"]
     assert flags(result(completed=980, errors=20)) == ["errors 2.0% of requests (threshold 1.0%)"]
     assert flags(result(completed=995, errors=5)) == []
@@ -221,7 +224,8 @@ def test_drift_must_be_beyond_counting_noise():
 SWEEP = """
 name = "tiny"
 duration = "1s"
-speed_threshold = 10  # not about the machine's speed (test_runner_seams.py is): a spell must not fail it
+speed_threshold = 10  # not about the machine (test_runner_seams.py is): a spell must not fail it,
+others_threshold = 1  # nor a neighbour
 warmup = "200ms"
 repetitions = 1
 [workload]
@@ -303,7 +307,7 @@ def test_the_same_study_with_ab_and_arena_load_lands_in_one_store(tmp_path):
     db = tmp_path / "arena.db"
     for name, driver in (("by-arena-load", "arena-load"), ("by-ab", "ab")):
         exp = tmp_path / f"{name}.toml"
-        exp.write_text(f'name = "{name}"\ndriver = "{driver}"\nduration = "1s"\nspeed_threshold = 10\nwarmup = "300ms"\nrepetitions = 1\n'
+        exp.write_text(f'name = "{name}"\ndriver = "{driver}"\nduration = "1s"\nspeed_threshold = 10\nothers_threshold = 1\nwarmup = "300ms"\nrepetitions = 1\n'
                        '[workload]\npath = "/work?cpu_ms=2"\n[load]\nconcurrency = [2]\n[[servers]]\nserver = "puma"\nthreads = 2\n')
         r = arena("run", str(exp), "--store", str(db))
         assert r.returncode == 0, r.stdout + r.stderr

@@ -285,7 +285,7 @@ def test_a_fleet_run_is_stored_with_the_balancers_figures_and_reported(tmp_path)
     from arena.runner import run_experiment
 
     exp = parse_experiment({"name": "fleet", "duration": "1.5s", "warmup": "0.5s", "repetitions": 1,
-                            "speed_threshold": 10, "workload": {"path": "/work?cpu_ms=1&io_ms=2"},
+                            "speed_threshold": 10, "others_threshold": 1, "workload": {"path": "/work?cpu_ms=1&io_ms=2"},
                             "load": {"concurrency": [3]},
                             "servers": [{"server": "gunicorn-sync", "topology": {
                                 "balancer": "haproxy", "instances": 2, "balance": "leastconn", "upstream": "unix"}}]},

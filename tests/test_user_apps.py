@@ -125,7 +125,7 @@ def test_an_experiment_on_a_users_app_stores_its_metrics_and_how_the_server_was_
     monkeypatch.setenv("GUNICORN_CMD_ARGS", "--workers 7")  # the caller's: must not reach the server
     monkeypatch.setenv("RUBYOPT", "-W0")
     exp = parse_experiment({
-        "name": "own", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10, "load": {"concurrency": [2]},
+        "name": "own", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10, "others_threshold": 1, "load": {"concurrency": [2]},
         "servers": [{"server": "gunicorn-gthread", "threads": 2,
                      "app": {"wsgi": "hello_wsgi:app", "chdir": "pyapp", "health": "/", "warmup": ["/x"]}}],
     }, str(apps / "own.toml"))
@@ -284,7 +284,7 @@ def test_a_server_run_from_the_users_venv_is_recorded_with_that_venvs_version(ap
     skipped = check_one("hypercorn", app)
     assert (skipped.status, skipped.problems) == ("skip", [f"not installed in {other_venv}"])
     exp = parse_experiment({
-        "name": "venv", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10,
+        "name": "venv", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10, "others_threshold": 1,
         "load": {"concurrency": [1]},
         "servers": [{"server": "uvicorn", "app": {"asgi": "hello_asgi:app", "chdir": "pyapp", "venv": str(other_venv)}}],
     }, str(apps / "venv.toml"))
@@ -356,7 +356,7 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
 
     require_server("gunicorn-gthread")
     exp = parse_experiment({
-        "name": "fails", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10,
+        "name": "fails", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10, "others_threshold": 1,
         "load": {"concurrency": [1, 2]},
         "servers": [{"server": "gunicorn-gthread", "app": {"wsgi": "hello_wsgi:app", "chdir": "pyapp"}},
                     {"server": "gunicorn-sync", "app": {"wsgi": "served:app", "chdir": "pyapp"}}],
@@ -445,7 +445,7 @@ def test_cpu_an_async_app_spends_in_its_thread_pool_is_shown_as_cpu_outside_the_
     require_server("uvicorn")
     (apps / "pyapp" / "pooled.py").write_text(POOLED)
     exp = parse_experiment({
-        "name": "pooled", "duration": "1500ms", "warmup": "300ms", "repetitions": 1, "speed_threshold": 10,
+        "name": "pooled", "duration": "1500ms", "warmup": "300ms", "repetitions": 1, "speed_threshold": 10, "others_threshold": 1,
         "load": {"concurrency": [2]},
         "servers": [{"server": "uvicorn", "app": {"asgi": "pooled:app", "chdir": "pyapp"}}],
     }, str(apps / "pooled.toml"))

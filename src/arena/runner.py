@@ -162,7 +162,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     machine's speed is checked on the server's and services' CPUs before and after the run, and a run
     in a spell of a slower machine is flagged. Over the window, the kernel's counters of those CPUs
     less the CPU of Arena's groups (and of Arena itself) say what others took of them: a run they
-    took more than validity.OTHERS_MAX of is flagged."""
+    took more than the experiment's others_threshold of is flagged."""
     cpus = sorted(set(exp.server_cpus) | set(exp.service_cpus))
     checks = [seams.speed(cpus)] if reference is not None else []
     before = stable_pids(server)
@@ -224,7 +224,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
                            slowdown=reference.slowdown(*checks) if checks else None,
-                           speed_threshold=exp.speed_threshold, requests=exp.requests,
+                           speed_threshold=exp.speed_threshold, requests=exp.requests, others_threshold=exp.others_threshold,
                            others_share=None if others is None else others / len(cpus))
     return Measured(result, resources, flags, stopped, machine_speed.Reference.judged(*checks) if checks else None,
                     (window[0], window[-1]) if len(window) == 2 else None, others)

@@ -21,6 +21,7 @@ from typing import Any
 from arena.drivers import DRIVERS
 from arena import speed as machine_speed
 from arena.errors import ArenaError, did_you_mean
+from arena.results import validity
 from arena.servers import catalog
 from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
 from arena.servers.launch import env_problem
@@ -148,6 +149,7 @@ class Experiment:
     error_threshold: float
     drift_threshold: float
     speed_threshold: float  # a run whose every speed check ran this much slower than usual is invalid (speed.py)
+    others_threshold: float  # a run whose CPUs others took more than this share of is invalid (speed.others_cores)
     server_cpus: tuple[int, ...]
     load_cpus: tuple[int, ...]
     source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -331,6 +333,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         timeout_s=top.duration("timeout", "30s", MAX_TIMEOUT_S), error_threshold=top.number("error_threshold", 0.01, 0, 1),
         drift_threshold=top.number("drift_threshold", 0.25, 0, 10),
         speed_threshold=top.number("speed_threshold", machine_speed.THRESHOLD, 0, 10),
+        others_threshold=top.number("others_threshold", validity.OTHERS_MAX, 0, 1),
         server_cpus=server_cpus, load_cpus=load_cpus,
         services=services, service_cpus=service_cpus,
         load_threads=top.integer("load_threads", 1, 1, 256),
