@@ -47,6 +47,8 @@ def valid_or_one_line(check) -> None:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document)
 @example({"servers": [{"\r": 0}]})  # an unknown key with a control character is shown escaped
+@example({"servers": [{"server": "puma", "app": "\x00"}]})  # a NUL byte names no file
+@example({"servers": [{"server": "puma"}], "workload": {"mix": "a\x00"}})
 def test_any_document_is_a_plan_or_one_line_of_error(doc):
     valid_or_one_line(lambda: parse_experiment(doc, "g.toml"))
 

@@ -85,7 +85,7 @@ def load_mix(path: str | Path, flag: str = "--mix") -> Mix:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ArenaError(f"{flag} {file}: no such mix file") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: undecodable, or a NUL byte in the name
         raise ArenaError(f"{flag} {file}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
     try:
         data = json.loads(text) if file.endswith(".json") else tomllib.loads(text)

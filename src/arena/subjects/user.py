@@ -98,7 +98,7 @@ def user_app(source: str, *, base: Path, interface: str | None = None, chdir: st
         raise ArenaError(f"--interface: a config.ru is a Rack app, got '{interface}'")
     if venv is not None:
         raise ArenaError(f"--venv: applies to a Python app (module:callable), not to {source}")
-    path = (base / source).resolve()
+    path = _resolved(base, source, flag)
     if path.is_dir():
         path = path / "config.ru"
     if not path.is_file():
@@ -196,8 +196,15 @@ def venv_dir(base: Path, venv: str) -> str:
     return env
 
 
+def _resolved(base: Path, value: str, flag: str) -> Path:
+    """``value`` as a path from ``base``; a NUL byte (which a TOML string may hold) names no file."""
+    if "\x00" in value:
+        raise ArenaError(f"{flag}: {value!r} holds a NUL byte, which no path can")
+    return (base / value).resolve()
+
+
 def _directory(base: Path, value: str, flag: str) -> str:
-    path = (base / value).resolve()
+    path = _resolved(base, value, flag)
     if not path.is_dir():
         raise ArenaError(f"{flag}: {path} is not a directory")
     return str(path)
