@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arena.app.experiments import results  # noqa: E402
+from arena.app.store import results  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.calibrate import Discipline  # noqa: E402
 from arena.model.recommend import candidates, guided_choice  # noqa: E402

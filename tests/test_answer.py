@@ -12,7 +12,7 @@ import pytest
 from arena import stats
 from arena.app.analysis import Limits, analyse
 from arena.errors import ArenaError
-from arena.app.experiments import results
+from arena.app.store import results
 from arena.app.report import build_report
 from arena.cli import main
 from arena.results.aggregate import aggregate

@@ -21,7 +21,7 @@ NAME = "tiny-grid"
 def exported(tmp_path_factory):
     """The fixture experiment exported as JSON, and a copy whose every p99 is 40% higher."""
     where = tmp_path_factory.mktemp("compare")
-    from arena.app.experiments import export
+    from arena.app.store import export
 
     doc = json.loads(export(report_store(), NAME, "json"))
     same, slower = where / "base.json", where / "slower.json"

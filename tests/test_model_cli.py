@@ -4,7 +4,7 @@ gunicorn gthread at concurrency 1 and 4), and their one-line errors."""
 
 import pytest
 
-from arena.app.experiments import results
+from arena.app.store import results
 from tests.conftest import report_store
 from arena.cli import main
 from arena.model.calibrate import calibrate, server_config
@@ -208,7 +208,7 @@ def test_verification_runs_the_users_app_as_the_experiment_gave_it(monkeypatch, 
     import tomllib
     from pathlib import Path
 
-    from arena.app.experiments import Results
+    from arena.app.store import Results
     from arena.app.model import Load, verification_experiment
     from arena.model.recommend import Candidate
 

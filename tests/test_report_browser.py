@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.app.experiments import results
+from arena.app.store import results
 from tests.conftest import report_store
 from arena.app.report import build_report
 from arena.report.html import render

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.app.experiments import results
+from arena.app.store import results
 from arena.app.reproduce import SCENARIOS, comparison_of, study_files
 from arena.errors import ArenaError
 from arena.plan.experiment import load_experiment, parse_experiment

@@ -245,7 +245,8 @@ def test_the_engine_runs_shows_exports_and_reports_an_experiment_file(tmp_path):
     import json
 
     from arena.app.analysis import analyses
-    from arena.app.experiments import export, run_file
+    from arena.app.store import export
+    from arena.app.run import run_file
     from arena.app.report import report
     from arena.report.answer import answer_lines
     from arena.report.data import comparison_table

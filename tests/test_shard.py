@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from arena.app.analysis import analyses
-from arena.app.experiments import plan_file, run_file
+from arena.app.run import plan_file, run_file
 from arena.app.merge import merge
 from arena.errors import ArenaError
 from arena.plan.experiment import Group, ServerConfig

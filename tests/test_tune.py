@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from arena.app.analysis import analyses
-from arena.app.experiments import run_file
+from arena.app.run import run_file
 from arena.app.report import build_report, load_results
 from arena.app.tune import Request, Stored, tune
 from arena.cli import main

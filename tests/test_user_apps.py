@@ -351,7 +351,7 @@ def catalog_puma() -> str:
 @pytest.mark.integration
 def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, tmp_path):
     from arena.app.analysis import analyses
-    from arena.app.experiments import export
+    from arena.app.store import export
     from arena.report.answer import answer_lines
 
     require_server("gunicorn-gthread")

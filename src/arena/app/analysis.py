@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection
 
-from arena.app.experiments import Results, open_store, results
+from arena.app.store import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model.findings import ModelFindings, findings
 from arena.model.search import Capacity, capacities

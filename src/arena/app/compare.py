@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arena import stats
-from arena.app.experiments import open_store
+from arena.app.store import open_store
 from arena.errors import ArenaError
 from arena.results.aggregate import aggregate
 from arena.results.compare import Change, Rule, broken, changes, rules

@@ -11,7 +11,8 @@ from typing import Callable
 
 from arena import stats
 from arena.app.analysis import analyse
-from arena.app.experiments import RunCounts, open_store, results, run_file
+from arena.app.store import open_store, results
+from arena.app.run import RunCounts, run_file
 from arena.model.estimate import START_S
 from arena.plan.experiment import Experiment
 from arena.results.answer import Versus

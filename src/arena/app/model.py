@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from arena import stats
 from arena.app.analysis import Limits, analyse
-from arena.app.experiments import Results, open_store, results
+from arena.app.store import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model import simulated
 from arena.model.calibrate import Calibration

@@ -144,7 +144,7 @@ def _on_server_host(path: str, store: bytes, ip: str, run_id: str, retake_invali
     """On the server's worker: the experiment run here, its servers on ``ip``; (counts, the store)."""
     from distributed import Queue
 
-    from arena.app.experiments import run_file
+    from arena.app.run import run_file
     from arena.errors import Terminated, clear_stop
 
     clear_stop()  # a stop asked of an earlier experiment on this worker is not this one's

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 import arena
-from arena.app.experiments import Planned, RunCounts, open_store, results, run_file
+from arena.app.store import open_store, results
+from arena.app.run import Planned, RunCounts, run_file
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s
 from arena.plan.expand import plan

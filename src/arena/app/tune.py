@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
-from arena.app.experiments import open_store
+from arena.app.store import open_store
 from arena.app.model import over_the_cpus
 from arena.errors import ArenaError, NotMeasured
 from arena.model.calibrate import Calibration, Observation, calibrate, server_config

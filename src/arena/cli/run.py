@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from arena.app.decide import BUDGET_S, MAX_REPETITIONS, run_until_decided
-from arena.app.experiments import run_file
+from arena.app.run import run_file
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.results.runs import SHARED
@@ -71,7 +71,7 @@ def run(args, out) -> int:
 
 
 def _until_decided(args, out) -> int:
-    from arena.app.experiments import plan_file
+    from arena.app.run import plan_file
 
     if plan_file(args.experiment, share=args.share_cpus).experiment.find:
         raise ArenaError(f"--until-decided: {args.experiment} searches capacities ([load] find); run it without")

@@ -1,5 +1,6 @@
-"""Experiments: plan and run a file into a store, read the store back as typed runs and cells,
-list and export."""
+"""The store as the commands read it: open one, read an experiment back as typed runs and cells
+(``results``), list the experiments, export them (JSON, CSV, HdrHistogram's formats) and bring in
+rescued runs. Running an experiment into a store is app/run.py's."""
 
 from __future__ import annotations
 
@@ -11,20 +12,15 @@ import os
 import re
 import shlex
 from datetime import datetime, timezone
-from dataclasses import dataclass, field, replace
-from typing import Callable
+from dataclasses import dataclass, field
 
 from arena.errors import ArenaError
-from arena.model.estimate import estimate_s, group_s
-from arena.plan.expand import plan
-from arena.plan.shard import Shard
-from arena.plan.experiment import Experiment, Group, load_experiment, workloads_of
+from arena.plan.experiment import workloads_of
 from arena.results.aggregate import Cell, aggregate
 from arena.results.load import decode_hdr
 from arena.model.observe import observations
 from arena.results.runs import Failure, Run
 from arena.results.store import RUN_COLUMNS, Store, read_rescued
-from arena.runner import Event, Seams, plan_groups, run_experiment
 
 
 def open_store(path: str, write: bool = False, flag: str = "--store") -> Store:
@@ -43,71 +39,6 @@ def import_rescued(path: str, store_path: str) -> tuple[str, int, int]:
     with open_store(store_path, write=True) as store:
         added, already = store.bring_in(doc)
     return doc["experiment"]["name"], added, already
-
-
-@dataclass(frozen=True)
-class Planned:
-    experiment: Experiment
-    groups: list[Group]  # server starts, in the order they will run
-    estimate_s: float
-    shard: Shard | None = None  # this share of the plan (arena run --shard i/N)
-    starts: int = 0  # with a shard: the server starts of the whole plan
-
-
-def plan_file(path: str, shard: Shard | None = None, server_here: bool = False, share: bool = False) -> Planned:
-    """Read and check an experiment file and plan it (nothing runs): the whole plan, or a shard's share
-    (``server_here``: on the cluster's server host, whose CPUs the server's are; ``share``: its
-    server and load may share CPUs, --share-cpus)."""
-    exp = load_experiment(path, server_here, share)
-    if shard is None:
-        return Planned(exp, plan_groups(exp), estimate_s(exp))
-    mine = plan_groups(exp, shard)
-    return Planned(exp, mine, sum(group_s(exp, g) for g in mine), shard, len(plan(exp)))
-
-
-@dataclass(frozen=True)
-class RunCounts:
-    done: int
-    skipped: int
-    failed: int
-    invalid: int
-
-
-def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
-             on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
-             seams: Seams = Seams(), retake_invalid: bool = False,
-             on_step: Callable[[str], None] = lambda s: None, shard: Shard | None = None,
-             server_host: str | None = None, share: bool = False) -> RunCounts | None:
-    """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
-    run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
-    stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
-    "capacity"``, each configuration's capacity is searched instead (app/tune.py search_capacities),
-    each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
-    (app/analysis.py). With ``[cluster] server = "worker"``, the runs are made on the cluster's
-    server host (app/remote.py), which runs this with its own address as ``server_host``."""
-    planned = plan_file(path, shard, server_here=server_host is not None, share=share)
-    cluster = planned.experiment.cluster
-    if server_host is not None and cluster is not None:  # on the server's host: its servers listen here
-        planned = replace(planned, experiment=replace(planned.experiment,
-                                                      cluster=replace(cluster, server="here", server_host=server_host)))
-    on_plan(planned)
-    if dry_run:
-        return None
-    if planned.experiment.cluster is not None and planned.experiment.cluster.server == "worker":
-        from arena.app.remote import run_on_server_host
-
-        exp = planned.experiment
-        return run_on_server_host(path, exp.name, store_path, exp.cluster.address, on_event, retake_invalid, shard)
-    if shard is not None and planned.experiment.find:
-        raise ArenaError(f"--shard {shard}: {path} searches capacities ([load] find): a search is not sharded")
-    if planned.experiment.find == "capacity":
-        from arena.app.tune import search_capacities
-
-        c = search_capacities(planned.experiment, store_path, on_event, on_step, seams)
-        return RunCounts(c["run"], c["skipped"], c["failed"], c["invalid"])
-    with open_store(store_path, write=True) as store:
-        counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid, shard=shard)
-    return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])
 
 
 @dataclass(frozen=True)
