@@ -240,7 +240,7 @@ def test_the_server_hosts_event_queue_is_made_within_the_schedulers_bound(monkey
     monkeypatch.setattr(remote, "connect", lambda address: client)
     with pytest.raises(ArenaError, match=r"^--cluster tcp://10.0.0.1:8786: the scheduler did not answer within 10 s$"):
         remote.run_on_server_host(str(tmp_path / "x.toml"), "x", str(tmp_path / "s.db"), "tcp://10.0.0.1:8786",
-                                  lambda e: None)
+                                  lambda e: None, run=None)
     assert client.timeouts == [SCHEDULER_TIMEOUT_S] * 3  # the workers, the queue, the client's close
 
 

@@ -38,9 +38,10 @@ LOOK_S = 5.0  # how often the coordinator asks the scheduler whether the server'
 
 
 def run_on_server_host(path: str, name: str, store_path: str, address: str, on_event: Callable[[Event], None],
-                       retake_invalid: bool = False, shard: Shard | None = None):
-    """Run the experiment file (experiment ``name``) on the cluster's server host; its runs merged
-    into ``store_path``."""
+                       retake_invalid: bool = False, shard: Shard | None = None, *, run: Callable):
+    """Run the experiment file (experiment ``name``) on the cluster's server host, by ``run`` (app/run.py
+    run_file, which decides where runs are made: on the host, here), its runs merged into
+    ``store_path``."""
     client = connect(address)  # first: it says so when distributed is not installed
     host = future = None
     run_id = uuid.uuid4().hex[:12]
@@ -49,7 +50,7 @@ def run_on_server_host(path: str, name: str, store_path: str, address: str, on_e
         store = Path(store_path)
         copy = store.read_bytes() if store.exists() else b""
         events = _bounded_queue(f"arena-events-{run_id}", client)
-        future = client.submit(_on_server_host, str(Path(path).resolve()), copy, host.ip, run_id, retake_invalid, shard,
+        future = client.submit(_on_server_host, run, str(Path(path).resolve()), copy, host.ip, run_id, retake_invalid, shard,
                                key=f"arena-experiment-{run_id}", workers=[host.address], allow_other_workers=False,
                                resources={SERVER_RESOURCE: 1}, pure=False)
         watch = _Watch(client, address, host)
@@ -140,11 +141,12 @@ def _merge(store: bytes, store_path: str, name: str) -> None:
         merge([str(got)], store_path, only=name)
 
 
-def _on_server_host(path: str, store: bytes, ip: str, run_id: str, retake_invalid: bool, shard: Shard | None):
-    """On the server's worker: the experiment run here, its servers on ``ip``; (counts, the store)."""
+def _on_server_host(run_file: Callable, path: str, store: bytes, ip: str, run_id: str, retake_invalid: bool,
+                    shard: Shard | None):
+    """On the server's worker: the experiment run here by ``run_file``, its servers on ``ip``; (counts,
+    the store)."""
     from distributed import Queue
 
-    from arena.app.run import run_file
     from arena.errors import Terminated, clear_stop
 
     clear_stop()  # a stop asked of an earlier experiment on this worker is not this one's

@@ -67,7 +67,8 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
         from arena.app.remote import run_on_server_host
 
         exp = planned.experiment
-        return run_on_server_host(path, exp.name, store_path, exp.cluster.address, on_event, retake_invalid, shard)
+        return run_on_server_host(path, exp.name, store_path, exp.cluster.address, on_event, retake_invalid, shard,
+                                  run=run_file)
     if shard is not None and planned.experiment.find:
         raise ArenaError(f"--shard {shard}: {path} searches capacities ([load] find): a search is not sharded")
     if planned.experiment.find == "capacity":
