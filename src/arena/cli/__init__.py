@@ -99,6 +99,7 @@ def build_parser() -> Parser:
         command = sub.choices[name]
         command.formatter_class = argparse.RawDescriptionHelpFormatter
         command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in lines)
+    p.set_defaults(parser=p)  # what a command made from the parser itself reads (completion)
     return p
 
 

@@ -16,14 +16,13 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
-    from arena.cli import build_parser
-
+    """The script for ``args.shell`` of ``args.parser``, the command line's own (cli/__init__.py)."""
     if args.shell == "fish":
-        sys.stdout.write(fish(build_parser()))
+        sys.stdout.write(fish(args.parser))
         return 0
     import shtab
 
-    sys.stdout.write(shtab.complete(build_parser(), args.shell))
+    sys.stdout.write(shtab.complete(args.parser, args.shell))
     return 0
 
 
