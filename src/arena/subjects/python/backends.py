@@ -18,7 +18,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from arena.subjects.python.workload import BadGateway, Call, Query, Unavailable
+from arena.subjects.python.ops import BadGateway, Call, Query, Unavailable
 
 POOL_SIZE = int(os.environ.get("ARENA_POOL", "5"))
 POOL_TIMEOUT_S = float(os.environ.get("ARENA_POOL_TIMEOUT", "5"))

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
+from arena.subjects.python.ops import BadGateway, BadRequest, Call, NotFound, Query, Unavailable, Wait
+
 # Big integers from /pi (10000 digits) exceed CPython's default 4300-digit str() limit.
 sys.set_int_max_str_digits(0)
 
@@ -90,54 +92,6 @@ SEED = Param("integer", None, 0, 2**63 - 1)
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
-
-
-class BadRequest(Exception):
-    """A request the contract rejects; the message is the one-line body."""
-
-    status = 400
-
-
-class NotFound(BadRequest):
-    status = 404
-
-
-class Unavailable(BadRequest):
-    """A service the request needs is missing, or no pooled connection came in time."""
-
-    status = 503
-
-
-class BadGateway(BadRequest):
-    """The downstream service failed."""
-
-    status = 502
-
-
-@dataclass
-class Wait:
-    """A wait the driver performs: ``blocking`` waits must hold the thread and any event loop."""
-
-    seconds: float
-    blocking: bool = False
-
-
-@dataclass
-class Query:
-    """A database round trip the driver performs with its process's pool; it sends back
-    (rows, seconds waiting for a connection, seconds of the query)."""
-
-    sql: str
-    params: tuple
-    fetch: bool  # rows come back (else the status of a write)
-
-
-@dataclass
-class Call:
-    """A GET to the downstream service the driver performs on its kept-alive connection; it sends
-    back (status, body length, seconds)."""
-
-    target: str
 
 
 @dataclass
