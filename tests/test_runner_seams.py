@@ -12,7 +12,7 @@ from arena.plan.expand import plan
 from arena.plan.experiment import parse_experiment
 from arena.results.resources import ResourceResult
 from arena.results.store import Store
-from arena.runner import Seams, run_experiment
+from arena.runner import RunCounts, Seams, run_experiment
 
 
 def experiment(**over):
@@ -131,7 +131,7 @@ def test_every_run_is_stored_once_and_each_start_serves_its_levels(tmp_path):
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, seams=m.seams())
         runs = store.runs("fake")
-    assert counts == {"run": 8, "skipped": 0, "failed": 0, "invalid": 0}
+    assert counts == RunCounts(8, 0, 0, 0)
     assert len(m.started) == 4 and all(s.stopped for s in m.servers)  # 2 configurations x 2 repetitions
     assert [s.connections for s in m.driven[:2]] == [1, 4]  # levels ascending within a start
     assert len({r.run_key for r in runs}) == 8 and all(r.valid for r in runs)
@@ -148,7 +148,7 @@ def test_an_interrupted_experiment_resumes_with_only_the_missing_runs(tmp_path):
         assert len(kept) == 3
         again = Machine()
         counts = run_experiment(exp, store, seams=again.seams())
-        assert counts["run"] == 5 and counts["skipped"] == 3
+        assert counts.done == 5 and counts.skipped == 3
         assert {r.run_key for r in store.runs("fake")} >= kept and len(store.runs("fake")) == 8
     # the resumed sweep drove only what was missing
     assert len(again.driven) == 5
@@ -165,12 +165,12 @@ def test_invalid_runs_are_retaken_beside_their_first_attempt_when_asked(tmp_path
         # after three runs, checks twice as slow as the machine's usual (2.0 ms)
         first = run_experiment(exp, store, seams=Machine(speeds=[2.0] * 6 + [4.0] * 4).seams())
         invalid = {r.run_key for r in store.runs("fake") if not r.valid}
-        assert first["invalid"] == len(invalid) >= 1
+        assert first.invalid == len(invalid) >= 1
         plain = Machine()
-        assert run_experiment(exp, store, seams=plain.seams())["skipped"] == 8 and plain.driven == []
+        assert run_experiment(exp, store, seams=plain.seams()).skipped == 8 and plain.driven == []
         again = Machine()
         counts = run_experiment(exp, store, seams=again.seams(), retake_invalid=True)
-        assert counts["run"] == len(invalid) and counts["skipped"] == 8 - len(invalid)
+        assert counts.done == len(invalid) and counts.skipped == 8 - len(invalid)
         runs = store.runs("fake")
         retaken = {r.run_key for r in runs if r.run_key.endswith(" retake 1")}
         assert retaken == {k + " retake 1" for k in invalid} and all(r.valid for r in runs if r.run_key in retaken)
@@ -178,7 +178,7 @@ def test_invalid_runs_are_retaken_beside_their_first_attempt_when_asked(tmp_path
         cells = aggregate(runs)
         assert all(c.valid >= 1 for c in cells) and sum(c.total for c in cells) == len(runs)
         # a valid retake ends it: asking again takes nothing
-        assert run_experiment(exp, store, seams=Machine().seams(), retake_invalid=True)["run"] == 0
+        assert run_experiment(exp, store, seams=Machine().seams(), retake_invalid=True).done == 0
 
 
 def test_a_server_that_does_not_start_fails_its_runs_and_the_rest_go_on(tmp_path):
@@ -187,7 +187,7 @@ def test_a_server_that_does_not_start_fails_its_runs_and_the_rest_go_on(tmp_path
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, events.append, m.seams())
         runs = store.runs("fake")
-    assert counts["failed"] == 4 and counts["run"] == 4
+    assert counts.failed == 4 and counts.done == 4
     assert all(r.threads == 1 for r in runs)  # nothing of the failed configuration is stored (retried next time)
     failed = [e for e in events if e.kind == "failed"]
     assert len(failed) == 4 and all(e.message.startswith("the server did not start: puma did not become ready")
@@ -203,7 +203,7 @@ def test_a_server_that_dies_mid_run_is_flagged_and_its_later_levels_are_reported
         (run,) = store.runs("fake")
         (stored,) = store.failures("fake")
     assert not run.valid and "the server died during the run" in run.flags
-    assert counts == {"run": 1, "skipped": 0, "failed": 1, "invalid": 1}
+    assert counts == RunCounts(1, 0, 1, 1)
     (failed,) = [e for e in events if e.kind == "failed"]
     assert "c=4" in failed.run.key and "the server died during an earlier run" in failed.message
     assert (stored.run_key, stored.stage, stored.reason, stored.log_tail) == (
@@ -216,7 +216,7 @@ def test_a_driver_error_fails_that_run_only(tmp_path):
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, events.append, m.seams())
         runs = store.runs("fake")
-    assert counts["failed"] == 1 and counts["run"] == 1 and len(runs) == 1
+    assert counts.failed == 1 and counts.done == 1 and len(runs) == 1
     (failed,) = [e for e in events if e.kind == "failed"]
     assert failed.message == "the driver failed: wrk: unable to connect to 127.0.0.1:1"
 
@@ -226,7 +226,7 @@ def test_errors_past_the_threshold_store_an_invalid_run(tmp_path):
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, seams=m.seams())
         runs = store.runs("fake")
-    assert counts["invalid"] == 2
+    assert counts.invalid == 2
     assert all(not r.valid and r.flags[0].startswith("errors 4.8% of requests") for r in runs)
 
 
@@ -330,7 +330,7 @@ def test_a_run_in_a_spell_of_a_slower_machine_is_flagged_against_the_usual_check
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, seams=m.seams())
         runs = sorted(store.runs("fake"), key=lambda r: r.started_at)
-    assert counts["invalid"] == 1 and m.checked == [[1]] * 8
+    assert counts.invalid == 1 and m.checked == [[1]] * 8
     assert [r.speed_ms for r in runs] == [2.0, 2.0, 2.0, 2.8] and all(r.valid for r in runs[:3]) and not runs[3].valid
     assert runs[3].flags == ("the machine ran 40% slower than usual in this experiment in every check before, during "
                              "and after the run (speed check; threshold 30%): a spell of a slower machine",)
@@ -342,12 +342,12 @@ def test_a_run_in_a_spell_of_a_slower_machine_is_flagged_against_the_usual_check
             run_experiment(exp, store, seams=m.seams())
         m = Machine(speeds=[2.8, 2.8])
         counts = run_experiment(exp, store, seams=m.seams())
-    assert counts == {"run": 1, "skipped": 3, "failed": 0, "invalid": 1}
+    assert counts == RunCounts(1, 3, 0, 1)
     # the default threshold (twice as slow) lets the same spell pass
     m = Machine(speeds=[2.0] * 6 + [3.0, 2.8])
     with Store(tmp_path / "t.db") as store:
         assert run_experiment(experiment(repetitions=2, servers=[{"server": "puma", "threads": 1}]), store,
-                              seams=m.seams())["invalid"] == 0
+                              seams=m.seams()).invalid == 0
 
 
 def test_a_run_whose_cpus_others_took_is_flagged(tmp_path):
@@ -358,7 +358,7 @@ def test_a_run_whose_cpus_others_took_is_flagged(tmp_path):
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store, seams=m.seams())
         runs = sorted(store.runs("fake"), key=lambda r: r.started_at)
-    assert counts["invalid"] == 1 and runs[0].valid and runs[0].others_cores == 0.0
+    assert counts.invalid == 1 and runs[0].valid and runs[0].others_cores == 0.0
     assert runs[1].others_cores > 1 and runs[1].flags[0].startswith("other processes took ")
 
 
@@ -386,3 +386,8 @@ def test_until_decided_repeats_only_the_undecided_cells_and_says_why(tmp_path):
     db2 = str(tmp_path / "t.db")
     small = run_until_decided(str(f), db2, seams=Machine(completed=[1000, 1100, 1050, 980]).seams(), budget_s=1.0)
     assert small.rounds == 0 and small.stopped.startswith("the budget") and small.undecided
+
+
+def test_run_counts_of_several_invocations_add_up():
+    assert RunCounts(1, 2, 3, 1) + RunCounts(4, 0, 1, 2) == RunCounts(5, 2, 4, 3)
+    assert RunCounts() + RunCounts(done=2) == RunCounts(2, 0, 0, 0)

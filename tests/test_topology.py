@@ -293,7 +293,7 @@ def test_a_fleet_run_is_stored_with_the_balancers_figures_and_reported(tmp_path)
     with Store(tmp_path / "s.db") as store:
         counts = run_experiment(exp, store)
         res = results(store, "fleet")
-    assert counts["run"] == 1 and counts["failed"] == 0
+    assert counts.done == 1 and counts.failed == 0
     run = res.runs[0]
     logged = run.topology
     assert [i["instance"] for i in logged["instances"]] == ["i0", "i1"]

@@ -136,7 +136,7 @@ def test_an_experiment_on_a_users_app_stores_its_metrics_and_how_the_server_was_
                 break
             run_experiment(exp, store, retake_invalid=True)
         run = store.runs("own")[-1]
-    assert counts["run"] == 1 and counts["failed"] == 0 and run.valid, run.flags
+    assert counts.done == 1 and counts.failed == 0 and run.valid, run.flags
     assert run.app == "hello_wsgi:app" and run.label == "gunicorn-gthread[hello_wsgi:app] t=2"
     assert {"app", "cpu", "cpuwall", "sql.query"} <= set(run.load.measured.server_timing)
     assert run.load.measured.server_timing["sql.query"].count == run.load.measured.completed
@@ -365,7 +365,7 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
     with Store(store_path) as store:
         counts = run_experiment(exp, store)
         failures = store.failures("fails")
-    assert (counts["run"], counts["failed"]) == (2, 2)
+    assert (counts.done, counts.failed) == (2, 2)
     assert [(f.server, f.level, f.stage) for f in sorted(failures, key=lambda f: f.level)] == [
         ("gunicorn-sync", 1.0, "start"), ("gunicorn-sync", 2.0, "start")]
     f = failures[0]
@@ -385,7 +385,7 @@ def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, 
     # fixed, the next run makes them, and they are no longer left out
     (apps / "pyapp" / "served.py").write_text(WSGI)
     with Store(store_path) as store:
-        assert run_experiment(exp, store)["run"] == 2 and store.failures("fails") == []
+        assert run_experiment(exp, store).done == 2 and store.failures("fails") == []
     (found,) = analyses(str(store_path), "fails")
     # (a run of theirs may still be invalid, as any run on a noisy machine: left out as such, not as not run)
     assert found.answers[0].failed == {}

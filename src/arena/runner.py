@@ -309,16 +309,13 @@ def plan_groups(exp: Experiment, shard: Shard | None = None) -> list[Group]:
 def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], None] = lambda e: None,
                    seams: Seams = Seams(), retake_invalid: bool = False,
                    extra: Mapping[tuple, tuple[int, str]] | None = None,
-                   chosen: Sequence[Group] | None = None, shard: Shard | None = None) -> dict:
+                   chosen: Sequence[Group] | None = None, shard: Shard | None = None) -> RunCounts:
     """Run every run of ``exp`` not yet in ``store`` (with ``retake_invalid``, also each run whose
     every stored attempt is invalid: once more, stored beside them as its next retake; nothing stored
     is replaced). With ``extra`` (a cell, RunSpec.cell -> its next repetition and why), only those
     runs beyond the plan, each stored with why it was taken. With ``shard``, only its share of the plan
     (plan/shard.py: arena run --shard i/N). With ``chosen``, those runs (arena tune's,
-    each with why), in that order, whatever the plan holds. Returns counts: "run" (done and saved),
-    "skipped" (already in the store), "failed" (not run: its server did not start, died before it, or
-    its driver failed; stored as a failure, not a run, so the next ``arena run`` tries it again) and
-    "invalid" (saved, with validity flags)."""
+    each with why), in that order, whatever the plan holds. Returns what it did with them (RunCounts)."""
     file = str(Path(exp.file).resolve()) if Path(exp.file).is_file() else exp.file  # its paths resolve from anywhere
     experiment_id = store.experiment_id(exp.name, file, exp.source)
     saver = Saver(store, experiment_id, {"name": exp.name, "file": file, "definition": exp.source})
@@ -332,8 +329,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     done = set(stored)
     total = sum(len(g.runs) for g in groups)
     env = environment(exp)
-    counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
-    progress = _Progress(total, counts, on_event)
+    progress = _Progress(total, on_event)
     todo = {g: [r for r in g.runs if r.key not in done] for g in groups}
     reference = machine_speed.Reference(store.speed_checks(experiment_id))
     with ExitStack() as stack:
@@ -348,7 +344,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
                         progress.emit("skipped", r)
                     else:  # not a run: the next `arena run` tries again
                         failed(saver, progress, r, "service", f"service {spec.kind} did not start", e)
-                return counts
+                return progress.counts
             env["services"] = {kind: svc.describe() for kind, svc in services.items()}
         for group in groups:
             for r in group.runs:
@@ -356,7 +352,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
                     progress.emit("skipped", r)
             if todo[group]:
                 _run_group(exp, group, todo[group], saver, env, progress, seams, services, reference)
-    return counts
+    return progress.counts
 
 
 def failed(saver: "Saver", progress: "_Progress", run: RunSpec, stage: str, what: str,
@@ -429,18 +425,39 @@ def retakes(groups: list[Group], stored: dict[str, bool]) -> list[Group]:
     return [replace(g, runs=tuple(next_take(r) for r in g.runs)) for g in groups]
 
 
+@dataclass(frozen=True)
+class RunCounts:
+    """What an invocation did with the runs it was given: ``done`` (run and saved), ``skipped``
+    (already in the store), ``failed`` (not run: its server did not start, died before it, or its
+    driver failed; stored as a failure, so the next ``arena run`` tries it again), and of the done,
+    ``invalid`` (saved with validity flags). Counts of several invocations add up."""
+
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    invalid: int = 0
+
+    def __add__(self, other: RunCounts) -> RunCounts:
+        return RunCounts(self.done + other.done, self.skipped + other.skipped, self.failed + other.failed,
+                         self.invalid + other.invalid)
+
+
+# an event's kind -> the count it adds to
+COUNTED = {"run": RunCounts(done=1), "skipped": RunCounts(skipped=1), "failed": RunCounts(failed=1)}
+
+
 @dataclass
 class _Progress:
     """Counts and events, in step: each run handled is counted once and reported once."""
 
     total: int
-    counts: dict
     on_event: Callable[[Event], None]
+    counts: RunCounts = RunCounts()
     index: int = 0
 
     def emit(self, kind: str, run: RunSpec, **details) -> None:
         self.index += 1
-        self.counts[kind] += 1
+        self.counts += COUNTED[kind]
         self.on_event(Event(kind, self.index, self.total, run, **details))
 
     def live(self, run: RunSpec, point: SeriesPoint) -> None:
@@ -504,4 +521,4 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver
                           launch=server.described(), topology=front))
             progress.emit("run", r, result=m.result, flags=m.flags, db=db, shared=exp.shared)
             if m.flags:
-                progress.counts["invalid"] += 1
+                progress.counts += RunCounts(invalid=1)

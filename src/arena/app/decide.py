@@ -71,9 +71,8 @@ def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: 
         planned.append(p)
         on_plan(p)
 
-    counts = run_file(path, store_path, plan_seen, on_event, seams=seams, retake_invalid=retake_invalid, share=share)
+    total = run_file(path, store_path, plan_seen, on_event, seams=seams, retake_invalid=retake_invalid, share=share)
     exp = planned[0].experiment
-    total = [counts.done, counts.skipped, counts.failed, counts.invalid]
     rounds = extra = 0
     while True:
         with open_store(store_path) as store:
@@ -98,12 +97,12 @@ def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: 
         on_round(Round(rounds, want))
         with open_store(store_path, write=True) as store:
             got = run_experiment(exp, store, on_event, seams, extra=want)
-        extra += got["run"]
-        total = [t + n for t, n in zip(total, (got["run"], got["skipped"], got["failed"], got["invalid"]))]
-        if not got["run"]:
+        extra += got.done
+        total += got
+        if not got.done:
             stopped = "no run of the round could be made"
             break
-    return Decided(RunCounts(*total), rounds, extra, undecided, stopped)
+    return Decided(total, rounds, extra, undecided, stopped)
 
 
 def _run_s(exp: Experiment) -> float:

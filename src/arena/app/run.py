@@ -12,7 +12,7 @@ from arena.model.estimate import estimate_s, group_s
 from arena.plan.expand import plan
 from arena.plan.shard import Shard
 from arena.plan.experiment import Experiment, Group, load_experiment
-from arena.runner import Event, Seams, plan_groups, run_experiment
+from arena.runner import Event, RunCounts, Seams, plan_groups, run_experiment
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,6 @@ def plan_file(path: str, shard: Shard | None = None, server_here: bool = False, 
         return Planned(exp, plan_groups(exp), estimate_s(exp))
     mine = plan_groups(exp, shard)
     return Planned(exp, mine, sum(group_s(exp, g) for g in mine), shard, len(plan(exp)))
-
-
-@dataclass(frozen=True)
-class RunCounts:
-    done: int
-    skipped: int
-    failed: int
-    invalid: int
 
 
 def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
@@ -74,8 +66,6 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     if planned.experiment.find == "capacity":
         from arena.app.tune import search_capacities
 
-        c = search_capacities(planned.experiment, store_path, on_event, on_step, seams)
-        return RunCounts(c["run"], c["skipped"], c["failed"], c["invalid"])
+        return search_capacities(planned.experiment, store_path, on_event, on_step, seams)
     with open_store(store_path, write=True) as store:
-        counts = run_experiment(planned.experiment, store, on_event, seams, retake_invalid, shard=shard)
-    return RunCounts(counts["run"], counts["skipped"], counts["failed"], counts["invalid"])
+        return run_experiment(planned.experiment, store, on_event, seams, retake_invalid, shard=shard)

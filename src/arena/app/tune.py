@@ -41,7 +41,7 @@ from arena.probe import sample_once
 from arena.results.aggregate import MiB, Figure
 from arena.results.answer import Goal
 from arena.results.runs import Failure, Run
-from arena.runner import Event, Seams, run_experiment, server_spec
+from arena.runner import Event, RunCounts, Seams, run_experiment, server_spec
 from arena.servers import catalog
 
 DURATION_S = 3.0  # measured per run: short, the search repeats where it matters
@@ -263,7 +263,7 @@ class Stored:
                  points: dict[Key, tuple[ServerConfig, Workload]], on_step: Callable[[str], None] = lambda s: None):
         self.exp, self.store_path, self.seams, self.on_event, self.points = exp, store_path, seams, on_event, points
         self.on_step = on_step
-        self.counts = {"run": 0, "skipped": 0, "failed": 0, "invalid": 0}
+        self.counts = RunCounts()
         self.session, self.seq = time.time(), 0  # this invocation's steps (Store.save_step)
         with open_store(store_path, write=True) as store:
             self.experiment_id = store.experiment_id(exp.name, exp.file, exp.source)
@@ -275,9 +275,7 @@ class Stored:
             config, workload = self.points[a.key]
             groups.append(Group(config, a.repetition, (RunSpec(config, a.level, a.repetition, workload, why=a.why),)))
         with open_store(self.store_path, write=True) as store:
-            got = run_experiment(self.exp, store, self.on_event, self.seams, chosen=groups)
-        for k, n in got.items():
-            self.counts[k] += n
+            self.counts += run_experiment(self.exp, store, self.on_event, self.seams, chosen=groups)
         self._load()
 
     def say(self, stage: str, text: str) -> None:
@@ -509,11 +507,10 @@ FIND_FROM = 0.9  # a capacity search without a rate given starts at this share o
 
 def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
                       on_step: Callable[[str], None] = lambda s: None, seams: Seams = Seams(),
-                      clock: Callable[[], float] = time.monotonic) -> dict[str, int]:
+                      clock: Callable[[], float] = time.monotonic) -> RunCounts:
     """Search every configuration's capacity for every workload (model/search.py), from ``[load]
-    rates`` where given, else from ``saturation_start``. Returns the runner's counts of the runs
-    ("run", "skipped", "failed", "invalid"); the capacities are read back from the stored runs by
-    the analysis."""
+    rates`` where given, else from ``saturation_start``. Returns the runner's counts of its runs;
+    the capacities are read back from the stored runs by the analysis."""
     points = {(c.key, w.name): (c, w) for w in exp.workloads for c in exp.servers}
     measurer = Stored(exp, store_path, seams, on_event, points, on_step)
     run_s = START_S + exp.warmup_s + (exp.duration_s or 0.0)
@@ -529,7 +526,7 @@ def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Even
                 continue
         search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
                clock=clock, on_step=lambda s: measurer.say(s.stage, s.text))
-    return dict(measurer.counts)
+    return measurer.counts
 
 
 def saturation_start(measurer: Measurer, key: Key, server: str, processes: int | None, threads: int | None,
