@@ -269,6 +269,35 @@ def test_completion_scripts_know_every_command_and_its_flags(tmp_path):
     assert {"-w", "--workers", "--processes", "-t", "--threads"} <= {line.split("\t")[0] for line in serve}
 
 
+def test_every_command_that_prints_data_takes_format_and_json_its_alias():
+    """report/formats.py: each command offers --format with its formats, text first and by default, and
+    --json, which is --format json; the two are one choice."""
+    from arena.cli import build_parser
+    from arena.report.formats import FORMATS
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    for command, (offered, schema) in FORMATS.items():
+        options = {o: a for a in sub.choices[command]._actions for o in a.option_strings}
+        assert options["--format"].choices == offered and offered[0] == "text", command
+        assert (Path(__file__).resolve().parents[1] / "schemas" / f"{schema}.schema.json").is_file(), command
+    assert {"compare", "show", "recommend", "predict", "ls"} <= set(FORMATS)
+    assert parser.parse_args(["ls", "--json"]).format == parser.parse_args(["ls", "--format", "json"]).format == "json"
+    assert parser.parse_args(["ls"]).format == "text"
+    assert parser.parse_args(["compare", "a", "b", "--json"]).format == "json"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["show", "--json", "--format", "markdown"])
+
+
+def test_show_json_and_format_json_print_one_document(capsys):
+    from tests.conftest import report_store
+
+    assert main(["show", "--store", report_store(), "--json"]) == 0
+    one = capsys.readouterr().out
+    assert main(["show", "--store", report_store(), "--format", "json"]) == 0
+    assert capsys.readouterr().out == one and one.startswith("[")
+
+
 @pytest.mark.parametrize("argv, schema", [(["servers", "--json"], "servers"), (["ls", "--json"], "ls")])
 def test_json_outputs_match_their_schemas(argv, schema, capsys):
     import json

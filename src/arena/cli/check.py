@@ -8,7 +8,7 @@ from rich.table import Table
 from arena.app.check import check
 from arena.services import KINDS
 from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, add_knobs, add_user_app,
-                            print_json, user_app_options)
+                            add_format, print_json, user_app_options)
 
 NAME = "check"
 
@@ -22,12 +22,11 @@ def add(sub) -> None:
     add_user_app(c)
     c.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
                    help="start this service first and point every server at it (repeatable): postgres, http")
-    c.add_argument("--json", action="store_true",
-                   help="print the results as JSON at the end (schemas/check.schema.json), instead of the table")
+    add_format(c, NAME, "json: printed at the end, instead of the table")
 
 
 def run(args, out) -> int:
-    if args.json:  # standard output is the document alone: notes and warnings go to standard error
+    if args.format == "json":  # standard output is the document alone: notes and warnings go to standard error
         from rich.console import Console
 
         out = Console(file=sys.stderr)
@@ -48,7 +47,7 @@ def run(args, out) -> int:
                       f"{r.pss_bytes / 2**20:.1f} MiB" if r.pss_bytes else "-",
                       str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
         why = f": {r.problems[0]}" if r.status != "pass" and r.problems else ""
-        if not args.json:
+        if not args.format == "json":
             out.print(f"{r.server:17} {r.app:8} {r.status}{why}", highlight=False, markup=False)
 
     reap_first(out)
@@ -58,7 +57,7 @@ def run(args, out) -> int:
                     on_service=lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
     failed = sum(r.status == "fail" for r in results)
     skipped = sum(r.status == "skip" for r in results)
-    if args.json:
+    if args.format == "json":
         doc = {"schema": "arena/check/1", "passed": len(results) - failed - skipped, "failed": failed, "skipped": skipped,
                "results": [{"server": r.server, "app": r.app, "status": r.status, "version": r.version,
                             "knobs": r.knobs, "startup_s": r.startup_s, "pss_bytes": r.pss_bytes,

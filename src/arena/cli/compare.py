@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.compare import compare
-from arena.cli.args import EXIT_FAILED, add_store, say_store, print_json
+from arena.cli.args import EXIT_FAILED, add_store, say_store, add_format, print_json
 from arena.report.compare import HEAD, compare_json, junit, markdown, rows, verdict_line
 
 NAME = "compare"
@@ -24,9 +24,7 @@ def add(sub) -> None:
     cp.add_argument("--fail-on", metavar="RULES",
                     help="exit 1 when a change is declared and beyond a limit, e.g. \"p99>+10%%,throughput<-5%%\" "
                          "(figures: throughput, p50, p99, memory)")
-    cp.add_argument("--format", choices=("text", "markdown", "json", "junit"), default="text",
-                    help="markdown: a pull-request comment; json: schemas/compare.schema.json; junit: JUnit XML, a "
-                         "test case per cell and figure (failed: a --fail-on rule broken)")
+    add_format(cp, NAME, "junit: a test case per cell and figure, failed where a --fail-on rule is broken")
 
 
 def run(args, out) -> int:

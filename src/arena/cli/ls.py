@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.store import experiments
-from arena.cli.args import add_store, print_json
+from arena.cli.args import add_store, add_format, print_json
 
 NAME = "ls"
 
@@ -14,7 +14,7 @@ NAME = "ls"
 def add(sub) -> None:
     p = sub.add_parser(NAME, help="list the experiments in the store")
     add_store(p)
-    p.add_argument("--json", action="store_true", help="print them as JSON (schemas/ls.schema.json)")
+    add_format(p, NAME)
 
 
 def _time(t: float | None) -> str | None:
@@ -22,7 +22,7 @@ def _time(t: float | None) -> str | None:
 
 
 def run(args, out) -> int:
-    if args.json:
+    if args.format == "json":
         doc = {"schema": "arena/ls/1", "store": args.store,
                "experiments": [{"name": e["name"], "file": e["file"], "runs": e["runs"], "valid": e["valid"],
                                 "created": _time(e["created_at"]), "last_run": _time(e["last_run"])}

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from arena.app.model import Given, Load, prediction
 from arena.cli.args import (MODEL_CLIENTS, MODEL_MS, add_processes_threads, add_store, say_store, count, listof, positive,
-                            print_json)
+                            add_format, print_json)
 from arena.report.model_json import predict_json
 from arena.model.simulated import REPLICATIONS, REQUESTS, discipline, discipline_of
 
@@ -39,7 +39,7 @@ def add(sub) -> None:
                     help="of --db-ms, the database's own CPU")
     pr.add_argument("--db-cores", type=positive("--db-cores", lo=0.01, hi=4096),
                     help="the database's own cores (default: the experiment's layout; without one, it shares the server's)")
-    pr.add_argument("--json", action="store_true", help="print the prediction as JSON (schemas/predict.schema.json)")
+    add_format(pr, NAME)
     pr.add_argument("--sim", action="store_true",
                     help="also simulate each load (the server's accept discipline, measured service-time distributions): "
                          "p50 and p99 with the p99's 95%% interval over replications")
@@ -82,7 +82,7 @@ def run(args, out) -> int:
     got = prediction(args.server, args.processes, args.threads, loads(args), store_path=args.store,
                      experiment=args.experiment, workload=args.workload, given=given, cores=args.cores,
                      pool=args.pool, db_cores=args.db_cores, sim=args.sim)
-    if args.json:
+    if args.format == "json":
         print_json(predict_json(got))
         return 0
     if got.calibrated:

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from arena.app.model import Load, recommendations, verify
 from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, say_store, count, goal_limits, listof,
-                            positive, print_json)
+                            positive, add_format, print_json)
 from arena.errors import ArenaError
 from arena.report.model_json import recommend_json
 from arena.report.answer import cell_text, figure_text, meets_text, verdict_text
@@ -33,7 +33,7 @@ def add(sub) -> None:
                     help="predict every candidate by simulation (accept discipline, measured service-time distributions) "
                          "instead of the mean-value model")
     rc.add_argument("--verify", action="store_true", help="run the top candidates on the real servers and compare")
-    rc.add_argument("--json", action="store_true", help="print the recommendations as JSON (schemas/recommend.schema.json)")
+    add_format(rc, NAME)
 
 
 def run(args, out) -> int:
@@ -42,9 +42,9 @@ def run(args, out) -> int:
                                 args.pool, args.sim, args.workload)
     if args.verify and len(recs) > 1:
         raise ArenaError(f"--verify: {res.name} has {len(recs)} workloads; give --workload to verify one")
-    if args.json:
+    if args.format == "json":
         if args.verify:
-            raise ArenaError("--json: not with --verify (its runs print as they go); verify, then arena show its experiment")
+            raise ArenaError("--format json: not with --verify (its runs print as they go); verify, then arena show its experiment")
         print_json(recommend_json(recs, res.cells))
         found = any(r.measured.best is not None or r.best is not None for r in recs)
         return 0 if found else EXIT_FAILED

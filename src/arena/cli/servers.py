@@ -5,7 +5,7 @@ schemas/servers.schema.json)."""
 from rich.markup import escape
 from rich.table import Table
 
-from arena.cli.args import print_json
+from arena.cli.args import add_format, print_json
 from arena.app.servers import servers
 from arena.servers import catalog
 
@@ -14,11 +14,11 @@ NAME = "servers"
 
 def add(sub) -> None:
     p = sub.add_parser(NAME, help="list the servers Arena knows, their knobs and what is installed")
-    p.add_argument("--json", action="store_true", help="print the catalog as JSON (schemas/servers.schema.json)")
+    add_format(p, NAME)
 
 
 def run(args, out) -> int:
-    if args.json:
+    if args.format == "json":
         doc = {"schema": "arena/servers/1", "servers": [
             {"name": i.server.name, "language": i.server.language, "model": i.server.model,
              "knobs": {k: {"default": v.default, "env": v.env, "why": v.why} for k, v in i.server.knobs.items()},

@@ -6,7 +6,7 @@ import sys
 from rich.markup import escape
 
 from arena.app.analysis import analyses
-from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_limits, print_json
+from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_limits, add_format, print_json
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
 from arena.report.show import junit, markdown, text_table
@@ -22,16 +22,12 @@ def add(sub) -> None:
     add_store(sh)
     add_goal(sh)
     sh.add_argument("--runs", action="store_true", help="also print every run's ab-style summary")
-    how = sh.add_mutually_exclusive_group()
-    how.add_argument("--json", action="store_true", help="print the answer as JSON (schemas/answer.schema.json)")
-    how.add_argument("--format", choices=("text", "markdown", "junit"), default="text",
-                     help="markdown: a pull-request comment or job summary; junit: JUnit XML, a test case per "
-                          "threshold and cell, per capacity searched, and the goal per workload")
+    add_format(sh, NAME, "junit: a test case per threshold and cell, per capacity searched, and the goal per workload")
 
 
 def run(args, out) -> int:
     found = analyses(args.store, args.experiment, goal_limits(args))
-    if args.json:
+    if args.format == "json":
         docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds, a.capacities) for a in found]
         doc = docs if args.experiment is None else docs[0]
         print_json(doc)

@@ -6,7 +6,7 @@ import argparse
 from rich.table import Table
 
 from arena.app.simulate import simulate_fleet, simulate_server
-from arena.cli.args import count, duration, listof, positive, print_json
+from arena.cli.args import count, duration, listof, positive, add_format, print_json
 from arena.errors import ArenaError
 from arena.model.sim import FLEET_POLICIES, Mean, Summary, parse_dist
 from arena.report.model_json import simulate_json
@@ -83,7 +83,7 @@ def add(sub) -> None:
     si.add_argument("--seed", type=count("--seed", 0, 2**63), default=1)
     si.add_argument("--match", type=_match, help="POLICY:N: also find how many instances each --policy needs to "
                                                  "reach the mean queue time POLICY reaches with N")
-    si.add_argument("--json", action="store_true", help="print the summaries as JSON (schemas/simulate.schema.json)")
+    add_format(si, NAME)
     si.add_argument("--within", type=duration("--within", 3600.0), default=0.001,
                     help="with --match: mean queue times this close count as reached (default 1ms: a central "
                          "queue's mean wait can be near zero, which random routing reaches only in the limit)")
@@ -115,7 +115,7 @@ def run(args, out) -> int:
     done = simulate_fleet(args.instances, args.policy, args.rate, args.service, slots=args.slots,
                           duration_s=args.duration, replications=args.replications, seed=args.seed,
                           arrival=args.arrival, match=args.match, within_s=args.within)
-    if args.json:
+    if args.format == "json":
         doc = simulate_json("fleet", done.requests, done.replications, done.by_policy, done.matched)
         print_json(doc)
         return 0
@@ -140,7 +140,7 @@ def run_instance(args, out) -> int:
                            io=args.io, outside_s=args.outside, clients=args.concurrency, rate=args.rate,
                            arrival=args.arrival, duration_s=args.duration, replications=args.replications,
                            seed=args.seed)
-    if args.json:
+    if args.format == "json":
         doc = simulate_json("server", done.requests, done.replications, {"server": done.summary})
         print_json(doc)
         return 0
