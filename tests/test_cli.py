@@ -281,7 +281,7 @@ def test_every_command_that_prints_data_takes_format_and_json_its_alias():
         options = {o: a for a in sub.choices[command]._actions for o in a.option_strings}
         assert options["--format"].choices == offered and offered[0] == "text", command
         assert (Path(__file__).resolve().parents[1] / "schemas" / f"{schema}.schema.json").is_file(), command
-    assert {"compare", "show", "recommend", "predict", "ls"} <= set(FORMATS)
+    assert {"compare", "tune", "show", "recommend", "predict", "ls"} <= set(FORMATS)
     assert parser.parse_args(["ls", "--json"]).format == parser.parse_args(["ls", "--format", "json"]).format == "json"
     assert parser.parse_args(["ls"]).format == "text"
     assert parser.parse_args(["compare", "a", "b", "--json"]).format == "json"

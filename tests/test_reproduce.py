@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from arena.app.store import results
-from arena.app.reproduce import SCENARIOS, comparison_of, study_files
+from arena.app.reproduce import SCENARIOS, comparison_of, reproduction, study_files
 from arena.errors import ArenaError
 from arena.plan.experiment import load_experiment, parse_experiment
 from arena.results import published
@@ -112,6 +112,27 @@ def test_the_reproduction_table_is_built_from_a_recorded_store(tmp_path):
     assert counts["agree"] + counts["differ"] + counts["not measured"] == 9 * 5
     assert [t.figure for t in c.taus] == ["rps", "p99_ms"]
     assert c.taus[0].n == sum(ln.status == "compared" for ln in lines.values())
+
+
+def test_reproduce_json_is_the_same_comparison_as_a_document_of_its_schema(capsys, tmp_path):
+    import json
+
+    import jsonschema
+
+    from arena.cli import main
+
+    store = _copy(tmp_path)
+    assert main(["reproduce", "rochkind-heroku", "--no-run", "--store", store, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "reproduce.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    c = reproduction("rochkind-heroku", store)
+    assert [r["row"] for r in doc["rows"]] == [ln.row.text for ln in c.lines]
+    row = next(r for r in doc["rows"] if r["row"] == "Unicorn 4x1 fake_work_50_250 c=10")
+    line = next(ln for ln in c.lines if ln.row.text == row["row"])
+    assert row["status"] == line.status and row["measured"] == line.measured
+    assert {k: v["agrees"] for k, v in row["verdicts"].items()} == {k: v.agrees for k, v in line.verdicts.items()}
+    assert [t["figure"] for t in doc["rank_agreement"]] == ["rps", "p99_ms"]
 
 
 def test_reproduce_prints_the_table_from_the_store(capsys, tmp_path):

@@ -151,6 +151,18 @@ def test_a_real_tune_at_a_fixed_concurrency_races_on_throughput_and_searches_no_
     with Store(store) as s:
         runs = s.runs("fixed")
     assert {(r.model, r.level) for r in runs} == {("closed", 1.0), ("closed", 8.0)}  # calibration, then the race
+    # --json, resumed from the store: the same choice as a document of its schema, alone on standard output
+    again = subprocess.run(got.args + ["--json"], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "COLUMNS": "400"})
+    assert again.returncode == 0, again.stdout + again.stderr
+    doc = json.loads(again.stdout)
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "tune.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    assert (doc["chosen"]["server"], doc["chosen"]["threads"]) == ("gunicorn-gthread", 4) and doc["load"] == "c=8"
+    assert doc["chosen"]["capacity"] is None and "gunicorn-gthread" in doc["calibration"]
+    assert "race of" in again.stderr  # the steps, said as they go
+    with Store(store) as s:
+        assert len(s.runs("fixed")) == len(runs)  # nothing run twice
 
 
 def test_show_prints_and_validates_the_capacities_of_a_search(tmp_path, capsys):

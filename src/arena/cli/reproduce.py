@@ -6,12 +6,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.reproduce import reproduction, run_study, study_files
-from arena.cli.args import add_store
+from arena.cli.args import add_format, add_store, print_json
 from arena.cli.run import add_retake, summary, with_progress
 from arena.report.show import text_table
 from arena.errors import ArenaError
 from arena.reproduce.compare import Comparison
 from arena.report.data import published_section
+from arena.report.reproduce import reproduce_json
 
 NAME = "reproduce"
 
@@ -23,6 +24,7 @@ def add(sub) -> None:
     r.add_argument("--no-run", action="store_true", help="compare what the store holds, run nothing")
     add_retake(r)
     add_store(r)
+    add_format(r, NAME, "json: the comparison alone on standard output; the runs' progress goes to standard error")
 
 
 def run(args, out) -> int:
@@ -31,12 +33,21 @@ def run(args, out) -> int:
     if args.list or not args.study:
         return _list(out)
     code = 0
+    as_json = args.format == "json"
+    if as_json:  # standard output is the document alone
+        from rich.console import Console
+
+        out = Console(stderr=True, width=out.width)
     if not args.no_run:
         counts, names = with_progress(out, args.store, False,
                                       lambda planned, on_event: run_study(args.study, args.store, planned, on_event,
                                                                           retake_invalid=args.retake_invalid))
         code = summary(out, counts, names[0], args.store)
-    render(reproduction(args.study, args.store), out)
+    found = reproduction(args.study, args.store)
+    if as_json:
+        print_json(reproduce_json(found))
+    else:
+        render(found, out)
     return code
 
 

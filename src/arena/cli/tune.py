@@ -9,13 +9,13 @@ from pathlib import Path
 from arena import __version__
 from arena.atomic import staging
 from arena.app.tune import BUDGET_S, DURATION_S, ERROR_PCT, Request, tune
-from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_goal, add_share, add_store, add_user_app, count, cpus, duration, listof,
-                            positive, reap_first, user_app_options)
+from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_format, add_goal, add_share, add_store, add_user_app, count, cpus,
+                            duration, listof, positive, print_json, reap_first, user_app_options)
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.mix import load_mix
 from arena.plan.experiment import Level
-from arena.report.tune import answer_lines, calibration_lines, evidence, sureness_lines
+from arena.report.tune import answer_lines, calibration_lines, evidence, sureness_lines, tune_json
 from arena.servers import catalog, deploy
 from arena.servers.launch import app_bundle
 from arena.subjects.user import app_for
@@ -54,12 +54,18 @@ def add(sub) -> None:
     tu.add_argument("--write", metavar="DIR", help="write the chosen configuration's files here: the server's config "
                                                    "(puma.rb, gunicorn.conf.py, ...), run.sh, arena.env")
     add_store(tu)
+    add_format(tu, NAME, "json: the answer alone on standard output, at the end; the steps go to standard error")
 
 
 def run(args, out) -> int:
     request = _request(args)
     if args.write and Path(args.write).exists() and not Path(args.write).is_dir():
         raise ArenaError(f"--write {args.write}: not a directory")
+    as_json = args.format == "json"
+    if as_json:  # standard output is the document alone
+        from rich.console import Console
+
+        out = Console(stderr=True, width=out.width)
     reap_first(out)
     say = lambda text: out.print(text, highlight=False, markup=False)  # noqa: E731
     say(f"arena tune on CPUs {format_cpu_list(request.server_cpus)} (load on {format_cpu_list(request.load_cpus)}); "
@@ -71,11 +77,14 @@ def run(args, out) -> int:
             say(f"    {e.run.key}: FAILED: {e.message}")
 
     tuned = tune(request, args.store, on_event=on_event, on_step=lambda text: say(f"  {text}"))
-    say("calibration:")
-    for line in calibration_lines(tuned):
-        say(line)
-    for line in answer_lines(tuned) + sureness_lines(tuned):
-        say(line)
+    if as_json:
+        print_json(tune_json(tuned))
+    else:
+        say("calibration:")
+        for line in calibration_lines(tuned):
+            say(line)
+        for line in answer_lines(tuned) + sureness_lines(tuned):
+            say(line)
     say(f"runs stored as experiment {tuned.experiment}: arena show {tuned.experiment} --store {args.store}")
     if tuned.chosen is None:
         return EXIT_FAILED

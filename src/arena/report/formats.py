@@ -8,12 +8,14 @@ from __future__ import annotations
 FORMATS: dict[str, tuple[tuple[str, ...], str]] = {
     "show": (("text", "json", "markdown", "junit"), "answer"),
     "compare": (("text", "json", "markdown", "junit"), "compare"),
+    "tune": (("text", "json"), "tune"),
     "recommend": (("text", "json"), "recommend"),
     "predict": (("text", "json"), "predict"),
     "simulate": (("text", "json"), "simulate"),
     "check": (("text", "json"), "check"),
     "servers": (("text", "json"), "servers"),
     "ls": (("text", "json"), "ls"),
+    "reproduce": (("text", "json"), "reproduce"),
 }
 
 WHAT = {"text": "for a terminal", "json": "a document for scripts", "markdown": "a pull-request comment or job summary",

@@ -109,3 +109,39 @@ def evidence(tuned, version: str) -> list[str]:
     lines.append(f"measured runs: experiment {tuned.experiment} in {tuned.store} "
                  f"(arena show {tuned.experiment} --store {tuned.store})")
     return [line.strip() for line in lines]
+
+
+def tune_json(tuned) -> dict:
+    """``arena tune --json`` (schemas/tune.schema.json): the choice with its figures (null where none
+    was chosen), those not shown worse, what calibration learned per server, how the search ended."""
+    from arena.report.answer import figure_json
+
+    t, ch, names, req = tuned.tuning, tuned.chosen, tuned.names, tuned.request
+
+    def capacity(key):
+        cap = t.capacities.get(key)
+        return None if cap is None else {"capacity_rps": cap.lo, "beyond_rps": cap.hi, "confirmed": cap.confirmed,
+                                         "runs": cap.runs_at_lo}
+
+    def maybe(f):
+        return None if f is None else figure_json(f)
+
+    chosen = None if ch is None else {
+        "configuration": ch.name, "server": ch.server, "processes": ch.processes, "threads": ch.threads,
+        "level": None if ch.level is None else ch.level.label, "throughput": ch.throughput,
+        "p99_ms": figure_json(ch.p99_ms), "memory_mib": ch.memory_mib, "capacity": capacity(ch.key)}
+    return {
+        "schema": "arena/tune/1", "experiment": tuned.experiment, "store": tuned.store,
+        "goal": {"p99_max_ms": req.p99_ms, "memory_max_mib": req.memory_mib, "error_max_pct": req.error_pct},
+        "server_cpus": list(req.server_cpus), "load": None if req.load is None else req.load.label,
+        "chosen": chosen,
+        "tied": [{"configuration": names[k], "capacity": capacity(k)} for k in t.tied],
+        "calibration": {server: {"cpu_ms": figure_json(c.cpu_ms), "io_ms": figure_json(c.io_ms),
+                                 "gil_wait_ms": maybe(c.gil_wait_ms), "memory_base_mib": c.memory_base_mib,
+                                 "memory_per_process_mib": c.memory_per_process_mib,
+                                 "memory_per_thread_mib": c.memory_per_thread_mib}
+                        for server, c in tuned.calibrations.items()},
+        "left_out": dict(tuned.left_out),
+        "stopped": t.stopped, "runs": t.runs, "calibration_runs": tuned.calibration_runs,
+        "elapsed_s": tuned.elapsed_s, "more": list(t.more),
+    }

@@ -1,0 +1,26 @@
+"""``arena reproduce STUDY --json`` (schemas/reproduce.schema.json): each published row beside what
+was measured here and what the model predicts for the original conditions, with a verdict per
+figure, and the rank agreement per figure."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from arena.reproduce.compare import Comparison
+
+
+def reproduce_json(c: Comparison) -> dict[str, Any]:
+    s = c.study
+    return {
+        "schema": "arena/reproduce/1", "study": s.id, "title": s.title, "source": s.citation, "year": s.year,
+        "here_cpus": c.here_cpus,
+        "rows": [{"published_row": line.row.index, "row": line.row.text, "status": line.status,
+                  "why": line.why, "configuration": line.label or None, "level": line.level,
+                  "published": dict(line.published), "measured": dict(line.measured), "model": dict(line.model),
+                  "verdicts": {figure: {"agrees": v.agrees, "reason": v.reason, "kind": v.kind or None}
+                               for figure, v in line.verdicts.items()}}
+                 for line in c.lines],
+        "rank_agreement": [{"figure": t.figure, "kendall_tau": t.tau, "p_value": t.p_value, "rows": t.n}
+                           for t in c.taus],
+    }
