@@ -25,9 +25,12 @@ sys.path.insert(0, str(ROOT / "src"))
 from arena.app.store import results  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.calibrate import Discipline  # noqa: E402
-from arena.model.recommend import candidates, guided_choice  # noqa: E402
+from arena.model.recommend import candidates  # noqa: E402
 from arena.model.verify import compare, mape, p99_mape  # noqa: E402
 from arena.results.store import Store  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from tests.doubles import guided_choice  # noqa: E402
 
 EXPERIMENT = ROOT / "scenarios" / "model-check.toml"
 

@@ -69,9 +69,12 @@ from arena.app.model import given_calibration, over_the_cpus  # noqa: E402
 from arena.app.tune import RACE, Request, _calibration_points, _race_field, ranked, saturation_start  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
-from arena.model.search import Contender, Modelled, highest_rate, search  # noqa: E402
+from arena.model.search import Contender, highest_rate, search  # noqa: E402
 from arena.plan.experiment import Level  # noqa: E402
 from arena.results.answer import Goal  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from tests.doubles import Modelled  # noqa: E402
 
 SERVERS = ("puma", "gunicorn-gthread")
 THREADS = (1, 2, 4, 8, 16)

@@ -8,6 +8,7 @@ import pytest
 from arena.model import queueing as q
 from arena.model import usl
 from arena.model.server import Config, Demand, capacity, predict_closed, predict_open
+from tests.doubles import mmc
 
 # ---------------------------------------------------------------------- exact MVA
 
@@ -91,21 +92,21 @@ def test_erlang_c_textbook_values():
 
 
 def test_mm1_and_mmc_waits():
-    r = q.mmc(80.0, 0.01, 1)  # M/M/1, rho 0.8: Wq = rho / (mu - lambda) = 0.8 / 20
+    r = mmc(80.0, 0.01, 1)  # M/M/1, rho 0.8: Wq = rho / (mu - lambda) = 0.8 / 20
     assert not r.overloaded and r.wait_mean == pytest.approx(0.04) and r.response_mean == pytest.approx(0.05)
     # P(Wq > t) = rho e^{-(mu - lambda) t}: its 99th percentile is ln(0.8 / 0.01) / 20
     assert r.wait_quantile(0.99) == pytest.approx(math.log(80) / 20)
     assert r.wait_quantile(0.1) == 0.0  # 20% do not wait at all
-    two = q.mmc(1.0, 1.0, 2)  # M/M/2, lambda 1, mu 1: Wq = C / (c mu - lambda) = (1/3) / 1
+    two = mmc(1.0, 1.0, 2)  # M/M/2, lambda 1, mu 1: Wq = C / (c mu - lambda) = (1/3) / 1
     assert two.wait_mean == pytest.approx(1 / 3)
-    assert q.mmc(2.5, 1.0, 2).overloaded and math.isinf(q.mmc(2.5, 1.0, 2).wait_quantile(0.5))
+    assert mmc(2.5, 1.0, 2).overloaded and math.isinf(mmc(2.5, 1.0, 2).wait_quantile(0.5))
 
 
 def test_allen_cunneen():
     # deterministic service (cs^2 = 0), Poisson arrivals: half the M/M/c wait; M/D/1 is exact here
     md1 = q.allen_cunneen(80.0, 0.01, 1, 1.0, 0.0)
     assert md1.wait_mean == pytest.approx(0.02)  # Pollaczek-Khinchine: rho S / (2 (1 - rho)) = 0.8*0.01/0.4
-    assert q.allen_cunneen(1.0, 1.0, 2, 1.0, 1.0) == q.mmc(1.0, 1.0, 2)
+    assert q.allen_cunneen(1.0, 1.0, 2, 1.0, 1.0) == mmc(1.0, 1.0, 2)
 
 
 def test_gamma_and_mixture_quantiles():
@@ -219,7 +220,7 @@ def test_the_open_server_model_is_erlang_c_when_it_is_an_m_m_c_queue():
     c, service_ms, rate = 3, 10.0, 240.0
     w = Demand(cpu_ms=service_ms, io_ms=0.0)
     got = predict_open(w, Config(c, 1, c, gil=False, routing="shared"), rate)
-    want = q.mmc(rate, service_ms / 1000, c)
+    want = mmc(rate, service_ms / 1000, c)
     assert got.mean_ms == pytest.approx(want.response_mean * 1000, rel=1e-6)
     assert not got.overloaded and predict_open(w, Config(c, 1, c, gil=False), 300.0).overloaded
 

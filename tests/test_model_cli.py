@@ -8,7 +8,8 @@ from arena.app.store import results
 from tests.conftest import report_store
 from arena.cli import main
 from arena.model.calibrate import calibrate, server_config
-from arena.model.recommend import candidates, guided_choice
+from arena.model.recommend import candidates
+from tests.doubles import guided_choice
 from arena.model.verify import compare, mape
 from arena.results.store import Store
 

@@ -4,10 +4,11 @@ no run."""
 
 from arena.app.model import given_calibration
 from arena.model import simulated
-from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, WITHIN, Contender, Modelled, Sample, bracket,
+from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, WITHIN, Contender, Sample, bracket,
                                 highest_rate, least_p99, next_rate, passes, rounded, search)
 from arena.plan.experiment import Level
 from arena.results.answer import Goal
+from tests.doubles import Modelled
 
 RUN_S = 8.0
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from arena.errors import ArenaError
-from arena.model.queueing import mmc
+from tests.doubles import mmc
 from arena.model.sim import Dist, Mean, fleet, instances_for, parse_dist, simulate_fleet
 
 

@@ -145,11 +145,6 @@ class OpenResult:
         return self.wait_mean / self.p_wait * math.log(self.p_wait / (1 - q))
 
 
-def mmc(arrival_rate: float, service_s: float, servers: int) -> OpenResult:
-    """M/M/c: Poisson arrivals, exponential service of mean ``service_s`` [Kle75]."""
-    return allen_cunneen(arrival_rate, service_s, servers, 1.0, 1.0)
-
-
 def allen_cunneen(arrival_rate: float, service_s: float, servers: int, ca2: float, cs2: float) -> OpenResult:
     """G/G/c by Allen-Cunneen [AC90]: Wq = Erlang-C wait of M/M/c x (ca^2 + cs^2) / 2, with ca^2 and
     cs^2 the squared coefficients of variation of interarrival and service times."""

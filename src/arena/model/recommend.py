@@ -100,17 +100,6 @@ def _candidate(cal: Calibration, p: int, t: int | None, pool: int | None, model:
     return Candidate(cal.server, config.processes, t, pred, mem, not why, "; ".join(why), pool)
 
 
-def guided_choice(ranked: list[Candidate], measured: dict[tuple[int, int | None], float], budget: int) -> tuple[
-        tuple[int, int | None] | None, list[tuple[int, int | None]]]:
-    """A model-guided search over a measured grid: run (here: look up) the model's top ``budget``
-    configurations that were measured, keep the best measured among them. Returns it and the
-    configurations it ran."""
-    ran = list(dict.fromkeys((c.processes, c.threads) for c in ranked if (c.processes, c.threads) in measured))[:budget]
-    if not ran:
-        return None, []
-    return max(ran, key=lambda k: measured[k]), ran
-
-
 def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate, Cell, float | None]]:
     """Each candidate that was run, with its cells (more than one where the experiment's entry grids a
     setting the recommendation does not choose) and the relative error of its predicted throughput

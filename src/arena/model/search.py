@@ -35,7 +35,6 @@ an interrupted search resumes.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
@@ -623,41 +622,3 @@ def _more(t: Tuning, goal: Goal, measurer: Measurer, run_s: float) -> list[str]:
             n = max(CONFIRM - cap.runs_at_lo, 1)
             out.append(f"{names[key]}: {cap.lo:g} req/s is not confirmed: {n} more run(s) there (~{n * run_s:.0f} s)")
     return out
-
-
-# ---------------------------------------------------------------------- a measurer from a model
-
-
-class Modelled:
-    """A measurer whose runs come from ``truth(key, level) -> (p99 ms, throughput)`` (the simulator,
-    say), each p99 times a log-normal factor of spread ``noise`` seeded by the run itself (``seed``,
-    contender, level, repetition: a run has the same noise whatever was asked before it, so two
-    searches over one truth differ by what they ask, not by luck); a p99 of inf is an invalid run
-    (overload). Each run moves its own clock (``clock()``) by ``run_s``: the search's budget is
-    then kept in simulated time. For tests and benches: the search judged against a known truth."""
-
-    def __init__(self, truth: Callable[[Key, Level], tuple[float, float]], noise: float = 0.0, seed: int = 1,
-                 run_s: float = 8.0, memory_mib: Callable[[Key], float] = lambda k: 40.0):
-        self.truth, self.noise, self.seed, self.run_s, self.memory_mib = truth, noise, seed, run_s, memory_mib
-        self.stored: dict[tuple[Key, Level], list[Sample]] = {}
-        self.made = 0
-        self.now = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def measure(self, asks: Sequence[Ask]) -> None:
-        for a in asks:
-            have = self.stored.setdefault((a.key, a.level), [])
-            if a.repetition != len(have) + 1:
-                raise ValueError(f"asked for run {a.repetition} of {a.key} at {a.level.label} with {len(have)} stored")
-            p99, x = self.truth(a.key, a.level)
-            ok = math.isfinite(p99)
-            rng = random.Random(f"{self.seed}|{a.key}|{a.level.model}|{a.level.value!r}|{a.repetition}")
-            p99 *= rng.lognormvariate(0, self.noise) if self.noise and ok else 1.0
-            have.append(Sample(ok, x, p99 if ok else None, 0.0, self.memory_mib(a.key)))
-            self.made += 1
-            self.now += self.run_s
-
-    def samples(self, key: Key, level: Level) -> list[Sample]:
-        return list(self.stored.get((key, level), []))
