@@ -279,3 +279,16 @@ def test_a_capacity_with_no_rate_within_the_goal_says_what_was_tried():
     two = Capacity(("uvicorn", 3, None), None, 300.0, 0, False, None, ((1200.0, False, 1), (300.0, False, 3)))
     assert capacity_text(two) == "none within the goal at the 2 rates tried: 300 req/s (3 runs), 1200 req/s (1 run)"
     assert capacity_text(None) == "not searched"
+
+
+def test_a_rate_passes_by_the_goals_own_judgement_memory_included():
+    """passes is Goal.check_figures over the rate's valid runs: p99, errors and memory at their medians."""
+    goal = Goal(p99_ms=100, memory_mib=50, error_pct=1)
+    assert passes([Sample(True, 100.0, 80.0, 0.0, 40.0)] * 3, goal)
+    assert not passes([Sample(True, 100.0, 80.0, 0.0, 60.0)] * 3, goal)  # over the memory limit
+    assert not passes([Sample(True, 100.0, 120.0, 0.0, 40.0)] * 3, goal)
+    assert not passes([Sample(True, 100.0, 80.0, 2.0, 40.0)] * 3, goal)
+    assert passes([Sample(True, 100.0, 80.0, None, 40.0)], goal)  # no error figure: none counted
+    assert not passes([Sample(False, None, None, None, None)], goal)
+    # the median decides: two of three runs within
+    assert passes([Sample(True, 100.0, p, 0.0, 40.0) for p in (90.0, 95.0, 300.0)], goal)

@@ -176,14 +176,14 @@ def highest_rate(p99_at: Callable[[float], float], p99_max: float, top: float, s
 
 
 def passes(samples: Sequence[Sample], goal: Goal) -> bool:
-    """Whether a rate keeps within the goal: the median p99 and error share of its valid runs."""
+    """Whether a rate keeps within the goal (Goal.check_figures): the medians of its valid runs' p99,
+    memory and error share."""
     valid = [s for s in samples if s.valid and s.p99_ms is not None]
     if not valid:
         return False
-    if goal.p99_ms is not None and stats.median([s.p99_ms for s in valid]) > goal.p99_ms:
-        return False
-    errors = [s.error_pct or 0.0 for s in valid]
-    return goal.error_pct is None or stats.median(errors) <= goal.error_pct
+    of = {"p99": lambda: [s.p99_ms for s in valid], "memory": lambda: [s.memory_mib for s in valid],
+          "errors": lambda: [s.error_pct or 0.0 for s in valid]}
+    return goal.check_figures(lambda name: Figure.of(of[name]())).within
 
 
 def bracket(history: dict[float, bool]) -> tuple[float | None, float | None]:

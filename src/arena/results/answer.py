@@ -55,8 +55,16 @@ class Goal:
 
     def check(self, cell: Cell) -> "Check":
         """Whether ``cell`` keeps within the goal: at its medians, and surely (by their intervals)."""
+        return self.check_figures(lambda name: FIGURES[name][1](cell))
+
+    def check_figures(self, figure_of: Callable[[str], Figure]) -> "Check":
+        """Whether the figures ``figure_of(name)`` gives ("p99" in ms, "memory" in MiB, "errors" in % of
+        requests; asked for the limits set only) keep within the goal: at their medians, and surely
+        (by their intervals). The one judgement of a goal: a cell's (check), the runs of a capacity
+        search at one rate (model/search.passes)."""
         median_only = []
-        for name, most, figure in self.limits(cell):
+        given = (("p99", self.p99_ms), ("memory", self.memory_mib), ("errors", self.error_pct))
+        for name, most, figure in ((n, m, figure_of(n)) for n, m in given if m is not None):
             if figure.median is None:
                 return Check(False, f"no {name} figure")
             if figure.median > most:
