@@ -321,3 +321,18 @@ def test_a_problem_names_the_line_that_holds_its_key(tmp_path):
     f.write_text('[[servers]]\nserver = "puma"\n\n[[servers]]\nserver = "unicorn"\nthreads = 4\n')
     with pytest.raises(ArenaError, match=rf"^{re.escape(str(f))}:6: servers\[1\].threads = 4: unicorn serving rack has no"):
         load_experiment(f)
+
+
+def test_a_goal_written_as_a_table_reads_back_as_the_same_goal():
+    """arena tune stores its goal in the experiment it runs (goal_table): [goal] must read back as the
+    Goal it was made from, or the search and show would judge by another."""
+    from arena.plan.experiment import goal_of, goal_table
+    from arena.results.answer import Goal
+
+    assert goal_table(Goal(200.0, None, 1.0)) == {"p99_max": "200ms", "error_max": "1%"}  # as before: same names
+    for goal in (Goal(200.0, None, 1.0), Goal(0.5, 2048.0, 0.1), Goal(123.456789, 0.25, 2.5, threshold=0.1),
+                 Goal(None, 512.0, None), Goal(), Goal(1e-3, 1e-4, 1e-5)):
+        back = goal_of({"goal": goal_table(goal)})
+        assert back.threshold == goal.threshold and back.memory_mib == goal.memory_mib, goal
+        for mine, read in ((goal.p99_ms, back.p99_ms), (goal.error_pct, back.error_pct)):
+            assert mine == read or mine == pytest.approx(read, rel=1e-12), goal  # ms and % read through s and shares

@@ -35,7 +35,7 @@ from arena.model.observe import observations
 from arena.model.recommend import grid, slo_capacity
 from arena.model.search import Ask, Contender, Key, Measurer, Sample, Tuning, sample_of, search
 from arena.model.verify import predict
-from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, parse_experiment,
+from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, goal_table, parse_experiment,
                                    workloads_of)
 from arena.probe import sample_once
 from arena.results.aggregate import MiB, Figure
@@ -128,9 +128,7 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
         if threads:
             entry["threads"] = threads
         entries.append(entry)
-    goal = {"p99_max": f"{req.p99_ms:g}ms", "error_max": f"{req.error_pct:g}%"}
-    if req.memory_mib is not None:
-        goal["memory_max"] = f"{req.memory_mib:g}MiB"
+    goal = goal_table(req.goal)
     workload = ({"mix": str(Path(req.mix).resolve())} if req.mix else {"path": req.path} if req.path else
                 {"path": "/"} if _users(req) else {})  # the subjects' /work is not a user's app's
     load = ({"model": "open", "find": "capacity"} if req.load is None else
@@ -361,7 +359,7 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
 
     # 3. race and find capacity
     spent = clock() - start
-    tuning = search(raced, req.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
+    tuning = search(raced, exp.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
                     clock=clock, threshold=exp.goal.threshold, on_step=lambda s: measurer.say(s.stage, s.text))
     chosen = _chosen(tuning, measurer, exp, names)
     measurer.say("choice", f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})")

@@ -434,6 +434,25 @@ def _goal(top: Reader) -> Goal:
                 g.number("threshold", THRESHOLD, 0, 1))
 
 
+def goal_table(goal: Goal) -> dict[str, Any]:
+    """The [goal] table that reads back as ``goal`` (_goal): what a definition made from a Goal object
+    (arena tune's) stores, with each limit in its unit as a person would write it (200ms, 512MiB, 1%)."""
+    def plain(x: float) -> str:  # the shortest text that reads back as x, never in exponent form
+        text = repr(float(x)).removesuffix(".0")
+        return f"{x:.20f}".rstrip("0").rstrip(".") if "e" in text else text
+
+    table: dict[str, Any] = {}
+    if goal.p99_ms is not None:
+        table["p99_max"] = f"{plain(goal.p99_ms)}ms"
+    if goal.error_pct is not None:
+        table["error_max"] = f"{plain(goal.error_pct)}%"
+    if goal.memory_mib is not None:
+        table["memory_max"] = f"{plain(goal.memory_mib)}MiB"
+    if goal.threshold != THRESHOLD:
+        table["threshold"] = goal.threshold
+    return table
+
+
 def _workloads(top: Reader, read_mix: bool) -> list[Workload]:
     """The [workload] or [[workloads]] of an experiment, each with its clients: the [clients]
     table (keep_alive at the top level is its default) and a workload's own ``clients`` over it."""
