@@ -128,3 +128,17 @@ def test_a_guides_commands_work(name, tmp_path):
     finally:
         _stop_background(tmp_path)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_every_relative_link_of_the_docs_leads_to_a_file():
+    """The README, the guides, the reference and the benches' page link each other and the code:
+    a page moved or renamed leaves no dead link behind."""
+    pages = [ROOT / "README.md", ROOT / "benches" / "README.md", *DOCS.rglob("*.md")]
+    dead = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"(https?:|mailto:|#)", target):
+                continue
+            if not (page.parent / target.split("#")[0]).exists():
+                dead.append(f"{page.relative_to(ROOT)}: {target}")
+    assert len(pages) > 15 and dead == [], dead
