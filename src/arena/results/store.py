@@ -260,15 +260,16 @@ class Store:
         except FileNotFoundError as e:
             raise NotSaved(f"{self.named}: the store's file is gone ({e.strerror or e})") from None
         try:
-            if self._batched:  # one_transaction commits
-                for statement, args in ((sql, values), *more):
-                    self.db.execute(statement, args)
-                return
-            with self.db:
+            with self._transaction():
                 for statement, args in ((sql, values), *more):
                     self.db.execute(statement, args)
         except sqlite3.Error as e:
             raise NotSaved(f"{self.named}: cannot write it ({e})") from None
+
+    def _transaction(self):
+        """What a write runs in: its own transaction, committed at its end, or inside one_transaction
+        the batch's, which commits once at the end of the batch."""
+        return contextlib.nullcontext() if self._batched else self.db
 
     @property
     def version(self) -> int:
@@ -298,9 +299,7 @@ class Store:
         insert = ("INSERT INTO experiments (name, file, definition, created_at) VALUES (?, ?, ?, ?)",
                   (name, file, text, time.time()))
         try:
-            if self._batched:  # one_transaction commits
-                return self.db.execute(*insert).lastrowid
-            with self.db:
+            with self._transaction():
                 return self.db.execute(*insert).lastrowid
         except sqlite3.Error as e:
             raise ArenaError(f"{self.named}: cannot write it ({e})") from None
