@@ -99,7 +99,7 @@ demo: install
 test: install
 	cargo test --release --locked -p arena-load
 	$(VENV)/bin/lint-imports --no-cache
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=30
 
 # Figures, not tests: about 33 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench
