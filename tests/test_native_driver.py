@@ -80,6 +80,7 @@ def test_an_open_run_reports_offered_and_achieved(puma):
     assert r.model == "open" and m.issued == 200 and m.completed + m.errors + m.unsent + m.in_flight == 200
     assert m.achieved_rps == pytest.approx(200, rel=0.02)
     assert r.schedule_lag is not None and r.saturated is False
+    assert r.generator_pause_limit_ms == 100.0 and r.generator_paused_ms < r.generator_pause_limit_ms  # its own limit
 
 
 def test_a_far_client_is_measured_through_a_real_server(puma):

@@ -424,6 +424,10 @@ def test_a_generator_that_paused_is_its_own_cause_not_a_server_stall():
                                                      "starved of CPU)"])
     assert flags(paused) == ["generator saturated: the generator did not run for 1000 ms (it was stopped, or starved "
                              "of CPU)"]
+    # the pause is judged by the limit the generator states (arena-load's pause_limit_ms), else its old 100 ms
+    assert flags(dataclasses.replace(gap, generator_paused_ms=150.0)) == []
+    assert any(f.startswith("stalled") for f in flags(dataclasses.replace(gap, generator_paused_ms=150.0,
+                                                                          generator_pause_limit_ms=200.0)))
 
 
 def test_an_open_run_that_could_not_send_its_schedule_is_invalid():

@@ -176,6 +176,9 @@ pub struct Generator {
     pub cut_at_bound: bool,
     /// The longest time the generator's loop did not run past its own deadline (ms).
     pub paused_ms: f64,
+    /// Beyond this pause (ms) the generator counts itself saturated: GENERATOR_PAUSE_NS, stated so
+    /// a reader judges by this build's limit rather than a copy of it.
+    pub pause_limit_ms: f64,
 }
 
 pub fn hist(h: &Histogram<u64>) -> Hist {
@@ -281,6 +284,7 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             saturated: !reasons.is_empty(),
             saturation_reasons: reasons.clone(),
             paused_ms: out.loop_late_ns as f64 / 1e6,
+            pause_limit_ms: GENERATOR_PAUSE_NS as f64 / 1e6,
             peak_connections: out.peak_connections,
             open_failure: out.open_failure.clone(),
             cut_at_bound: out.cut,

@@ -195,4 +195,5 @@ def parse(doc: dict[str, Any]) -> LoadResult:
         schedule_lag=Histogram.from_json(g["schedule_lag"]) if g["schedule_lag"] else None,
         saturated=g["saturated"], saturation_reasons=list(g["saturation_reasons"]), config=c, raw=doc,
         open_failure=g["open_failure"], generator_paused_ms=g.get("paused_ms"),
+        generator_pause_limit_ms=g.get("pause_limit_ms"),
     )

@@ -108,4 +108,6 @@ def combine(results: Sequence[LoadResult], hosts: Sequence[dict[str, Any]]) -> L
         open_failure="; ".join(f"host {n}: {r.open_failure}" for n, r in zip(names, results) if r.open_failure) or None,
         generator_paused_ms=max((r.generator_paused_ms for r in results if r.generator_paused_ms is not None),
                                 default=None),
+        generator_pause_limit_ms=min((r.generator_pause_limit_ms for r in results
+                                      if r.generator_pause_limit_ms is not None), default=None),
         hosts=[dict(h) for h in hosts])

@@ -127,6 +127,7 @@ class LoadResult:
     raw: dict[str, Any] | None = field(default=None, repr=False)  # the tool's own document, if any
     open_failure: str | None = None  # why the generator could not open every connection, if so
     generator_paused_ms: float | None = None  # the longest the generator itself did not run (arena-load)
+    generator_pause_limit_ms: float | None = None  # the pause beyond which the generator counts itself saturated
     hosts: list[dict[str, Any]] = field(default_factory=list)  # several load hosts: each one's figures (combine.py)
 
     @property

@@ -53,7 +53,7 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     if requests is not None and answered < requests:
         flags.append(f"answered {answered} of the {requests} requests before the time limit")
     # a pause of the generator itself stops its answers too: it is the cause, not the server
-    paused = (result.generator_paused_ms or 0.0) > GENERATOR_PAUSE_MS
+    paused = (result.generator_paused_ms or 0.0) > (result.generator_pause_limit_ms or GENERATOR_PAUSE_MS)
     stalled = None if paused else stall(result)
     if stalled:
         flags.append(stalled)
@@ -93,7 +93,9 @@ def flag_kind(flag: str) -> str:
 # rest may miss the worst of them.
 UNSENT_MAX = 0.01
 OTHERS_MAX = 0.05  # what others may take of the run's CPUs (speed.others_cores; the counters tick in 10 ms)
-GENERATOR_PAUSE_MS = 100.0  # arena-load's GENERATOR_PAUSE_NS (output.rs): a pause it counts as saturation
+# the pause arena-load counted as saturation before it stated its own (LoadResult.generator_pause_limit_ms):
+# for results stored from those builds
+GENERATOR_PAUSE_MS = 100.0
 
 
 # How the error classes (results/load.py ERROR_CLASSES) read in a sentence
