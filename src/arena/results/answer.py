@@ -48,11 +48,6 @@ class Goal:
         """This goal with each limit ``given`` (not None) in place of its own: flags over a file's."""
         return replace(self, **{k: v for k, v in given.items() if v is not None})
 
-    def limits(self, cell: Cell) -> list[tuple[str, float, Figure]]:
-        """(name, maximum, the cell's figure in the limit's unit) for each limit set."""
-        given = (("p99", self.p99_ms), ("memory", self.memory_mib), ("errors", self.error_pct))
-        return [(name, most, FIGURES[name][1](cell)) for name, most in given if most is not None]
-
     def check(self, cell: Cell) -> "Check":
         """Whether ``cell`` keeps within the goal: at its medians, and surely (by their intervals)."""
         return self.check_figures(lambda name: FIGURES[name][1](cell))
@@ -63,8 +58,10 @@ class Goal:
         (by their intervals). The one judgement of a goal: a cell's (check), the runs of a capacity
         search at one rate (model/search.passes)."""
         median_only = []
-        given = (("p99", self.p99_ms), ("memory", self.memory_mib), ("errors", self.error_pct))
-        for name, most, figure in ((n, m, figure_of(n)) for n, m in given if m is not None):
+        for name, most in (("p99", self.p99_ms), ("memory", self.memory_mib), ("errors", self.error_pct)):
+            if most is None:
+                continue
+            figure = figure_of(name)
             if figure.median is None:
                 return Check(False, f"no {name} figure")
             if figure.median > most:
