@@ -8,12 +8,14 @@ import math
 
 from arena.results.load import LoadResult
 
+OTHERS_MAX = 0.05  # by default, what others may take of the run's CPUs (speed.others_cores; the counters tick in 10 ms)
+
 
 def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
                    server_died: bool, processes_lost: tuple[int, int] | None,
                    slowdown: float | None = None, speed_threshold: float | None = None,
                    requests: int | None = None, others_share: float | None = None,
-                   others_threshold: float | None = None) -> list[str]:
+                   others_threshold: float = OTHERS_MAX) -> list[str]:
     """Why a run cannot be trusted (empty: valid), in the order of cause before consequence: no
     request succeeded (a closed port: the refusals, before the generator's busy reconnecting); the
     generator saturated, paused (stopped or starved: then a gap in the answers is its, not the
@@ -22,7 +24,7 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     than UNSENT_MAX of the requests due never sent; a run bounded by ``requests`` that answered
     fewer (its tool was stopped at its time limit); a stall (stall()); throughput drifting between
     the run's halves beyond counting noise; processes other than Arena's took more than ``others_threshold``
-    (OTHERS_MAX by default) of the run's CPUs over its window (``others_share``, from speed.others_cores); the machine ran slower
+    of the run's CPUs over its window (``others_share``, from speed.others_cores); the machine ran slower
     around the run than usual (``slowdown``, from speed.Reference: every check) by more than
     ``speed_threshold``. The report's method section states the same rules."""
     flags = []
@@ -60,9 +62,8 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
     drift = throughput_drift(result)
     if drift is not None and drift > drift_threshold:
         flags.append(f"throughput drifted {drift:.0%} between the run's halves (threshold {drift_threshold:.0%})")
-    others_max = OTHERS_MAX if others_threshold is None else others_threshold
-    if others_share is not None and others_share > others_max:
-        flags.append(f"other processes took {others_share:.0%} of the run's CPUs during it (at most {others_max:.0%}): "
+    if others_share is not None and others_share > others_threshold:
+        flags.append(f"other processes took {others_share:.0%} of the run's CPUs during it (at most {others_threshold:.0%}): "
                      "a neighbour shared the server's CPUs")
     if slowdown is not None and speed_threshold is not None and slowdown > speed_threshold:
         flags.append(f"the machine ran {slowdown:.0%} slower than usual in this experiment in every check before, during "
@@ -92,7 +93,6 @@ def flag_kind(flag: str) -> str:
 # latency, and they are the ones that waited longest: beyond 1% of those due, even the p99 of the
 # rest may miss the worst of them.
 UNSENT_MAX = 0.01
-OTHERS_MAX = 0.05  # what others may take of the run's CPUs (speed.others_cores; the counters tick in 10 ms)
 # the pause arena-load counted as saturation before it stated its own (LoadResult.generator_pause_limit_ms):
 # for results stored from those builds
 GENERATOR_PAUSE_MS = 100.0
