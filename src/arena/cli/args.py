@@ -264,6 +264,16 @@ def add_format(p, command: str, notes: str = "") -> None:
                      help=f"the same as --format json ({schema(command)})")
 
 
+def saying(out, args):
+    """Where a command says what it does as it goes: ``out``, or standard error where its output is a
+    JSON document (--json), which stands alone on standard output."""
+    if args.format != "json":
+        return out
+    from rich.console import Console
+
+    return Console(stderr=True, width=out.width)
+
+
 def print_json(doc) -> None:
     """A command's --json document, alone on standard output."""
     import json

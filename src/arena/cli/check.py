@@ -1,14 +1,12 @@
 """``arena check``: conformance of every server and app (``--json``: schemas/check.schema.json)."""
 
-import sys
-
 from rich.markup import escape
 from rich.table import Table
 
 from arena.app.check import check
 from arena.services import KINDS
 from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, add_knobs, add_user_app,
-                            add_format, print_json, user_app_options)
+                            add_format, print_json, saying, user_app_options)
 
 NAME = "check"
 
@@ -26,10 +24,7 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
-    if args.format == "json":  # standard output is the document alone: notes and warnings go to standard error
-        from rich.console import Console
-
-        out = Console(file=sys.stderr)
+    out = saying(out, args)  # with --json: notes and warnings go to standard error
     table = Table(title="arena check: conformance of every server and app")
     for col in ("server", "app", "result", "version", "knobs", "start-up", "PSS", "procs", "problems"):
         table.add_column(col, overflow="fold")
@@ -47,7 +42,7 @@ def run(args, out) -> int:
                       f"{r.pss_bytes / 2**20:.1f} MiB" if r.pss_bytes else "-",
                       str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
         why = f": {r.problems[0]}" if r.status != "pass" and r.problems else ""
-        if not args.format == "json":
+        if args.format != "json":
             out.print(f"{r.server:17} {r.app:8} {r.status}{why}", highlight=False, markup=False)
 
     reap_first(out)

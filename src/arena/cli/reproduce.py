@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.reproduce import reproduction, run_study, study_files
-from arena.cli.args import add_format, add_store, print_json
+from arena.cli.args import add_format, add_store, print_json, saying
 from arena.cli.run import add_retake, summary, with_progress
 from arena.report.show import text_table
 from arena.errors import ArenaError
@@ -33,18 +33,14 @@ def run(args, out) -> int:
     if args.list or not args.study:
         return _list(out)
     code = 0
-    as_json = args.format == "json"
-    if as_json:  # standard output is the document alone
-        from rich.console import Console
-
-        out = Console(stderr=True, width=out.width)
+    out = saying(out, args)
     if not args.no_run:
         counts, names = with_progress(out, args.store, False,
                                       lambda planned, on_event: run_study(args.study, args.store, planned, on_event,
                                                                           retake_invalid=args.retake_invalid))
         code = summary(out, counts, names[0], args.store)
     found = reproduction(args.study, args.store)
-    if as_json:
+    if args.format == "json":
         print_json(reproduce_json(found))
     else:
         render(found, out)

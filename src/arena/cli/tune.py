@@ -10,7 +10,7 @@ from arena import __version__
 from arena.atomic import staging
 from arena.app.tune import BUDGET_S, DURATION_S, ERROR_PCT, Request, tune
 from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_format, add_goal, add_share, add_store, add_user_app, count, cpus,
-                            duration, listof, positive, print_json, reap_first, user_app_options)
+                            duration, listof, positive, print_json, reap_first, saying, user_app_options)
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.mix import load_mix
@@ -61,11 +61,7 @@ def run(args, out) -> int:
     request = _request(args)
     if args.write and Path(args.write).exists() and not Path(args.write).is_dir():
         raise ArenaError(f"--write {args.write}: not a directory")
-    as_json = args.format == "json"
-    if as_json:  # standard output is the document alone
-        from rich.console import Console
-
-        out = Console(stderr=True, width=out.width)
+    out = saying(out, args)
     reap_first(out)
     say = lambda text: out.print(text, highlight=False, markup=False)  # noqa: E731
     say(f"arena tune on CPUs {format_cpu_list(request.server_cpus)} (load on {format_cpu_list(request.load_cpus)}); "
@@ -77,7 +73,7 @@ def run(args, out) -> int:
             say(f"    {e.run.key}: FAILED: {e.message}")
 
     tuned = tune(request, args.store, on_event=on_event, on_step=lambda text: say(f"  {text}"))
-    if as_json:
+    if args.format == "json":
         print_json(tune_json(tuned))
     else:
         say("calibration:")
