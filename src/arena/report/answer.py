@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from arena import stats
 from arena.results.aggregate import FIGURES, MiB, Cell, Figure
-from arena.results.answer import Answer, Pick, Versus
+from arena.results.answer import Answer, Goal, Pick, Versus
 from arena.results.thresholds import Outcome
 from arena.results.runs import SHARED
 
@@ -187,14 +187,27 @@ def _pick(p: Pick) -> dict[str, Any]:
             "meets_at_median_only": list(p.check.median_only)}
 
 
+def goal_json(g: Goal) -> dict[str, Any]:
+    """A goal as JSON (the schemas' goal): its limits (null: none) and the difference worth calling one."""
+    return {"p99_max_ms": g.p99_ms, "memory_max_mib": g.memory_mib, "error_max_pct": g.error_pct,
+            "threshold": g.threshold}
+
+
+def capacity_json(c) -> dict[str, Any]:
+    """A capacity search's result (model/search.Capacity) as JSON: the highest rate within the goal,
+    the lowest beyond it, how sure, the p99 there and every rate tried."""
+    return {"capacity_rps": c.lo, "beyond_rps": c.hi, "confirmed": c.confirmed, "runs": c.runs_at_lo,
+            "p99_ms": None if c.p99_ms is None else figure_json(c.p99_ms),
+            "rates": [{"rps": r, "within": ok, "runs": n} for r, ok, n in c.probes]}
+
+
 def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
     """One workload's answer as JSON: the goal, the best and the group tied with it, every comparison
     made, the Pareto front, each server's best, and every cell's figures with intervals."""
     g = a.goal
     return {
         "workload": a.workload,
-        "goal": {"p99_max_ms": g.p99_ms, "memory_max_mib": g.memory_mib, "error_max_pct": g.error_pct,
-                 "threshold": g.threshold},
+        "goal": goal_json(g),
         "best": _pick(a.best) if a.best else None,
         "tied": [v.cell.label for v in a.tied],
         "undecided": [v.cell.label for v in a.undecided],
@@ -215,10 +228,7 @@ def experiment_json(name: str, answers: list[Answer], cells: list[Cell], outcome
     outcomes on each cell and, for a capacity search, each configuration's capacity."""
     return {"schema": "arena/answer/1", "experiment": name,
             "answers": [answer_json(a, cells) for a in answers],
-            "capacities": [{"configuration": label, "workload": workload, "capacity_rps": c.lo, "beyond_rps": c.hi,
-                            "confirmed": c.confirmed, "runs": c.runs_at_lo,
-                            "p99_ms": None if c.p99_ms is None else figure_json(c.p99_ms),
-                            "rates": [{"rps": r, "within": ok, "runs": n} for r, ok, n in c.probes]}
+            "capacities": [{"configuration": label, "workload": workload, **capacity_json(c)}
                            for label, workload, c in capacities],
             "thresholds": [{"threshold": o.threshold.text, "configuration": o.cell.label, "workload": o.cell.workload,
                             "level": o.cell.level, "value": o.value, "passed": o.passed} for o in outcomes]}

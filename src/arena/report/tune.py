@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 import time
 
-from arena.report.answer import interval_text
+from arena.report.answer import capacity_json, figure_json, goal_json, interval_text
 
 
 def calibration_lines(tuned) -> list[str]:
@@ -114,14 +114,11 @@ def evidence(tuned, version: str) -> list[str]:
 def tune_json(tuned) -> dict:
     """``arena tune --json`` (schemas/tune.schema.json): the choice with its figures (null where none
     was chosen), those not shown worse, what calibration learned per server, how the search ended."""
-    from arena.report.answer import figure_json
-
     t, ch, names, req = tuned.tuning, tuned.chosen, tuned.names, tuned.request
 
     def capacity(key):
         cap = t.capacities.get(key)
-        return None if cap is None else {"capacity_rps": cap.lo, "beyond_rps": cap.hi, "confirmed": cap.confirmed,
-                                         "runs": cap.runs_at_lo}
+        return None if cap is None else capacity_json(cap)
 
     def maybe(f):
         return None if f is None else figure_json(f)
@@ -132,7 +129,7 @@ def tune_json(tuned) -> dict:
         "p99_ms": figure_json(ch.p99_ms), "memory_mib": ch.memory_mib, "capacity": capacity(ch.key)}
     return {
         "schema": "arena/tune/1", "experiment": tuned.experiment, "store": tuned.store,
-        "goal": {"p99_max_ms": req.p99_ms, "memory_max_mib": req.memory_mib, "error_max_pct": req.error_pct},
+        "goal": goal_json(req.goal),
         "server_cpus": list(req.server_cpus), "load": None if req.load is None else req.load.label,
         "chosen": chosen,
         "tied": [{"configuration": names[k], "capacity": capacity(k)} for k in t.tied],
