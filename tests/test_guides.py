@@ -142,3 +142,15 @@ def test_every_relative_link_of_the_docs_leads_to_a_file():
             if not (page.parent / target.split("#")[0]).exists():
                 dead.append(f"{page.relative_to(ROOT)}: {target}")
     assert len(pages) > 15 and dead == [], dead
+
+
+def test_the_rules_page_holds_the_rules_as_the_code_states_them():
+    """docs/reference/validity.md's table is written from the rules (tools/rules-doc): a rule added,
+    reworded or given another default shows there, or this fails."""
+    from arena.plan.experiment import VALIDITY_DEFAULTS
+    from arena.report.markdown import rules_table
+
+    page = (DOCS / "reference" / "validity.md").read_text()
+    table = rules_table(VALIDITY_DEFAULTS)
+    assert table.count("\n") == 15 and "| errors | errors (transport errors" in table
+    assert f"-->\n{table}\n<!-- /rules -->" in page, "run tools/rules-doc"

@@ -343,3 +343,15 @@ def test_report_top_sets_how_many_configurations_the_charts_draw(tmp_path, capsy
         main(["report", NAME, "--store", report_store(), "--top", "0"])
     assert exited.value.code == 2
     assert "--top: must be a whole number from 1 to 1000, got '0'" in capsys.readouterr().err
+
+
+def test_the_method_states_the_validity_rules_with_the_experiments_thresholds(report, stored):
+    """The method section's rules are the code's (results/validity.py RULES), with the stored
+    experiment's thresholds where it set them and the defaults elsewhere."""
+    from arena.plan.experiment import VALIDITY_DEFAULTS
+    from arena.results.validity import method
+
+    definition, _ = stored
+    rules = [p for p in report.method if p.startswith("A run is invalid when")]
+    assert rules == [method({k: definition.get(k, v) for k, v in VALIDITY_DEFAULTS.items()})]
+    assert "error_threshold (1%)" in rules[0] and "speed_threshold (100%)" in rules[0]

@@ -20,7 +20,7 @@ from arena.results import store as store_mod
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint, to_dict
 from arena.errors import ArenaError
 from arena.drivers.spec import LoadSpec
-from arena.results.validity import flag_kind, throughput_drift, validity_flags
+from arena.results.validity import RULES, method, throughput_drift, validity_flags
 from arena.results.store import SCHEMA_VERSION, Store
 from tests.conftest import require_server
 
@@ -62,7 +62,7 @@ def test_a_version_1_store_gains_workloads_and_keeps_its_runs(tmp_path, monkeypa
     v1_columns = tuple(c for c in store_mod.RUN_COLUMNS if c not in ("workload", "services", "pool", "db_connections",
                                                                        "db_max_connections", "db_refused", "db_refused_first",
                                                                        "speed_ms", "launch", "topology", "others_cores",
-                                                                       "why"))
+                                                                       "why", "flag_kinds"))
     monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
     monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
     monkeypatch.setattr(store_mod, "RUN_COLUMNS", v1_columns)
@@ -187,23 +187,55 @@ def test_each_flag_names_its_own_cause():
             flags(result(saturated=True)), flags(result(completed=980, errors=20)),
             flags(result(completed=66), requests=200), flags(result(series=(100,) * 5 + (50,) * 5)),
             flags(result(), server_died=True), flags(result(), processes_lost=(1, 3))]
-    assert [flag_kind(f) for (f,) in made] == [
+    assert [f.kind for (f,) in made] == [
         "a slower machine", "a neighbour shared the CPUs", "generator saturated", "errors", "the time limit",
         "throughput drifted", "the server died", "a server process exited"]
     # the first flag of runs that answered nothing right, or stalled: each its own cause, not "errors"
-    assert [flag_kind(flags(r)[0]) for r in (result(completed=0, errors=0), result(completed=0, errors=50),
-                                              result(series=(100, 100, 100, 100, 0, 100, 100, 100, 100, 100)))] == [
+    assert [flags(r)[0].kind for r in (result(completed=0, errors=0), result(completed=0, errors=50),
+                                        result(series=(100, 100, 100, 100, 0, 100, 100, 100, 100, 100)))] == [
         "no answer", "no request succeeded", "a stall"]
     # a load host's problem, connections never opened, requests due never sent: each its own cause
     r = result()
-    assert [flag_kind(flags(x)[0]) for x in (
+    assert [flags(x)[0].kind for x in (
         dataclasses.replace(r, hosts=[{"name": "h2", "problem": "its clock is 40 ms off"}]),
         dataclasses.replace(r, open_failure="opened 60 of 64"),
         dataclasses.replace(r, measured=dataclasses.replace(r.measured, sent=900, unsent=100)))] == [
         "a load host's problem", "connections not opened", "requests never sent"]
-    # a neighbour's flag speaks of "other processes": it is not a server process that exited
-    assert flag_kind("other processes took 10% of the run's CPUs during it") == "a neighbour shared the CPUs"
-    assert flag_kind("an older store's wording") == "an older store's wording"
+    # every kind is a rule's, once
+    assert len({rule.kind for rule in RULES}) == len(RULES) == 14
+
+
+def test_the_method_states_every_rule_with_the_experiments_thresholds():
+    text = method({"error_threshold": 0.05, "drift_threshold": 0.25, "others_threshold": 1, "speed_threshold": 10})
+    assert text.startswith("A run is invalid when no request was answered at all; or no request succeeded; or ")
+    assert "passed error_threshold (5%) of the requests answered" in text
+    assert "more than others_threshold (100%) of the run's CPUs" in text and "speed_threshold (1000%)" in text
+    assert "its loop did not run for over 100 ms" in text and "more than 1% of the requests" in text
+    assert text.count("; or ") == len(RULES) - 1
+
+
+def test_flags_keep_their_kinds_in_the_store_and_older_ones_gain_them(tmp_path, monkeypatch):
+    """A run's flags come back with their kinds; a store from before kinds were stored (schema 13)
+    gains them from its flags' wording, and a wording of no rule is its own kind."""
+    import pickle
+
+    errors, neighbour = flags(result(completed=980, errors=20), others_share=0.28)
+    assert pickle.loads(pickle.dumps(errors)).kind == "errors" == errors.kind
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:13])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 13)
+    monkeypatch.setattr(store_mod, "RUN_COLUMNS", tuple(c for c in store_mod.RUN_COLUMNS if c != "flag_kinds"))
+    with Store(tmp_path / "v13.db") as s:
+        eid = s.experiment_id("e", "e.toml", {})
+        s.save_run(eid, run_row("old", valid=0, flags=[str(errors), "an older store's wording"]))
+    monkeypatch.undo()
+    with Store(tmp_path / "v13.db") as s:
+        eid = s.experiment_id("e", "e.toml", {})
+        s.save_run(eid, run_row("new", valid=0, flags=[neighbour], flag_kinds=[neighbour.kind]))
+        old, new = s.runs("e")
+    assert [(str(f), f.kind) for f in old.flags] == [(str(errors), "errors"),
+                                                      ("an older store's wording", "an older store's wording")]
+    assert [f.kind for f in new.flags] == ["a neighbour shared the CPUs"] and new.to_json()["flag_kinds"] == [
+        "a neighbour shared the CPUs"]
 
 
 def test_drift_uses_whole_intervals_only():

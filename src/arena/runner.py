@@ -35,7 +35,7 @@ from arena.results.load import LoadResult, SeriesPoint, to_dict
 from arena.results.resources import ResourceResult
 from arena.results.runs import Database
 from arena.results.store import Store, rescue
-from arena.results.validity import validity_flags
+from arena.results.validity import Flag, validity_flags
 from arena.servers import catalog
 from arena.servers.launch import RunningServer, ServerSpec, known_version, start
 from arena.services import start_service
@@ -73,7 +73,7 @@ class Event:
     total: int
     run: RunSpec
     result: LoadResult | None = None
-    flags: list[str] | None = None
+    flags: list[Flag] | None = None
     message: str = ""
     point: SeriesPoint | None = None  # "live": one interval of the run in progress
     db: Database | None = None  # "run" with a database: its connections and refusals
@@ -141,7 +141,7 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
 class Measured(NamedTuple):
     result: LoadResult
     resources: ResourceResult  # the server's
-    flags: list[str]
+    flags: list[Flag]
     services: dict[str, ResourceResult]  # each service's (and the front's), by kind
     speed_ms: float | None  # the faster of the machine's speed checks around the run (speed.Reference.judged)
     window: tuple[float, float] | None = None  # the probed window (unix times)
@@ -286,7 +286,7 @@ def row(run: RunSpec, exp: Experiment, m: Measured, env: dict, started_at: float
         "workload": run.workload.name,
         "processes": c.processes, "threads": c.threads, "connections": c.connections, "model": run.level.model,
         "level": run.level.value, "repetition": run.repetition, "driver": exp.driver, "started_at": started_at,
-        "server_reused": int(reused), "valid": int(not flags), "flags": flags,
+        "server_reused": int(reused), "valid": int(not flags), "flags": flags, "flag_kinds": [f.kind for f in flags],
         "throughput": result.measured.achieved_rps, "p50_us": rt.p("50") if rt else None,
         "p90_us": rt.p("90") if rt else None, "p99_us": rt.p("99") if rt else None, "errors": result.measured.errors,
         "cpu_s": resources.cpu_s, "pss_bytes": resources.pss_bytes, "uss_bytes": resources.uss_bytes,

@@ -11,6 +11,7 @@ import psutil
 from arena.atomic import write_file
 from arena.drivers import cluster as cluster_driver, native
 from arena.results.load import LoadResult, to_dict
+from arena.results.validity import DRIFT_THRESHOLD, ERROR_THRESHOLD, Flag, validity_flags
 from arena.drivers.spec import LoadSpec
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
@@ -20,12 +21,8 @@ from arena.results.runs import SHARED
 @dataclass(frozen=True)
 class Loaded:
     result: LoadResult
-    flags: list[str]  # why the run cannot be trusted (the rules of an experiment's runs)
+    flags: list[Flag]  # why the run cannot be trusted (the rules of an experiment's runs)
     shared: list[int] = field(default_factory=list)  # CPUs the generator shared with the server (--share-cpus)
-
-
-ERROR_THRESHOLD = 0.01  # as an experiment's default
-DRIFT_THRESHOLD = 0.25
 
 
 def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = None,
@@ -34,8 +31,6 @@ def load(spec: LoadSpec, cpus: list[int] | None = None, json_path: str | None = 
     are judged; with ``json_path``, also write its JSON result there (refused before the load when
     the file cannot be written); with ``cluster`` (a Dask scheduler's address), from its load hosts
     together (drivers/cluster.py)."""
-    from arena.results.validity import validity_flags
-
     if json_path is not None:
         try:
             open(json_path, "a").close()

@@ -40,6 +40,10 @@ from arena.plan.schema import check as check_schema
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
 MODELS = ("closed", "open")
+# The experiment's keys that set the validity rules' thresholds (results/validity.py RULES), and their
+# defaults
+VALIDITY_DEFAULTS = {"error_threshold": validity.ERROR_THRESHOLD, "drift_threshold": validity.DRIFT_THRESHOLD,
+                     "others_threshold": validity.OTHERS_MAX, "speed_threshold": machine_speed.THRESHOLD}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology",
                "thresholds"}
 
@@ -330,10 +334,10 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         warmup_s=top.duration("warmup", "2s", MAX_WARMUP_S), repetitions=top.integer("repetitions", 3, 1, 100),
         seed=top.integer("seed", 1, 0, 2**63 - 1), reuse_server=top.boolean("reuse_server", True),
         request_start=top.boolean("request_start", True),
-        timeout_s=top.duration("timeout", "30s", MAX_TIMEOUT_S), error_threshold=top.number("error_threshold", 0.01, 0, 1),
-        drift_threshold=top.number("drift_threshold", 0.25, 0, 10),
-        speed_threshold=top.number("speed_threshold", machine_speed.THRESHOLD, 0, 10),
-        others_threshold=top.number("others_threshold", validity.OTHERS_MAX, 0, 1),
+        timeout_s=top.duration("timeout", "30s", MAX_TIMEOUT_S), error_threshold=top.number("error_threshold", VALIDITY_DEFAULTS["error_threshold"], 0, 1),
+        drift_threshold=top.number("drift_threshold", VALIDITY_DEFAULTS["drift_threshold"], 0, 10),
+        speed_threshold=top.number("speed_threshold", VALIDITY_DEFAULTS["speed_threshold"], 0, 10),
+        others_threshold=top.number("others_threshold", VALIDITY_DEFAULTS["others_threshold"], 0, 1),
         server_cpus=server_cpus, load_cpus=load_cpus,
         services=services, service_cpus=service_cpus,
         load_threads=top.integer("load_threads", 1, 1, 256),

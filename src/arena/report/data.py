@@ -11,13 +11,14 @@ from typing import Sequence
 
 from arena.errors import ArenaError
 from arena.clients import SEGMENT, SLOW_RCVBUF, Clients
-from arena.plan.experiment import workloads_of
+from arena.plan.experiment import VALIDITY_DEFAULTS, workloads_of
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
 from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, headline, interval_text, notes,
                                  threshold_lines)
 from arena.results.answer import Answer
+from arena.results import validity
 from arena.results.runs import Run
 
 SECTIONS = (
@@ -455,20 +456,7 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
         f"{len(runs)} runs reused a server started for a lower level of the same configuration (after their own "
         f"warm-up). Server and load generator on separate CPUs (server {env.server_cpus if env else '-'}, load "
         f"{env.load_cpus if env else '-'}). Percentiles: nearest rank.",
-        "A run is invalid when the generator saturated, paused (its loop did not run for over 100 ms: stopped or "
-        "starved of CPU) or could not open its connections; more than 1% of the requests an open load had due were "
-        "never sent (they waited longest: the percentiles of the rest may miss them); errors (transport errors, "
-        "and answers whose status is not expected: by default anything but 2xx and 3xx) passed the threshold; no "
-        "request succeeded; an interval of its per-second series stalled (far below the run's usual interval, the "
-        "upper quartile, beyond counting noise, while requests were outstanding; the noise is Poisson's, widened by "
-        "the run's own spread where heavy-tailed requests complete in bursts); its throughput drifted "
-        "between its halves beyond counting noise; the server or one of its processes died; processes other than "
-        "Arena's took more than others_threshold (5% by default) of the run's CPUs over its window (the kernel's "
-        "per-CPU busy and stolen time less the CPU of Arena's own groups: a neighbour); or the machine ran slower than usual in every speed check by more than "
-        "speed_threshold (100% by default): a fixed unit of interpreter work is timed on the server's and services' "
-        "CPUs before, every half second during, and after each run, and the fastest of them is compared with the "
-        "experiment's median, so a spell of a slower shared machine (a sibling hyper-thread, frequency) is not taken "
-        "for the configuration.",
+        validity.method({k: definition.get(k, v) for k, v in VALIDITY_DEFAULTS.items()}),
         INTERVALS,
         clients_note(definition),
     ]

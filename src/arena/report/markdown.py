@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from arena.results.validity import RULES
+
 # CommonMark's backslash escapes for the punctuation that starts or ends markup inline (emphasis,
 # links, code, tables); what starts HTML becomes an entity, which Markdown passes through as text: a
 # "<" that opens a tag, a closing tag, a comment or a declaration (before a letter, "/", "!" or "?"),
@@ -29,3 +31,13 @@ def code(text: object) -> str:
     fence = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
     pad = " " if s.startswith("`") or s.endswith("`") else ""
     return f"{fence}{pad}{s}{pad}{fence}"
+
+
+
+def rules_table(settings: dict[str, float]) -> str:
+    """The validity rules (results/validity.py RULES) as the reference's table, in their order (the
+    first cause first): each rule's kind and when it makes a run invalid, with the thresholds of
+    ``settings`` (the experiment keys' defaults)."""
+    rows = ["| kind (as the answer counts runs left out) | a run is invalid when |", "| --- | --- |"]
+    rows += [f"| {escape(rule.kind)} | {escape(rule.text(settings))} |" for rule in RULES]
+    return "\n".join(rows)

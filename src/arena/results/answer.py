@@ -27,7 +27,6 @@ from arena import stats
 from arena.cpus import cpu_list
 from arena.results.aggregate import FIGURES, Cell, Figure, workloads
 from arena.results.runs import Failure
-from arena.results.validity import flag_kind
 
 
 @dataclass(frozen=True)
@@ -249,7 +248,7 @@ def answer(cells: list[Cell], workload: str, goal: Goal = Goal(), failures: Sequ
     per_server: dict[str, Cell] = {}
     for c in placed:
         per_server.setdefault(c.server, c)
-    left = Counter(flag_kind(r.flags[0]) for c in mine for r in c.runs if not r.valid and r.flags)
+    left = Counter(r.flags[0].kind for c in mine for r in c.runs if not r.valid and r.flags)
     excluded: Counter = Counter()
     within = {c.config for c in placed}
     for config in dict.fromkeys(c.config for c in mine):

@@ -12,6 +12,7 @@ from arena.cpus import cpu_list
 from arena.results.load import LoadResult, from_dict, to_dict
 from arena.results.settings import Launch, LoadSettings, Window
 from arena.results.resources import ResourceResult
+from arena.results.validity import Flag
 
 
 SHARED = "shared CPU: figures include the generator's cost"  # a run whose server and load shared CPUs
@@ -125,7 +126,7 @@ class Run(Placement):
     started_at: float
     server_reused: bool
     valid: bool
-    flags: tuple[str, ...]
+    flags: tuple[Flag, ...]
     throughput: float | None
     p50_us: int | None
     p90_us: int | None
@@ -198,7 +199,7 @@ class Run(Placement):
     def to_json(self) -> dict[str, Any]:
         """The run as plain JSON (arena export): its columns and its documents as stored."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d.update(flags=list(self.flags), load=to_dict(self.load) if self.load else None,
+        d.update(flags=list(self.flags), flag_kinds=[f.kind for f in self.flags], load=to_dict(self.load) if self.load else None,
                  resources=dataclasses.asdict(self.resources) if self.resources else None,
                  environment=dataclasses.asdict(self.environment), server_reused=int(self.server_reused),
                  services={k: dataclasses.asdict(v) for k, v in self.services.items()},
@@ -226,6 +227,11 @@ class Failure(Placement):
 FAILURE_COLUMNS = tuple(f.name for f in dataclasses.fields(Failure))
 
 
+def _flags(texts: list[str], kinds: list[str]) -> tuple[Flag, ...]:
+    """A run's stored flags with their kinds; a flag stored without one is its own kind."""
+    return tuple(Flag(text, kinds[i] if i < len(kinds) else text) for i, text in enumerate(texts))
+
+
 def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
     """A store row (its plain columns) and its parsed JSON documents -> Run."""
     plain = {k: row[k] for k in ("id", "run_key", "config", "label", "server", "app", "workload", "processes",
@@ -235,7 +241,7 @@ def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
                                  "db_refused_first", "speed_ms", "others_cores", "why")}
     load = documents["load"]
     return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
-               flags=tuple(documents["flags"]), load=from_dict(load) if load else None,
+               flags=_flags(documents["flags"], documents["flag_kinds"]), load=from_dict(load) if load else None,
                resources=resources_from_json(documents["resources"]),
                environment=Environment.from_json(documents["environment"] or {}),
                services={k: r for k, r in ((k, resources_from_json(v)) for k, v in documents["services"].items()) if r},

@@ -43,6 +43,33 @@ def _summaries(db: sqlite3.Connection) -> None:
 def _summary_text(load: dict[str, Any] | None) -> str:
     return json.dumps(summary(load) if load else None)
 
+# The cause of each flag stored before its kind was (a store below version 14, an export or a rescue
+# file from then), read from its wording then: its rule's kind (results/validity.py RULES), the first
+# text it holds; a wording of none of them is its own kind.
+WORDING_BEFORE_14 = (
+    ("no answer at all", "no answer"), ("no request succeeded", "no request succeeded"),
+    ("generator saturated", "generator saturated"), ("load host ", "a load host's problem"),
+    ("could not open every connection", "connections not opened"), ("the server died", "the server died"),
+    ("processes exited during the run", "a server process exited"), ("errors ", "errors"),
+    ("requests due were never sent", "requests never sent"), ("before the time limit", "the time limit"),
+    ("stalled:", "a stall"), ("throughput drifted", "throughput drifted"),
+    ("other processes took", "a neighbour shared the CPUs"), ("the machine ran", "a slower machine"))
+
+
+def kinds_before_14(flags: list[str]) -> list[str]:
+    """The kinds of flags stored without them (WORDING_BEFORE_14)."""
+    return [next((kind for text, kind in WORDING_BEFORE_14 if text in f), f) for f in flags]
+
+
+def _flag_kinds(db: sqlite3.Connection) -> None:
+    """14: each flag's kind beside it (results/validity.py Flag.kind), by which the answer counts
+    the runs left out; filled in for the runs stored before it from their flags' wording."""
+    db.execute("ALTER TABLE runs ADD COLUMN flag_kinds TEXT NOT NULL DEFAULT '[]'")
+    rows = db.execute("SELECT id, flags FROM runs WHERE flags != '[]'").fetchall()
+    db.executemany("UPDATE runs SET flag_kinds = ? WHERE id = ?",
+                   [(json.dumps(kinds_before_14(json.loads(flags))), i) for i, flags in rows])
+
+
 # Each entry upgrades the schema by one version; a store at version v gets MIGRATIONS[v:]. An entry
 # is SQL, or a function of the connection where the new columns are computed from the stored ones.
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
@@ -149,15 +176,16 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     );
     """,
     _summaries,
+    _flag_kinds,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-DOCUMENTS = ("flags", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
+DOCUMENTS = ("flags", "flag_kinds", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
 
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
                "repetition", "driver", "started_at", "server_reused", "valid", "flags", "throughput", "p50_us",
                "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes", "uss_bytes", "load", "resources", "environment",
                "services", "pool", "db_connections", "db_max_connections", "db_refused", "db_refused_first",
-               "speed_ms", "launch", "topology", "others_cores", "why")
+               "speed_ms", "launch", "topology", "others_cores", "why", "flag_kinds")
 
 
 class Store:
@@ -360,6 +388,8 @@ class Store:
     def save_run(self, experiment_id: int, values: dict[str, Any], replace: bool = False) -> None:
         """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved); with
         ``replace``, in place of any run stored under its key (arena merge: a shard run again)."""
+        if values.get("flag_kinds") is None:  # an export or a rescue file from before flags had kinds
+            values = {**values, "flag_kinds": kinds_before_14(values.get("flags", []))}
         row = {k: (json.dumps(v) if k in DOCUMENTS else v) for k, v in values.items()}
         missing = set(RUN_COLUMNS) - set(row)
         if missing:

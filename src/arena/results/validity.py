@@ -5,90 +5,15 @@ load`` judge by the same rules; the report's method section states them."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 from arena.results.load import LoadResult
 
-OTHERS_MAX = 0.05  # by default, what others may take of the run's CPUs (speed.others_cores; the counters tick in 10 ms)
-
-
-def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
-                   server_died: bool, processes_lost: tuple[int, int] | None,
-                   slowdown: float | None = None, speed_threshold: float | None = None,
-                   requests: int | None = None, others_share: float | None = None,
-                   others_threshold: float = OTHERS_MAX) -> list[str]:
-    """Why a run cannot be trusted (empty: valid), in the order of cause before consequence: no
-    request succeeded (a closed port: the refusals, before the generator's busy reconnecting); the
-    generator saturated, paused (stopped or starved: then a gap in the answers is its, not the
-    server's stall) or could not open its connections; the server or one of its processes died;
-    errors (transport errors and answers whose status is not expected) above the threshold; more
-    than UNSENT_MAX of the requests due never sent; a run bounded by ``requests`` that answered
-    fewer (its tool was stopped at its time limit); a stall (stall()); throughput drifting between
-    the run's halves beyond counting noise; processes other than Arena's took more than ``others_threshold``
-    of the run's CPUs over its window (``others_share``, from speed.others_cores); the machine ran slower
-    around the run than usual (``slowdown``, from speed.Reference: every check) by more than
-    ``speed_threshold``. The report's method section states the same rules."""
-    flags = []
-    m = result.measured
-    answered = m.completed + m.errors
-    # the first cause first: a target that answered nothing right (a closed port keeps the generator
-    # busy reconnecting: its saturation follows from the refusals, it does not explain them)
-    if answered == 0:
-        flags.append("no answer at all" + _most_errors(m))
-    elif m.completed == 0:
-        flags.append("no request succeeded" + _most_errors(m))
-    if result.saturated:
-        flags.append("generator saturated: " + "; ".join(result.saturation_reasons))
-    flags += [f"load host {h['name']}: {h['problem']}" for h in result.hosts if h.get("problem")]
-    if result.open_failure:
-        flags.append(f"the generator could not open every connection asked for ({result.open_failure})")
-    if server_died:  # before what it causes: errors, a stall, a drift
-        flags.append("the server died during the run")
-    if processes_lost is not None:
-        flags.append(f"{processes_lost[0]} of the server's {processes_lost[1]} processes exited during the run "
-                     "(a worker died or was replaced)")
-    if answered and m.errors / answered > error_threshold:
-        flags.append(f"errors {m.errors / answered:.1%} of requests (threshold {error_threshold:.1%})")
-    due = (m.sent or 0) + (m.unsent or 0)
-    if m.unsent and m.unsent / due > UNSENT_MAX:
-        flags.append(f"{m.unsent} of the {due} requests due were never sent ({m.unsent / due:.1%}; at most "
-                     f"{UNSENT_MAX:.0%}): the percentiles cover only those sent, and the missing ones were the latest")
-    if requests is not None and answered < requests:
-        flags.append(f"answered {answered} of the {requests} requests before the time limit")
-    # a pause of the generator itself stops its answers too: it is the cause, not the server
-    paused = (result.generator_paused_ms or 0.0) > (result.generator_pause_limit_ms or GENERATOR_PAUSE_MS)
-    stalled = None if paused else stall(result)
-    if stalled:
-        flags.append(stalled)
-    drift = throughput_drift(result)
-    if drift is not None and drift > drift_threshold:
-        flags.append(f"throughput drifted {drift:.0%} between the run's halves (threshold {drift_threshold:.0%})")
-    if others_share is not None and others_share > others_threshold:
-        flags.append(f"other processes took {others_share:.0%} of the run's CPUs during it (at most {others_threshold:.0%}): "
-                     "a neighbour shared the server's CPUs")
-    if slowdown is not None and speed_threshold is not None and slowdown > speed_threshold:
-        flags.append(f"the machine ran {slowdown:.0%} slower than usual in this experiment in every check before, during "
-                     f"and after the run (speed check; threshold {speed_threshold:.0%}): a spell of a slower machine")
-    return flags
-
-
-# Each flag's cause in a few words, for counting runs by cause (the answer's "Left out" line): a
-# text each flag of validity_flags holds, with the cause it names, in the order the flags are made
-# (a flag names its first match: the errors an answerless run counts are not the "errors" flag's)
-KINDS = (("no answer at all", "no answer"), ("no request succeeded", "no request succeeded"),
-         ("generator saturated", "generator saturated"), ("load host ", "a load host's problem"),
-         ("could not open every connection", "connections not opened"), ("the server died", "the server died"),
-         ("processes exited during the run", "a server process exited"), ("errors ", "errors"),
-         ("requests due were never sent", "requests never sent"), ("before the time limit", "the time limit"),
-         ("stalled:", "a stall"), ("throughput drifted", "throughput drifted"),
-         ("other processes took", "a neighbour shared the CPUs"), ("the machine ran", "a slower machine"))
-
-
-def flag_kind(flag: str) -> str:
-    """A validity flag's cause without its run's figures (KINDS): "errors 2.0% of requests ..." ->
-    "errors"; a flag of no known kind (a store's older wording) is its own."""
-    return next((kind for text, kind in KINDS if text in flag), flag)
-
-
+# The experiment's thresholds by default (plan/experiment.py reads them from the file)
+ERROR_THRESHOLD = 0.01  # errors over answered requests
+DRIFT_THRESHOLD = 0.25  # |first half - second half| / larger half
+OTHERS_MAX = 0.05  # what others may take of the run's CPUs (speed.others_cores; the counters tick in 10 ms)
 # Due requests never sent (the run's window ended with them waiting for a connection) have no
 # latency, and they are the ones that waited longest: beyond 1% of those due, even the p99 of the
 # rest may miss the worst of them.
@@ -96,6 +21,213 @@ UNSENT_MAX = 0.01
 # the pause arena-load counted as saturation before it stated its own (LoadResult.generator_pause_limit_ms):
 # for results stored from those builds
 GENERATOR_PAUSE_MS = 100.0
+
+
+class Flag(str):
+    """Why a run cannot be trusted: the sentence with the run's figures (the string itself) and the
+    kind of its rule (``kind``: the cause in a few words, by which runs are counted). A store keeps
+    both (results/store.py: flags, flag_kinds)."""
+
+    def __new__(cls, text: str, kind: str) -> "Flag":
+        flag = super().__new__(cls, text)
+        flag.kind = kind
+        return flag
+
+    def __getnewargs__(self) -> tuple[str, str]:
+        return str(self), self.kind
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a run is judged on: its load result, what the runner saw of its server and the machine,
+    and the experiment's thresholds."""
+    result: LoadResult
+    error_threshold: float
+    drift_threshold: float
+    server_died: bool
+    processes_lost: tuple[int, int] | None
+    slowdown: float | None
+    speed_threshold: float | None
+    requests: int | None
+    others_share: float | None
+    others_threshold: float
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One validity rule: its ``kind`` (the cause in a few words), ``check`` (the run's flags by it,
+    each a sentence with the run's figures; none where it holds), ``describe`` (the rule in the
+    report's method section and the reference, where ``{threshold}`` stands for the threshold) and
+    ``threshold``: a fixed value (shown in ``unit``), the name of the experiment's key that sets it,
+    or None."""
+    kind: str
+    check: Callable[[Seen], list[str]]
+    describe: str
+    threshold: float | str | None = None
+    unit: str = "%"
+
+    def flags(self, seen: Seen) -> list[Flag]:
+        return [Flag(text, self.kind) for text in self.check(seen)]
+
+    def text(self, settings: Mapping[str, float] | None = None) -> str:
+        """``describe`` with its threshold: a fixed value, or the experiment's key with its value in
+        ``settings`` (its name alone where settings have none)."""
+        t = self.threshold
+        if t is None:
+            return self.describe
+        if isinstance(t, str):
+            value = (settings or {}).get(t)
+            shown = t if value is None else f"{t} ({value:.0%})"
+        else:
+            shown = f"{t:.0%}" if self.unit == "%" else f"{t:g} {self.unit}"
+        return self.describe.format(threshold=shown)
+
+
+def _answered(m) -> int:
+    return m.completed + m.errors
+
+
+def _no_answer(s: Seen) -> list[str]:
+    m = s.result.measured
+    return ["no answer at all" + _most_errors(m)] if _answered(m) == 0 else []
+
+
+def _none_succeeded(s: Seen) -> list[str]:
+    m = s.result.measured
+    return ["no request succeeded" + _most_errors(m)] if _answered(m) and m.completed == 0 else []
+
+
+def _saturated(s: Seen) -> list[str]:
+    r = s.result
+    return ["generator saturated: " + "; ".join(r.saturation_reasons)] if r.saturated else []
+
+
+def _host_problems(s: Seen) -> list[str]:
+    return [f"load host {h['name']}: {h['problem']}" for h in s.result.hosts if h.get("problem")]
+
+
+def _not_opened(s: Seen) -> list[str]:
+    failure = s.result.open_failure
+    return [f"the generator could not open every connection asked for ({failure})"] if failure else []
+
+
+def _server_died(s: Seen) -> list[str]:
+    return ["the server died during the run"] if s.server_died else []
+
+
+def _process_exited(s: Seen) -> list[str]:
+    if s.processes_lost is None:
+        return []
+    lost, of = s.processes_lost
+    return [f"{lost} of the server's {of} processes exited during the run (a worker died or was replaced)"]
+
+
+def _errors(s: Seen) -> list[str]:
+    m = s.result.measured
+    answered = _answered(m)
+    if answered and m.errors / answered > s.error_threshold:
+        return [f"errors {m.errors / answered:.1%} of requests (threshold {s.error_threshold:.1%})"]
+    return []
+
+
+def _unsent(s: Seen) -> list[str]:
+    m = s.result.measured
+    due = (m.sent or 0) + (m.unsent or 0)
+    if m.unsent and m.unsent / due > UNSENT_MAX:
+        return [f"{m.unsent} of the {due} requests due were never sent ({m.unsent / due:.1%}; at most "
+                f"{UNSENT_MAX:.0%}): the percentiles cover only those sent, and the missing ones were the latest"]
+    return []
+
+
+def _time_limit(s: Seen) -> list[str]:
+    answered = _answered(s.result.measured)
+    if s.requests is not None and answered < s.requests:
+        return [f"answered {answered} of the {s.requests} requests before the time limit"]
+    return []
+
+
+def _stalled(s: Seen) -> list[str]:
+    # a pause of the generator itself stops its answers too: it is the cause, not the server
+    r = s.result
+    if (r.generator_paused_ms or 0.0) > (r.generator_pause_limit_ms or GENERATOR_PAUSE_MS):
+        return []
+    stalled = stall(r)
+    return [stalled] if stalled else []
+
+
+def _drifted(s: Seen) -> list[str]:
+    drift = throughput_drift(s.result)
+    if drift is not None and drift > s.drift_threshold:
+        return [f"throughput drifted {drift:.0%} between the run's halves (threshold {s.drift_threshold:.0%})"]
+    return []
+
+
+def _neighbour(s: Seen) -> list[str]:
+    if s.others_share is not None and s.others_share > s.others_threshold:
+        return [f"other processes took {s.others_share:.0%} of the run's CPUs during it (at most "
+                f"{s.others_threshold:.0%}): a neighbour shared the server's CPUs"]
+    return []
+
+
+def _slower(s: Seen) -> list[str]:
+    if s.slowdown is not None and s.speed_threshold is not None and s.slowdown > s.speed_threshold:
+        return [f"the machine ran {s.slowdown:.0%} slower than usual in this experiment in every check before, "
+                f"during and after the run (speed check; threshold {s.speed_threshold:.0%}): a spell of a slower machine"]
+    return []
+
+
+# The rules in the order of cause before consequence: a target that answered nothing right first (a
+# closed port keeps the generator busy reconnecting: its saturation follows from the refusals, it
+# does not explain them); then the generator's own problems; the server's death before what it
+# causes (errors, a stall, a drift); the machine last.
+RULES = (
+    Rule("no answer", _no_answer, "no request was answered at all"),
+    Rule("no request succeeded", _none_succeeded, "no request succeeded"),
+    Rule("generator saturated", _saturated,
+         "the generator saturated or paused (its loop did not run for over {threshold}: stopped or starved of CPU)",
+         GENERATOR_PAUSE_MS, "ms"),
+    Rule("a load host's problem", _host_problems, "one of several load hosts had a problem (its clock, its link)"),
+    Rule("connections not opened", _not_opened, "the generator could not open the connections it was asked for"),
+    Rule("the server died", _server_died, "the server died"),
+    Rule("a server process exited", _process_exited,
+         "one of the server's processes exited (a worker died or was replaced)"),
+    Rule("errors", _errors, "errors (transport errors, and answers whose status is not expected: by default "
+         "anything but 2xx and 3xx) passed {threshold} of the requests answered", "error_threshold"),
+    Rule("requests never sent", _unsent, "more than {threshold} of the requests an open load had due were never "
+         "sent (they waited longest: the percentiles of the rest may miss them)", UNSENT_MAX),
+    Rule("the time limit", _time_limit, "a run bounded by a request count answered fewer before its time limit"),
+    Rule("a stall", _stalled, "an interval of its per-second series stalled (far below the run's usual interval, "
+         "the upper quartile, beyond counting noise, while requests were outstanding; the noise is Poisson's, "
+         "widened by the run's own spread where heavy-tailed requests complete in bursts)"),
+    Rule("throughput drifted", _drifted, "its throughput drifted between its halves beyond counting noise and "
+         "beyond {threshold}", "drift_threshold"),
+    Rule("a neighbour shared the CPUs", _neighbour, "processes other than Arena's took more than {threshold} of "
+         "the run's CPUs over its window (the kernel's per-CPU busy and stolen time less the CPU of Arena's own "
+         "groups: a neighbour)", "others_threshold"),
+    Rule("a slower machine", _slower, "the machine ran slower than usual in every speed check by more than "
+         "{threshold}: a fixed unit of interpreter work is timed on the server's and services' CPUs before, every "
+         "half second during, and after each run, and the fastest of them is compared with the experiment's "
+         "median, so a spell of a slower shared machine (a sibling hyper-thread, frequency) is not taken for the "
+         "configuration", "speed_threshold"),
+)
+
+
+def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshold: float,
+                   server_died: bool, processes_lost: tuple[int, int] | None,
+                   slowdown: float | None = None, speed_threshold: float | None = None,
+                   requests: int | None = None, others_share: float | None = None,
+                   others_threshold: float = OTHERS_MAX) -> list[Flag]:
+    """Why a run cannot be trusted (empty: valid): the flags of RULES in their order, the first
+    cause first. ``slowdown`` is from speed.Reference (every check), ``others_share`` from
+    speed.others_cores; ``requests`` bounds a run by a request count."""
+    seen = Seen(result, error_threshold, drift_threshold, server_died, processes_lost, slowdown, speed_threshold,
+                requests, others_share, others_threshold)
+    return [flag for rule in RULES for flag in rule.flags(seen)]
+
+
+def method(settings: Mapping[str, float] | None = None) -> str:
+    """The rules as the report's method section states them, with the experiment's thresholds."""
+    return "A run is invalid when " + "; or ".join(r.text(settings) for r in RULES) + "."
 
 
 # How the error classes (results/load.py ERROR_CLASSES) read in a sentence
