@@ -51,8 +51,8 @@ def main() -> int:
     instances = (valid[0].launch.get("topology") or {}).get("instances", 4)
     print(f"service time (the app's, {len(phases)} runs at {low:g} req/s): mean {service.mean * 1e3:.1f} ms; "
           f"{instances} instances\n")
-    window = float(res.definition.get("duration", "15s").rstrip("s"))
-    warmup = float(res.definition.get("warmup", "3s").rstrip("s"))
+    window = float((res.definition.duration or "15s").rstrip("s"))
+    warmup = float((res.definition.warmup or "3s").rstrip("s"))
     print(f"{'policy':10} {'rate':>5} {'measured p99 ms (runs)':>30} {'steady state (95% CI)':>24} "
           f"{f'{window:g}-s windows (10..90%)':>26}")
     errors: dict[str, list[tuple[float, float]]] = {}

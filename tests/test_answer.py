@@ -12,6 +12,7 @@ import pytest
 from arena import stats
 from arena.app.analysis import Limits, analyse
 from arena.errors import ArenaError
+from arena.plan.stored import stored_experiment
 from arena.app.store import results
 from arena.app.report import build_report
 from arena.cli import main
@@ -71,7 +72,9 @@ def test_a_cell_with_one_run_is_undecided_never_tied_for_best(res):
 
 def test_the_experiments_goal_applies_and_flags_override_it(res):
     tp = standings(res.cells)[0]
-    own = dataclasses.replace(res, definition={**res.definition, "goal": {"p99_max": "1ms", "memory_max": "1GiB"}})
+    d = res.definition
+    own = dataclasses.replace(res, definition=stored_experiment(d.name, d.file, {**d.document, "goal": {
+        "p99_max": "1ms", "memory_max": "1GiB"}}))
     assert analyse(own).goal == Goal(p99_ms=1.0, memory_mib=1024.0)
     assert analyse(own).answers[0].best is None  # nothing measured answers within 1 ms
     over = analyse(own, Limits(p99_ms=tp.p99_us.median / 1000 * 1.01))
@@ -217,7 +220,7 @@ def test_show_exits_4_when_a_threshold_fails(res, tmp_path, capsys):
     for text, code in ((f"p99 < {lowest / 2:.3f}ms", 4), ("throughput > 1", 0)):
         with sqlite3.connect(db) as con:
             con.execute("UPDATE experiments SET definition = ? WHERE name = ?",
-                        (json.dumps({**res.definition, "thresholds": [text]}), NAME))
+                        (json.dumps({**res.definition.document, "thresholds": [text]}), NAME))
         assert main(["show", NAME, "--store", str(db)]) == code
         out = capsys.readouterr().out
         assert (f"threshold {text}: FAILED in" in out) if code else (f"threshold {text}: passed in all" in out)

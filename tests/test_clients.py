@@ -13,6 +13,7 @@ from arena.clients import KEYS, Clients, parse_rate, rate_text
 from arena.results.settings import LoadSettings
 from arena.plan.expand import plan
 from arena.plan.experiment import parse_experiment, workloads_of
+from arena.plan.stored import stored_experiment
 from arena.report.data import clients_note
 from arena.runner import load_spec
 
@@ -94,10 +95,10 @@ def test_a_load_result_says_which_clients_it_stood_for():
 
 
 def test_the_method_names_the_clients_of_each_workload():
-    fast = clients_note({"workload": {"path": "/"}})
+    fast = clients_note(stored_experiment("e", "", {"workload": {"path": "/"}}))
     assert fast == "Clients: keep-alive."
-    mixed = clients_note({"workloads": [{"name": "fast", "path": "/"},
-                                        {"name": "slow", "path": "/", "clients": {"delay": "50ms", "download": "64KiB/s"}}]})
+    mixed = clients_note(stored_experiment("e", "", {"workloads": [
+        {"name": "fast", "path": "/"}, {"name": "slow", "path": "/", "clients": {"delay": "50ms", "download": "64KiB/s"}}]}))
     assert mixed.startswith("Clients: fast: keep-alive; slow: keep-alive, 50 ms away, 64 KiB/s down. Slow and far "
                             "clients are emulated by arena-load per connection")
 

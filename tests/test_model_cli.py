@@ -210,6 +210,7 @@ def test_verification_runs_the_users_app_as_the_experiment_gave_it(monkeypatch, 
     from pathlib import Path
 
     from arena.app.store import Results
+    from arena.plan.stored import stored_experiment
     from arena.app.model import Load, verification_experiment
     from arena.model.recommend import Candidate
 
@@ -217,7 +218,7 @@ def test_verification_runs_the_users_app_as_the_experiment_gave_it(monkeypatch, 
     definition = tomllib.loads(file.read_text())
     definition["servers"][0]["yjit"] = [False, True]
     monkeypatch.chdir(tmp_path)
-    res = Results("rails-example", definition, [], [], str(file))
+    res = Results("rails-example", stored_experiment("rails-example", str(file), definition), [], [])
     chosen = [Candidate("puma", 3, 4, None, None, True, ""), Candidate("unicorn", 5, None, None, None, True, "")]
     exp = verification_experiment(res, Load("closed", 12), chosen)
     puma = [c for c in exp.servers if c.server == "puma"]

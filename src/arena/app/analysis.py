@@ -15,7 +15,6 @@ from arena.app.store import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model.findings import ModelFindings, findings
 from arena.model.search import Capacity, capacities
-from arena.plan.experiment import goal_of, thresholds_of
 from arena.results.answer import Answer, Goal, answers
 from arena.results.thresholds import Outcome, evaluate, failed
 
@@ -62,25 +61,18 @@ class Analysis:
 
 
 def goal(res: Results, limits: Limits = Limits()) -> Goal:
-    """The experiment's goal with the given limits over it."""
-    try:
-        own = goal_of(res.definition, res.file or "(stored definition)")
-    except ArenaError:  # a stored [goal] this Arena cannot read: none, the flags alone
-        own = Goal()
-    return own.over(p99_ms=limits.p99_ms, memory_mib=limits.memory_mib, error_pct=limits.error_pct)
+    """The experiment's goal (none where this Arena cannot read it: the limits alone) with the given
+    limits over it."""
+    return res.definition.goal.over(p99_ms=limits.p99_ms, memory_mib=limits.memory_mib, error_pct=limits.error_pct)
 
 
 def analyse(res: Results, limits: Limits = Limits()) -> Analysis:
     g = goal(res, limits)
-    try:
-        given = thresholds_of(res.definition, res.file or "(stored definition)")
-    except ArenaError:  # stored thresholds this Arena cannot read: none
-        given = []
     found = []
-    if (res.definition.get("load") or {}).get("find") == "capacity":
+    if res.definition.find == "capacity":
         label = {r.config: r.label for r in res.runs}
         found = [(label[config], workload, cap) for (config, workload), cap in capacities(res.runs, g).items()]
-    return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, given), found)
+    return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, res.definition.thresholds), found)
 
 
 def analyses(store_path: str, name: str | None = None, limits: Limits = Limits()) -> list[Analysis]:

@@ -335,7 +335,7 @@ def verification_experiment(res: Results, load: Load, chosen: list[Candidate]):
     original experiment (its app, settings, environment and options as given there) with the
     recommended processes, threads and pool; everything else as the original, one repetition. Paths
     resolve against the original experiment file, so a user's app and mix file are found again."""
-    entries = res.definition.get("servers", [])
+    entries = res.definition.document.get("servers", [])
     servers = []
     for c in chosen:
         entry = next((e for e in entries if e.get("server") == c.server), {"server": c.server})
@@ -344,11 +344,11 @@ def verification_experiment(res: Results, load: Load, chosen: list[Candidate]):
                         **({"pool": c.pool} if c.pool is not None else {})})
     model, level = load.model, load.level
     load_table = {"model": model, "concurrency" if model == "closed" else "rates": [int(level) if model == "closed" else level]}
-    data = {k: v for k, v in res.definition.items() if k not in ("servers", "load", "name", "description", "repetitions")}
+    data = {k: v for k, v in res.definition.document.items() if k not in ("servers", "load", "name", "description", "repetitions")}
     digest = hashlib.sha1(json.dumps([servers, load_table], sort_keys=True).encode()).hexdigest()[:8]
     data.update(name=f"{res.name}-verify-{digest}"[:64], servers=servers, load=load_table, repetitions=1,
                 description=f"arena recommend --verify of {res.name}")
-    file = res.file if res.file and Path(res.file).is_file() else f"(arena recommend --verify {res.name})"
+    file = res.definition.file if Path(res.definition.file or "-").is_file() else f"(arena recommend --verify {res.name})"
     return parse_experiment(data, file)
 
 

@@ -30,7 +30,7 @@ def build_report(res: Results, limits: Limits = Limits(), top: int = data.TOP) -
     analysis = analyse(res, limits)
     shown = data.charted(analysis.answers, res.cells, top)
     return data.build(res.name, res.definition, res.runs, res.cells, analysis.findings(shown), analysis.answers,
-                      comparison_of(res.definition, res.cells, res.runs, res.file or "(stored definition)"),
+                      comparison_of(res.definition, res.cells, res.runs),
                       analysis.thresholds, res.steps, analysis.capacities, shown)
 
 

@@ -15,6 +15,7 @@ from arena.errors import ArenaError
 from arena.model.estimate import estimate_s
 from arena.plan.expand import plan
 from arena.plan.experiment import Experiment, load_experiment, parse_experiment
+from arena.plan.stored import StoredExperiment
 from arena.results import published
 from arena.reproduce.compare import Comparison, compare
 from arena.runner import Event, Seams
@@ -73,11 +74,12 @@ def run_study(study_id: str, store_path: str, on_plan: Callable[[Planned], None]
     return counts
 
 
-def comparison_of(definition: dict, cells, runs, file: str = "(stored definition)") -> Comparison | None:
-    """The comparison of a stored experiment with its study (None when its definition reproduces none)."""
-    if "reproduce" not in definition:
+def comparison_of(definition: StoredExperiment, cells, runs, file: str | None = None) -> Comparison | None:
+    """The comparison of a stored experiment with its study (None when its definition reproduces
+    none); ``file``: where its paths resolve, if not its own file."""
+    if not definition.reproduces:
         return None
-    exp = parse_experiment(definition, file)
+    exp = parse_experiment(definition.document, file or definition.named)
     rep = exp.reproduce
     assert rep is not None
     servers = {c.name: c.server for c in exp.servers}

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from dataclasses import dataclass, field
 
 from arena.errors import ArenaError
-from arena.plan.experiment import workloads_of
+from arena.plan.stored import StoredExperiment, stored_experiment
 from arena.results.aggregate import Cell, aggregate
 from arena.results.load import decode_hdr
 from arena.model.observe import observations
@@ -43,25 +43,24 @@ def import_rescued(path: str, store_path: str) -> tuple[str, int, int]:
 
 @dataclass(frozen=True)
 class Results:
-    """One experiment as stored: its definition, its runs, and their cells."""
+    """One experiment as stored: its definition (decoded once), its runs, and their cells."""
 
     name: str
-    definition: dict
+    definition: StoredExperiment
     runs: list[Run]
     cells: list[Cell]
-    file: str = ""  # the experiment file it was run from
     failures: list[Failure] = field(default_factory=list)  # runs whose last attempt could not be made
     steps: list[tuple[str, str]] = field(default_factory=list)  # the latest search's steps: (stage, text)
 
     def observations(self):
         """The model's observations of the valid runs (model/calibrate.py Observation)."""
-        return observations(self.runs, workloads_of(self.definition))
+        return observations(self.runs, self.definition.workloads)
 
 
 def results(store: Store, name: str) -> Results:
     runs = store.runs(name)
-    return Results(name, store.definition(name), runs, aggregate(runs), store.file(name), store.failures(name),
-                   store.steps(name))
+    return Results(name, stored_experiment(name, store.file(name), store.definition(name)), runs, aggregate(runs),
+                   store.failures(name), store.steps(name))
 
 
 def latest(store: Store) -> str:

@@ -9,9 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from arena.errors import ArenaError
 from arena.clients import SEGMENT, SLOW_RCVBUF, Clients
-from arena.plan.experiment import VALIDITY_DEFAULTS, workloads_of
+from arena.plan.stored import StoredExperiment
 from arena.report import charts as ch
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
@@ -55,13 +54,11 @@ nice = ch.nice  # one way to print a figure in tables and charts
 
 
 
-def clients_note(definition: dict) -> str:
-    """The method's sentence on the clients: keep-alive or not, and each workload's emulated link."""
-    try:
-        found = workloads_of(definition)
-    except ArenaError:  # a definition this Arena cannot read: its keep_alive alone
-        found = {}
-    texts = {name: w.clients.text for name, w in found.items()} or {"default": Clients(definition.get("keep_alive", True)).text}
+def clients_note(definition: StoredExperiment) -> str:
+    """The method's sentence on the clients: keep-alive or not, and each workload's emulated link
+    (where the workloads cannot be read: the experiment's keep_alive alone)."""
+    found = definition.workloads
+    texts = {name: w.clients.text for name, w in found.items()} or {"default": Clients(definition.keep_alive).text}
     said = (next(iter(texts.values())) if len(set(texts.values())) == 1
             else "; ".join(f"{name}: {text}" for name, text in texts.items()))
     note = f"Clients: {said}."
@@ -385,7 +382,7 @@ def charted(answers: Sequence[Answer], cells: list[Cell], top: int = TOP) -> set
     return shown
 
 
-def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found,
+def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[Cell], found,
           answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
           steps: Sequence[tuple[str, str]] = (), capacities: Sequence = (), shown: set[str] | None = None) -> Report:
     """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
@@ -451,19 +448,19 @@ def build(name: str, definition: dict, runs: list[Run], cells: list[Cell], found
     reused = sum(r.server_reused for r in runs)
     method = [
         f"Load: {', '.join(drivers)}; {', '.join(sorted({r.model for r in runs}))} model; measured for "
-        f"{definition.get('duration', definition.get('requests', '-'))} after a warm-up of {definition.get('warmup', '-')} "
-        f"(discarded) at each level; {definition.get('repetitions', 1)} repetition(s), in a shuffled order. {reused} of "
+        f"{definition.duration or definition.requests or '-'} after a warm-up of {definition.warmup or '-'} "
+        f"(discarded) at each level; {definition.repetitions} repetition(s), in a shuffled order. {reused} of "
         f"{len(runs)} runs reused a server started for a lower level of the same configuration (after their own "
         f"warm-up). Server and load generator on separate CPUs (server {env.server_cpus if env else '-'}, load "
         f"{env.load_cpus if env else '-'}). Percentiles: nearest rank.",
-        validity.method({k: definition.get(k, v) for k, v in VALIDITY_DEFAULTS.items()}),
+        validity.method(definition.validity),
         INTERVALS,
         clients_note(definition),
     ]
     if len(envs) > 1:
         method.append(f"The runs ran in {len(envs)} different environments; the first is shown.")
     env_rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in (env.__dict__ if env else {}).items()]
-    return Report(name, definition.get("description", ""), len(runs), sum(r.valid for r in runs), len(labels(cells)),
+    return Report(name, definition.description, len(runs), sum(r.valid for r in runs), len(labels(cells)),
                   opening, sections, method, Table(["item", "value"], env_rows),
-                  Table(["key", "value"], _definition_rows(definition)),
+                  Table(["key", "value"], _definition_rows(definition.document)),
                   experiment_json(name, list(answers), cells, thresholds, capacities))
