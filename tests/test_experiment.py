@@ -339,6 +339,17 @@ def test_a_goal_written_as_a_table_reads_back_as_the_same_goal():
             assert mine == read or mine == pytest.approx(read, rel=1e-12), goal  # ms and % read through s and shares
 
 
+def test_an_experiment_read_from_a_file_knows_its_resolved_path(tmp_path, monkeypatch):
+    """The store keeps the path the file was read from resolved, so its app and mix paths resolve
+    from any directory later (recommend --verify, the report); one no file holds has none."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "e.toml").write_text((ROOT / "scenarios" / "quick.toml").read_text())
+    monkeypatch.chdir(tmp_path)
+    exp = load_experiment("sub/e.toml")
+    assert exp.file == "sub/e.toml" and exp.path == str(tmp_path / "sub" / "e.toml")
+    assert parse_experiment(dict(exp.source), "arena tune").path == ""
+
+
 def test_a_stored_definition_is_decoded_once_and_what_cannot_be_read_is_left_at_its_default():
     """A stored definition decodes into a StoredExperiment (plan/stored.py); a part this Arena cannot
     read (a goal key of a later Arena, an app moved away) leaves that part empty, never an error."""

@@ -17,7 +17,6 @@ import time
 from functools import partial
 from dataclasses import asdict, dataclass, field, replace
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from arena import __version__ as arena_version
@@ -316,7 +315,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     runs beyond the plan, each stored with why it was taken. With ``shard``, only its share of the plan
     (plan/shard.py: arena run --shard i/N). With ``chosen``, those runs (arena tune's,
     each with why), in that order, whatever the plan holds. Returns what it did with them (RunCounts)."""
-    file = str(Path(exp.file).resolve()) if Path(exp.file).is_file() else exp.file  # its paths resolve from anywhere
+    file = exp.path or exp.file  # stored resolved: its paths resolve from anywhere
     experiment_id = store.experiment_id(exp.name, file, exp.source)
     saver = Saver(store, experiment_id, {"name": exp.name, "file": file, "definition": exp.source})
     stored = store.done_keys(experiment_id)

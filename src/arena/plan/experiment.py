@@ -166,6 +166,7 @@ class Experiment:
     find: str | None = None  # "capacity": each configuration's capacity is searched ([load] find); levels are ()
     find_from: float | None = None  # the rate that search starts from (None: from a closed-loop run)
     cluster: Cluster | None = None  # several load hosts ([cluster]); None: arena-load here
+    path: str = ""  # the file it was read from, resolved when read ("" for one no file holds: arena tune's)
 
     @property
     def shared(self) -> bool:
@@ -246,7 +247,7 @@ def load_experiment(path: str | Path, server_here: bool = False, share: bool = F
         if isinstance(layout, dict):
             layout["share"] = True
     try:
-        return parse_experiment(data, file, server_here)
+        return replace(parse_experiment(data, file, server_here), path=str(Path(path).resolve()))
     except KeyProblem as e:
         raise e.at(text) from None
 
