@@ -2,6 +2,7 @@
 happened, and nothing is left behind (no process, cgroup, work dir or load generator's temp dir),
 whether Arena stopped itself or a later Arena reaped what a killed one left."""
 
+import contextlib
 import os
 import random
 import signal
@@ -46,13 +47,17 @@ def leftovers_of(pid: int) -> list[str]:
 def start(tmp_path: Path, experiment: str = EXPERIMENT) -> subprocess.Popen:
     exp = tmp_path / "signals.toml"
     exp.write_text(experiment)
-    return subprocess.Popen([sys.executable, "-m", "arena", "run", str(exp), "--store", str(tmp_path / "s.db")],
+    # -X faulthandler: a SIGABRT makes it print where each of its threads is (wait_for_load's evidence)
+    return subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "arena", "run", str(exp), "--store",
+                             str(tmp_path / "s.db")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def wait_for_load(proc: subprocess.Popen) -> None:
     """Until the first run is under way: Arena has started arena-load (after its server's ready check
-    and idle probe)."""
+    and idle probe). Otherwise Arena is stopped, its group with it (a later test must not find it
+    running as a neighbour), and the failure says what it was doing: its processes and where its
+    threads were (faulthandler's dump at SIGABRT)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -61,11 +66,22 @@ def wait_for_load(proc: subprocess.Popen) -> None:
         except psutil.NoSuchProcess:
             break
         time.sleep(0.05)
-    try:  # what it was doing instead, for whoever reads the failure
+    try:
         tree = [f"{c.name()} ({c.status()})" for c in psutil.Process(proc.pid).children(recursive=True)]
+        state = psutil.Process(proc.pid).status()
     except psutil.NoSuchProcess:
-        tree = ["(Arena has exited)"]
-    raise AssertionError(f"Arena never started its load in 60 s; exit status {proc.poll()}; its processes: {tree}")
+        tree, state = ["(Arena has exited)"], "gone"
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGABRT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        out = "(no output within 10 s of SIGABRT)"
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    raise AssertionError(f"Arena never started its load in 60 s; exit status {proc.returncode}; it was {state}; "
+                         f"its processes: {tree}; it said:\n{out[-4000:]}")
 
 
 def stopped_under_load(tmp_path, send, experiment: str = EXPERIMENT) -> int:
