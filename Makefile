@@ -13,11 +13,14 @@ SHELL := /bin/bash
 # slurm-wlm and munge run the sharded sweep's array job for real in a test (its own daemons, never the services).
 # ruby-sqlite3 is the database of the `rails new` app docs/rails-django.md tunes.
 # postgresql is the managed database service (ruby-pg and ruby-connection-pool its Ruby driver and pool) (Arena runs its own clusters as the package's unprivileged
-# user "postgres"; the package's own cluster is never started: see the policy-rc.d guard below).
+# user "postgres"; the package's own cluster is never started: tools/apt-install refuses service starts).
 APT_PACKAGES := ruby ruby-rack ruby-webrick puma unicorn thin passenger ruby-sinatra ruby-rails \
 	python3 python3-venv python3-dev build-essential curl apache2-utils wrk siege chromium postgresql \
 	ruby-bundler ruby-pg ruby-connection-pool ruby-sqlite3 libjemalloc2 libev-dev nginx haproxy iproute2 fish \
 	slurm-wlm munge
+# What make demo needs and no more: the Ruby of its two Ruby servers, the Python that makes the venv,
+# and a C linker for arena-load's build. Its Python servers are the venv's extra "demo".
+DEMO_APT_PACKAGES := ruby ruby-rack puma unicorn python3 python3-venv gcc libc6-dev
 UV_VERSION := 0.13.8
 PYTHON ?= python3
 TOOLS := .tools
@@ -26,18 +29,12 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: install install-system install-python install-jmeter install-bench build demo test bench clean
+.PHONY: install install-system install-python install-jmeter install-bench install-demo install-demo-system build demo test bench clean
 
 install: install-system install-python install-jmeter build
 
 install-system:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" != 0 ]; then echo "make: need root to install: $$missing" >&2; exit 1; fi; \
-		echo "installing Debian packages: $$missing"; \
-		apt-get update -qq; \
-		$(call no_service_starts,apt-get install -y -qq --no-install-recommends $$missing >/dev/null); \
-	fi
+	@tools/apt-install $(APT_PACKAGES)
 
 # Bytecode is compiled once here, for the venv's packages and for Arena's own modules: with
 # PYTHONDONTWRITEBYTECODE set (as on these machines) Python would otherwise compile scipy's and
@@ -54,7 +51,7 @@ install-jmeter: $(JMETER_JAR)
 $(JMETER_JAR): tools/jmeter/pom.xml tools/jmeter/assemble
 	@missing=; command -v java >/dev/null || missing="default-jre-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
-	if [ -n "$$missing" ]; then apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+	if [ -n "$$missing" ]; then tools/apt-install $$missing; fi
 	tools/jmeter/assemble $(TOOLS)/jmeter
 
 $(UV):
@@ -63,20 +60,24 @@ $(UV):
 
 $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 	$(UV) sync --locked --all-extras --compile-bytecode --python $(PYTHON)
+	touch $@ $(VENV)/.demo-synced
+
+# The demo's venv: Arena and the demo's Python servers, no other server and no test tool (a venv
+# that `make install` made already has them: --inexact removes nothing).
+$(VENV)/.demo-synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --locked --inexact --no-dev --extra demo --compile-bytecode --python $(PYTHON)
 	touch $@
 
-# Run an install command with a policy-rc.d that refuses service starts in place (unless one exists):
-# Debian's nginx and postgresql packages would otherwise start system services (port 80, 5432).
-no_service_starts = guard=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '\#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; \
-	chmod +x /usr/sbin/policy-rc.d; guard=1; fi; rc=0; { $(1); } || rc=$$?; [ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d; \
-	[ $$rc -eq 0 ]
+# Only what the demo runs: its servers, Arena's venv and arena-load (make install: everything).
+install-demo: install-demo-system $(VENV)/.demo-synced build
+	@$(VENV)/bin/python -m compileall -q src >/dev/null
+
+install-demo-system:
+	@tools/apt-install $(DEMO_APT_PACKAGES)
 
 # The benchmarks' static server, and SQLite's shell (the floor of benches/store_scale.py).
 install-bench:
-	@if ! command -v nginx >/dev/null; then \
-		$(call no_service_starts,apt-get install -y -qq --no-install-recommends nginx-light >/dev/null || apt-get install -y -qq nginx >/dev/null); \
-	fi
-	@command -v sqlite3 >/dev/null || apt-get install -y -qq --no-install-recommends sqlite3 >/dev/null
+	@tools/apt-install sqlite3
 
 # The load generator, and the simulator's compiled engine (arena.model.sim runs its Python one where
 # it is absent). Rust comes from the machine's toolchain (edition 2024: Rust >= 1.85).
@@ -84,17 +85,20 @@ build:
 	@command -v cargo >/dev/null || { echo "make: cargo (Rust >= 1.85) is needed to build arena-load" >&2; exit 1; }
 	cargo build --release --locked -p arena-load -p arena-sim
 
-# The demo's own servers (those of scenarios/quick.toml) pass conformance on the apps it serves, then
-# the quick experiment (36 runs, about 3 minutes; a second run resumes and only shows), the cells tied
-# with the best whose comparison is undecided again within 5 minutes in all (--until-decided), its
-# answer and its HTML report. Each phase says when it ended. arena run's exit 1 (some runs invalid or
-# failed) does not stop the demo: the answer and the report say which and why. Results: arena.db.
+# What the demo needs (install-demo), its own servers (those of scenarios/quick.toml) checked on the
+# apps they serve, then the quick experiment (36 runs; a second run resumes and only shows), and the
+# cells tied with the best whose comparison is undecided repeated until DEMO_S seconds of the whole
+# demo are spent, less 20 for its answer and its HTML report (--until-decided --budget). Each phase
+# says when it ended. arena run's exit 1 (some runs invalid or failed) does not stop the demo: the
+# answer and the report say which and why. Results: arena.db.
 DEMO_SERVERS := puma unicorn gunicorn-sync gunicorn-gthread uvicorn
+DEMO_S := 300
 demo:
 	@t0=$$(date +%s); phase() { echo "demo: $$1 at $$(( $$(date +%s) - t0 )) s"; }; \
-	$(MAKE) --no-print-directory install; phase "installed"; \
+	$(MAKE) --no-print-directory install-demo; phase "installed"; \
 	$(VENV)/bin/arena check $(DEMO_SERVERS) --app rack --app wsgi --app asgi; phase "servers checked"; \
-	$(VENV)/bin/arena run scenarios/quick.toml --store arena.db --until-decided --max-repetitions 4 --budget 5m \
+	left=$$(( $(DEMO_S) - 20 - $$(date +%s) + t0 )); [ $$left -ge 60 ] || left=60; \
+	$(VENV)/bin/arena run scenarios/quick.toml --store arena.db --until-decided --max-repetitions 4 --budget $${left}s \
 		|| [ $$? -eq 1 ]; phase "runs made"; \
 	$(VENV)/bin/arena show quick --store arena.db; \
 	$(VENV)/bin/arena report quick --store arena.db -o arena-report-quick.html; phase "answer and report written"; \

@@ -24,9 +24,18 @@ def _names(requirements: list[str]) -> set[str]:
     return {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower().replace("_", "-") for r in requirements}
 
 
+def _extra(project: dict, name: str) -> set[str]:
+    """The distributions an extra installs, with the extras of Arena's own that it names (arena[demo])."""
+    names = set()
+    for r in project["optional-dependencies"][name]:
+        own = re.fullmatch(r"arena\[([\w-]+)\]", r)
+        names |= _extra(project, own.group(1)) if own else _names([r])
+    return names
+
+
 def test_every_python_server_is_in_the_extra_and_none_in_the_core():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    core, extra = _names(project["dependencies"]), _names(project["optional-dependencies"]["python-servers"])
+    core, extra = _names(project["dependencies"]), _extra(project, "python-servers")
     dists = {s.version[1].lower() for s in catalog.CATALOG.values() if s.version[0] == "dist"}
     assert dists and dists <= extra, dists - extra
     assert not dists & core and "distributed" not in core
@@ -101,3 +110,11 @@ def test_the_demo_checks_the_servers_and_apps_its_experiment_runs():
     assert sorted(listed) == sorted({c.server for c in exp.servers})
     checked = set(re.findall(r"--app (\w+)", make[make.index("\ndemo:"):]))
     assert {c.app for c in exp.servers} <= checked == {"rack", "wsgi", "asgi"}
+    # and make demo installs them, and no other server: their Debian packages, and the extra "demo"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    apt = set(re.search(r"^DEMO_APT_PACKAGES := (.+)$", make, re.M).group(1).split())
+    kinds = {catalog.CATALOG[s].version[0] for s in listed}
+    assert kinds == {"cmd", "dist"}
+    assert {catalog.CATALOG[s].install_hint.split()[-1] for s in listed if catalog.CATALOG[s].version[0] == "cmd"} <= apt
+    assert {catalog.CATALOG[s].version[1] for s in listed if catalog.CATALOG[s].version[0] == "dist"} == \
+        _extra(project, "demo")
