@@ -359,7 +359,7 @@ def test_a_stored_definition_is_decoded_once_and_what_cannot_be_read_is_left_at_
     data = tomllib.loads((ROOT / "scenarios" / "quick.toml").read_text())
     s = stored_experiment("quick", "/x/quick.toml", data)
     assert s.goal == Goal(p99_ms=100.0) and s.thresholds == () and list(s.workloads) == ["default"]
-    assert (s.duration, s.warmup, s.repetitions, s.find, s.reproduces) == ("3s", "1s", 2, None, False)
+    assert (s.duration, s.warmup, s.repetitions, s.find, s.reproduces) == ("2s", "1s", 2, None, False)
     assert s.validity == {"error_threshold": 0.01, "drift_threshold": 0.25, "others_threshold": 0.05,
                           "speed_threshold": 1.0} and s.named == "/x/quick.toml"
     odd = stored_experiment("q", "", {**data, "goal": {"p99_max": "soon"}, "error_threshold": 0.1,
