@@ -119,7 +119,7 @@ def _assert_start_fails_cleanly(server: str, app: App, evidence: str, env: dict 
     before = set(Path(tempfile.gettempdir()).glob(pattern))
     with _extra_app(app):
         with pytest.raises(ArenaError) as e:
-            start(ServerSpec(server, "broken", processes=2, strict_knobs=False, env=env or {}), ready_timeout=10)
+            start(ServerSpec(server, "broken", processes=2, strict_knobs=False, env=env or {}), ready_timeout=5)
     message = str(e.value)
     assert message.startswith(f"{server} (broken)")
     assert evidence in message  # the tail of its log is in the error
