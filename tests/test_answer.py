@@ -51,6 +51,43 @@ def test_show_json_is_valid_against_its_schema_and_agrees_with_the_report(res, c
     assert len(a["cells"]) == len(res.cells) and all(c["throughput"]["n"] == 2 for c in a["cells"])
 
 
+def test_every_command_judges_the_goal_alike_cell_by_cell(res, capsys):
+    """One judgement of a goal (Goal.check): show, recommend's measured answer, the report and the
+    capacity search's rule (model/search.passes, on each cell's own runs) call the same cells within
+    a p99 and memory goal, cell by cell; the answer's best and tied are among them."""
+    import re
+
+    from arena.model.search import passes, sample_of
+    from arena.report.html import render
+
+    # a p99 that half the cells keep within, and a memory limit that the largest of those breaks
+    p99s = sorted(c.p99_us.median / 1000 for c in res.cells if c.p99_us.median)
+    p99_max = round(p99s[len(p99s) // 2], 3)
+    pss = sorted({round(c.pss_bytes.median / 2 ** 20, 2) for c in res.cells if c.p99_us.median / 1000 <= p99_max})
+    memory_max = round((pss[-1] + pss[-2]) / 2, 3)
+    flags = ["--p99-max", f"{p99_max}ms", "--memory-max", f"{memory_max}MiB"]
+    assert main(["show", NAME, "--store", report_store(), "--json", *flags]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    within = {(c["config"], c["level"]): c["within_goal"] for c in shown["answers"][0]["cells"]}
+    breaks = {c["breaks"] for c in shown["answers"][0]["cells"]}
+    assert 0 < sum(within.values()) < len(within) == len(res.cells) and {"p99", "memory"} <= breaks
+    goal = Goal(p99_ms=p99_max, memory_mib=memory_max)
+    assert within == {(c.config, c.level): passes([sample_of(r) for r in c.runs], goal) for c in res.cells}
+    for level in sorted({c.level for c in res.cells}):
+        code = main(["recommend", NAME, "--store", report_store(), "--json", "--concurrency", f"{level:g}", *flags])
+        doc = json.loads(capsys.readouterr().out)
+        assert code in (0, 1)
+        measured = {(c["config"], c["level"]): c["within_goal"] for c in doc["recommendations"][0]["measured"]["cells"]}
+        assert measured == {k: v for k, v in within.items() if k[1] == level}
+    page = render(build_report(res, Limits(p99_ms=p99_max, memory_mib=memory_max)))
+    embedded = re.search(r'<script type="application/json" id="arena-answer">(.*?)</script>', page, re.S)
+    assert json.loads(embedded.group(1)) == shown
+    a = shown["answers"][0]
+    cell = {(c["configuration"], c["level"]): c for c in a["cells"]}
+    assert cell[a["best"]["configuration"], a["best"]["level"]]["within_goal"]
+    assert all(any(c["within_goal"] for c in a["cells"] if c["configuration"] == label) for label in a["tied"])
+
+
 def test_a_cell_with_one_run_is_undecided_never_tied_for_best(res):
     """A configuration whose standing rests on one valid run has no interval against the best: it is
     said apart as undecided, however near or far its one figure, and is repeated by --until-decided."""

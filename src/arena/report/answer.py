@@ -168,12 +168,16 @@ def figure_json(f: Figure) -> dict[str, Any]:
             "interval": None if iv is None else ("range" if iv.is_range else "95% order statistics")}
 
 
-def cell_json(c: Cell) -> dict[str, Any]:
+def cell_json(c: Cell, goal: Goal = Goal()) -> dict[str, Any]:
+    """A cell's figures with their intervals, and whether it keeps within ``goal`` (Goal.check: the
+    judgement the answer, the report, recommend and the capacity search make)."""
+    check = goal.check(c)
     return {"configuration": c.label, "config": c.config, "server": c.server, "workload": c.workload,
             "processes": c.processes, "threads": c.threads, "model": c.model, "level": c.level,
             "valid": c.valid, "runs": c.total, "throughput": figure_json(c.throughput),
             "p50_ms": figure_json(c.p50_us.scaled(1000)), "p99_ms": figure_json(c.p99_us.scaled(1000)),
-            "pss_mib": figure_json(c.pss_bytes.scaled(MiB)), "errors_pct": figure_json(c.error_pct), "flags": list(c.flags)}
+            "pss_mib": figure_json(c.pss_bytes.scaled(MiB)), "errors_pct": figure_json(c.error_pct), "flags": list(c.flags),
+            "within_goal": check.within, "breaks": check.why_not}
 
 
 def _comparison(v: Versus, figure: str, c: stats.Comparison) -> dict[str, Any]:
@@ -217,7 +221,7 @@ def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
         "per_server": [_pick(p) for p in a.per_server],
         "left_out": a.left_out, "not_run": a.failed, "excluded": a.excluded,
         "repetitions": {"fewest": a.repetitions[0], "most": a.repetitions[1]},
-        "cells": [cell_json(c) for c in cells if c.workload == a.workload],
+        "cells": [cell_json(c, g) for c in cells if c.workload == a.workload],
         "method": METHOD.format(threshold=100 * g.threshold),
     }
 
