@@ -420,10 +420,11 @@ def predicted_capacities(tune_db: str, labels: list[str]) -> dict[str, float]:
     calibration ``arena tune`` made (its runs at one client in ``tune_db``), as tune predicts it."""
     from arena.app.tune import calibration_observations
     from arena.model.calibrate import calibrate
+    from arena.plan.stored import stored_experiment
     from arena.results.store import Store
 
     with Store(tune_db) as s:
-        obs = calibration_observations(s.runs(TUNE), s.definition(TUNE))
+        obs = calibration_observations(s.runs(TUNE), stored_experiment(TUNE, "", s.definition(TUNE)).workloads)
     cals = {server: calibrate(obs, server) for server in {_point(k)[0] for k in labels}}
     return {k: slo_capacity(cals[server], p, t, REAL_P99_MS, sim=True) for k in labels for server, p, t in [_point(k)]}
 

@@ -348,7 +348,8 @@ def verification_experiment(res: Results, load: Load, chosen: list[Candidate]):
     digest = hashlib.sha1(json.dumps([servers, load_table], sort_keys=True).encode()).hexdigest()[:8]
     data.update(name=f"{res.name}-verify-{digest}"[:64], servers=servers, load=load_table, repetitions=1,
                 description=f"arena recommend --verify of {res.name}")
-    file = res.definition.file if Path(res.definition.file or "-").is_file() else f"(arena recommend --verify {res.name})"
+    own = res.definition.file
+    file = own if own and Path(own).is_file() else f"(arena recommend --verify {res.name})"
     return parse_experiment(data, file)
 
 

@@ -35,8 +35,8 @@ from arena.model.observe import observations
 from arena.model.recommend import grid, slo_capacity
 from arena.model.search import Ask, Contender, Key, Measurer, Sample, Tuning, sample_of, search
 from arena.model.verify import predict
-from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, goal_table, parse_experiment,
-                                   workloads_of)
+from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, goal_table,
+                                   parse_experiment)
 from arena.probe import sample_once
 from arena.results.aggregate import MiB, Figure
 from arena.results.answer import Goal
@@ -367,16 +367,16 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
                  clock() - start, len(asks))
 
 
-def calibration_observations(runs: Sequence[Run], definition: dict) -> list[Observation]:
+def calibration_observations(runs: Sequence[Run], workloads: dict[str, Workload]) -> list[Observation]:
     """What tune calibrates the model from: its runs at one client (CALIBRATION), as observations,
-    of the experiment with ``definition`` (a tune's stored one, say)."""
+    of an experiment with ``workloads`` (by name)."""
     return observations([r for r in runs if r.model == CALIBRATION.model and r.level == CALIBRATION.value],
-                        workloads_of(definition))
+                        workloads)
 
 
 def _calibrate(exp: Experiment, measurer: Stored, servers: list[str], left: dict[str, str],
                on_step: Callable[[str], None]) -> dict[str, Calibration]:
-    obs = calibration_observations(measurer.runs(), exp.source)
+    obs = calibration_observations(measurer.runs(), {w.name: w for w in exp.workloads})
     out = {}
     for s in servers:
         try:

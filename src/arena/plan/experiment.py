@@ -40,6 +40,7 @@ from arena.plan.schema import check as check_schema
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
 MODELS = ("closed", "open")
+UNNAMED = "(stored definition)"  # how errors name a stored definition whose file is not known
 # The experiment's keys that set the validity rules' thresholds (results/validity.py RULES), and their
 # defaults
 VALIDITY_DEFAULTS = {"error_threshold": validity.ERROR_THRESHOLD, "drift_threshold": validity.DRIFT_THRESHOLD,
@@ -351,7 +352,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     return exp
 
 
-def workloads_of(definition: dict[str, Any], file: str = "(stored definition)") -> dict[str, Workload]:
+def workloads_of(definition: dict[str, Any], file: str = UNNAMED) -> dict[str, Workload]:
     """The workloads of an experiment's (stored) definition by name, read as the experiment reader
     reads them, without the parts that depend on the machine (the CPU layout)."""
     return {w.name: w for w in _workloads(Reader(file, definition), read_mix=False)}
@@ -375,7 +376,7 @@ def _thresholds(r: Reader, grid: list[ServerConfig] | None) -> list[Threshold]:
     return out
 
 
-def thresholds_of(definition: dict[str, Any], file: str = "(stored definition)") -> list[Threshold]:
+def thresholds_of(definition: dict[str, Any], file: str = UNNAMED) -> list[Threshold]:
     """The thresholds of an experiment's (stored) definition. A server entry's apply to the
     configurations it expands to; where that cannot be read here (its app moved), to its server."""
     top = Reader(file, definition)
@@ -391,7 +392,7 @@ def thresholds_of(definition: dict[str, Any], file: str = "(stored definition)")
     return out
 
 
-def goal_of(definition: dict[str, Any], file: str = "(stored definition)") -> Goal:
+def goal_of(definition: dict[str, Any], file: str = UNNAMED) -> Goal:
     """The goal of an experiment's (stored) definition ([goal]; none: no limits)."""
     return _goal(Reader(file, definition))
 

@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.errors import ArenaError
-from arena.plan.experiment import VALIDITY_DEFAULTS, Workload, goal_of, thresholds_of, workloads_of
+from arena.plan.experiment import UNNAMED, VALIDITY_DEFAULTS, Workload, goal_of, thresholds_of, workloads_of
 from arena.results.answer import Goal
 from arena.results.thresholds import Threshold
-
-UNNAMED = "(stored definition)"  # how errors name a definition whose file is not known
 
 
 @dataclass(frozen=True)

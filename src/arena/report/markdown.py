@@ -33,7 +33,6 @@ def code(text: object) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
-
 def rules_table(settings: dict[str, float]) -> str:
     """The validity rules (results/validity.py RULES) as the reference's table, in their order (the
     first cause first): each rule's kind and when it makes a run invalid, with the thresholds of
