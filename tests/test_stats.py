@@ -1,6 +1,7 @@
 """The one quantile definition (nearest rank), the intervals and the comparison, against known values."""
 
 import math
+import random
 
 import pytest
 from hdrh.histogram import HdrHistogram
@@ -97,6 +98,21 @@ def test_ratio_is_welchs_interval_on_log_values():
     assert r.value == pytest.approx(math.exp(-1))
     assert (math.log(r.lo), math.log(r.hi)) == pytest.approx((-7.084870, 5.084870), abs=1e-6)
     assert r.n == (2, 2)
+
+
+def test_ratio_interval_is_scipys_welch_interval():
+    # The formula against scipy.stats itself, on samples of unequal sizes and spreads (where Welch's
+    # degrees of freedom are fractional) and at other levels than 95%.
+    from scipy.stats import ttest_ind
+
+    rng = random.Random(51)
+    for _ in range(200):
+        la = [rng.gauss(0, rng.uniform(0.001, 0.5)) for _ in range(rng.randint(2, 12))]
+        lb = [rng.gauss(0.1, rng.uniform(0.001, 0.5)) for _ in range(rng.randint(2, 12))]
+        level = rng.choice([0.8, 0.9, 0.95, 0.99])
+        r = stats.ratio([math.exp(v) for v in la], [math.exp(v) for v in lb], level)
+        ci = ttest_ind(la, lb, equal_var=False).confidence_interval(level)
+        assert (math.log(r.lo), math.log(r.hi)) == pytest.approx((ci.low, ci.high), rel=1e-9, abs=1e-12)
 
 
 def test_ratio_without_an_interval_or_a_spread():
