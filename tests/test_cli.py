@@ -220,6 +220,25 @@ def test_workers_and_t_are_the_servers_own_words_for_processes_and_threads():
         assert (args.processes, args.threads) == (2, 3), argv
 
 
+def test_one_command_imports_its_own_module_only():
+    """`arena show` builds show's parser and imports show's module, not the other 18 commands' (and
+    the engines they import); the whole parser still knows every command."""
+    import subprocess
+    import sys
+
+    from arena.cli import COMMANDS
+
+    probe = ("import sys; from arena.cli import build_parser; p = build_parser('show'); "
+             "print(sorted(p._subparsers._group_actions[0].choices)); "
+             "print(sorted(m for m in sys.modules if m.startswith('arena.cli.') and m != 'arena.cli.args'))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['show']", "['arena.cli.show']"]
+    from arena.cli import build_parser
+
+    assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)
+
+
 def test_every_command_has_examples_that_parse():
     import shlex
 

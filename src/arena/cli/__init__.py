@@ -18,17 +18,27 @@ _early: list[int] = []
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, frame: _early.append(signum))
 
+import importlib  # noqa: E402
+from types import ModuleType  # noqa: E402
+
 from rich.console import Console  # noqa: E402
 
-from arena.cli import (check, compare, completion, export, import_, load, ls, merge, predict, reap,  # noqa: E402
-                       recommend, report, reproduce, run, serve, servers, show, simulate, tune)
 from arena.cli.args import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_TERMINATED, Parser  # noqa: E402
 from arena import __version__  # noqa: E402
 from arena.errors import (ArenaError, DriverFailed, NotMeasured, NotSaved, Terminated, ask_to_stop,  # noqa: E402
                           asked_to_stop, clear_stop, raise_now, stop_if_asked)
 
-COMMANDS = {m.NAME: m for m in (servers, serve, load, run, merge, show, compare, ls, export, import_, report, predict,
-                                recommend, tune, simulate, reproduce, check, reap, completion)}
+# The commands in the order --help lists them, each the name of its module in this package. A
+# command's module (and the engine it calls) is imported only when that command runs, or when the
+# whole parser is wanted (--help, completion): `arena show` need not import what `arena tune` does
+# (all 19 cost 0.8 s).
+COMMANDS = ("servers", "serve", "load", "run", "merge", "show", "compare", "ls", "export", "import", "report", "predict",
+            "recommend", "tune", "simulate", "reproduce", "check", "reap", "completion")
+
+
+def command(name: str) -> ModuleType:
+    """The module of the command ``name`` (``import`` is the module import_, a Python keyword)."""
+    return importlib.import_module(f"arena.cli.{'import_' if name == 'import' else name}")
 
 
 # Each command's --help ends with these (a test parses every one, so they stay true).
@@ -88,17 +98,17 @@ def _stopped(kind: type[BaseException]) -> int:
     return EXIT_INTERRUPTED
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """Arena's parser, with every command, or only the command ``only`` (what one run parses)."""
     p = Parser(prog="arena", description="Measure, explain and predict how Ruby and Python app servers "
                                          "serve a workload.")
     p.add_argument("--version", action="version", version=f"arena {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in COMMANDS.values():
-        module.add(sub)
-    for name, lines in EXAMPLES.items():
-        command = sub.choices[name]
-        command.formatter_class = argparse.RawDescriptionHelpFormatter
-        command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in lines)
+    for name in COMMANDS if only is None else (only,):
+        command(name).add(sub)
+    for name, parser in sub.choices.items():
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
     p.set_defaults(parser=p)  # what a command made from the parser itself reads (completion)
     return p
 
@@ -122,12 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     # installs no KeyboardInterrupt handler; Ctrl-C must stop Arena (and what it started) anyway.
     signal.signal(signal.SIGINT, _on_sigint)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    # one command's parser where the first word names one; completion writes the whole parser out
+    only = words[0] if words and words[0] in COMMANDS and words[0] != "completion" else None
+    args = build_parser(only).parse_args(argv)
     out = console()
     try:
         if _early:  # a signal came before the handlers above were in place
             raise Terminated() if signal.SIGTERM in _early else KeyboardInterrupt()
-        code = COMMANDS[args.command].run(args, out)
+        code = command(args.command).run(args, out)
         stop_if_asked()  # a signal whose exception was lost on its way (errors.ask_to_stop)
         return code
     except ArenaError as e:
