@@ -109,6 +109,30 @@ def test_a_run_is_read_from_its_summary_and_whole_only_when_asked(tmp_path):
     assert new.load.raw is None and new.load.measured == whole[0].load.measured
 
 
+def test_reading_runs_leaves_the_collector_as_it_was_and_its_runs_frozen(tmp_path):
+    """Store.runs pauses Python's cyclic collector while it decodes and leaves the runs it made out
+    of later collections (gc.freeze); the collector is on again after, or still off where it was."""
+    import gc
+    import shutil
+
+    from tests.conftest import report_store
+
+    path = tmp_path / "s.db"
+    shutil.copy(report_store(), path)
+    gc.unfreeze()
+    try:
+        with Store(path) as s:
+            before = gc.get_freeze_count()
+            assert len(s.runs("tiny-grid")) == 32
+            assert gc.isenabled() and gc.get_freeze_count() > before
+            gc.disable()
+            s.runs("tiny-grid")
+            assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
 def test_a_newer_or_foreign_store_is_refused(tmp_path):
     newer = tmp_path / "newer.db"
     db = sqlite3.connect(newer)
