@@ -109,6 +109,15 @@ def test_a_run_is_read_from_its_summary_and_whole_only_when_asked(tmp_path):
     assert new.load.raw is None and new.load.measured == whole[0].load.measured
 
 
+def test_stored_documents_parse_as_json_writes_them():
+    """The store's fast parser gives what json gives, NaN and Infinity included (json writes them,
+    orjson does not read them)."""
+    doc = {"mean": 1.5e-7, "big": 2 ** 62, "hdr": "HISTFAAA", "none": None, "nested": [{"é": True}]}
+    assert store_mod._loads(json.dumps(doc)) == doc
+    odd = store_mod._loads(json.dumps({"stdev": float("nan"), "max": float("inf")}))
+    assert math.isnan(odd["stdev"]) and odd["max"] == math.inf
+
+
 def test_reading_runs_leaves_the_collector_as_it_was_and_its_runs_frozen(tmp_path):
     """Store.runs pauses Python's cyclic collector while it decodes and leaves the runs it made out
     of later collections (gc.freeze); the collector is on again after, or still off where it was."""
