@@ -7,7 +7,7 @@ import numpy as np
 
 from arena import stats
 from arena.results.load import Histogram
-from arena.model.calibrate import Lazy, Observation, Quantiles
+from arena.model.calibrate import QUANTILE_GRID, Lazy, Observation, OnGrid, Quantiles
 from arena.plan.experiment import Workload
 from arena.results.aggregate import MiB, cpu_per_request_ms, mean_timing_ms
 from arena.results.runs import Run
@@ -37,24 +37,10 @@ def database_cpu_per_request_ms(run: Run) -> float | None:
     return res.cpu_s / (run.throughput * res.window_s) * 1000
 
 
-# where a phase's quantile function is read: evenly to the 99th percentile, then closer in the tail
-QUANTILE_GRID = (*(i / 400 for i in range(397)), *(0.99 + i / 1000 for i in range(10)), 0.9995, 0.9999, 1.0)
-
-
-class _Phases(Lazy):
-    """A run's phases' quantile functions, each kept once read as its values at QUANTILE_GRID in an
-    array (3 KB, where the pairs as tuples took 36 KB: 450 MB over the 10,000 runs of a report),
-    and given as the pairs each time it is asked for."""
-
-    def __getitem__(self, name: str) -> Quantiles:
-        kept = super().__getitem__(name)
-        return tuple(zip(QUANTILE_GRID, kept.tolist())) if isinstance(kept, np.ndarray) else kept
-
-
 def phases(histograms: dict[str, Histogram]) -> Lazy:
     """A run's Server-Timing phases that hold values, each read (_read_ms) when first asked for."""
     held = {k: h for k, h in histograms.items() if h.count and h.min is not None and h.max is not None}
-    return _Phases(held, lambda name: _read_ms(held[name]))
+    return OnGrid(held, lambda name: _read_ms(held[name]))
 
 
 def _read_ms(h: Histogram) -> np.ndarray | Quantiles:
