@@ -11,9 +11,4 @@ one app function and renders what it returns. The value types (results/: runs, c
 load results, resources; mix, clients, cpus) import no I/O.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("arena")
-except PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0+unknown"
+__version__ = "0.1.0"  # the package's version (pyproject.toml reads it here)

@@ -12,7 +12,6 @@ from arena.errors import ArenaError, did_you_mean
 from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
 from arena.cpus import parse_cpu_list
-from arena.servers.launch import env_problem
 
 EXIT_ERROR, EXIT_FAILED, EXIT_NOT_SAVED, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 1, 3, 130, 143
 EXIT_THRESHOLD = 4  # every run valid, but a threshold of the experiment failed
@@ -189,6 +188,8 @@ def add_settings(p: argparse.ArgumentParser) -> None:
 
 def settings_options(args) -> dict:
     """The ServerSpec fields of ``add_settings``' flags; a declared variable checked as in experiments."""
+    from arena.servers.launch import env_problem  # here: a command that starts no server imports no launcher
+
     for name, value in args.env:
         if env_problem(name, value):
             raise ArenaError(f"--env {name}={value}: {env_problem(name, value)}")

@@ -18,13 +18,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from arena.drivers import DRIVERS
 from arena import speed as machine_speed
 from arena.errors import ArenaError, did_you_mean
 from arena.results import validity
 from arena.servers import catalog
 from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
-from arena.servers.launch import env_problem
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, measured_health, user_app
@@ -265,6 +263,8 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         raise top.fail("name", name, "must be 1-64 letters, digits, '.', '_' or '-'")
     default_app = top.get("app")
     default_topology = _table(top, "topology")
+    from arena.drivers import DRIVERS  # here, not where the file is imported: reading a store needs no driver
+
     driver = top.string("driver", "arena-load", tuple(DRIVERS))
 
     workloads = _workloads(top, read_mix=True)
@@ -508,6 +508,8 @@ def _levels(ld: Reader) -> list[Level]:
 
 def _check_driver(top: Reader, driver: str, levels: list[Level], requests: bool, workloads: list[Workload]) -> None:
     """Refuse, now and not after the first server start, what the driver cannot run."""
+    from arena.drivers import DRIVERS
+
     caps = DRIVERS[driver].capabilities
     for i, w in enumerate(workloads):
         model = (w.levels or levels)[0].model
@@ -707,6 +709,8 @@ def _topology_axis(r: Reader, entry: catalog.Server, default: dict[str, Any]) ->
 
 def _env_axis(r: Reader) -> list[tuple[tuple[str, str], ...]]:
     """``env = { NAME = "value" }``, a list of values being an axis (``env.RUBY_YJIT_ENABLE = ["0", "1"]``)."""
+    from arena.servers.launch import env_problem  # here: reading a store starts no server
+
     table = r.get("env", {})
     if not isinstance(table, dict):
         raise r.fail("env", table, "must be a table of variables: env = { NAME = \"value\" }")
