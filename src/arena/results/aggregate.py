@@ -118,18 +118,13 @@ def decomposition(server_timing: dict[str, float], response_ms: float,
 
 
 def mean_timing_ms(run: Run) -> dict[str, float]:
-    """A run's mean Server-Timing figures per request, ms, by metric name. A metric only some
-    responses carry (a /mix that draws /db for some requests: their pool and db) counts as 0 in
-    the others, so the parts of every request add up."""
-    m = run.load.measured
-    answered = max((h.count for h in m.server_timing.values()), default=0)
-    return {k: h.mean / 1000 * h.count / answered for k, h in m.server_timing.items()
-            if h.mean is not None and answered}
+    """A run's mean Server-Timing figures per request, ms, by metric name (results/load.py
+    LoadFigures); {} where it has none."""
+    return dict(run.figures.timing_ms or {}) if run.figures else {}
 
 
 def mean_response_ms(run: Run) -> float | None:
-    m = run.load.measured if run.load else None
-    return None if m is None or not m.response_time or m.response_time.mean is None else m.response_time.mean / 1000
+    return run.figures.response_ms if run.figures else None
 
 
 def cpu_per_request_ms(run: Run) -> float | None:
@@ -145,16 +140,16 @@ def cpu_per_request_ms(run: Run) -> float | None:
 
 def error_pct(run: Run) -> float | None:
     """A run's errors (transport errors and unexpected statuses) as a share of its requests, %."""
-    m = run.load.measured if run.load else None
-    answered = m.completed + m.errors if m else 0
-    return 100 * m.errors / answered if answered else None
+    f = run.figures
+    answered = f.completed + f.errors if f else 0
+    return 100 * f.errors / answered if answered else None
 
 
 def run_decomposition(run: Run) -> dict[str, float | None] | None:
     """One run's mean latency in parts (None when its app reported no Server-Timing), its request
     thread's CPU cross-checked with its server's (cpu_per_request_ms)."""
     mean = mean_response_ms(run)
-    if mean is None or not run.load.measured.server_timing:
+    if mean is None or run.figures.timing_ms is None:
         return None
     return decomposition(mean_timing_ms(run), mean, cpu_per_request_ms(run))
 
@@ -222,7 +217,7 @@ def _front(runs: tuple[Run, ...]) -> Front | None:
 def _balance(runs: tuple[Run, ...]) -> tuple[float, ...]:
     counts: list[int] = []
     for r in runs:
-        per = sorted(r.load.measured.workers.values(), reverse=True) if r.load else []
+        per = list(r.figures.workers) if r.figures else []
         n = max(len(counts), len(per))
         counts = [a + b for a, b in zip(counts + [0] * (n - len(counts)), per + [0] * (n - len(per)))]
     total = sum(counts)
@@ -239,7 +234,7 @@ def _decomposition(runs: tuple[Run, ...]) -> dict[str, float | None] | None:
 def _app_metrics(runs: tuple[Run, ...]) -> dict[str, Figure]:
     """The app's own Server-Timing metrics (not ARENA_METRICS): mean ms per request of each run, as
     figures over the runs."""
-    means = [mean_timing_ms(r) for r in runs if r.load and r.load.measured.server_timing]
+    means = [mean_timing_ms(r) for r in runs if r.figures and r.figures.timing_ms is not None]
     names = dict.fromkeys(k for m in means for k in m if k not in ARENA_METRICS)
     return {k: Figure.of([m.get(k, 0.0) for m in means]) for k in names}
 

@@ -136,6 +136,38 @@ class LoadResult:
         return LoadSettings.of(self.config)
 
 
+@dataclass(frozen=True)
+class LoadFigures:
+    """What a run's cell reads of its load result (results/aggregate.py), small enough to read for
+    10,000 runs at once: the store keeps it beside the load result, which is then decoded only
+    where something reads it (results/runs.py Run.load). Milliseconds."""
+
+    completed: int
+    errors: int
+    response_ms: float | None  # the mean response time
+    timing_ms: dict[str, float] | None  # mean Server-Timing per request, by metric; None: none sent
+    workers: tuple[int, ...]  # the requests each server worker answered, most first
+
+    @classmethod
+    def of(cls, r: LoadResult) -> "LoadFigures":
+        """A load result's figures. A Server-Timing metric only some responses carry (a /mix that
+        draws /db for some requests: their pool and db) counts as 0 in the others, so the parts
+        of every request add up."""
+        m = r.measured
+        rt = m.response_time
+        timing = None
+        if m.server_timing:
+            answered = max(h.count for h in m.server_timing.values())
+            timing = {k: h.mean / 1000 * h.count / answered for k, h in m.server_timing.items()
+                      if h.mean is not None and answered}
+        return cls(m.completed, m.errors, rt.mean / 1000 if rt and rt.mean is not None else None, timing,
+                   tuple(sorted(m.workers.values(), reverse=True)))
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "LoadFigures":
+        return cls(d["completed"], d["errors"], d["response_ms"], d["timing_ms"], tuple(d["workers"]))
+
+
 def to_dict(r: LoadResult) -> dict[str, Any]:
     """LoadResult -> plain JSON-able dict (the store keeps this; ``raw`` rides along)."""
     from dataclasses import asdict

@@ -5,11 +5,12 @@ report, the model's calibration) reads these, never the store's columns or JSON 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from arena.cpus import cpu_list
-from arena.results.load import LoadResult, from_dict, to_dict
+from arena.results.load import LoadFigures, LoadResult, from_dict, to_dict
 from arena.results.settings import Launch, LoadSettings, Window
 from arena.results.resources import ResourceResult
 from arena.results.validity import Flag
@@ -135,7 +136,7 @@ class Run(Placement):
     cpu_s: float | None
     pss_bytes: int | None
     uss_bytes: int | None
-    load: LoadResult | None
+    figures: LoadFigures | None  # what its cell reads of its load result (None: no load result)
     resources: ResourceResult | None
     environment: Environment
     services: dict[str, ResourceResult] = field(default_factory=dict)  # by kind, over the run's window
@@ -151,6 +152,19 @@ class Run(Placement):
     # the front's figures over the run's window (a balancer: requests and queue time, in all and per
     # instance: topology.haproxy.window_figures); {} for a bare server or a proxy
     topology: dict[str, Any] = field(default_factory=dict)
+    # its load result (None: none), or what decodes it when it is first read (Run.load): reading a
+    # store decodes no run's load result that nothing reads (show reads LoadFigures)
+    stored_load: LoadResult | Callable[[], LoadResult | None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def load(self) -> LoadResult | None:
+        """The run's load result as the store gave it (results/store.py Store.runs: the analysis's
+        summary or the whole), decoded the first time it is read."""
+        got = self.stored_load
+        if callable(got):
+            got = got()
+            object.__setattr__(self, "stored_load", got)  # decoded once; the text it came from is let go
+        return got
 
     @property
     def shared(self) -> bool:
@@ -198,7 +212,7 @@ class Run(Placement):
 
     def to_json(self) -> dict[str, Any]:
         """The run as plain JSON (arena export): its columns and its documents as stored."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("figures", "stored_load")}
         d.update(flags=list(self.flags), flag_kinds=[f.kind for f in self.flags], load=to_dict(self.load) if self.load else None,
                  resources=dataclasses.asdict(self.resources) if self.resources else None,
                  environment=dataclasses.asdict(self.environment), server_reused=int(self.server_reused),
@@ -233,19 +247,32 @@ def _flags(texts: list[str], kinds: list[str]) -> tuple[Flag, ...]:
 
 
 def decode(row: dict[str, Any], documents: dict[str, Any]) -> Run:
-    """A store row (its plain columns) and its parsed JSON documents -> Run."""
+    """A store row (its plain columns) and its parsed JSON documents -> Run. Its ``load`` may be a
+    function that gives the parsed document when called (decoded when the run's load is read)."""
     plain = {k: row[k] for k in ("id", "run_key", "config", "label", "server", "app", "workload", "processes",
                                  "threads", "connections", "model", "level", "repetition", "driver", "started_at",
                                  "throughput", "p50_us", "p90_us", "p99_us", "errors", "cpu_s", "pss_bytes",
                                  "uss_bytes", "pool", "db_connections", "db_max_connections", "db_refused",
                                  "db_refused_first", "speed_ms", "others_cores", "why")}
-    load = documents["load"]
+    load, figures = documents["load"], documents.get("figures")
+    if callable(load):
+        stored = functools.partial(_decoded, load)
+    else:
+        stored = from_dict(load) if load else None
+        if figures is None and stored is not None:
+            figures = LoadFigures.of(stored)
     return Run(**plain, server_reused=bool(row["server_reused"]), valid=bool(row["valid"]),
-               flags=_flags(documents["flags"], documents["flag_kinds"]), load=from_dict(load) if load else None,
+               flags=_flags(documents["flags"], documents["flag_kinds"]),
+               figures=LoadFigures.from_json(figures) if isinstance(figures, dict) else figures,
                resources=resources_from_json(documents["resources"]),
                environment=Environment.from_json(documents["environment"] or {}),
                services={k: r for k, r in ((k, resources_from_json(v)) for k, v in documents["services"].items()) if r},
-               launch=documents["launch"] or {}, topology=documents.get("topology") or {})
+               launch=documents["launch"] or {}, topology=documents.get("topology") or {}, stored_load=stored)
+
+
+def _decoded(parse: Callable[[], dict[str, Any] | None]) -> LoadResult | None:
+    load = parse()
+    return from_dict(load) if load else None
 
 
 def schema_problem(doc: Any, definition: str) -> str | None:

@@ -9,6 +9,8 @@ each decoded once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import gc
 import json
 import os
@@ -23,7 +25,7 @@ import orjson
 
 from arena.atomic import write_file
 from arena.errors import ArenaError, NotSaved, did_you_mean
-from arena.results.load import summary
+from arena.results.load import LoadFigures, from_dict, summary
 from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode, schema_problem
 
 
@@ -45,6 +47,26 @@ def _summaries(db: sqlite3.Connection) -> None:
 
 def _summary_text(load: dict[str, Any] | None) -> str:
     return json.dumps(summary(load) if load else None)
+
+
+def _figures(db: sqlite3.Connection) -> None:
+    """15: each run's figures that its cell reads (results/load.py LoadFigures), beside its load
+    result, which is then decoded only where something reads it: `arena show` of 10,000 runs
+    decoded 10,000 load results to read five figures of each. Filled in for the runs stored before
+    it from their summaries, a batch at a time."""
+    db.execute("ALTER TABLE runs ADD COLUMN figures TEXT NOT NULL DEFAULT 'null'")
+    last = 0
+    while True:
+        batch = db.execute("SELECT id, summary FROM runs WHERE id > ? ORDER BY id LIMIT 500", (last,)).fetchall()
+        if not batch:
+            return
+        db.executemany("UPDATE runs SET figures = ? WHERE id = ?",
+                       [(_figures_text(json.loads(load)), i) for i, load in batch])
+        last = batch[-1][0]
+
+
+def _figures_text(load: dict[str, Any] | None) -> str:
+    return json.dumps(dataclasses.asdict(LoadFigures.of(from_dict(load))) if load else None)
 
 # The cause of each flag stored before its kind was (a store below version 14, an export or a rescue
 # file from then), read from its wording then: its rule's kind (results/validity.py RULES), the first
@@ -180,8 +202,10 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     """,
     _summaries,
     _flag_kinds,
+    _figures,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+COMPUTED = ("summary", "figures")  # the columns save_run computes from a run's load result
 DOCUMENTS = ("flags", "flag_kinds", "load", "resources", "environment", "services", "launch", "topology")  # the columns that hold JSON
 
 RUN_COLUMNS = ("run_key", "config", "label", "server", "app", "workload", "processes", "threads", "connections", "model", "level",
@@ -226,7 +250,7 @@ class Store:
             elif version > 0:
                 self._backup(version)
         self._migrate(version)
-        self._columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}  # save_run computes "summary"
+        self._columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}  # save_run computes COMPUTED
         self._inode = os.stat(self.path).st_ino
 
     def _version(self) -> int:
@@ -397,8 +421,8 @@ class Store:
         missing = set(RUN_COLUMNS) - set(row)
         if missing:
             raise ValueError(f"run is missing {sorted(missing)}")
-        row["summary"] = _summary_text(values["load"])
-        stored = [c for c in (*RUN_COLUMNS, "summary") if c in self._columns]
+        row["summary"], row["figures"] = _summary_text(values["load"]), _figures_text(values["load"])
+        stored = [c for c in (*RUN_COLUMNS, *COMPUTED) if c in self._columns]
         cols = ", ".join(stored)
         insert = (f"INSERT INTO runs (experiment_id, {cols}) VALUES (?, {', '.join('?' * len(stored))})",
                   (experiment_id, *(row[c] for c in stored)))
@@ -485,26 +509,31 @@ class Store:
             self._batched = False
 
     def runs(self, name: str, load: str = "summary") -> list[Run]:
-        """The experiment's runs in the order they ran, each decoded once into a typed Run: its load
-        result as the analysis reads it (``load`` "summary": results/load.py summary, no tool's
-        document, warm-up or per-interval histograms), as the tool gave it ("whole": a run's detail,
-        the exports), or none ("none": a table of the stored columns). A document many runs share
-        (the environment, the launch) is decoded once."""
+        """The experiment's runs in the order they ran, each decoded once into a typed Run with the
+        figures its cell reads (results/load.py LoadFigures) and its load result, decoded when it
+        is first read: as the analysis reads it (``load`` "summary": results/load.py summary, no
+        tool's document, warm-up or per-interval histograms), as the tool gave it ("whole": a run's
+        detail, the exports), or none ("none": a table of the stored columns). A document many runs
+        share (the environment, the launch) is decoded once."""
         read = {"summary": "summary AS load", "whole": "load", "none": "'null' AS load"}[load]
-        columns = ", ".join(["id", *(c for c in RUN_COLUMNS if c != "load"), read])
+        columns = ", ".join(["id", *(c for c in RUN_COLUMNS if c != "load"), "figures", read])
         rows = self.db.execute(f"SELECT {columns} FROM runs WHERE experiment_id = ? ORDER BY started_at",
                                (self._id(name),))
         seen: dict[str, Any] = {}
 
         def parsed(text: str) -> Any:
-            if len(text) > 512:  # a run's own (its load, its resources): not worth keeping
+            if len(text) > 512:  # a run's own (its resources): not worth keeping
                 return _loads(text)
             if text not in seen:
                 seen[text] = _loads(text)
             return seen[text]
 
+        def deferred(text: str) -> Any:
+            return None if text == "null" else functools.partial(_loads, text)
+
         with _uncollected():
-            return [decode(r, {k: parsed(r[k]) for k in DOCUMENTS}) for r in rows]
+            return [decode(r, {**{k: parsed(r[k]) for k in DOCUMENTS if k != "load"}, "load": deferred(r["load"]),
+                               "figures": _loads(r["figures"])}) for r in rows]
 
 
 def _loads(text: str) -> Any:
