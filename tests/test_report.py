@@ -330,6 +330,10 @@ def test_the_terminal_table_fits_its_width_and_keeps_every_cell():
     assert max(map(len, narrow)) <= 34 and len(narrow) > len(wide)
     cells = " ".join(line.split("│")[1].strip() for line in narrow if line.startswith("│"))
     assert cells.split() == "puma <b>x</b> p=2 t=4 and a long label gunicorn".split()  # folded at spaces
+    # a cell that fits is printed as it stands; one with a tab, a newline or spaces around is folded
+    # as textwrap folds it, even where it would fit
+    odd = text_table(Table(["a", "b", "c"], [["x\ty", " z ", "p\nq"]]), "t", 80).splitlines()
+    assert odd[-3:-1] == ["│ x   │  z  │ p q │", "│ y   │     │     │"]  # the tab as 8 spaces, a leading one kept
 
 
 def test_report_top_sets_how_many_configurations_the_charts_draw(tmp_path, capsys):

