@@ -8,7 +8,9 @@ A grown store repeats the fixture's runs, each copy under its own run key; with 
 configurations than the fixture's 8, each configuration is copied under a new name ("... #k"), so
 the cells, the tables and the charts grow with it.
 
-    python benches/store_scale.py [--sizes 1000x500 10000x16 ...] [--cpu 1] [--keep DIR]
+    python benches/store_scale.py [--sizes 1000x500 10000x16 ...] [--cpu 1] [--runs 3] [--keep DIR]
+
+Each command runs --runs times; the table shows its median wall time and the highest peak RSS.
 
 Targets on a 2-core machine: show <= 1 s at 1,000 runs and <= 3 s at 10,000; report <= 5 s at
 1,000 runs over 500 configurations and <= 15 s at 10,000 runs; export csv <= 5 s at 10,000 runs;
@@ -19,6 +21,7 @@ one is missed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
@@ -37,11 +40,17 @@ TARGETS_S = {("show", 1000): 1.0, ("show", 10000): 3.0, ("report", 1000, 500): 5
 RSS_MB, PAGE_MB, PAGE_CONFIGS = 400, 5.0, 500
 
 
-def measure(argv: list[str], cpu: int):
-    u = run_pinned(argv, cpu, timeout=900)
-    if u.code != 0:
-        sys.exit(f"benchmark: {' '.join(argv)} exited {u.code}: {u.err.strip()[-400:]}")
-    return u
+def measure(argv: list[str], cpu: int, runs: int):
+    """``argv`` run ``runs`` times (as hyperfine does, on a machine whose speed wanders): the run of
+    median wall time, with the highest peak RSS of them all."""
+    got = []
+    for _ in range(runs):
+        u = run_pinned(argv, cpu, timeout=900)
+        if u.code != 0:
+            sys.exit(f"benchmark: {' '.join(argv)} exited {u.code}: {u.err.strip()[-400:]}")
+        got.append(u)
+    middle = sorted(got, key=lambda u: u.wall_s)[len(got) // 2]
+    return dataclasses.replace(middle, max_rss_kib=max(u.max_rss_kib for u in got))
 
 
 def main() -> None:
@@ -50,6 +59,7 @@ def main() -> None:
     p.add_argument("--cpu", type=int, default=1, help="the CPU every command is pinned to")
     p.add_argument("--skip", nargs="*", default=[], choices=["show", "report", "export"])
     p.add_argument("--keep", help="keep the grown stores and outputs in this directory")
+    p.add_argument("--runs", type=int, default=3, help="times each command runs; its median is shown (default: 3)")
     args = p.parse_args()
     if shutil.which("sqlite3") is None:
         sys.exit("benchmark: the sqlite3 shell is missing (apt-get install -y sqlite3)")
@@ -65,17 +75,18 @@ def main() -> None:
             grow(db, runs, configs)
             env = {**os.environ, "COLUMNS": "120"}
             os.environ.update(env)
-            floor = measure(["sqlite3", "-csv", str(db), "SELECT * FROM runs"], args.cpu)
+            floor = measure(["sqlite3", "-csv", str(db), "SELECT * FROM runs"], args.cpu, args.runs)
             got = {}
             if "show" not in args.skip:
-                got["show"] = measure([*ARENA, "show", "--store", str(db)], args.cpu)
+                got["show"] = measure([*ARENA, "show", "--store", str(db)], args.cpu, args.runs)
             page = None
             if "report" not in args.skip:
                 out = where / f"report-{runs}x{configs}.html"
-                got["report"] = measure([*ARENA, "report", "--store", str(db), "-o", str(out)], args.cpu)
+                got["report"] = measure([*ARENA, "report", "--store", str(db), "-o", str(out)], args.cpu, args.runs)
                 page = out.stat().st_size / 1e6
             if "export" not in args.skip:
-                got["export"] = measure([*ARENA, "export", "tiny-grid", "--store", str(db), "--format", "csv"], args.cpu)
+                got["export"] = measure([*ARENA, "export", "tiny-grid", "--store", str(db), "--format", "csv"], args.cpu,
+                                        args.runs)
 
             def cell(name):
                 u = got.get(name)
