@@ -33,16 +33,9 @@ def _summaries(db: sqlite3.Connection) -> None:
     """13: each run's load document as the analysis reads it (results/load.py summary), beside the
     whole one: reading a store decoded every run's whole document, the tool's own copy of it
     included (a report of 1,000 runs read 17 MB of JSON for 6 MB it used). Filled in for the runs
-    stored before it, a batch at a time."""
+    stored before it."""
     db.execute("ALTER TABLE runs ADD COLUMN summary TEXT NOT NULL DEFAULT 'null'")
-    last = 0
-    while True:
-        batch = db.execute("SELECT id, load FROM runs WHERE id > ? ORDER BY id LIMIT 500", (last,)).fetchall()
-        if not batch:
-            return
-        db.executemany("UPDATE runs SET summary = ? WHERE id = ?",
-                       [(_summary_text(json.loads(load)), i) for i, load in batch])
-        last = batch[-1][0]
+    _fill(db, "summary", "load", _summary_text)
 
 
 def _summary_text(load: dict[str, Any] | None) -> str:
@@ -53,20 +46,26 @@ def _figures(db: sqlite3.Connection) -> None:
     """15: each run's figures that its cell reads (results/load.py LoadFigures), beside its load
     result, which is then decoded only where something reads it: `arena show` of 10,000 runs
     decoded 10,000 load results to read five figures of each. Filled in for the runs stored before
-    it from their summaries, a batch at a time."""
+    it, from their summaries."""
     db.execute("ALTER TABLE runs ADD COLUMN figures TEXT NOT NULL DEFAULT 'null'")
-    last = 0
-    while True:
-        batch = db.execute("SELECT id, summary FROM runs WHERE id > ? ORDER BY id LIMIT 500", (last,)).fetchall()
-        if not batch:
-            return
-        db.executemany("UPDATE runs SET figures = ? WHERE id = ?",
-                       [(_figures_text(json.loads(load)), i) for i, load in batch])
-        last = batch[-1][0]
+    _fill(db, "figures", "summary", _figures_text)
 
 
 def _figures_text(load: dict[str, Any] | None) -> str:
     return json.dumps(dataclasses.asdict(LoadFigures.of(from_dict(load))) if load else None)
+
+
+def _fill(db: sqlite3.Connection, column: str, source: str, text: Callable[[Any], str]) -> None:
+    """Each stored run's ``column`` made by ``text`` from its parsed ``source`` column, 500 runs at a
+    time (a store of 10,000 runs is never read whole)."""
+    last = 0
+    while True:
+        batch = db.execute(f"SELECT id, {source} FROM runs WHERE id > ? ORDER BY id LIMIT 500", (last,)).fetchall()
+        if not batch:
+            return
+        db.executemany(f"UPDATE runs SET {column} = ? WHERE id = ?", [(text(json.loads(doc)), i) for i, doc in batch])
+        last = batch[-1][0]
+
 
 # The cause of each flag stored before its kind was (a store below version 14, an export or a rescue
 # file from then), read from its wording then: its rule's kind (results/validity.py RULES), the first
