@@ -91,6 +91,20 @@ def test_t_quantile_is_students():
     assert [round(stats.t975(df), 6) for df in (1, 2, 30, 100)] == [12.706205, 4.302653, 2.042272, 1.983972]
 
 
+def test_t_quantile_is_scipys_at_any_degrees_of_freedom():
+    # Welch's degrees of freedom are fractional; the tails and df 1 (a Cauchy) are the hard cases
+    from scipy.special import stdtr, stdtrit
+
+    rng = random.Random(52)
+    for df in [1, 1.5, 2, 2.7, 3, 5, 30, 1000, 1e5] + [rng.uniform(1, 60) for _ in range(100)]:
+        for q in (0.001, 0.3, 0.6, 0.9, 0.975, 0.995, 0.999):
+            assert stats.t_quantile(q, df) == pytest.approx(float(stdtrit(df, q)), rel=1e-9)
+        assert stats.t_cdf(1.7, df) == pytest.approx(float(stdtr(df, 1.7)), rel=1e-9)
+    assert stats.t_quantile(0.5, 4) == 0.0
+    with pytest.raises(ValueError):
+        stats.t_quantile(1.0, 4)
+
+
 def test_ratio_is_welchs_interval_on_log_values():
     # logs a = (0, 2), b = (1, 3): difference -1, each variance 2, se sqrt(2/2 + 2/2), Welch df 2
     # (R: t.test(c(0, 2), c(1, 3))$conf.int = -1 -+ 4.302653 * sqrt(2) = -7.084870 .. 5.084870)

@@ -12,6 +12,7 @@ its p99 is the 466th value where nearest rank gives the 467th; Arena does not us
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Iterator
@@ -94,17 +95,76 @@ def _mean_var(values: list[float]) -> tuple[float, float]:
     return m, sum((v - m) ** 2 for v in values) / (len(values) - 1)
 
 
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function [NR 6.4], by Lentz's method."""
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (tiny if abs(d) < tiny else d)
+    h = d
+    for m in range(1, 10000):
+        for aa in (m * (b - m) * x / ((a - 1 + 2 * m) * (a + 2 * m)),
+                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 1 + 2 * m))):
+            d = 1 + aa * d
+            d = 1 / (tiny if abs(d) < tiny else d)
+            c = 1 + aa / c
+            c = tiny if abs(c) < tiny else c
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+def beta_i(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) for 0 <= x <= 1 [NR 6.4]."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _beta_fraction(a, b, x) / a
+    return 1 - front * _beta_fraction(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t distribution function at ``t`` with ``df`` degrees of freedom."""
+    tail = 0.5 * beta_i(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t > 0 else tail
+
+
 def t_quantile(q: float, df: float) -> float:
-    """Student's t at quantile ``q`` and ``df`` degrees of freedom: scipy.special's inverse of the t
-    distribution, which scipy.stats' t.ppf calls (the same value; scipy.special imports in a third of
-    the time, and reading a store must not wait 1.2 s for scipy.stats)."""
-    from scipy.special import stdtrit
+    """Student's t at quantile ``q`` (0 < q < 1) and ``df`` degrees of freedom (any real df > 0, as
+    Welch's are): the root of t_cdf, by Newton's method kept within a bracket. What scipy's stdtrit
+    gives (a test checks them equal to 1e-9 over df 1 to 100,000), without importing scipy.special:
+    0.35 s, a third of `arena show` of 1,000 runs."""
+    if not 0 < q < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {q}")
+    if q < 0.5:
+        return -t_quantile(1 - q, df)
+    if q == 0.5:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < q:
+        lo, hi = hi, hi * 2
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)  # of the density
+    t = (lo + hi) / 2
+    for _ in range(200):
+        f = t_cdf(t, df) - q
+        if f == 0:
+            return t
+        lo, hi = (lo, t) if f > 0 else (t, hi)
+        step = t - f / math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
+        step = step if lo < step < hi else (lo + hi) / 2
+        if abs(step - t) <= 1e-14 * t:
+            return step
+        t = step
+    return t
 
-    return float(stdtrit(df, q))
 
-
+@functools.lru_cache(maxsize=1024)
 def t975(df: float) -> float:
-    """Student's t, 97.5th percentile, at ``df`` degrees of freedom (the two-sided 95% factor)."""
+    """Student's t, 97.5th percentile, at ``df`` degrees of freedom (the two-sided 95% factor); kept
+    for each df asked (the repetitions-needed estimate asks for the same ones again and again)."""
     return t_quantile(0.975, df)
 
 
