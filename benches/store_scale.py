@@ -10,7 +10,8 @@ the cells, the tables and the charts grow with it.
 
     python benches/store_scale.py [--sizes 1000x500 10000x16 ...] [--cpu 1] [--runs 3] [--keep DIR]
 
-Each command runs --runs times; the table shows its median wall time and the highest peak RSS.
+Each command runs once uncounted, then --runs times; the table shows its median wall time and the
+highest peak RSS.
 
 Targets on a 2-core machine: show <= 1 s at 1,000 runs and <= 3 s at 10,000; report <= 5 s at
 1,000 runs over 500 configurations and <= 15 s at 10,000 runs; export csv <= 5 s at 10,000 runs;
@@ -40,9 +41,13 @@ TARGETS_S = {("show", 1000): 1.0, ("show", 10000): 3.0, ("report", 1000, 500): 5
 RSS_MB, PAGE_MB, PAGE_CONFIGS = 400, 5.0, 500
 
 
-def measure(argv: list[str], cpu: int, runs: int):
-    """``argv`` run ``runs`` times (as hyperfine does, on a machine whose speed wanders): the run of
-    median wall time, with the highest peak RSS of them all."""
+def measure(argv: list[str], cpu: int, runs: int, warmup: int = 1):
+    """``argv`` run ``warmup`` times uncounted, then ``runs`` times (as hyperfine --warmup does, on a
+    machine whose speed wanders: here the first runs after a store is grown took up to half as long
+    again, a report of 1,000 runs 6.2 s and then 4.2 s): the run of median wall time, with the
+    highest peak RSS of them all."""
+    for _ in range(warmup):
+        run_pinned(argv, cpu, timeout=900)
     got = []
     for _ in range(runs):
         u = run_pinned(argv, cpu, timeout=900)
@@ -59,7 +64,7 @@ def main() -> None:
     p.add_argument("--cpu", type=int, default=1, help="the CPU every command is pinned to")
     p.add_argument("--skip", nargs="*", default=[], choices=["show", "report", "export"])
     p.add_argument("--keep", help="keep the grown stores and outputs in this directory")
-    p.add_argument("--runs", type=int, default=3, help="times each command runs; its median is shown (default: 3)")
+    p.add_argument("--runs", type=int, default=5, help="times each command runs; its median is shown (default: 5)")
     args = p.parse_args()
     if shutil.which("sqlite3") is None:
         sys.exit("benchmark: the sqlite3 shell is missing (apt-get install -y sqlite3)")
@@ -73,6 +78,7 @@ def main() -> None:
             runs, configs = map(int, size.split("x"))
             db = where / f"store-{runs}x{configs}.db"
             grow(db, runs, configs)
+            os.sync()  # the grown store written out now, not by the kernel while a command is timed
             env = {**os.environ, "COLUMNS": "120"}
             os.environ.update(env)
             floor = measure(["sqlite3", "-csv", str(db), "SELECT * FROM runs"], args.cpu, args.runs)
