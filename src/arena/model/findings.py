@@ -23,7 +23,7 @@ class ModelFindings:
     throughput_mape: float | None = None  # over the predicted points (the calibration level excluded)
     p99_mape_simulated: float | None = None
     p99_mape_model: float | None = None
-    own_points: list = field(default_factory=list)  # calibrated per configuration (several of one server)
+    own_points: list = field(default_factory=list)  # calibrated per configuration (several of one server): throughput only
     own_mape: float | None = None
     usl: list[tuple[str, str, Any]] = field(default_factory=list)  # (label, workload, usl.Fit or why not)
 
@@ -38,7 +38,7 @@ def findings(cells: list[Cell], observations, simulated: Collection[str] | None 
     (a simulation costs a second or two a cell: a report of 500 configurations charts a dozen)."""
     points, calibrations = compare(cells, observations, simulate_too=True, simulated_configs=simulated)
     several = len({p.label for p in points}) > len({p.server for p in points})  # configurations of one server
-    own, _ = compare(cells, observations, per_configuration=True) if several else ([], {})
+    own, _ = compare(cells, observations, per_configuration=True, latency=False) if several else ([], {})
     return ModelFindings(
         points, calibrations,
         {k: discipline_text(cal) for k, cal in calibrations.items() if isinstance(cal, Calibration)},

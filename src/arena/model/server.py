@@ -262,16 +262,17 @@ def _closed(w: Demand, c: Config, clients: int, think_ms: float):
     return points[-1], seen, rates
 
 
-def predict_closed(w: Demand, c: Config, clients: int, think_ms: float = 0.0) -> Prediction:
-    """Closed load of ``clients`` connections with ``think_ms`` between a response and the next request."""
+def predict_closed(w: Demand, c: Config, clients: int, think_ms: float = 0.0, latency: bool = True) -> Prediction:
+    """Closed load of ``clients`` connections with ``think_ms`` between a response and the next
+    request (``latency`` False: its p50 and p99 left out, NaN: a throughput's error needs neither)."""
     if c.routing == "per-process" and c.processes > 1:
-        return _split(w, c, clients, think_ms)
+        return _split(w, c, clients, think_ms, latency)
     point, seen, rates = _closed(w, c, clients, think_ms)
     return _prediction(w, c, clients, point.throughput, point.response + w.outside_ms / 1000,
-                       point.marginals["server"], seen, rates)
+                       point.marginals["server"], seen, rates, latency)
 
 
-def _split(w: Demand, c: Config, clients: int, think_ms: float) -> Prediction:
+def _split(w: Demand, c: Config, clients: int, think_ms: float, latency: bool) -> Prediction:
     """Per-process routing: the clients split evenly among P single-process servers that share the
     cores. A process with n of the N clients sees the cores the others leave it: C minus their CPU
     utilization, (1 - n/N) of the total throughput X times the CPU per request (at least a sliver).
@@ -293,7 +294,7 @@ def _split(w: Demand, c: Config, clients: int, think_ms: float) -> Prediction:
 
     most = served(0.0)  # with the cores all to itself, each process does its most
     x = brentq(lambda total: served(total) - total, 0.0, most, xtol=1e-6, rtol=1e-6) if most > 0 else 0.0
-    preds = {n: predict_closed(w, alone(n, x), n, think_ms) for n in sizes}
+    preds = {n: predict_closed(w, alone(n, x), n, think_ms, latency) for n in sizes}
     total = sum(k * preds[n].throughput for n, k in sizes.items())
     mean = sum(k * preds[n].throughput * preds[n].mean_ms for n, k in sizes.items()) / total
     heavy = preds[max(sizes)]
@@ -305,14 +306,14 @@ def _split(w: Demand, c: Config, clients: int, think_ms: float) -> Prediction:
 
 
 def _prediction(w: Demand, c: Config, load: float, x: float, response_s: float, marginal: list[float],
-                seen: list[float], rates: list[float]) -> Prediction:
+                seen: list[float], rates: list[float], latency: bool = True) -> Prediction:
     slots = c.slots
     busy = sum(min(n, slots) * p for n, p in enumerate(marginal))
     queued = sum(max(0, n - slots) * p for n, p in enumerate(marginal))
     cpu_util = min(1.0, x * server_cpu_s(w, c.db_cores) / c.cores)
-    parts = _latency_parts(w, c, rates, seen)
-    return Prediction(load, x, response_s * 1000, mixture_quantile(parts, 0.5) * 1000,
-                      mixture_quantile(parts, 0.99) * 1000, cpu_util, busy, queued,
+    parts = _latency_parts(w, c, rates, seen) if latency else None
+    return Prediction(load, x, response_s * 1000, mixture_quantile(parts, 0.5) * 1000 if latency else math.nan,
+                      mixture_quantile(parts, 0.99) * 1000 if latency else math.nan, cpu_util, busy, queued,
                       binding(w, c, cpu_util, busy, queued, x))
 
 
@@ -325,8 +326,9 @@ def capacity(w: Demand, c: Config) -> float:
     return _inner(w, c, n)[-1]
 
 
-def predict_open(w: Demand, c: Config, rate: float) -> Prediction:
-    """Open load of ``rate`` requests/s (Poisson arrivals) against the flow-equivalent server."""
+def predict_open(w: Demand, c: Config, rate: float, latency: bool = True) -> Prediction:
+    """Open load of ``rate`` requests/s (Poisson arrivals) against the flow-equivalent server
+    (``latency`` as predict_closed's)."""
     cap = capacity(w, c)
     if rate >= cap:
         return Prediction(rate, cap, math.inf, math.inf, math.inf, min(1.0, cap * server_cpu_s(w, c.db_cores) / c.cores),
@@ -334,7 +336,7 @@ def predict_open(w: Demand, c: Config, rate: float) -> Prediction:
                           overloaded=True)
     if c.routing == "per-process" and c.processes > 1:
         one = replace(c, processes=1, cores=c.cores / c.processes, routing="shared")
-        p = predict_open(w, one, rate / c.processes)
+        p = predict_open(w, one, rate / c.processes, latency)
         return Prediction(rate, rate, p.mean_ms, p.p50_ms, p.p99_ms, p.cpu_utilization, p.busy_slots * c.processes,
                           p.queued * c.processes, p.binding)
     # states 0..K: exact up to the slots, then a geometric tail at the full rate, cut where it is negligible
@@ -348,4 +350,4 @@ def predict_open(w: Demand, c: Config, rate: float) -> Prediction:
     pi = birth_death([rate] * k, rates)
     mean_n = sum(n * p for n, p in enumerate(pi))
     response = mean_n / rate + w.outside_ms / 1000  # Little's law
-    return _prediction(w, c, rate, rate, response, pi, pi, rates)
+    return _prediction(w, c, rate, rate, response, pi, pi, rates, latency)

@@ -39,11 +39,11 @@ class Point:
 
 
 def predict(cal: Calibration, processes: int | None, threads: int | None, model: str, level: float,
-            pool: int | None = None) -> Prediction:
+            pool: int | None = None, latency: bool = True) -> Prediction:
     config = cal.config(processes, threads, pool)
     if model == "closed":
-        return predict_closed(cal.workload_model(), config, int(level))
-    return predict_open(cal.workload_model(), config, level)
+        return predict_closed(cal.workload_model(), config, int(level), latency=latency)
+    return predict_open(cal.workload_model(), config, level, latency)
 
 
 def simulate(cal: Calibration, cell: Cell, **settings) -> Simulated:
@@ -56,7 +56,8 @@ def simulate(cal: Calibration, cell: Cell, **settings) -> Simulated:
 
 def compare(cells: list[Cell], observations: list[Observation], per_configuration: bool = False,
             simulate_too: bool = False, learn: bool = False,
-            simulated_configs: Collection[str] | None = None) -> tuple[list[Point], dict[tuple, Calibration | str]]:
+            simulated_configs: Collection[str] | None = None,
+            latency: bool = True) -> tuple[list[Point], dict[tuple, Calibration | str]]:
     """Every cell with valid runs: measured and predicted (and, ``simulate_too``, simulated).
     Calibrations per (server, workload) from the lowest-load runs of all its configurations (or,
     ``per_configuration``, each configuration from its own lowest-load runs: keyed (server,
@@ -64,7 +65,8 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
     discipline is learned from its first measured level with queueing (simulated.learn) where its catalog entry
     does not give it, or everywhere with ``learn``; that level is then left out of the simulator's p99
     error (Point.discipline_run). ``simulated_configs``: the configurations (ServerConfig.key) to
-    simulate, and to learn the discipline from (None: every one); the others are only modelled."""
+    simulate, and to learn the discipline from (None: every one); the others are only modelled.
+    ``latency`` False: the predictions' p50 and p99 left out (NaN), where only throughput is judged."""
     calibrations: dict[tuple, Calibration | str] = {}
     points = []
     simulating = [c for c in cells if simulated_configs is None or c.config in simulated_configs]
@@ -94,7 +96,7 @@ def compare(cells: list[Cell], observations: list[Observation], per_configuratio
         if isinstance(cal, str):
             continue
         try:
-            predicted = predict(cal, c.processes, c.threads, c.model, c.level, c.pool)
+            predicted = predict(cal, c.processes, c.threads, c.model, c.level, c.pool, latency)
         except (ValueError, ArithmeticError) as e:  # a calibration the model cannot use: say why, per server
             calibrations[key] = f"cannot predict from this calibration: {e}"
             points = [p for p in points if (p.server, p.workload) != key[:2]]
