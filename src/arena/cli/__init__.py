@@ -128,14 +128,16 @@ def main(argv: list[str] | None = None) -> int:
 
     since = mark()
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    words = sys.argv[1:] if argv is None else argv
+    # one command's parser where the first word names one; completion writes the whole parser out.
+    # Parsed before the handlers below: importing the command's module is still starting, and a
+    # signal then is kept (_early), not raised from the middle of an import.
+    only = words[0] if words and words[0] in COMMANDS and words[0] != "completion" else None
+    args = build_parser(only).parse_args(argv)
     # Explicitly: a process started as a background job inherits SIGINT *ignored*, and Python then
     # installs no KeyboardInterrupt handler; Ctrl-C must stop Arena (and what it started) anyway.
     signal.signal(signal.SIGINT, _on_sigint)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    words = sys.argv[1:] if argv is None else argv
-    # one command's parser where the first word names one; completion writes the whole parser out
-    only = words[0] if words and words[0] in COMMANDS and words[0] != "completion" else None
-    args = build_parser(only).parse_args(argv)
     out = console()
     try:
         if _early:  # a signal came before the handlers above were in place
