@@ -102,8 +102,13 @@ class OnGrid(Lazy):
     each time one is asked for."""
 
     def __getitem__(self, name: str) -> Quantiles:
-        kept = self.made(name)
-        return tuple(zip(QUANTILE_GRID, kept.tolist())) if isinstance(kept, np.ndarray) else kept
+        return _pairs(self.made(name))
+
+
+def _pairs(f: Quantiles | np.ndarray) -> Quantiles:
+    """A quantile function as (probability, value) pairs: an array of values at QUANTILE_GRID, or
+    the pairs as they are."""
+    return tuple(zip(QUANTILE_GRID, f.tolist())) if isinstance(f, np.ndarray) else f
 
 
 def pooled(functions: list[Quantiles | np.ndarray]) -> Quantiles:
@@ -114,7 +119,7 @@ def pooled(functions: list[Quantiles | np.ndarray]) -> Quantiles:
     if all(isinstance(f, np.ndarray) for f in functions):
         values = np.array(functions).mean(axis=0)[_GRID_AT]
         return tuple((float(q), float(v)) for q, v in zip(_GRID, values))
-    functions = [tuple(zip(QUANTILE_GRID, f.tolist())) if isinstance(f, np.ndarray) else f for f in functions]
+    functions = [_pairs(f) for f in functions]
     qs = np.array(sorted({q for f in functions for q, _ in f}))
     # a row per function, each read at every probability in one call
     values = np.array([np.interp(qs, *zip(*f)) for f in functions]).mean(axis=0)
