@@ -381,7 +381,7 @@ def test_the_compiled_engine_gives_the_python_engines_numbers_to_the_bit(inst, w
     if binary is None:
         pytest.fail("arena-sim is not built (make build)")
     args = (inst, work, load.get("clients"), load.get("rate"), load.get("arrival", "poisson"), 5000, 3)
-    a, b = _InstanceSim(*args).run(), _InstanceSim(*args).run_compiled(binary)
+    a, b = _InstanceSim(*args).run(), _InstanceSim(*args).start_compiled(binary)()
     for x, y in ((a.arrivals, b.arrivals), (a.waits, b.waits), (a.responses, b.responses), (a.served, b.served)):
         assert np.array_equal(x, y)
     assert (a.cpu_s, a.in_service_s) == (b.cpu_s, b.in_service_s) and a.cpu_s > 0

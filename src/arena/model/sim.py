@@ -32,6 +32,7 @@ import subprocess
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -413,11 +414,26 @@ def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None,
     its GIL in turn (FIFO, whole bursts: the switch interval is left out), and a request that let go
     of the GIL for its wait (I/O, a query) takes it back, in the same queue, before it answers, as a
     Python or Ruby thread must to run the code that writes its response (_InstanceSim)."""
+    return simulate_instances(inst, work, [seed], clients=clients, rate=rate, arrival=arrival, requests=requests)[0]
+
+
+def simulate_instances(inst: Instance, work: Work, seeds: list[int], *, clients: int | None = None,
+                       rate: float | None = None, arrival: str = "poisson", requests: int) -> list[InstanceRun]:
+    """One replication (simulate_instance) per seed, in order. arena-sim's are started side by
+    side and then waited for: the replications of a simulation take the machine's cores."""
     if (clients is None) == (rate is None):
         raise ValueError("give clients or rate")
-    sim = _InstanceSim(inst, work, clients, rate, arrival, requests, seed)
+    sims = [_InstanceSim(inst, work, clients, rate, arrival, requests, seed) for seed in seeds]
     compiled = paths.built("arena-sim", "ARENA_SIM_BIN")
-    return sim.run() if compiled is None or not os.access(compiled, os.X_OK) else sim.run_compiled(compiled)
+    if compiled is None or not os.access(compiled, os.X_OK):
+        return [sim.run() for sim in sims]
+    answers = []
+    try:
+        for sim in sims:
+            answers.append(sim.start_compiled(compiled))
+    finally:  # those started are waited for, whatever stopped the others
+        runs = [answer() for answer in answers]
+    return runs
 
 
 ARRIVE, CPU_DONE, DB_CPU_DONE, DB_DONE, IO_DONE, RESUMED = range(6)  # a request's events (CORES_*: a pool's)
@@ -441,14 +457,13 @@ class _InstanceSim:
                  requests: int, seed: int):
         self.inst, self.work, self.clients, self.requests = inst, work, clients, requests
         rng = np.random.default_rng(seed)
-        # Python lists, not arrays: the steps index them one element at a time
-        self.cpu, self.io = work.cpu.draw(rng, requests).tolist(), work.io.draw(rng, requests).tolist()
-        self.db = work.db.draw(rng, requests).tolist() if work.db is not None else None
-        self.db_cpu = (work.db_cpu.draw(rng, requests).tolist() if work.db_cpu is not None and self.db is not None
-                       else None)
-        self.bind = rng.integers(0, inst.processes, requests).tolist()
-        self.gaps = (None if not rate else [1 / rate] * requests if arrival == "constant"
-                     else rng.exponential(1 / rate, requests).tolist())
+        # arrays, as arena-sim reads them; run() makes them lists, which its steps index faster
+        self.cpu, self.io = work.cpu.draw(rng, requests), work.io.draw(rng, requests)
+        self.db = work.db.draw(rng, requests) if work.db is not None else None
+        self.db_cpu = work.db_cpu.draw(rng, requests) if work.db_cpu is not None and self.db is not None else None
+        self.bind = rng.integers(0, inst.processes, requests)
+        self.gaps = (None if not rate else np.full(requests, 1 / rate) if arrival == "constant"
+                     else rng.exponential(1 / rate, requests))
         self.shared_accept = inst.accept == "shared"
         self.inline = inst.inline if clients is not None and work.outside <= inst.inline_wait_s else 0
         self.events: list = []  # (time, seq, kind, request)
@@ -480,6 +495,8 @@ class _InstanceSim:
 
     def run(self) -> InstanceRun:
         work = self.work
+        self.cpu, self.io, self.db, self.db_cpu, self.bind, self.gaps = (
+            None if a is None else a.tolist() for a in (self.cpu, self.io, self.db, self.db_cpu, self.bind, self.gaps))
         if self.clients is not None:
             for c in range(min(self.clients, self.requests)):
                 self.issue(work.outside / 2, c)
@@ -510,10 +527,10 @@ class _InstanceSim:
         return self._result(np.array(self.arrived), np.array(self.start), np.array(self.done), self.proc_of,
                             self.cpu_s)
 
-    def run_compiled(self, binary: Path) -> InstanceRun:
+    def start_compiled(self, binary: Path) -> Callable[[], InstanceRun]:
         """The same replication by arena-sim (crates/arena-sim: these steps in Rust, in the same
-        order and arithmetic, so the same numbers to the bit; about ten times faster a call): this
-        one's demands in, its requests' times out."""
+        order and arithmetic, so the same numbers to the bit; about ten times faster a call),
+        started: this one's demands in; the call returned waits for its requests' times."""
         n, work = self.requests, self.work
         job = {"processes": self.inst.processes, "threads": self.inst.threads, "cores": float(self.inst.cores),
                "gil": self.inst.gil, "shared_accept": self.shared_accept, "blocking_io": self.inst.blocking_io,
@@ -521,25 +538,34 @@ class _InstanceSim:
                "db_cores": None if self.inst.db_cores is None else float(self.inst.db_cores),
                "outside": float(work.outside), "clients": self.clients, "requests": n,
                "has_db": self.db is not None, "has_db_cpu": self.db_cpu is not None, "has_gaps": self.gaps is not None}
-        arrays = [self.cpu, self.io, self.db, self.db_cpu, self.gaps]
         # in and out through files in memory: a megabyte each way, where a pipe takes it 64 KiB a poll
-        with open(os.memfd_create("arena-sim-in"), "w+b") as into, open(os.memfd_create("arena-sim-out"), "w+b") as got:
-            into.write(json.dumps(job).encode() + b"\n")
-            for a in arrays:
-                if a is not None:
-                    into.write(np.asarray(a, dtype="<f8").tobytes())
-            into.write(np.asarray(self.bind, dtype="<i8").tobytes())
-            into.seek(0)
-            done = subprocess.run([str(binary)], stdin=into, stdout=got, stderr=subprocess.PIPE)
-            got.seek(0)
-            out = got.read()
-        if done.returncode != 0 or len(out) != 8 * (1 + 4 * n):
-            raise ArenaError(f"{binary}: the simulation failed (exit {done.returncode}: "
-                             f"{done.stderr.decode(errors='replace').strip()[-300:]})")
-        cpu_s = float(np.frombuffer(out, "<f8", 1)[0])
-        arrived, start, finished = (np.frombuffer(out, "<f8", n, 8 * (1 + k * n)) for k in range(3))
-        return self._result(arrived.copy(), start.copy(), finished.copy(), np.frombuffer(out, "<i8", n, 8 * (1 + 3 * n)),
-                            cpu_s)
+        got, err = open(os.memfd_create("arena-sim-out"), "w+b"), open(os.memfd_create("arena-sim-err"), "w+b")
+        try:
+            with open(os.memfd_create("arena-sim-in"), "w+b") as into:
+                into.write(json.dumps(job).encode() + b"\n")
+                for a in (self.cpu, self.io, self.db, self.db_cpu, self.gaps):
+                    if a is not None:
+                        into.write(a.astype("<f8", copy=False).tobytes())
+                into.write(self.bind.astype("<i8", copy=False).tobytes())
+                into.seek(0)
+                proc = subprocess.Popen([str(binary)], stdin=into, stdout=got, stderr=err)
+        except BaseException:
+            got.close(), err.close()
+            raise
+
+        def answer() -> InstanceRun:
+            with got, err:
+                code = proc.wait()
+                got.seek(0), err.seek(0)
+                out, why = got.read(), err.read()
+            if code != 0 or len(out) != 8 * (1 + 4 * n):
+                raise ArenaError(f"{binary}: the simulation failed (exit {code}: "
+                                 f"{why.decode(errors='replace').strip()[-300:]})")
+            cpu_s = float(np.frombuffer(out, "<f8", 1)[0])
+            arrived, start, finished = (np.frombuffer(out, "<f8", n, 8 * (1 + k * n)) for k in range(3))
+            return self._result(arrived.copy(), start.copy(), finished.copy(),
+                                np.frombuffer(out, "<i8", n, 8 * (1 + 3 * n)), cpu_s)
+        return answer
 
     def _result(self, arrivals: np.ndarray, starts: np.ndarray, dones: np.ndarray, proc_of, cpu_s: float) -> InstanceRun:
         outside = self.work.outside
@@ -695,6 +721,5 @@ class _InstanceSim:
 def instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
              arrival: str = "poisson", requests: int = 20_000, replications: int = 5, seed: int = 1) -> Summary:
     """``replications`` runs of one instance, summarized (the first 10% of each left out)."""
-    return summarize([simulate_instance(inst, work, clients=clients, rate=rate, arrival=arrival, requests=requests,
-                                        seed=seed + k)
-                      for k in range(replications)])
+    return summarize(simulate_instances(inst, work, [seed + k for k in range(replications)], clients=clients,
+                                        rate=rate, arrival=arrival, requests=requests))

@@ -27,7 +27,7 @@ import numpy as np
 from arena import stats
 from arena.model.calibrate import Calibration, Discipline, Quantiles
 from arena.model.server import Prediction, binding, capacity, predict_open
-from arena.model.sim import Dist, Empirical, Instance, InstanceRun, Sampler, Work, summarize, simulate_instance
+from arena.model.sim import Dist, Empirical, Instance, Sampler, Work, summarize, simulate_instances
 
 REQUESTS = 20_000  # simulated requests per replication: about 200 beyond the p99
 REPLICATIONS = 3
@@ -161,8 +161,7 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, model:
     if model == "open" and level >= capacity(wl, config):
         return Simulated(predict_open(wl, config, level), math.inf, math.inf, inst)  # its overload answer
     load = dict(clients=int(level)) if model == "closed" else dict(rate=level, arrival=arrival)
-    runs: list[InstanceRun] = [simulate_instance(inst, w, requests=requests, seed=seed + k, **load)
-                               for k in range(replications)]
+    runs = simulate_instances(inst, w, [seed + k for k in range(replications)], requests=requests, **load)
     s = summarize(runs)
     skip = int(requests * 0.1)
     span = sum(float((r.arrivals + r.responses).max() - r.arrivals.min()) for r in runs)
