@@ -25,13 +25,15 @@ def load_results(store_path: str, name: str | None) -> Results:
 def build_report(res: Results, limits: Limits = Limits(), top: int = data.TOP) -> data.Report:
     """The report, its charts drawing the ``top`` best configurations and each server's best (every
     configuration stays in its tables); the model simulates those it charts."""
-    from arena.app.reproduce import comparison_of
-
     analysis = analyse(res, limits)
     shown = data.charted(analysis.answers, res.cells, top)
+    comparison = None
+    if res.definition.reproduces:  # the study's comparison (and the runner it imports) only where it is one
+        from arena.app.reproduce import comparison_of
+
+        comparison = comparison_of(res.definition, res.cells, res.runs)
     return data.build(res.name, res.definition, res.runs, res.cells, analysis.findings(shown), analysis.answers,
-                      comparison_of(res.definition, res.cells, res.runs),
-                      analysis.thresholds, res.steps, analysis.capacities, shown)
+                      comparison, analysis.thresholds, res.steps, analysis.capacities, shown)
 
 
 def default_path(name: str) -> str:
