@@ -79,6 +79,9 @@ class Lazy(Mapping[str, Quantiles]):
             self._made[name] = self._make(name)
         return self._made[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._names  # without making it, as Mapping's would
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
