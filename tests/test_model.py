@@ -120,6 +120,58 @@ def test_gamma_and_mixture_quantiles():
 # ---------------------------------------------------------------------- USL
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_the_root_is_scipys_brentq_root_in_as_few_evaluations(seed):
+    """solve.root (Brent's method, written to keep scipy.optimize's import off the report) against
+    scipy.optimize.brentq: the same root to the tolerance, on smooth, steep, flat and stepped
+    monotone functions, in at most two evaluations more."""
+    from scipy.optimize import brentq
+
+    from arena.model.solve import root
+
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        shift, scale, power = rng.uniform(-5, 5), rng.uniform(0.01, 100), rng.choice([1, 3, 5])
+        kind = rng.integers(4)
+        f = [lambda x: math.tanh((x - shift) * scale),
+             lambda x: (x - shift) ** power,
+             lambda x: math.expm1(x - shift) * scale,
+             lambda x: math.floor((x - shift) * 4) + 0.5][kind]
+        calls = [0, 0]
+
+        def counted(i):
+            def g(x):
+                calls[i] += 1
+                return f(x)
+            return g
+        want = brentq(counted(0), -10.0, 10.0, xtol=1e-9, rtol=1e-9)
+        got = root(counted(1), -10.0, 10.0, xtol=1e-9, rtol=1e-9)
+        assert abs(got - want) <= 2e-9 + 2e-9 * abs(want), (kind, shift, scale, power)
+        assert calls[1] <= calls[0] + 2, (kind, calls)
+    with pytest.raises(ValueError, match="same sign"):
+        root(lambda x: x * x + 1, -1.0, 1.0, xtol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_nonnegative_fit_is_scipys_nnls(seed):
+    """solve.nonnegative_lstsq against scipy.optimize.nnls (Lawson and Hanson) on fits of one to
+    three terms, many with terms that want to go below 0: the same residual, the same terms."""
+    from scipy.optimize import nnls
+
+    from arena.model.solve import nonnegative_lstsq
+
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n, rows = rng.integers(1, 4), rng.integers(3, 9)
+        a = rng.uniform(0, 10, (rows, n))
+        y = a @ rng.normal(0, 5, n) + rng.normal(0, 1, rows)
+        want, want_norm = nnls(a, y)
+        got = nonnegative_lstsq(a, y)
+        assert (got >= 0).all()
+        assert np.linalg.norm(a @ got - y) == pytest.approx(want_norm, rel=1e-9, abs=1e-9)
+        assert np.allclose(got, want, rtol=1e-7, atol=1e-7)
+
+
 def test_usl_fit_reproduces_the_published_specsdm91_coefficients():
     # SPEC SDM91 on a Sun SPARCcenter 2000 [Gunther, Guerrilla Capacity Planning, 2007, ch. 5], the
     # R package usl's data set `specsdm91`; its nlxb fit (tests/usl-nlxb.Rout.save) gives

@@ -29,6 +29,7 @@ import numpy as np
 
 from arena import stats
 from arena.model.server import Config, Demand
+from arena.model.solve import nonnegative_lstsq
 from arena.results.aggregate import Figure
 from arena.servers import catalog
 
@@ -299,11 +300,9 @@ def _outside_ms(response_ms: float | None, timing: dict[str, float], cpu_ms: flo
 
 def memory_fit(observations: list[Observation]) -> tuple[float | None, float | None, float | None]:
     """(base, per process, per thread) MiB from the configurations' median PSS, by least squares with
-    every term at least 0 (scipy's NNLS, Lawson and Hanson): memory a process set cannot have less of
+    every term at least 0 (solve.nonnegative_lstsq): memory a process set cannot have less of
     than nothing. An unconstrained fit gave uvicorn "-15 MiB + 54.3 MiB/process", its two workers
     coming with a supervisor process that one worker has not."""
-    from scipy.optimize import nnls
-
     per_config: dict[tuple[int, int], list[float]] = {}
     for o in observations:
         if o.pss_mib:
@@ -322,7 +321,7 @@ def memory_fit(observations: list[Observation]) -> tuple[float | None, float | N
     if len(procs) == 1:
         use = [0, 2] if len(threads) > 1 else [0]
     a = np.array(cols)[:, use]
-    coef, _ = nnls(a, np.array([m for _, _, m in pts]))
+    coef = nonnegative_lstsq(a, np.array([m for _, _, m in pts]))
     full = dict(zip(use, coef.tolist()))
     if len(procs) == 1:  # one process count: its memory is the base's and the processes' together
         p = next(iter(procs))

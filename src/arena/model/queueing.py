@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from arena.model.solve import root
+
 # ---------------------------------------------------------------------- exact MVA
 
 
@@ -164,8 +166,7 @@ def allen_cunneen(arrival_rate: float, service_s: float, servers: int, ca2: floa
 def gamma_p(a: float, x: float) -> float:
     """Regularized lower incomplete gamma P(a, x): scipy.special's gammainc, a third of the time the
     series and continued fraction it replaced took [NR 6.2] (60,000 calls in a report of 1,000
-    cells). Imported where asked: the quantiles' root finding imports scipy.optimize, which
-    imports it anyway."""
+    cells). Imported where asked."""
     return float(_gammainc()(a, x)) if x > 0 else 0.0
 
 
@@ -198,12 +199,10 @@ class ShiftedGamma:
 
 def mixture_quantile(parts: Sequence[tuple[float, ShiftedGamma]], q: float) -> float:
     """The q-quantile of a mixture (weight, distribution): the root of its CDF less q, by Brent's
-    method (scipy.optimize.brentq; the calibration imports scipy.optimize already) to a nanosecond.
+    method (solve.root) to a nanosecond.
     Bisection took a median of 25 evaluations of the CDF, each a regularized gamma function per
     part, Brent's method takes 13 (the 4,000 quantiles of a report of 1,000 cells); where a part is
     a step, it bisects."""
-    from scipy.optimize import brentq
-
     total = sum(w for w, _ in parts)
     if total <= 0:
         return math.nan
@@ -216,4 +215,4 @@ def mixture_quantile(parts: Sequence[tuple[float, ShiftedGamma]], q: float) -> f
         hi *= 2
     if below(0.0) >= 0:
         return 0.0
-    return brentq(below, 0.0, hi, xtol=1e-9, rtol=1e-9)
+    return root(below, 0.0, hi, xtol=1e-9, rtol=1e-9)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from arena.model.queueing import ShiftedGamma, Station, birth_death, mixture_quantile, mva
+from arena.model.solve import root
 
 UNBOUNDED_THREADS = 10_000  # async servers: no thread cap below the clients' own count
 
@@ -276,11 +277,9 @@ def _split(w: Demand, c: Config, clients: int, think_ms: float, latency: bool) -
     """Per-process routing: the clients split evenly among P single-process servers that share the
     cores. A process with n of the N clients sees the cores the others leave it: C minus their CPU
     utilization, (1 - n/N) of the total throughput X times the CPU per request (at least a sliver).
-    X is the fixed point of X = sum of the processes' throughputs, found by Brent's method (the right
+    X is the fixed point of X = sum of the processes' throughputs, found by Brent's method (solve.root; the right
     side falls as X grows, so there is one). Processes with as many clients behave alike: each size
     is solved once."""
-    from scipy.optimize import brentq
-
     share = [clients // c.processes + (1 if i < clients % c.processes else 0) for i in range(c.processes)]
     sizes = {n: share.count(n) for n in set(share) if n > 0}
     cpu_s = server_cpu_s(w, c.db_cores)
@@ -293,7 +292,7 @@ def _split(w: Demand, c: Config, clients: int, think_ms: float, latency: bool) -
         return sum(k * _closed(w, alone(n, total), n, think_ms)[0].throughput for n, k in sizes.items())
 
     most = served(0.0)  # with the cores all to itself, each process does its most
-    x = brentq(lambda total: served(total) - total, 0.0, most, xtol=1e-6, rtol=1e-6) if most > 0 else 0.0
+    x = root(lambda total: served(total) - total, 0.0, most, xtol=1e-6, rtol=1e-6) if most > 0 else 0.0
     preds = {n: predict_closed(w, alone(n, x), n, think_ms, latency) for n in sizes}
     total = sum(k * preds[n].throughput for n, k in sizes.items())
     mean = sum(k * preds[n].throughput * preds[n].mean_ms for n, k in sizes.items()) / total
