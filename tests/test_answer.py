@@ -148,6 +148,34 @@ def test_nothing_beats_a_pareto_cell_on_all_three(res):
                        for f in front)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_the_pareto_front_is_the_one_the_definition_gives(seed):
+    """pareto against its definition written plainly (one beats another when no figure is worse by
+    more than the threshold and one is better by more than it), on random cells: figures spread
+    around each other within and beyond the threshold, repeated cells, with and without memory."""
+    import random
+    from types import SimpleNamespace as NS
+
+    rnd = random.Random(seed)
+    for _ in range(30):
+        memory = rnd.random() < 0.5
+        cells = [NS(throughput=NS(median=rnd.uniform(100, 130)), p99_us=NS(median=rnd.uniform(10_000, 13_000)),
+                    pss_bytes=NS(median=rnd.uniform(100, 130) * 2**20 if memory else None))
+                 for _ in range(rnd.randint(1, 40))]
+        cells += rnd.sample(cells, len(cells) // 4)  # the same figures twice: neither beats the other
+
+        def figures(c):
+            return (c.throughput.median, -c.p99_us.median) + ((-c.pss_bytes.median,) if memory else ())
+
+        def beats(a, b):
+            pairs = list(zip(figures(a), figures(b)))
+            apart = [abs(x - y) > 0.03 * abs(y) for x, y in pairs]
+            return (not any(x < y and far for (x, y), far in zip(pairs, apart))
+                    and any(x > y and far for (x, y), far in zip(pairs, apart)))
+        want = [c for c in cells if not any(beats(o, c) for o in cells)]
+        assert pareto(cells, 0.03) == sorted(want, key=lambda c: -c.throughput.median)
+
+
 def test_twins_are_compared_with_each_other_and_come_out_the_same():
     """An A/A pair from recorded runs: a configuration's runs stored again under a twin's label are
     one configuration; its comparison with itself can only be the same (or undecided)."""

@@ -174,11 +174,16 @@ def pareto(cells: list[Cell], threshold: float = stats.THRESHOLD) -> list[Cell]:
     # each figure the higher the better, a row per cell
     f = np.array([[c.throughput.median, -c.p99_us.median] + ([-c.pss_bytes.median] if memory else [])
                   for c in pts], dtype=float).reshape(len(pts), 2 + memory)
+    # another is worse on a figure below c's less the threshold, better above c's plus it
+    lows, highs = (f - threshold * np.abs(f)).tolist(), (f + threshold * np.abs(f)).tolist()
+    columns = [np.ascontiguousarray(f[:, k]) for k in range(f.shape[1])]
     front = []
-    for i, c in enumerate(pts):  # the others against c at once: one row of the n x n comparison at a time
-        apart = np.abs(f - f[i]) > threshold * np.abs(f[i])
-        better, worse = (f > f[i]) & apart, (f < f[i]) & apart
-        if not (better.any(axis=1) & ~worse.any(axis=1)).any():
+    for c, low, high in zip(pts, lows, highs):  # every other against c at once, a figure at a time
+        no_worse, better = columns[0] >= low[0], columns[0] > high[0]
+        for col, lo, hi in zip(columns[1:], low[1:], high[1:]):
+            no_worse &= col >= lo
+            better |= col > hi
+        if not (no_worse & better).any():
             front.append(c)
     return sorted(front, key=lambda c: -c.throughput.median)
 
