@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 
 from arena.servers.cgroup import OWNED, issued_since, reap_groups
-from arena.servers.launch import reap, reap_stale_workdirs, stop_all
+
+LAUNCHER = "arena.servers.launch"  # imported where something is started: show, report or export never do
 
 
 def reap_stale(logs: bool = False) -> list[str]:
     """Processes, groups, work dirs and drivers' temp dirs of Arena processes that are gone; the
     logs of their failed starts after a week, or all of them with ``logs``."""
+    from arena.servers.launch import reap
+
     return reap(logs)
 
 
@@ -38,7 +42,9 @@ def reap_own(since: int = 0) -> list[str]:
     """Stop every server this process still runs, then remove whatever it created since ``since``
     that is still there (a second Ctrl-C in the middle of a stop leaves a group or a dir behind)."""
     with _shielded():
-        stop_all()
+        launcher = sys.modules.get(LAUNCHER)
+        if launcher is not None:  # where it was never imported, this process started nothing
+            launcher.stop_all()
         owners = {m.group(0) for m in map(OWNED.match, issued_since(since)) if m}  # "arena-<pid>-<seq>-"
         if not owners:
             return []
@@ -46,5 +52,7 @@ def reap_own(since: int = 0) -> list[str]:
         def mine(name: str) -> bool:  # a group is named so; its work dir and temp dirs start so
             m = OWNED.match(name)
             return m is not None and m.group(0) in owners
+
+        from arena.servers.launch import reap_stale_workdirs
 
         return reap_groups(mine) + [str(d) for d in reap_stale_workdirs(doomed=mine)]
