@@ -336,6 +336,27 @@ def test_the_terminal_table_fits_its_width_and_keeps_every_cell():
     assert odd[-3:-1] == ["│ x   │  z  │ p q │", "│ y   │     │     │"]  # the tab as 8 spaces, a leading one kept
 
 
+def test_the_terminal_tables_folds_are_textwraps():
+    """text_table folds plain cells (words one space apart) itself, a word at a time: the lines
+    textwrap gives, on random cells of words, long words, runs of spaces and widths."""
+    import random
+    import textwrap
+
+    from arena.report.data import Table
+    from arena.report.show import text_table
+
+    rnd = random.Random(7)
+    for _ in range(300):
+        words = ["".join(rnd.choice("abc=<>.-") for _ in range(rnd.randint(1, 12))) for _ in range(rnd.randint(1, 8))]
+        cell = rnd.choice([" ", " ", " ", "  "]).join(words)
+        width = rnd.randint(8, 40)
+        table = text_table(Table(["x"], [[cell]]), "t", width).splitlines()
+        inner = len(table[1]) - 4  # the column's width, between its bars and their spaces
+        folded = [line[2:-2].rstrip() for line in table if line.startswith("│")]
+        want = textwrap.wrap(cell, inner, break_long_words=True, break_on_hyphens=False)
+        assert folded == [line.rstrip() for line in want], (cell, width)
+
+
 def test_report_top_sets_how_many_configurations_the_charts_draw(tmp_path, capsys):
     out = tmp_path / "r.html"
     assert main(["report", NAME, "--store", report_store(), "-o", str(out), "--top", "2"]) == 0

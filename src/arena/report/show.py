@@ -66,7 +66,16 @@ def text_table(t: Table, title: str, width: int) -> str:
     def fold(x: str, w: int) -> list[str]:
         if len(x) <= w and x.isprintable() and x == x.strip():  # as it stands: what wrap would give, 10x sooner
             return [x]
-        return textwrap.wrap(x, w, break_long_words=True, break_on_hyphens=False) or [""]
+        words = x.split()
+        if not x.isprintable() or " ".join(words) != x or max(map(len, words)) > w:  # tabs, runs of spaces, long words
+            return textwrap.wrap(x, w, break_long_words=True, break_on_hyphens=False) or [""]
+        out = [words[0]]  # words each within w, one space apart: wrap's lines, filled word by word
+        for word in words[1:]:
+            if len(out[-1]) + 1 + len(word) <= w:
+                out[-1] += " " + word
+            else:
+                out.append(word)
+        return out
 
     def lines(row: Sequence[str], bar: str) -> list[str]:
         folded = [fold(x, w) for x, w in zip(row, widths)]
