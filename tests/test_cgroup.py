@@ -98,6 +98,53 @@ def test_a_set_tracks_accounts_freezes_and_kills_a_daemonized_tree(procset):
         proc.wait()
 
 
+BUSY = "import time\nend = time.monotonic() + 1.0\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def test_a_cpu_quota_holds_a_busy_loop_to_its_share_and_counts_its_throttling(procset):
+    """A busy loop of 1 s under a 0.5-core quota (on both CPUs, as a pod on a node) gets 45-55% of
+    a core, and the cgroup counts the periods it waited for the next one; without a cgroup the
+    quota is refused in one line."""
+    from arena.limits import Limits
+
+    if isinstance(procset, cgroup.ProcessTree):
+        with pytest.raises(ArenaError, match=r"^cpu_limit 0.5: needs a cgroup controller"):
+            procset.limit(Limits(cpu=0.5))
+        procset.limit(Limits())  # no limit asked: nothing to refuse
+        return
+    if isinstance(procset, cgroup.CgroupV2) and not (procset.dir / "cpu.max").exists():  # a hybrid's bare v2
+        with pytest.raises(ArenaError, match=r"^cpu_limit 0.5: the cgroup v2 cpu controller is not enabled"):
+            procset.limit(Limits(cpu=0.5))
+        return
+    procset.cpus = None  # both CPUs: the quota, not the cpuset, holds it
+    procset.limit(Limits(cpu=0.5))
+    before = procset.throttling()
+    busy = subprocess.run([sys.executable, "-c", BUSY], preexec_fn=procset.preexec(), timeout=30)
+    assert busy.returncode == 0
+    user, system = procset.cpu_times()
+    used = procset.throttling() - before
+    assert 0.45 <= user + system <= 0.55 + 0.05, (user, system)  # 1 s of wall time, plus the interpreter's start
+    assert used.periods >= 9 and used.throttled_periods >= 5 and used.throttled_s > 0.2, used
+
+
+def test_a_memory_limit_is_the_groups_and_its_text_the_configurations():
+    """memory_limit is written to the group's limit; Limits name themselves as the configuration's
+    name shows them."""
+    from arena.limits import Limits
+
+    assert Limits(cpu=0.5, memory_mib=256).text == "cpu=0.5 mem=256MiB"
+    assert Limits(cpu=1.5, cpu_period_s=0.05, memory_mib=1536).text == "cpu=1.5/50ms mem=1.5GiB"
+    assert Limits().text == "" and not Limits().any and Limits(cpu=0.5).quota_us == 50_000
+    if not usable("v1") or "memory" not in cgroup.v1_roots():
+        pytest.skip("needs writable cgroup v1 with its memory controller")
+    ps = cgroup.create("test", cpus=None, backend="v1")
+    try:
+        ps.limit(Limits(memory_mib=120))
+        assert int((ps.dirs["memory"] / "memory.limit_in_bytes").read_text()) == 120 * 2**20
+    finally:
+        ps.remove()
+
+
 def test_remove_deletes_the_group(procset):
     procset.remove()
     if isinstance(procset, cgroup.CgroupV1):

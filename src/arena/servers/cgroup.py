@@ -24,10 +24,11 @@ from typing import Callable
 
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
+from arena.limits import Limits, Throttling, memory_text
 
 PREFIX = "arena-"
 BACKENDS = ("auto", "v1", "v2", "none")
-V1_CONTROLLERS = ("cpuset", "cpuacct", "memory", "pids", "freezer")
+V1_CONTROLLERS = ("cpuset", "cpuacct", "cpu", "memory", "pids", "freezer")  # cpu: the CFS quota
 _seq = itertools.count(1)
 
 
@@ -77,6 +78,17 @@ class ProcessSet(ABC):
         """Peak memory charged to the set (bytes), where the backend accounts it."""
         return None
 
+    def limit(self, limits: Limits) -> None:
+        """Apply a container's limits to the set, before anything joins it; ArenaError naming the
+        controller where this backend cannot."""
+        if limits.any:
+            raise ArenaError(f"{_asked(limits)}: needs a cgroup controller, and Arena confines servers by "
+                             f"process tracking here ({self.backend}: no writable cgroup hierarchy)")
+
+    def throttling(self) -> Throttling | None:
+        """The CPU quota's throttling so far (cpu.stat), where the backend has a cpu controller."""
+        return None
+
     @abstractmethod
     def freeze(self) -> None: ...
 
@@ -106,6 +118,12 @@ class ProcessSet(ABC):
     @abstractmethod
     def remove(self) -> None:
         """Delete the (empty) group."""
+
+
+def _asked(limits: Limits) -> str:
+    """The limits asked for, as an error names them: "cpu_limit 0.5 and memory_limit 256MiB"."""
+    return " and ".join(([f"cpu_limit {limits.cpu:g}"] if limits.cpu is not None else [])
+                        + ([f"memory_limit {memory_text(limits.memory_mib)}"] if limits.memory_mib is not None else []))
 
 
 def split_cpu(total: float, user: int, system: int) -> tuple[float, float]:
@@ -193,20 +211,42 @@ class CgroupV1(ProcessSet):
     def __init__(self, name: str, cpus: list[int] | None, roots: dict[str, Path]):
         super().__init__(name, cpus)
         self.dirs = {c: roots[c] / name for c in roots}
+        self.made: list[Path] = []  # each hierarchy's dir once (cpu and cpuacct are often mounted together)
         try:
-            for c, d in self.dirs.items():
+            for d in dict.fromkeys(self.dirs.values()):
                 d.mkdir()
-                if c == "cpuset":  # a cpuset must have cpus and mems before a task can join
-                    parent = roots[c]
-                    _write(d / "cpuset.cpus", format_cpu_list(cpus) if cpus else _read(parent / "cpuset.cpus").strip())
-                    _write(d / "cpuset.mems", _read(parent / "cpuset.mems").strip())
+                self.made.append(d)
+            if "cpuset" in self.dirs:  # a cpuset must have cpus and mems before a task can join
+                d, parent = self.dirs["cpuset"], roots["cpuset"]
+                _write(d / "cpuset.cpus", format_cpu_list(cpus) if cpus else _read(parent / "cpuset.cpus").strip())
+                _write(d / "cpuset.mems", _read(parent / "cpuset.mems").strip())
         except BaseException:
             self.remove()
             raise
 
     def _join(self, pid: int) -> None:
-        for d in self.dirs.values():
+        for d in self.made:
             _write(d / "cgroup.procs", str(pid))
+
+    def limit(self, limits: Limits) -> None:
+        for controller, wanted in (("cpu", limits.cpu), ("memory", limits.memory_mib)):
+            if wanted is not None and controller not in self.dirs:
+                raise ArenaError(f"{_asked(limits)}: the cgroup v1 {controller} controller is not mounted here "
+                                 f"(no {controller} in /proc/self/mounts)")
+        if limits.cpu is not None:
+            _write(self.dirs["cpu"] / "cpu.cfs_period_us", str(limits.period_us))
+            _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(limits.quota_us))
+        if limits.memory_mib is not None:  # and no swap beyond it, as on a Kubernetes node
+            _write(self.dirs["memory"] / "memory.limit_in_bytes", str(limits.memory_bytes))
+            if (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():
+                _write(self.dirs["memory"] / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+
+    def throttling(self) -> Throttling | None:
+        d = self.dirs.get("cpu")
+        if d is None:
+            return None
+        stat = dict(line.split() for line in _read(d / "cpu.stat").splitlines())
+        return Throttling(int(stat["nr_periods"]), int(stat["nr_throttled"]), int(stat["throttled_time"]) / 1e9)
 
     def pids(self) -> list[int]:
         d = self.dirs.get("freezer") or self.dirs.get("pids") or next(iter(self.dirs.values()))
@@ -257,7 +297,7 @@ class CgroupV1(ProcessSet):
             self._set_frozen("THAWED")
 
     def remove(self) -> None:
-        for d in self.dirs.values():
+        for d in self.made:
             _rmdir(d)
 
 
@@ -298,6 +338,24 @@ class CgroupV2(ProcessSet):
     def memory_peak(self) -> int | None:
         p = self.dir / "memory.peak"
         return int(_read(p)) if p.exists() else None
+
+    def limit(self, limits: Limits) -> None:
+        for controller, wanted in (("cpu", limits.cpu), ("memory", limits.memory_mib)):
+            if wanted is not None and not (self.dir / f"{controller}.max").exists():
+                raise ArenaError(f"{_asked(limits)}: the cgroup v2 {controller} controller is not enabled for "
+                                 f"Arena's groups (no {controller}.max in {self.dir})")
+        if limits.cpu is not None:
+            _write(self.dir / "cpu.max", f"{limits.quota_us} {limits.period_us}")
+        if limits.memory_mib is not None:  # and no swap beyond it, as on a Kubernetes node
+            _write(self.dir / "memory.max", str(limits.memory_bytes))
+            if (self.dir / "memory.swap.max").exists():
+                _write(self.dir / "memory.swap.max", "0")
+
+    def throttling(self) -> Throttling | None:
+        stat = dict(line.split() for line in _read(self.dir / "cpu.stat").splitlines())
+        if "nr_periods" not in stat:  # the cpu controller is not enabled: usage only
+            return None
+        return Throttling(int(stat["nr_periods"]), int(stat["nr_throttled"]), int(stat["throttled_usec"]) / 1e6)
 
     def _set_frozen(self, frozen: bool) -> None:
         _write(self.dir / "cgroup.freeze", "1" if frozen else "0")

@@ -1,0 +1,71 @@
+"""A container's limits on a server's process set, as a Kubernetes pod's ``resources.limits`` or
+``docker run --cpus --memory`` set them: CPU time per CFS period, in cores (0.5: 50 ms of every
+100 ms period, over however many CPUs the set may run on), and a memory limit. Where the set may
+run (its cpuset) is another matter, as on a node: a 0.5-core quota over two CPUs is a real case.
+
+A value type: the plan reads it from an experiment, the cgroup applies it (servers/cgroup.py), a
+run stores it, and the configuration's name shows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1024 * 1024
+PERIOD_S = 0.1  # the CFS period Linux, Docker and Kubernetes use by default
+PERIOD_RANGE_S = (0.001, 1.0)  # what the kernel accepts for cfs_period_us
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpu: float | None = None  # cores of CPU time per period; None: no quota
+    cpu_period_s: float = PERIOD_S
+    memory_mib: float | None = None  # None: no limit
+
+    @property
+    def any(self) -> bool:
+        return self.cpu is not None or self.memory_mib is not None
+
+    @property
+    def quota_us(self) -> int | None:
+        """The CFS quota of each period, in microseconds (cpu.cfs_quota_us, cpu.max's first field)."""
+        return None if self.cpu is None else max(1000, round(self.cpu * self.cpu_period_s * 1e6))
+
+    @property
+    def period_us(self) -> int:
+        return round(self.cpu_period_s * 1e6)
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return None if self.memory_mib is None else int(self.memory_mib * MiB)
+
+    @property
+    def text(self) -> str:
+        """As a configuration's name shows them: "cpu=0.5 mem=256MiB" ("cpu=0.5/50ms" for a period
+        other than 100 ms); "" for none."""
+        parts = []
+        if self.cpu is not None:
+            period = "" if self.cpu_period_s == PERIOD_S else f"/{self.cpu_period_s * 1000:g}ms"
+            parts.append(f"cpu={self.cpu:g}{period}")
+        if self.memory_mib is not None:
+            parts.append(f"mem={memory_text(self.memory_mib)}")
+        return " ".join(parts)
+
+
+def memory_text(mib: float) -> str:
+    """512 -> "512MiB", 1536 -> "1.5GiB"."""
+    return f"{mib / 1024:g}GiB" if mib >= 1024 and (mib / 1024 * 10).is_integer() else f"{mib:g}MiB"
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """What a CPU quota did over a window (the cgroup's cpu.stat, end less start): CFS periods in
+    which the set ran, those of them in which it used up its quota and waited, and the time it
+    waited (summed over its CPUs, as the kernel counts it)."""
+
+    periods: int
+    throttled_periods: int
+    throttled_s: float
+
+    def __sub__(self, start: "Throttling") -> "Throttling":
+        return Throttling(self.periods - start.periods, self.throttled_periods - start.throttled_periods,
+                          self.throttled_s - start.throttled_s)
