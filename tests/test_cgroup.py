@@ -108,12 +108,12 @@ def test_a_cpu_quota_holds_a_busy_loop_to_its_share_and_counts_its_throttling(pr
     from arena.limits import Limits
 
     if isinstance(procset, cgroup.ProcessTree):
-        with pytest.raises(ArenaError, match=r"^cpu_limit 0.5: needs a cgroup controller"):
+        with pytest.raises(ArenaError, match=r"^cpu_limit = 0.5: needs a cgroup controller"):
             procset.limit(Limits(cpu=0.5))
         procset.limit(Limits())  # no limit asked: nothing to refuse
         return
     if isinstance(procset, cgroup.CgroupV2) and not (procset.dir / "cpu.max").exists():  # a hybrid's bare v2
-        with pytest.raises(ArenaError, match=r"^cpu_limit 0.5: the cgroup v2 cpu controller is not enabled"):
+        with pytest.raises(ArenaError, match=r"^cpu_limit = 0.5: the cgroup v2 cpu controller is not enabled"):
             procset.limit(Limits(cpu=0.5))
         return
     procset.cpus = None  # both CPUs: the quota, not the cpuset, holds it

@@ -102,6 +102,16 @@ def test_open_model_rates():
     ({"workload": {"path": "/"}, "workloads": [{"name": "a"}]},
      'x.toml: workloads = [{"name": "a"}]: give [workload] or [[workloads]], not both'),
     ({"goal": {"p99": "1s"}}, 'x.toml: goal.p99 = "1s": unknown key (allowed: error_max, memory_max, p99_max, threshold)'),
+    ({"servers": [{"server": "puma", "cpu_limit": 0}]},
+     "x.toml: servers[0].cpu_limit = 0: must be a number of cores above 0 and at most this machine's"),
+    ({"servers": [{"server": "puma", "cpu_limit": [0.5, 999]}]},
+     "x.toml: servers[0].cpu_limit[1] = 999: must be a number of cores above 0 and at most this machine's"),
+    ({"servers": [{"server": "puma", "cpu_limit": 1, "cpu_period": "2s"}]},
+     'x.toml: servers[0].cpu_period = "2s": must be a duration from 1ms to 1s, such as "100ms", or a list of them'),
+    ({"servers": [{"server": "puma", "cpu_period": "50ms"}]},
+     'x.toml: servers[0].cpu_period = "50ms": is the period of cpu_limit: give cpu_limit too'),
+    ({"servers": [{"server": "puma", "memory_limit": "lots"}]},
+     'x.toml: servers[0].memory_limit = "lots": must be a size above 0 such as "512MiB" or "1GiB", or "none"'),
 ])
 def test_bad_files_name_the_file_key_value_and_what_is_allowed(change, message):
     if "layout" in change and len(os.sched_getaffinity(0)) < 2:
@@ -110,6 +120,21 @@ def test_bad_files_name_the_file_key_value_and_what_is_allowed(change, message):
         parse({**GOOD, **change})
     assert str(e.value).startswith(message.replace("x.toml: server_cpus", "x.toml: layout.server_cpus")), str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_limits_are_grid_axes_and_part_of_a_configurations_name():
+    """cpu_limit, cpu_period and memory_limit: each a value or a list, every combination a
+    configuration, named as deployed ("cpu=0.5 mem=256MiB"); "none" is no limit."""
+    from arena.limits import Limits
+
+    exp = parse({**GOOD, "servers": [{"server": "puma", "processes": 2, "threads": 4, "cpu_limit": [0.5, "none"],
+                                      "memory_limit": "256MiB"}]})
+    assert [c.key for c in exp.servers] == ["puma[rack] p=2 t=4 cpu=0.5 mem=256MiB", "puma[rack] p=2 t=4 mem=256MiB"]
+    assert exp.servers[0].limits == Limits(0.5, 0.1, 256.0) and exp.servers[1].limits == Limits(None, 0.1, 256.0)
+    periods = parse({**GOOD, "servers": [{"server": "puma", "cpu_limit": 1.5, "cpu_period": ["100ms", "20ms"]}]})
+    assert [c.key for c in periods.servers] == ["puma[rack] cpu=1.5", "puma[rack] cpu=1.5/20ms"]
+    assert [c.key for c in parse(GOOD).servers] == [c.key for c in parse({**GOOD}).servers]  # none: names unchanged
+    assert all(not c.limits.any for c in parse(GOOD).servers)
 
 
 def test_unreadable_files(tmp_path):

@@ -51,6 +51,13 @@ class Limits:
         return " ".join(parts)
 
 
+    @property
+    def keys(self) -> str:
+        """As an experiment's keys set them: "cpu_limit = 0.5, memory_limit = 256MiB" (what an error names)."""
+        return ", ".join(([f"cpu_limit = {self.cpu:g}"] if self.cpu is not None else [])
+                         + ([f"memory_limit = {memory_text(self.memory_mib)}"] if self.memory_mib is not None else []))
+
+
 def memory_text(mib: float) -> str:
     """512 -> "512MiB", 1536 -> "1.5GiB"."""
     return f"{mib / 1024:g}GiB" if mib >= 1024 and (mib / 1024 * 10).is_integer() else f"{mib:g}MiB"

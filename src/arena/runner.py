@@ -470,7 +470,7 @@ def server_spec(exp: Experiment, c: ServerConfig, services: Mapping[str, Any]) -
     if c.pool is not None:
         addresses["ARENA_POOL"] = str(c.pool)
     return ServerSpec(c.server, c.user_app or c.app, c.processes, c.threads, c.connections, cpus=list(exp.server_cpus),
-                      env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options,
+                      env={**addresses, **dict(c.env)}, settings=dict(c.settings), options=c.options, limits=c.limits,
                       **({"host": exp.cluster.server_host} if exp.cluster else {}))
 
 

@@ -13,6 +13,7 @@ from arena.plan.expand import plan
 from arena.plan.shard import Shard
 from arena.plan.experiment import Experiment, Group, load_experiment
 from arena.runner import Event, RunCounts, Seams, plan_groups, run_experiment
+from arena.servers.cgroup import limits_problem
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,15 @@ def plan_file(path: str, shard: Shard | None = None, server_here: bool = False, 
         return Planned(exp, plan_groups(exp), estimate_s(exp))
     mine = plan_groups(exp, shard)
     return Planned(exp, mine, sum(group_s(exp, g) for g in mine), shard, len(plan(exp)))
+
+
+def refuse_limits(exp: Experiment) -> None:
+    """Refuse, before any server starts, a file whose limits this machine cannot set (the one line
+    names the controller it lacks)."""
+    for c in exp.servers:
+        problem = limits_problem(c.limits)
+        if problem:
+            raise ArenaError(f"{exp.file}: {c.limits.keys} ({c.name}): {problem}")
 
 
 def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = lambda p: None,
@@ -63,6 +73,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
                                   run=run_file)
     if shard is not None and planned.experiment.find:
         raise ArenaError(f"--shard {shard}: {path} searches capacities ([load] find): a search is not sharded")
+    refuse_limits(planned.experiment)
     if planned.experiment.find == "capacity":
         from arena.app.tune import search_capacities
 

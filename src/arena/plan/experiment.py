@@ -20,6 +20,7 @@ from typing import Any
 
 from arena import speed as machine_speed
 from arena.errors import ArenaError, did_you_mean
+from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits
 from arena.results import validity
 from arena.servers import catalog
 from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
@@ -33,7 +34,8 @@ from arena.results.answer import Goal
 from arena.results.runs import level_label
 from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
-from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, element, show_value
+from arena.plan.reader import (MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, element,
+                               parse_duration, parse_size_mib, show_value)
 from arena.plan.schema import check as check_schema
 from arena.topology import BARE, Topology, instance_cpus, topology, value_problem
 
@@ -44,7 +46,7 @@ UNNAMED = "(stored definition)"  # how errors name a stored definition whose fil
 VALIDITY_DEFAULTS = {"error_threshold": validity.ERROR_THRESHOLD, "drift_threshold": validity.DRIFT_THRESHOLD,
                      "others_threshold": validity.OTHERS_MAX, "speed_threshold": machine_speed.THRESHOLD}
 SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology",
-               "thresholds"}
+               "thresholds", "cpu_limit", "cpu_period", "memory_limit"}
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,17 @@ class ServerConfig:
     options: tuple[str, ...] = ()  # raw server flags
     topology: Topology = BARE  # what stands before the server: a proxy, or a balancer and N instances
     twin: bool = False  # listed again under another label (an A/A test): the label is part of its identity
+    limits: Limits = Limits()  # a container's CPU quota and memory limit on its process set
 
     @property
     def key(self) -> str:
         """The configuration's identity (stored runs are keyed by it): server, app, knobs, pool,
-        settings, declared variables and raw flags, each shown only when set; for a twin (the same
+        limits, settings, declared variables and raw flags, each shown only when set; for a twin (the same
         configuration under two labels), its label too."""
         parts = [f"{k[0]}={v}" for k, v in (("processes", self.processes), ("threads", self.threads),
                                             ("connections", self.connections)) if v is not None]
         parts += [f"pool={self.pool}"] if self.pool is not None else []
+        parts += [self.limits.text] if self.limits.any else []
         parts += [catalog.settings_text(dict(self.settings))] if self.settings else []
         parts += [f"{k}={shlex.quote(v)}" for k, v in self.env]
         parts += [f"options={shlex.quote(shlex.join(self.options))}"] if self.options else []
@@ -649,14 +653,56 @@ def _server_grid(r: Reader, default_app: Any, default_topology: dict[str, Any] =
     settings, env, options = _settings_axis(r, entry), _env_axis(r), _options_axis(r)
     topologies = _topology_axis(r, entry, default_topology)
     grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools, settings, env, options,
-                             topologies)
+                             topologies, _limits_axis(r))
     configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1), user,
-                                              st, ev, op, tp)
-                                 for p, t, c, pool, st, ev, op, tp in grid))
+                                              st, ev, op, tp, limits=lim)
+                                 for p, t, c, pool, st, ev, op, tp, lim in grid))
     if label is not None:
         configs = [replace(c, label=label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}")
                    for c in configs]
     return configs
+
+
+def _limits_axis(r: Reader) -> list[Limits]:
+    """``cpu_limit`` (cores of CPU time per period: 0.5, 1.5, or "none"), ``cpu_period`` (1 ms to
+    1 s; 100 ms by default) and ``memory_limit`` (a size, or "none"), each a value or a list (a grid
+    axis): every combination. A quota above this machine's cores could never bind."""
+    cores = os.cpu_count() or 1
+
+    def axis(key: str, read, allowed: str, none: bool = True) -> list:
+        v = r.get(key)
+        if v is None:
+            return [None]
+        values = v if isinstance(v, list) else [v]
+        if not values:
+            raise r.fail(key, v, f"{allowed}, or a list of them")
+        out = []
+        for i, x in enumerate(values):
+            got = None if none and x == "none" else read(x)
+            if got is None and not (none and x == "none"):
+                raise r.fail(element(key, v, i), x, allowed + ("" if isinstance(v, list) else ", or a list of them"))
+            out.append(got)
+        return list(dict.fromkeys(out))
+
+    def number(x: Any) -> float | None:
+        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= cores else None
+
+    def period(x: Any) -> float | None:
+        s = parse_duration(x)
+        return s if s is not None and PERIOD_RANGE_S[0] <= s <= PERIOD_RANGE_S[1] else None
+
+    def size(x: Any) -> float | None:
+        mib = parse_size_mib(x)
+        return mib if mib is not None and mib > 0 else None
+
+    cpu = axis("cpu_limit", number, f'must be a number of cores above 0 and at most this machine\'s {cores} '
+                                    '(0.5, 1.5), or "none"')
+    periods = axis("cpu_period", period, 'must be a duration from 1ms to 1s, such as "100ms"', none=False)
+    memory = axis("memory_limit", size, 'must be a size above 0 such as "512MiB" or "1GiB", or "none"')
+    if periods != [None] and all(c is None for c in cpu):
+        raise r.fail("cpu_period", r.get("cpu_period"), "is the period of cpu_limit: give cpu_limit too")
+    return list(dict.fromkeys(Limits(c, p if c is not None and p is not None else PERIOD_S, m)
+                              for c in cpu for p in periods for m in memory))
 
 
 def _axis(v: Any) -> list[Any]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from arena.limits import PERIOD_S, Limits
+
 
 @dataclass(frozen=True)
 class TopologyLaunch:
@@ -51,15 +53,17 @@ class Launch:
     topology: TopologyLaunch | None = None  # None: a bare server
     front: FrontLaunch | None = None
     instances: tuple[InstanceLaunch, ...] = ()
+    limits: Limits = Limits()  # a container's CPU quota and memory limit (none in older stores)
 
     @classmethod
     def of(cls, d: Mapping[str, Any] | None) -> "Launch":
         d = d or {}
-        front = d.get("front")
+        front, limits = d.get("front"), d.get("limits") or {}
         return cls(tuple(d.get("argv") or ()), d.get("cwd"), d.get("version"), d.get("version_from"),
                    TopologyLaunch.of(d.get("topology")),
                    FrontLaunch(front["kind"], front.get("version")) if front else None,
-                   tuple(InstanceLaunch(i.get("address"), i.get("cpus")) for i in d.get("instances") or ()))
+                   tuple(InstanceLaunch(i.get("address"), i.get("cpus")) for i in d.get("instances") or ()),
+                   Limits(limits.get("cpu"), limits.get("cpu_period_s") or PERIOD_S, limits.get("memory_mib")))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Callable
 
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
-from arena.limits import Limits, Throttling, memory_text
+from arena.limits import Limits, Throttling
 
 PREFIX = "arena-"
 BACKENDS = ("auto", "v1", "v2", "none")
@@ -82,8 +82,7 @@ class ProcessSet(ABC):
         """Apply a container's limits to the set, before anything joins it; ArenaError naming the
         controller where this backend cannot."""
         if limits.any:
-            raise ArenaError(f"{_asked(limits)}: needs a cgroup controller, and Arena confines servers by "
-                             f"process tracking here ({self.backend}: no writable cgroup hierarchy)")
+            raise ArenaError(f"{limits.keys}: {NO_CGROUP}")
 
     def throttling(self) -> Throttling | None:
         """The CPU quota's throttling so far (cpu.stat), where the backend has a cpu controller."""
@@ -120,10 +119,35 @@ class ProcessSet(ABC):
         """Delete the (empty) group."""
 
 
-def _asked(limits: Limits) -> str:
-    """The limits asked for, as an error names them: "cpu_limit 0.5 and memory_limit 256MiB"."""
-    return " and ".join(([f"cpu_limit {limits.cpu:g}"] if limits.cpu is not None else [])
-                        + ([f"memory_limit {memory_text(limits.memory_mib)}"] if limits.memory_mib is not None else []))
+NO_CGROUP = "needs a cgroup controller, and Arena confines servers by process tracking here (no writable cgroup hierarchy)"
+
+
+def _v1_missing(controller: str) -> str:
+    return f"the cgroup v1 {controller} controller is not mounted here (no {controller} in /proc/self/mounts)"
+
+
+def _v2_missing(controller: str) -> str:
+    return f"the cgroup v2 {controller} controller is not enabled for Arena's groups (cgroup.controllers)"
+
+
+def _wanted(limits: Limits) -> list[str]:
+    """The controllers ``limits`` need."""
+    return [c for c, v in (("cpu", limits.cpu), ("memory", limits.memory_mib)) if v is not None]
+
+
+def limits_problem(limits: Limits, backend: str | None = None) -> str | None:
+    """Why this machine cannot set ``limits`` on a server's group (None: it can), said before any
+    server starts: the controller the chosen backend lacks."""
+    chosen = choose_backend(backend) if limits.any else None
+    if chosen == "v1":
+        missing = [c for c in _wanted(limits) if c not in v1_roots()]
+        return _v1_missing(missing[0]) if missing else None
+    if chosen == "v2":
+        root = v2_root()
+        available = set(_read(root / "cgroup.controllers").split()) if root is not None else set()
+        missing = [c for c in _wanted(limits) if c not in available]
+        return _v2_missing(missing[0]) if missing else None
+    return NO_CGROUP if chosen == "none" else None
 
 
 def split_cpu(total: float, user: int, system: int) -> tuple[float, float]:
@@ -229,10 +253,9 @@ class CgroupV1(ProcessSet):
             _write(d / "cgroup.procs", str(pid))
 
     def limit(self, limits: Limits) -> None:
-        for controller, wanted in (("cpu", limits.cpu), ("memory", limits.memory_mib)):
-            if wanted is not None and controller not in self.dirs:
-                raise ArenaError(f"{_asked(limits)}: the cgroup v1 {controller} controller is not mounted here "
-                                 f"(no {controller} in /proc/self/mounts)")
+        missing = [c for c in _wanted(limits) if c not in self.dirs]
+        if missing:
+            raise ArenaError(f"{limits.keys}: {_v1_missing(missing[0])}")
         if limits.cpu is not None:
             _write(self.dirs["cpu"] / "cpu.cfs_period_us", str(limits.period_us))
             _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(limits.quota_us))
@@ -340,10 +363,9 @@ class CgroupV2(ProcessSet):
         return int(_read(p)) if p.exists() else None
 
     def limit(self, limits: Limits) -> None:
-        for controller, wanted in (("cpu", limits.cpu), ("memory", limits.memory_mib)):
-            if wanted is not None and not (self.dir / f"{controller}.max").exists():
-                raise ArenaError(f"{_asked(limits)}: the cgroup v2 {controller} controller is not enabled for "
-                                 f"Arena's groups (no {controller}.max in {self.dir})")
+        missing = [c for c in _wanted(limits) if not (self.dir / f"{c}.max").exists()]
+        if missing:
+            raise ArenaError(f"{limits.keys}: {_v2_missing(missing[0])}")
         if limits.cpu is not None:
             _write(self.dir / "cpu.max", f"{limits.quota_us} {limits.period_us}")
         if limits.memory_mib is not None:  # and no swap beyond it, as on a Kubernetes node

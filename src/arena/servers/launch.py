@@ -24,6 +24,7 @@ from typing import Callable
 
 from arena.errors import ArenaError, FailedStart, forking, stop_if_asked
 from arena.http_client import Client, check_host, free_port, port_free
+from arena.limits import Limits
 from arena.servers import catalog
 from arena.servers.bundle import Bundle, bundle_of
 from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale, survivors, zombie_children
@@ -68,6 +69,7 @@ class ServerSpec:
     settings: dict[str, object] = field(default_factory=dict)  # named settings (catalog.Option): preload, yjit, ...
     options: tuple[str, ...] = ()  # raw flags, after every other flag
     unix: bool = False  # listen on a unix socket in its temp dir instead of a port (behind a proxy or balancer)
+    limits: Limits = Limits()  # a container's CPU quota and memory limit on its process set
 
     def requested_knobs(self) -> dict[str, int | None]:
         return {"processes": self.processes, "threads": self.threads, "connections": self.connections}
@@ -145,8 +147,11 @@ class RunningServer(Confined):
     def described(self) -> dict:
         """How it was started, as stored with each run: command line, working directory, environment,
         named settings, the server's version (and where it comes from, when not Arena's own)."""
+        limits = self.spec.limits
         return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings,
-                "version": self.version, **({"version_from": self.version_from} if self.version_from else {})}
+                "version": self.version, **({"version_from": self.version_from} if self.version_from else {}),
+                **({"limits": {"cpu": limits.cpu, "cpu_period_s": limits.cpu_period_s, "memory_mib": limits.memory_mib}}
+                   if limits.any else {})}
 
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)
@@ -414,6 +419,11 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         env["ARENA_POOL"] = str(pool)
 
     procset = create(server.name, spec.cpus, backend)
+    try:
+        procset.limit(spec.limits)
+    except BaseException:
+        procset.remove()
+        raise
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: see reap_stale_workdirs
     try:
         (workdir / "home").mkdir()
