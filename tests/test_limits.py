@@ -1,5 +1,7 @@
-"""Limits as deployed: a container's CPU quota and memory limit on a server's process set."""
+"""Limits as deployed, on real cgroups: a CPU quota on a real server's process set, its throttling
+measured per run and said where the run's figures are."""
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +28,37 @@ processes = 2
 threads = 4
 cpu_limit = [0.5, "none"]
 """
+
+
+@pytest.mark.integration
+def test_a_cpu_quota_holds_a_real_server_back_and_its_throttling_is_stored(tmp_path):
+    """Puma 2x4 on CPU 1 with four clients of 5 ms CPU each keeps the CPU busy; under a 0.5-core
+    quota it serves about half as much, with a higher p99, and its runs store the time it was
+    throttled (export's throttled_ms), said in the run's line and as show's column."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    require_server("puma")
+    (tmp_path / "quota.toml").write_text(QUOTA)
+    store = str(tmp_path / "q.db")
+    env = {**os.environ, "COLUMNS": "200"}
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", "quota.toml", "--store", store], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "puma[rack] p=2 t=4 cpu=0.5 c=4 #1:" in ran.stdout and "by its CPU quota, in" in ran.stdout, ran.stdout
+    runs = json.loads(subprocess.run([sys.executable, "-m", "arena", "export", "quota", "--store", store, "--format",
+                                      "json"], capture_output=True, text=True, timeout=60, check=True).stdout)
+    by = {r["config"]: r for r in runs}
+    limited, free = by["puma[rack] p=2 t=4 cpu=0.5"], by["puma[rack] p=2 t=4"]
+    assert limited["launch"]["limits"] == {"cpu": 0.5, "cpu_period_s": 0.1, "memory_mib": None}
+    assert "limits" not in free["launch"]
+    assert limited["throttled_ms"] > 200 and limited["resources"]["cpu_throttled_periods"] > 5, limited["resources"]
+    assert free["throttled_ms"] == 0
+    used = limited["resources"]
+    assert (used["cpu_user_s"] + used["cpu_system_s"]) / used["window_s"] <= 0.55  # the quota's half a core
+    assert limited["throughput"] < 0.7 * free["throughput"] and limited["p99_us"] > free["p99_us"]
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", "quota", "--store", store], capture_output=True,
+                           text=True, timeout=60, env=env)
+    assert "throttled ms/s" in shown.stdout, shown.stdout
 
 
 def test_a_file_with_limits_this_machine_cannot_set_is_refused_before_any_run(tmp_path):

@@ -36,6 +36,9 @@ class FakeSource:
     def memory_peak(self):
         return 12345
 
+    def throttling(self):
+        return None  # no quota
+
 
 def test_probe_samples_the_whole_set_and_sums_it():
     source = FakeSource()

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 import psutil
 
+from arena.limits import Throttling
 from arena.results.resources import ResourceResult
 
 
@@ -27,6 +28,8 @@ class Source(Protocol):
     def cpu_times(self) -> tuple[float, float] | None: ...
 
     def memory_peak(self) -> int | None: ...
+
+    def throttling(self) -> Throttling | None: ...
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,9 @@ def combine(memories: list[ProcessMemory]) -> Sample:
 
 
 def summarize(samples: list[Sample], cpu_start: tuple[float, float] | None, cpu_end: tuple[float, float] | None,
-              window_s: float, memory_peak: int | None, backend: str) -> ResourceResult:
-    """Pure: the window's samples and CPU counters -> ResourceResult."""
+              window_s: float, memory_peak: int | None, backend: str,
+              throttled: Throttling | None = None) -> ResourceResult:
+    """Pure: the window's samples, CPU counters and quota's throttling (end less start) -> ResourceResult."""
     has_cpu = cpu_start is not None and cpu_end is not None
     return ResourceResult(
         window_s=window_s,
@@ -72,6 +76,9 @@ def summarize(samples: list[Sample], cpu_start: tuple[float, float] | None, cpu_
         processes=max((s.processes for s in samples), default=0),
         threads=max((s.threads for s in samples), default=0),
         backend=backend,
+        cpu_periods=throttled.periods if throttled else None,
+        cpu_throttled_periods=throttled.throttled_periods if throttled else None,
+        cpu_throttled_s=throttled.throttled_s if throttled else None,
     )
 
 
@@ -111,6 +118,7 @@ class Probe:
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self._cpu0: tuple[float, float] | None = None
+        self._throttled0: Throttling | None = None
 
     @property
     def started(self) -> bool:
@@ -119,6 +127,7 @@ class Probe:
     def start(self) -> "Probe":
         self._t0 = self.clock()
         self._cpu0 = self.source.cpu_times()
+        self._throttled0 = self.source.throttling()
         self._samples.append(sample_once(self.source, self.reader))
         self._thread = threading.Thread(target=self._run, name="arena-probe", daemon=True)
         self._thread.start()
@@ -134,8 +143,10 @@ class Probe:
             self._thread.join()
         self._samples.append(sample_once(self.source, self.reader))
         window = self.clock() - self._t0
+        throttled = self.source.throttling()
         return summarize(self._samples, self._cpu0, self.source.cpu_times(), window,
-                         self.source.memory_peak(), self.source.backend)
+                         self.source.memory_peak(), self.source.backend,
+                         throttled - self._throttled0 if throttled and self._throttled0 else None)
 
     def __enter__(self) -> "Probe":
         return self.start()

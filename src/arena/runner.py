@@ -77,6 +77,7 @@ class Event:
     point: SeriesPoint | None = None  # "live": one interval of the run in progress
     db: Database | None = None  # "run" with a database: its connections and refusals
     shared: bool = False  # "run": its server and the load generator shared CPUs ([layout] share)
+    resources: ResourceResult | None = None  # "run": what the server's process set used (and a quota held back)
 
 
 # ---------------------------------------------------------------------- environment
@@ -518,6 +519,6 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver
             front = server.window(*m.window) if c.topology.front and m.window else {}
             saver.run(row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,
                           launch=server.described(), topology=front))
-            progress.emit("run", r, result=m.result, flags=m.flags, db=db, shared=exp.shared)
+            progress.emit("run", r, result=m.result, flags=m.flags, db=db, shared=exp.shared, resources=m.resources)
             if m.flags:
                 progress.counts += RunCounts(invalid=1)

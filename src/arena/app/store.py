@@ -189,6 +189,7 @@ def export(store_path: str, name: str, fmt: str) -> str:
     if fmt == "json":  # a failure: its own fields, "failed": true, no figures
         return json.dumps([r.to_json() for r in runs] + [{**f.to_json(), "failed": True} for f in failures], indent=1)
     flat = [c for c in RUN_COLUMNS if c not in ("load", "resources", "environment", "services", *SPREAD)]
+    flat.insert(flat.index("cpu_s") + 1, "throttled_ms")  # Run.throttled_ms: a run's figure, not a column
     rows = [r.to_json() for r in runs]
     rows += [{**f.to_json(), "started_at": f.failed_at, "valid": 0, "flags": [f.reason], "flag_kinds": ["the run failed"]} for f in failures]
     spread = []  # a failure: invalid, its reason the flag, no figures

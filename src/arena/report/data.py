@@ -130,10 +130,12 @@ def comparison_table(cells: list[Cell]) -> Table:
     many = len(workloads(cells)) > 1
     kinds = list(dict.fromkeys(k for c in cells for k in c.service_cores))
     db = any(c.database.note() for c in cells)
+    throttled = any(c.throttled_ms_per_s.median for c in cells)  # a CPU quota held some run back
     head = ["configuration"] + (["workload"] if many else []) + [
         "level", "valid/runs", "req/s", "req/s interval", "p50 ms", "p99 ms", "p99 interval", "PSS MiB",
         "PSS MiB/worker"]
     head += (["server CPU cores"] + [f"{k} CPU cores" for k in kinds] if kinds else []) + (["database"] if db else [])
+    head += ["throttled ms/s"] if throttled else []
     rows = []
     for c in cells:
         row = [c.label] + ([c.workload] if many else []) + [
@@ -146,6 +148,8 @@ def comparison_table(cells: list[Cell]) -> Table:
                                                  for k in kinds]
         if db:
             row.append(c.database.note() or "-")
+        if throttled:
+            row.append(nice(c.throttled_ms_per_s.median))
         rows.append(row + ["; ".join(c.flags) or "ok"])
     return Table(head + ["validity"], rows, "comparison")
 

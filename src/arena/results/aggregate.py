@@ -176,6 +176,7 @@ class Cell(Placement):
     response_ms: Figure = Figure(None, None, 0)  # the mean response time of each valid run, ms
     front: Front | None = None  # a balancer's figures (None: a bare server or a proxy)
     error_pct: Figure = Figure(None, None, 0)  # errors, % of the requests answered or failed, per valid run
+    throttled_ms_per_s: Figure = Figure(None, None, 0)  # under a CPU quota: time throttled per second of window
 
     @property
     def pool(self) -> int | None:
@@ -264,7 +265,9 @@ def cell(runs: list[Run]) -> Cell:
                        for k in dict.fromkeys(k for r in ok for k in r.services)},
         database=_database(runs), app_metrics=_app_metrics(ok),
         response_ms=Figure.of([mean_response_ms(r) for r in ok]), front=_front(ok),
-        error_pct=Figure.of([error_pct(r) for r in ok]))
+        error_pct=Figure.of([error_pct(r) for r in ok]),
+        throttled_ms_per_s=Figure.of([r.throttled_ms / r.resources.window_s for r in ok
+                                      if r.throttled_ms is not None and r.resources.window_s > 0]))
 
 
 def aggregate(runs: list[Run]) -> list[Cell]:

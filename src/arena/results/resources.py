@@ -22,6 +22,10 @@ class ResourceResult:
     backend: str
     # the server's CPU use with no load, in cores, measured once per server start (runner.idle_cpu_cores)
     idle_cpu_cores: float | None = None
+    # under a CPU quota (the cgroup's cpu.stat over the window): CFS periods, those throttled, time throttled
+    cpu_periods: int | None = None
+    cpu_throttled_periods: int | None = None
+    cpu_throttled_s: float | None = None
 
     @property
     def cpu_s(self) -> float | None:

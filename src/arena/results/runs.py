@@ -167,6 +167,14 @@ class Run(Placement):
         return got
 
     @property
+    def throttled_ms(self) -> float | None:
+        """The time its process set waited for the next CFS period under its CPU quota, over the
+        run's window, summed over its CPUs as the kernel counts it (0 without a quota; None where
+        no cpu controller counted it, or the run is older)."""
+        r = self.resources
+        return None if r is None or r.cpu_throttled_s is None else r.cpu_throttled_s * 1000
+
+    @property
     def shared(self) -> bool:
         """Whether the server and the load generator shared CPUs ([layout] share = true): its figures
         include the generator's cost, and it is never compared with a run on disjoint CPUs."""
@@ -217,7 +225,7 @@ class Run(Placement):
                  resources=dataclasses.asdict(self.resources) if self.resources else None,
                  environment=dataclasses.asdict(self.environment), server_reused=int(self.server_reused),
                  services={k: dataclasses.asdict(v) for k, v in self.services.items()},
-                 valid=int(self.valid))
+                 valid=int(self.valid), throttled_ms=self.throttled_ms)
         return d
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from arena.cpus import format_cpu_list
+from arena.limits import Throttling
 from arena.servers.launch import RunningServer, ServerSpec, check_port, start
 from arena.topology import Topology
 from arena.topology.front import RunningFront, start_front
@@ -35,6 +36,14 @@ class Fleet:
     def memory_peak(self) -> int | None:
         peaks = [s.memory_peak() for s in self.sets]
         return None if any(p is None for p in peaks) else sum(peaks)
+
+    def throttling(self) -> Throttling | None:
+        """Each instance's quota is its own: their periods and throttled time summed."""
+        got = [s.throttling() for s in self.sets]
+        if any(t is None for t in got):
+            return None
+        return Throttling(sum(t.periods for t in got), sum(t.throttled_periods for t in got),
+                          sum(t.throttled_s for t in got))
 
 
 @dataclass(eq=False)
