@@ -72,3 +72,18 @@ def test_a_file_with_limits_this_machine_cannot_set_is_refused_before_any_run(tm
         "arena: error: quota.toml: cpu_limit = 0.5 (puma[rack] p=2 t=4 cpu=0.5): needs a cgroup controller, and Arena "
         "confines servers by process tracking here (no writable cgroup hierarchy)")
     assert not (tmp_path / "q.db").exists()
+
+
+@pytest.mark.integration
+def test_check_runs_a_server_under_the_limits_its_flags_give():
+    """arena check --cpu-limit --memory-limit: the conformance requests pass under a quota and a
+    memory limit; a period alone, or a quota of none, is refused in one line."""
+    require_server("gunicorn-sync")
+    ok = subprocess.run([sys.executable, "-m", "arena", "check", "gunicorn-sync", "--app", "wsgi", "--cpu-limit", "0.5",
+                         "--memory-limit", "256MiB"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "1 passed, 0 failed" in ok.stdout, ok.stdout + ok.stderr
+    for flags, said in ((["--cpu-period", "50ms"], "--cpu-period 50ms: is the period of --cpu-limit"),
+                        (["--cpu-limit", "0"], "argument --cpu-limit: must be a number of cores above 0")):
+        bad = subprocess.run([sys.executable, "-m", "arena", "check", "gunicorn-sync", *flags], capture_output=True,
+                             text=True, timeout=60)
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

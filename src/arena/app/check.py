@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from arena.errors import ArenaError
+from arena.limits import Limits
 from arena.services import started_services
 from arena.http_client import port_free
 from arena.probe import sample_once
@@ -63,7 +64,7 @@ def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
 
 def check_one(server: str, app: str | App, processes: int | None = None, threads: int | None = None,
               cpus: list[int] | None = None, env: dict[str, str] | None = None,
-              services: Iterable[str] = ()) -> CheckResult:
+              services: Iterable[str] = (), limits: Limits = Limits()) -> CheckResult:
     """A built-in app: the subject contract's conformance requests; a user's app: its health path
     answered with Arena's timing (conformance.wrapped)."""
     entry = catalog.get_server(server)
@@ -72,7 +73,8 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
     if not catalog.available(entry, bin_dir):
         where = f"in {bin_dir.parent}" if bin_dir else f"here: {entry.install_hint}"
         return CheckResult(server, name, "skip", problems=[f"not installed {where}"])
-    spec = ServerSpec(server, app, processes=processes, threads=threads, cpus=cpus, strict_knobs=False, env=env or {})
+    spec = ServerSpec(server, app, processes=processes, threads=threads, cpus=cpus, strict_knobs=False, env=env or {},
+                      limits=limits)
     try:
         running = start(spec)
     except ArenaError as e:
@@ -103,14 +105,15 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
 def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = None, *,
           user: Mapping[str, Any] | None = None,
           processes: int | None = None, threads: int | None = None, cpus: list[int] | None = None,
-          services: Iterable[str] = (), on_result: Callable[[CheckResult], None] = lambda r: None,
+          limits: Limits = Limits(), services: Iterable[str] = (),
+          on_result: Callable[[CheckResult], None] = lambda r: None,
           on_service: Callable[[object], None] = lambda s: None) -> list[CheckResult]:
     """Every pair of ``plan``, with the ``services`` (kinds, default settings) started first and
     stopped after."""
     results = []
     with started_services(services, cpus, on_service) as env:
         for server, app in plan(servers, apps, user):
-            result = check_one(server, app, processes, threads, cpus, env, services)
+            result = check_one(server, app, processes, threads, cpus, env, services, limits)
             result.app_warnings = app.user.warnings if isinstance(app, App) and app.user else ()
             on_result(result)
             results.append(result)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 
 from arena.atomic import write_file
 from arena.errors import ArenaError, did_you_mean
+from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits
 from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
 from arena.cpus import parse_cpu_list
@@ -147,6 +149,56 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connections", type=count("--connections", 1, KNOB_MAX["connections"]),
                    help="connection limit (where the server has one)")
     p.add_argument("--cpus", type=cpus, help="CPU list for the server, e.g. 1 or 0-1 (default: all)")
+
+
+def add_limits(p: argparse.ArgumentParser) -> None:
+    """A container's limits on the server's process set (limits.Limits), as docker run's --cpus and
+    --memory: the CPU quota over whatever CPUs --cpus allows."""
+    p.add_argument("--cpu-limit", type=cores("--cpu-limit"), metavar="CORES",
+                   help="CPU quota in cores of CPU time per period (0.5, 1.5), as a container's limit")
+    p.add_argument("--cpu-period", type=period("--cpu-period"), metavar="DURATION",
+                   help="the quota's CFS period, 1ms to 1s (default 100ms)")
+    p.add_argument("--memory-limit", type=size_mib("--memory-limit"), metavar="SIZE",
+                   help="memory limit of the server's processes together (512MiB, 1GiB), as a container's")
+
+
+def limits_of(args) -> Limits:
+    """The limits the flags of add_limits give (--cpu-period alone is refused: it is the quota's)."""
+    if args.cpu_period is not None and args.cpu_limit is None:
+        raise ArenaError(f"--cpu-period {args.cpu_period * 1000:g}ms: is the period of --cpu-limit: give --cpu-limit too")
+    return Limits(args.cpu_limit, args.cpu_period or PERIOD_S, args.memory_limit)
+
+
+def cores(flag: str):
+    """A number of cores above 0 and at most this machine's."""
+    most = os.cpu_count() or 1
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0 < value <= most:
+            raise argparse.ArgumentTypeError(f"must be a number of cores above 0 and at most this machine's {most} "
+                                             f"(0.5, 1.5), got '{text}'")
+        return value
+
+    parse.__name__ = flag
+    return parse
+
+
+def period(flag: str):
+    """A CFS period: a duration from 1 ms to 1 s."""
+    from arena.plan.reader import parse_duration
+
+    def parse(text: str) -> float:
+        seconds = parse_duration(text)
+        if seconds is None or not PERIOD_RANGE_S[0] <= seconds <= PERIOD_RANGE_S[1]:
+            raise argparse.ArgumentTypeError(f"must be a duration from 1ms to 1s, such as 100ms, got '{text}'")
+        return seconds
+
+    parse.__name__ = flag
+    return parse
 
 
 def add_user_app(p: argparse.ArgumentParser) -> None:

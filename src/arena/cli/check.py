@@ -5,8 +5,8 @@ from rich.table import Table
 
 from arena.app.check import check
 from arena.services import KINDS
-from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, add_knobs, add_user_app,
-                            add_format, print_json, saying, user_app_options)
+from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, add_knobs, add_limits, add_user_app,
+                            add_format, limits_of, print_json, saying, user_app_options)
 
 NAME = "check"
 
@@ -17,6 +17,7 @@ def add(sub) -> None:
     c.add_argument("--app", action="append", dest="apps",
                    help="only this app (repeatable): a built-in one, or your own (a config.ru or module:callable)")
     add_knobs(c)
+    add_limits(c)
     add_user_app(c)
     c.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
                    help="start this service first and point every server at it (repeatable): postgres, http")
@@ -48,7 +49,7 @@ def run(args, out) -> int:
     reap_first(out)
     note_unused_environment(out)
     results = check(args.servers or None, args.apps, user=user_app_options(args), processes=args.processes, threads=args.threads,
-                    cpus=args.cpus, services=args.services, on_result=row,
+                    cpus=args.cpus, limits=limits_of(args), services=args.services, on_result=row,
                     on_service=lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False))
     failed = sum(r.status == "fail" for r in results)
     skipped = sum(r.status == "skip" for r in results)

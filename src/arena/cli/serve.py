@@ -2,8 +2,8 @@
 
 from arena.app.servers import serve
 from arena.services import KINDS
-from arena.cli.args import (note_unused_environment, reap_first, warn, add_knobs, add_settings, add_user_app, assignment,
-                            count, settings_options, topology_option, user_app_options)
+from arena.cli.args import (note_unused_environment, reap_first, warn, add_knobs, add_limits, add_settings, add_user_app,
+                            assignment, count, limits_of, settings_options, topology_option, user_app_options)
 from arena.servers import catalog
 from arena.servers.launch import ServerSpec
 from arena.subjects import App
@@ -16,6 +16,7 @@ def add(sub) -> None:
     s = sub.add_parser(NAME, help="run one server in the foreground (Ctrl-C stops everything)")
     s.add_argument("server", help="a server name from `arena servers`")
     add_knobs(s)
+    add_limits(s)
     s.add_argument("--service", action="append", default=[], choices=KINDS, dest="services",
                    help="start this service first and point the server at it (repeatable): postgres, http")
     s.add_argument("--app", help="a built-in subject app (default: the first the server serves), or your own: "
@@ -36,6 +37,7 @@ def run(args, out) -> int:
         running = deployed.instances[0] if topology.front else deployed
         knobs = ", ".join(f"{k}={'default' if v is None else v}" for k, v in running.knobs.items()) or "no knobs"
         knobs += "".join(f", {catalog.settings_text({k: v})}" for k, v in running.settings.items())
+        knobs += f", {running.spec.limits.text}" if running.spec.limits.any else ""
         out.print(f"{running.server.name} {running.version or ''} serving [bold]{running.app}[/] at "
                   f"[bold]{running.socket or running.url}[/] ({knobs}; {len(running.procset.pids())} processes; "
                   f"{running.procset.backend} {running.procset.name}; started in {running.startup_s:.2f} s)",
@@ -53,7 +55,7 @@ def run(args, out) -> int:
     reap_first(out)
     note_unused_environment(out)
     spec = ServerSpec(args.server, app, args.processes, args.threads, args.connections, args.cpus,
-                      args.port, args.host, **settings_options(args))
+                      args.port, args.host, limits=limits_of(args), **settings_options(args))
     stopped = serve(spec, ready, args.services,
                     lambda svc: out.print(f"service: {svc.describe()} at {svc.address}", highlight=False, markup=False),
                     topology)
