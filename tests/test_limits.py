@@ -87,3 +87,18 @@ def test_check_runs_a_server_under_the_limits_its_flags_give():
         bad = subprocess.run([sys.executable, "-m", "arena", "check", "gunicorn-sync", *flags], capture_output=True,
                              text=True, timeout=60)
         assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_runs_flags_set_the_limits_of_every_server_entry_as_the_file_would(tmp_path):
+    """arena run --cpu-limit --memory-limit: every [[servers]] entry gets them (its configurations
+    named so in the plan), over what the file says; a quota above this machine's cores is refused."""
+    (tmp_path / "plain.toml").write_text(QUOTA.replace('cpu_limit = [0.5, "none"]\n', "")
+                                         + '[[servers]]\nserver = "unicorn"\nprocesses = 2\ncpu_limit = 1\n')
+    got = subprocess.run([sys.executable, "-m", "arena", "run", "plain.toml", "--store", "p.db", "--dry-run",
+                          "--cpu-limit", "0.5", "--memory-limit", "512MiB"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "puma[rack] p=2 t=4 cpu=0.5 mem=512MiB" in got.stdout and "unicorn[rack] p=2 cpu=0.5 mem=512MiB" in got.stdout
+    bad = subprocess.run([sys.executable, "-m", "arena", "run", "plain.toml", "--dry-run", "--cpu-limit", "64"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "argument --cpu-limit: must be a number of cores above 0" in bad.stderr, bad.stderr

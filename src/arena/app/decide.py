@@ -14,7 +14,7 @@ from arena.app.analysis import analyse
 from arena.app.store import open_store, results
 from arena.app.run import RunCounts, run_file
 from arena.model.estimate import START_S
-from arena.plan.experiment import Experiment
+from arena.plan.experiment import Experiment, Overrides
 from arena.results.answer import Versus
 from arena.runner import Event, Seams, run_experiment
 
@@ -60,7 +60,7 @@ def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: 
                       on_event: Callable[[Event], None] = lambda e: None, on_round: Callable[[Round], None] = lambda r: None,
                       seams: Seams = Seams(), retake_invalid: bool = False, most: int = MAX_REPETITIONS,
                       budget_s: float = BUDGET_S, clock: Callable[[], float] = time.monotonic,
-                      share: bool = False) -> Decided:
+                      overrides: Overrides = Overrides()) -> Decided:
     """``arena run --until-decided``: the planned runs (resumed), then rounds of runs beyond the plan
     for the undecided comparisons, within ``most`` repetitions a cell and ``budget_s`` of wall time
     from the start (a round is started only when its estimate fits in what is left)."""
@@ -71,7 +71,8 @@ def run_until_decided(path: str, store_path: str, on_plan: Callable = lambda p: 
         planned.append(p)
         on_plan(p)
 
-    total = run_file(path, store_path, plan_seen, on_event, seams=seams, retake_invalid=retake_invalid, share=share)
+    total = run_file(path, store_path, plan_seen, on_event, seams=seams, retake_invalid=retake_invalid,
+                     overrides=overrides)
     exp = planned[0].experiment
     rounds = extra = 0
     while True:

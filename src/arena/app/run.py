@@ -11,7 +11,7 @@ from arena.errors import ArenaError
 from arena.model.estimate import estimate_s, group_s
 from arena.plan.expand import plan
 from arena.plan.shard import Shard
-from arena.plan.experiment import Experiment, Group, load_experiment
+from arena.plan.experiment import Experiment, Group, Overrides, load_experiment
 from arena.runner import Event, RunCounts, Seams, plan_groups, run_experiment
 from arena.servers.cgroup import limits_problem
 
@@ -25,11 +25,12 @@ class Planned:
     starts: int = 0  # with a shard: the server starts of the whole plan
 
 
-def plan_file(path: str, shard: Shard | None = None, server_here: bool = False, share: bool = False) -> Planned:
+def plan_file(path: str, shard: Shard | None = None, server_here: bool = False,
+              overrides: Overrides = Overrides()) -> Planned:
     """Read and check an experiment file and plan it (nothing runs): the whole plan, or a shard's share
-    (``server_here``: on the cluster's server host, whose CPUs the server's are; ``share``: its
-    server and load may share CPUs, --share-cpus)."""
-    exp = load_experiment(path, server_here, share)
+    (``server_here``: on the cluster's server host, whose CPUs the server's are; ``overrides``: what
+    the command's flags set over the file)."""
+    exp = load_experiment(path, server_here, overrides)
     if shard is None:
         return Planned(exp, plan_groups(exp), estimate_s(exp))
     mine = plan_groups(exp, shard)
@@ -49,7 +50,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
              on_event: Callable[[Event], None] = lambda e: None, dry_run: bool = False,
              seams: Seams = Seams(), retake_invalid: bool = False,
              on_step: Callable[[str], None] = lambda s: None, shard: Shard | None = None,
-             server_host: str | None = None, share: bool = False) -> RunCounts | None:
+             server_host: str | None = None, overrides: Overrides = Overrides()) -> RunCounts | None:
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
     run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
     stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
@@ -57,7 +58,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
     (app/analysis.py). With ``[cluster] server = "worker"``, the runs are made on the cluster's
     server host (app/remote.py), which runs this with its own address as ``server_host``."""
-    planned = plan_file(path, shard, server_here=server_host is not None, share=share)
+    planned = plan_file(path, shard, server_here=server_host is not None, overrides=overrides)
     cluster = planned.experiment.cluster
     if server_host is not None and cluster is not None:  # on the server's host: its servers listen here
         planned = replace(planned, experiment=replace(planned.experiment,
@@ -67,6 +68,10 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
         return None
     if planned.experiment.cluster is not None and planned.experiment.cluster.server == "worker":
         from arena.app.remote import run_on_server_host
+
+        if overrides != Overrides():  # the server's host reads the file itself
+            raise ArenaError(f"{path}: its runs are made on [cluster]'s server host, which reads the file as it is: "
+                             "set [layout] share and the servers' limits there, not by flags")
 
         exp = planned.experiment
         return run_on_server_host(path, exp.name, store_path, exp.cluster.address, on_event, retake_invalid, shard,

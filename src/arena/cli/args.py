@@ -162,6 +162,16 @@ def add_limits(p: argparse.ArgumentParser) -> None:
                    help="memory limit of the server's processes together (512MiB, 1GiB), as a container's")
 
 
+def overrides_of(args):
+    """What run's flags set over the experiment file (plan's Overrides): --share-cpus, and the
+    limits (add_limits) on every [[servers]] entry, as the file's keys would."""
+    from arena.plan.experiment import Overrides  # here: the file's reader only where a file is read
+
+    keys = (("cpu_limit", args.cpu_limit), ("cpu_period", args.cpu_period and f"{args.cpu_period * 1000:g}ms"),
+            ("memory_limit", args.memory_limit and f"{args.memory_limit:g}MiB"))
+    return Overrides(args.share_cpus, tuple((k, v) for k, v in keys if v is not None))
+
+
 def limits_of(args) -> Limits:
     """The limits the flags of add_limits give (--cpu-period alone is refused: it is the quota's)."""
     if args.cpu_period is not None and args.cpu_limit is None:

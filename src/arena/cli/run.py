@@ -12,8 +12,8 @@ from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.results.runs import SHARED
 from arena.report.tune import capacity_lines
-from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_share, add_store, count,
-                            duration, warn)
+from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_limits, add_share,
+                            add_store, count, duration, overrides_of, warn)
 
 NAME = "run"
 
@@ -28,6 +28,7 @@ def add(sub) -> None:
                          "Kubernetes Indexed Job's); merge the shards' stores with arena merge")
     add_retake(ru)
     add_share(ru)
+    add_limits(ru)  # over every [[servers]] entry's, as if the file said them
     ru.add_argument("--until-decided", action="store_true",
                     help="after the planned repetitions, repeat only the cells whose comparison with the best is "
                          "undecided, until decided (within --max-repetitions and --budget)")
@@ -64,7 +65,7 @@ def run(args, out) -> int:
                                   lambda planned, on_event: run_file(args.experiment, args.store, planned, on_event,
                                                                      dry_run=args.dry_run,
                                                                      retake_invalid=args.retake_invalid, on_step=step,
-                                                                     shard=args.shard, share=args.share_cpus))
+                                                                     shard=args.shard, overrides=overrides_of(args)))
     if counts is None:
         return 0
     return summary(out, counts, names[0], args.store)
@@ -73,7 +74,7 @@ def run(args, out) -> int:
 def _until_decided(args, out) -> int:
     from arena.app.run import plan_file
 
-    if plan_file(args.experiment, share=args.share_cpus).experiment.find:
+    if plan_file(args.experiment, overrides=overrides_of(args)).experiment.find:
         raise ArenaError(f"--until-decided: {args.experiment} searches capacities ([load] find); run it without")
     def on_round(r) -> None:
         out.print(f"until decided, round {r.number}: {len(r.wanted)} run(s) beyond the plan", highlight=False)
@@ -82,7 +83,7 @@ def _until_decided(args, out) -> int:
 
     decided, names = with_progress(out, args.store, False, lambda planned, on_event: run_until_decided(
         args.experiment, args.store, planned, on_event, on_round, retake_invalid=args.retake_invalid,
-        most=args.max_repetitions, budget_s=args.budget, share=args.share_cpus))
+        most=args.max_repetitions, budget_s=args.budget, overrides=overrides_of(args)))
     out.print(f"until decided: {decided.rounds} round(s), {decided.extra_runs} run(s) beyond the plan; stopped: "
               f"{decided.stopped}" + (f"; still undecided: {', '.join(decided.undecided)}" if decided.undecided else ""),
               highlight=False, markup=False)

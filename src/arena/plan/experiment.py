@@ -228,9 +228,28 @@ def default_layout(available: list[int], share: bool = False) -> tuple[tuple[int
     return tuple(available[n_load:]), tuple(available[:n_load])
 
 
-def load_experiment(path: str | Path, server_here: bool = False, share: bool = False) -> Experiment:
-    """The experiment file at ``path`` read and checked (``server_here``: see parse_experiment); with
-    ``share`` (--share-cpus), as if its [layout] said share = true (stored so: the runs are marked)."""
+@dataclass(frozen=True)
+class Overrides:
+    """What a command's flags set over an experiment file, as if the file said it (and stored so):
+    ``share`` (--share-cpus) its [layout] share = true; ``servers``, keys set on every [[servers]]
+    entry (--cpu-limit, --cpu-period, --memory-limit: cpu_limit, cpu_period, memory_limit)."""
+
+    share: bool = False
+    servers: tuple[tuple[str, Any], ...] = ()
+
+    def apply(self, data: dict[str, Any]) -> None:
+        if self.share:
+            layout = data.setdefault("layout", {})
+            if isinstance(layout, dict):
+                layout["share"] = True
+        for entry in data.get("servers") or [] if self.servers else []:
+            if isinstance(entry, dict):
+                entry.update(self.servers)
+
+
+def load_experiment(path: str | Path, server_here: bool = False, overrides: Overrides = Overrides()) -> Experiment:
+    """The experiment file at ``path`` read and checked (``server_here``: see parse_experiment), with
+    what ``overrides`` sets over it."""
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -245,10 +264,7 @@ def load_experiment(path: str | Path, server_here: bool = False, share: bool = F
         raise ArenaError(f"{file}: cannot read it ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ArenaError(f"{file}: not valid TOML: {e}") from None
-    if share:
-        layout = data.setdefault("layout", {})
-        if isinstance(layout, dict):
-            layout["share"] = True
+    overrides.apply(data)
     try:
         return replace(parse_experiment(data, file, server_here), path=str(Path(path).resolve()))
     except KeyProblem as e:
