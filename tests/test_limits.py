@@ -98,7 +98,8 @@ def test_runs_flags_set_the_limits_of_every_server_entry_as_the_file_would(tmp_p
                           "--cpu-limit", "0.5", "--memory-limit", "512MiB"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
     assert got.returncode == 0, got.stdout + got.stderr
-    assert "puma[rack] p=2 t=4 cpu=0.5 mem=512MiB" in got.stdout and "unicorn[rack] p=2 cpu=0.5 mem=512MiB" in got.stdout
+    assert "puma[rack] p=2 t=4 cpu=0.5 mem=512MiB" in got.stdout, got.stdout
+    assert "unicorn[rack] p=2 cpu=0.5 mem=512MiB" in got.stdout, got.stdout
     bad = subprocess.run([sys.executable, "-m", "arena", "run", "plain.toml", "--dry-run", "--cpu-limit", "64"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "argument --cpu-limit: must be a number of cores above 0" in bad.stderr, bad.stderr

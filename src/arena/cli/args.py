@@ -50,16 +50,17 @@ def positive(flag: str, zero: bool = False, lo: float | None = None, hi: float =
     return parse
 
 
-def duration(flag: str, most: float):
-    """``10s``, ``500ms``, ``2m`` or a plain number of seconds, at most ``most`` -> seconds
+def duration(flag: str, most: float, least: float = 0.0):
+    """``10s``, ``500ms``, ``2m`` or a plain number of seconds, from ``least`` to ``most`` -> seconds
     (experiment files' rule)."""
     from arena.plan.reader import parse_duration
 
+    bounds = f"at most {most:g}s" if least == 0 else f"from {least * 1000:g}ms to {most:g}s"
+
     def parse(text: str) -> float:
         value = parse_duration(text)
-        if value is None or value > most:
-            raise argparse.ArgumentTypeError(f"must be a duration such as 10s, 500ms or 2m, at most {most:g}s, "
-                                             f"got '{text}'")
+        if value is None or not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"must be a duration such as 10s, 500ms or 2m, {bounds}, got '{text}'")
         return value
 
     parse.__name__ = flag
@@ -156,8 +157,8 @@ def add_limits(p: argparse.ArgumentParser) -> None:
     --memory: the CPU quota over whatever CPUs --cpus allows."""
     p.add_argument("--cpu-limit", type=cores("--cpu-limit"), metavar="CORES",
                    help="CPU quota in cores of CPU time per period (0.5, 1.5), as a container's limit")
-    p.add_argument("--cpu-period", type=period("--cpu-period"), metavar="DURATION",
-                   help="the quota's CFS period, 1ms to 1s (default 100ms)")
+    p.add_argument("--cpu-period", type=duration("--cpu-period", PERIOD_RANGE_S[1], PERIOD_RANGE_S[0]),
+                   metavar="DURATION", help="the quota's CFS period, 1ms to 1s (default 100ms)")
     p.add_argument("--memory-limit", type=size_mib("--memory-limit"), metavar="SIZE",
                    help="memory limit of the server's processes together (512MiB, 1GiB), as a container's")
 
@@ -175,7 +176,8 @@ def overrides_of(args):
 def limits_of(args) -> Limits:
     """The limits the flags of add_limits give (--cpu-period alone is refused: it is the quota's)."""
     if args.cpu_period is not None and args.cpu_limit is None:
-        raise ArenaError(f"--cpu-period {args.cpu_period * 1000:g}ms: is the period of --cpu-limit: give --cpu-limit too")
+        raise ArenaError(f"--cpu-period {args.cpu_period * 1000:g}ms: is the period of --cpu-limit: "
+                         "give --cpu-limit too")
     return Limits(args.cpu_limit, args.cpu_period or PERIOD_S, args.memory_limit)
 
 
@@ -192,20 +194,6 @@ def cores(flag: str):
             raise argparse.ArgumentTypeError(f"must be a number of cores above 0 and at most this machine's {most} "
                                              f"(0.5, 1.5), got '{text}'")
         return value
-
-    parse.__name__ = flag
-    return parse
-
-
-def period(flag: str):
-    """A CFS period: a duration from 1 ms to 1 s."""
-    from arena.plan.reader import parse_duration
-
-    def parse(text: str) -> float:
-        seconds = parse_duration(text)
-        if seconds is None or not PERIOD_RANGE_S[0] <= seconds <= PERIOD_RANGE_S[1]:
-            raise argparse.ArgumentTypeError(f"must be a duration from 1ms to 1s, such as 100ms, got '{text}'")
-        return seconds
 
     parse.__name__ = flag
     return parse

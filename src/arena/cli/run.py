@@ -142,9 +142,9 @@ def with_progress(out, store: str, dry_run: bool, call):
                     progress.console.print(f"    {db}", highlight=False, markup=False)
                 quota = e.resources and e.resources.cpu_throttled_periods
                 if quota:  # a CPU quota held it back
-                    progress.console.print(f"    throttled {e.resources.cpu_throttled_s * 1000:.0f} ms by its CPU quota, "
-                                           f"in {quota} of {e.resources.cpu_periods} periods",
-                                           highlight=False, markup=False)
+                    throttled_ms = e.resources.cpu_throttled_s * 1000
+                    progress.console.print(f"    throttled {throttled_ms:.0f} ms by its CPU quota, in {quota} of "
+                                           f"{e.resources.cpu_periods} periods", highlight=False, markup=False)
             elif e.kind == "failed":
                 progress.console.print(f"  {e.run.key}: FAILED: {e.message}", highlight=False, markup=False)
 

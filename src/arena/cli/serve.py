@@ -2,8 +2,9 @@
 
 from arena.app.servers import serve
 from arena.services import KINDS
-from arena.cli.args import (note_unused_environment, reap_first, warn, add_knobs, add_limits, add_settings, add_user_app,
-                            assignment, count, limits_of, settings_options, topology_option, user_app_options)
+from arena.cli.args import (note_unused_environment, reap_first, warn, add_knobs, add_limits, add_settings,
+                            add_user_app, assignment, count, limits_of, settings_options, topology_option,
+                            user_app_options)
 from arena.servers import catalog
 from arena.servers.launch import ServerSpec
 from arena.subjects import App

@@ -119,7 +119,8 @@ class ProcessSet(ABC):
         """Delete the (empty) group."""
 
 
-NO_CGROUP = "needs a cgroup controller, and Arena confines servers by process tracking here (no writable cgroup hierarchy)"
+NO_CGROUP = ("needs a cgroup controller, and Arena confines servers by process tracking here "
+             "(no writable cgroup hierarchy)")
 
 
 def _v1_missing(controller: str) -> str:
