@@ -71,8 +71,8 @@ class ServerConfig:
     @property
     def key(self) -> str:
         """The configuration's identity (stored runs are keyed by it): server, app, knobs, pool,
-        limits, settings, declared variables and raw flags, each shown only when set; for a twin (the same
-        configuration under two labels), its label too."""
+        limits, settings, declared variables and raw flags, each shown only when set; for a twin (the
+        same configuration under two labels), its label too."""
         parts = [f"{k[0]}={v}" for k, v in (("processes", self.processes), ("threads", self.threads),
                                             ("connections", self.connections)) if v is not None]
         parts += [f"pool={self.pool}"] if self.pool is not None else []
@@ -242,9 +242,10 @@ class Overrides:
             layout = data.setdefault("layout", {})
             if isinstance(layout, dict):
                 layout["share"] = True
-        for entry in data.get("servers") or [] if self.servers else []:
-            if isinstance(entry, dict):
-                entry.update(self.servers)
+        if self.servers:
+            for entry in data.get("servers") or []:
+                if isinstance(entry, dict):
+                    entry.update(self.servers)
 
 
 def load_experiment(path: str | Path, server_here: bool = False, overrides: Overrides = Overrides()) -> Experiment:
