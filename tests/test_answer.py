@@ -206,9 +206,13 @@ def test_what_binds_names_the_gil_only_where_threads_share_it(res, threads, wait
 
 
 @pytest.mark.integration
-def test_a_real_aa_experiment_is_never_called_better_or_worse(tmp_path):
+def test_a_real_aa_experiment_is_compared_as_any_pair_is(tmp_path):
     """One Puma configuration listed twice under two labels, three repetitions each, run for real:
-    the pair is "same" or "undecided", never better or worse, in show --json."""
+    the pair is compared on throughput and p99 by the rule every pair is (stats.compare on the
+    stored runs' figures, in show --json). How rarely an A/A pair is told apart is a rate, not a
+    promise for one pair: test_stats checks it (at most 6.5% of pairs over 1,000, at the 95% level
+    and the 3% threshold); on this machine 1 s runs drift by several percent, so one real pair
+    may be told apart by chance (as it was once in a full suite)."""
     import subprocess
     import sys
 
@@ -228,9 +232,15 @@ def test_a_real_aa_experiment_is_never_called_better_or_worse(tmp_path):
     (a,) = json.loads(show.stdout)["answers"]
     pair = [c for c in a["comparisons"] if {c["a"], c["b"]} == {"A", "A'"}]
     assert {c["figure"] for c in pair} == {"throughput", "p99"}, a["comparisons"]
-    assert all(c["verdict"] in ("same", "undecided") for c in pair), pair
     assert all(c["n"] == [3, 3] for c in pair if c["figure"] == "throughput") or any(
         cell["valid"] < 3 for cell in a["cells"])
+    with Store(db) as s:
+        runs = {label: [r for r in s.runs("aa") if r.label == label and r.valid] for label in ("A", "A'")}
+    for c in pair:  # the verdict is the rule's on the runs' own figures, its interval the one shown
+        higher = c["figure"] == "throughput"
+        figure = (lambda r: r.throughput) if higher else (lambda r: r.p99_us)
+        want = stats.compare([figure(r) for r in runs[c["a"]]], [figure(r) for r in runs[c["b"]]], higher)
+        assert (c["verdict"], c["low"], c["high"]) == (want.verdict, want.ratio.lo, want.ratio.hi), json.dumps(c)
 
 
 def test_recommend_renders_the_same_answer_as_show_at_its_load(res):
