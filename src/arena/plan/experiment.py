@@ -686,21 +686,6 @@ def _limits_axis(r: Reader) -> list[Limits]:
     axis): every combination. A quota above this machine's cores could never bind."""
     cores = os.cpu_count() or 1
 
-    def axis(key: str, read, allowed: str, none: bool = True) -> list:
-        v = r.get(key)
-        if v is None:
-            return [None]
-        values = v if isinstance(v, list) else [v]
-        if not values:
-            raise r.fail(key, v, f"{allowed}, or a list of them")
-        out = []
-        for i, x in enumerate(values):
-            got = None if none and x == "none" else read(x)
-            if got is None and not (none and x == "none"):
-                raise r.fail(element(key, v, i), x, allowed + ("" if isinstance(v, list) else ", or a list of them"))
-            out.append(got)
-        return list(dict.fromkeys(out))
-
     def number(x: Any) -> float | None:
         return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= cores else None
 
@@ -712,10 +697,10 @@ def _limits_axis(r: Reader) -> list[Limits]:
         mib = parse_size_mib(x)
         return mib if mib is not None and mib > 0 else None
 
-    cpu = axis("cpu_limit", number, f'must be a number of cores above 0 and at most this machine\'s {cores} '
-                                    '(0.5, 1.5), or "none"')
-    periods = axis("cpu_period", period, 'must be a duration from 1ms to 1s, such as "100ms"', none=False)
-    memory = axis("memory_limit", size, 'must be a size above 0 such as "512MiB" or "1GiB", or "none"')
+    cpu = r.axis("cpu_limit", number, f'must be a number of cores above 0 and at most this machine\'s {cores} '
+                                      '(0.5, 1.5), or "none"', none=True)
+    periods = r.axis("cpu_period", period, 'must be a duration from 1ms to 1s, such as "100ms"')
+    memory = r.axis("memory_limit", size, 'must be a size above 0 such as "512MiB" or "1GiB", or "none"', none=True)
     if periods != [None] and all(c is None for c in cpu):
         raise r.fail("cpu_period", r.get("cpu_period"), "is the period of cpu_limit: give cpu_limit too")
     return list(dict.fromkeys(Limits(c, p if c is not None and p is not None else PERIOD_S, m)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 from arena.errors import ArenaError
 
@@ -106,17 +106,28 @@ class Reader:
 
     def counts(self, key: str, lo: int, hi: int) -> list[int | None]:
         """A whole number or a list of them (a grid axis); absent: [None] (the server's default)."""
+        def read(x: Any) -> int | None:
+            return x if isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi else None
+
+        return self.axis(key, read, f"must be a whole number from {lo} to {hi}")
+
+    def axis(self, key: str, read: Callable[[Any], Any], allowed: str, none: bool = False) -> list:
+        """A value or a list of them (a grid axis), each as ``read`` gives it (None: not allowed,
+        ``allowed`` says what is), without repeats; with ``none``, "none" is a value too (None).
+        Absent: [None]."""
         v = self.table.get(key)
         if v is None:
             return [None]
         values = v if isinstance(v, list) else [v]
         if not values:
-            raise self.fail(key, v, f"must be a whole number from {lo} to {hi}, or a list of them")
+            raise self.fail(key, v, f"{allowed}, or a list of them")
+        out = []
         for i, x in enumerate(values):
-            if not (isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi):
-                raise self.fail(element(key, v, i), x, f"must be a whole number from {lo} to {hi}"
-                                + ("" if isinstance(v, list) else ", or a list of them"))
-        return list(dict.fromkeys(values))
+            got = read(x)
+            if got is None and not (none and x == "none"):
+                raise self.fail(element(key, v, i), x, allowed + ("" if isinstance(v, list) else ", or a list of them"))
+            out.append(got)
+        return list(dict.fromkeys(out))
 
 
 def element(key: str, value: Any, i: int) -> str:
