@@ -50,7 +50,6 @@ class Limits:
             parts.append(f"mem={memory_text(self.memory_mib)}")
         return " ".join(parts)
 
-
     @property
     def keys(self) -> str:
         """As an experiment's keys set them: "cpu_limit = 0.5, memory_limit = 256MiB" (what an error names)."""
@@ -72,6 +71,10 @@ class Throttling:
     periods: int
     throttled_periods: int
     throttled_s: float
+
+    def __add__(self, other: "Throttling") -> "Throttling":
+        return Throttling(self.periods + other.periods, self.throttled_periods + other.throttled_periods,
+                          self.throttled_s + other.throttled_s)
 
     def __sub__(self, start: "Throttling") -> "Throttling":
         return Throttling(self.periods - start.periods, self.throttled_periods - start.throttled_periods,

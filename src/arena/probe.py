@@ -146,7 +146,7 @@ class Probe:
         throttled = self.source.throttling()
         return summarize(self._samples, self._cpu0, self.source.cpu_times(), window,
                          self.source.memory_peak(), self.source.backend,
-                         throttled - self._throttled0 if throttled and self._throttled0 else None)
+                         None if throttled is None or self._throttled0 is None else throttled - self._throttled0)
 
     def __enter__(self) -> "Probe":
         return self.start()

@@ -170,6 +170,11 @@ def _read(path: Path) -> str:
     return path.read_text()
 
 
+def _keyed(path: Path) -> dict[str, str]:
+    """A cgroup's flat keyed file (cpu.stat, cpuacct.stat: a "key value" line each) as a dict."""
+    return dict(line.split() for line in _read(path).splitlines())
+
+
 def _write(path: Path, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
@@ -269,7 +274,7 @@ class CgroupV1(ProcessSet):
         d = self.dirs.get("cpu")
         if d is None:
             return None
-        stat = dict(line.split() for line in _read(d / "cpu.stat").splitlines())
+        stat = _keyed(d / "cpu.stat")
         return Throttling(int(stat["nr_periods"]), int(stat["nr_throttled"]), int(stat["throttled_time"]) / 1e9)
 
     def pids(self) -> list[int]:
@@ -287,7 +292,7 @@ class CgroupV1(ProcessSet):
         if (d / "cpuacct.usage_user").exists():
             user, system = int(_read(d / "cpuacct.usage_user")), int(_read(d / "cpuacct.usage_sys"))
         else:
-            ticks = dict(line.split() for line in _read(d / "cpuacct.stat").splitlines())
+            ticks = _keyed(d / "cpuacct.stat")
             user, system = int(ticks["user"]), int(ticks["system"])
         return split_cpu(total, user, system)
 
@@ -356,7 +361,7 @@ class CgroupV2(ProcessSet):
         return _procs(self.dir)
 
     def cpu_times(self) -> tuple[float, float] | None:
-        stat = dict(line.split() for line in _read(self.dir / "cpu.stat").splitlines())
+        stat = _keyed(self.dir / "cpu.stat")
         return int(stat["user_usec"]) / 1e6, int(stat["system_usec"]) / 1e6
 
     def memory_peak(self) -> int | None:
@@ -375,7 +380,7 @@ class CgroupV2(ProcessSet):
                 _write(self.dir / "memory.swap.max", "0")
 
     def throttling(self) -> Throttling | None:
-        stat = dict(line.split() for line in _read(self.dir / "cpu.stat").splitlines())
+        stat = _keyed(self.dir / "cpu.stat")
         if "nr_periods" not in stat:  # the cpu controller is not enabled: usage only
             return None
         return Throttling(int(stat["nr_periods"]), int(stat["nr_throttled"]), int(stat["throttled_usec"]) / 1e6)

@@ -6,6 +6,8 @@ every part is."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -40,10 +42,7 @@ class Fleet:
     def throttling(self) -> Throttling | None:
         """Each instance's quota is its own: their periods and throttled time summed."""
         got = [s.throttling() for s in self.sets]
-        if any(t is None for t in got):
-            return None
-        return Throttling(sum(t.periods for t in got), sum(t.throttled_periods for t in got),
-                          sum(t.throttled_s for t in got))
+        return None if any(t is None for t in got) else functools.reduce(operator.add, got)
 
 
 @dataclass(eq=False)
