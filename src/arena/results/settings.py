@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from arena.limits import PERIOD_S, Limits
+from arena.limits import Limits
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Launch:
                    TopologyLaunch.of(d.get("topology")),
                    FrontLaunch(front["kind"], front.get("version")) if front else None,
                    tuple(InstanceLaunch(i.get("address"), i.get("cpus")) for i in d.get("instances") or ()),
-                   Limits(limits.get("cpu"), limits.get("cpu_period_s") or PERIOD_S, limits.get("memory_mib")))
+                   Limits(**limits))
 
 
 @dataclass(frozen=True)

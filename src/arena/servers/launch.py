@@ -18,7 +18,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -147,11 +147,9 @@ class RunningServer(Confined):
     def described(self) -> dict:
         """How it was started, as stored with each run: command line, working directory, environment,
         named settings, the server's version (and where it comes from, when not Arena's own)."""
-        limits = self.spec.limits
         return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings,
                 "version": self.version, **({"version_from": self.version_from} if self.version_from else {}),
-                **({"limits": {"cpu": limits.cpu, "cpu_period_s": limits.cpu_period_s, "memory_mib": limits.memory_mib}}
-                   if limits.any else {})}
+                **({"limits": asdict(self.spec.limits)} if self.spec.limits.any else {})}
 
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)
@@ -419,13 +417,9 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         env["ARENA_POOL"] = str(pool)
 
     procset = create(server.name, spec.cpus, backend)
-    try:
-        procset.limit(spec.limits)
-    except BaseException:
-        procset.remove()
-        raise
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: see reap_stale_workdirs
     try:
+        procset.limit(spec.limits)  # before anything joins it
         (workdir / "home").mkdir()
         (workdir / "tmp").mkdir()
         served, app_env, prefix = user_app_launch(app, workdir, bundle)
