@@ -33,8 +33,9 @@ def count(flag: str, lo: int = 1, hi: int = 4096):
     return parse
 
 
-def positive(flag: str, zero: bool = False, lo: float | None = None, hi: float = 1e9):
-    """A finite number above 0 (or from 0 with ``zero``, or from ``lo``), at most ``hi``."""
+def positive(flag: str, zero: bool = False, lo: float | None = None, hi: float = 1e9, what: str = "a number"):
+    """A finite number above 0 (or from 0 with ``zero``, or from ``lo``), at most ``hi`` (``what``
+    the error calls it)."""
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -43,7 +44,7 @@ def positive(flag: str, zero: bool = False, lo: float | None = None, hi: float =
         low_ok = value >= lo if lo is not None else (value >= 0 if zero else value > 0)
         if not (low_ok and value <= hi):
             least = f"from {lo:g}" if lo is not None else ">= 0" if zero else "above 0"
-            raise argparse.ArgumentTypeError(f"must be a number {least}, at most {hi:g}, got '{text}'")
+            raise argparse.ArgumentTypeError(f"must be {what} {least}, at most {hi:g}, got '{text}'")
         return value
 
     parse.__name__ = flag
@@ -155,7 +156,8 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
 def add_limits(p: argparse.ArgumentParser) -> None:
     """A container's limits on the server's process set (limits.Limits), as docker run's --cpus and
     --memory: the CPU quota over whatever CPUs --cpus allows."""
-    p.add_argument("--cpu-limit", type=cores("--cpu-limit"), metavar="CORES",
+    p.add_argument("--cpu-limit", type=positive("--cpu-limit", hi=os.cpu_count() or 1, what="a number of cores"),
+                   metavar="CORES",
                    help="CPU quota in cores of CPU time per period (0.5, 1.5), as a container's limit")
     p.add_argument("--cpu-period", type=duration("--cpu-period", PERIOD_RANGE_S[1], PERIOD_RANGE_S[0]),
                    metavar="DURATION", help="the quota's CFS period, 1ms to 1s (default 100ms)")
@@ -179,24 +181,6 @@ def limits_of(args) -> Limits:
         raise ArenaError(f"--cpu-period {args.cpu_period * 1000:g}ms: is the period of --cpu-limit: "
                          "give --cpu-limit too")
     return Limits(args.cpu_limit, args.cpu_period or PERIOD_S, args.memory_limit)
-
-
-def cores(flag: str):
-    """A number of cores above 0 and at most this machine's."""
-    most = os.cpu_count() or 1
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not 0 < value <= most:
-            raise argparse.ArgumentTypeError(f"must be a number of cores above 0 and at most this machine's {most} "
-                                             f"(0.5, 1.5), got '{text}'")
-        return value
-
-    parse.__name__ = flag
-    return parse
 
 
 def add_user_app(p: argparse.ArgumentParser) -> None:
