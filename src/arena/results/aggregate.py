@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from arena import stats
+from arena.limits import MiB  # one definition, re-exported to the figures' readers
 from arena.results.runs import Database, Placement, Run
-
-MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
