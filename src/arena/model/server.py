@@ -277,9 +277,9 @@ def _split(w: Demand, c: Config, clients: int, think_ms: float, latency: bool) -
     """Per-process routing: the clients split evenly among P single-process servers that share the
     cores. A process with n of the N clients sees the cores the others leave it: C minus their CPU
     utilization, (1 - n/N) of the total throughput X times the CPU per request (at least a sliver).
-    X is the fixed point of X = sum of the processes' throughputs, found by Brent's method (solve.root; the right
-    side falls as X grows, so there is one). Processes with as many clients behave alike: each size
-    is solved once."""
+    X is the fixed point of X = sum of the processes' throughputs, found by Brent's method
+    (solve.root; the right side falls as X grows, so there is one). Processes with as many clients
+    behave alike: each size is solved once."""
     share = [clients // c.processes + (1 if i < clients % c.processes else 0) for i in range(c.processes)]
     sizes = {n: share.count(n) for n in set(share) if n > 0}
     cpu_s = server_cpu_s(w, c.db_cores)
@@ -310,9 +310,11 @@ def _prediction(w: Demand, c: Config, load: float, x: float, response_s: float, 
     busy = sum(min(n, slots) * p for n, p in enumerate(marginal))
     queued = sum(max(0, n - slots) * p for n, p in enumerate(marginal))
     cpu_util = min(1.0, x * server_cpu_s(w, c.db_cores) / c.cores)
-    parts = _latency_parts(w, c, rates, seen) if latency else None
-    return Prediction(load, x, response_s * 1000, mixture_quantile(parts, 0.5) * 1000 if latency else math.nan,
-                      mixture_quantile(parts, 0.99) * 1000 if latency else math.nan, cpu_util, busy, queued,
+    p50_ms = p99_ms = math.nan
+    if latency:
+        parts = _latency_parts(w, c, rates, seen)
+        p50_ms, p99_ms = mixture_quantile(parts, 0.5) * 1000, mixture_quantile(parts, 0.99) * 1000
+    return Prediction(load, x, response_s * 1000, p50_ms, p99_ms, cpu_util, busy, queued,
                       binding(w, c, cpu_util, busy, queued, x))
 
 
