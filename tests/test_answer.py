@@ -300,3 +300,12 @@ def test_show_exits_4_when_a_threshold_fails(res, tmp_path, capsys):
         assert main(["show", NAME, "--store", str(db)]) == code
         out = capsys.readouterr().out
         assert (f"threshold {text}: FAILED in" in out) if code else (f"threshold {text}: passed in all" in out)
+
+
+def test_a_sentence_names_at_most_ten_configurations_and_counts_the_rest():
+    from arena.report.answer import LISTED, listed
+
+    names = [f"puma p={i}" for i in range(25)]
+    assert listed(names) == "; ".join(names[:LISTED]) + "; and 15 more (each in the table, and in show --json)"
+    assert listed(names[:LISTED + 1]) == "; ".join(names[:LISTED + 1])  # never "and 1 more" in place of a name
+    assert listed(names[:3]) == "puma p=0; puma p=1; puma p=2"

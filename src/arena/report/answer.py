@@ -84,13 +84,25 @@ def tied_lines(a: Answer) -> list[str]:
         return []
     lines = []
     if a.tied:
-        lines.append("Tied for best (not shown to be worse): " + "; ".join(comparison_text(v) for v in a.tied) + ".")
+        lines.append("Tied for best (not shown to be worse): " + listed([comparison_text(v) for v in a.tied]) + ".")
     if a.undecided:
         lines.append("Undecided, not tied (too few valid runs to compare with the best): "
-                     + "; ".join(comparison_text(v) for v in a.undecided) + ".")
+                     + listed([comparison_text(v) for v in a.undecided]) + ".")
     if not lines and a.beaten:
         lines.append("Every other configuration is worse, beyond the threshold.")
     return lines
+
+
+LISTED = 10  # a sentence names at most this many configurations; the table and show --json hold every one
+
+
+def listed(items: list[str]) -> str:
+    """The items joined into a sentence's list, the first LISTED of them and then how many more: a grid
+    of 500 configurations would otherwise make one paragraph of 250 of them."""
+    more = len(items) - LISTED
+    if more <= 1:
+        return "; ".join(items)
+    return "; ".join(items[:LISTED]) + f"; and {more} more (each in the table, and in show --json)"
 
 
 def server_lines(a: Answer) -> list[str]:
@@ -106,7 +118,7 @@ def notes(a: Answer) -> list[str]:
     if not a.goal.latency and a.pareto:
         lines.append("No latency target given ([goal] p99_max, or --p99-max): the trade-off of throughput, p99 and "
                      "memory has these cells nothing beats on all three: "
-                     + "; ".join(_pareto_text(c) for c in a.pareto) + ".")
+                     + listed([_pareto_text(c) for c in a.pareto]) + ".")
     lines += [f"A/A {comparison_text(v)} against {v.base.label}" for v in a.twins]
     if a.best and any(r.shared for r in a.best.cell.runs):
         lines.append(f"The server and the load generator shared CPUs ([layout] share): {SHARED}.")
