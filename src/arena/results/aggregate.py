@@ -31,7 +31,7 @@ class Figure:
     @classmethod
     def of(cls, values: list) -> "Figure":
         values = [v for v in values if v is not None]
-        return cls(stats.median(values) if values else None, stats.median_interval(values), len(values))
+        return cls(_median(values), stats.median_interval(values), len(values))
 
     def scaled(self, k: float) -> "Figure":
         """The same figure in another unit (divided by ``k``)."""
@@ -214,6 +214,12 @@ def _front(runs: tuple[Run, ...]) -> Front | None:
                  tuple(100 * c / total for c in counts) if total else ())
 
 
+def _median(values: list) -> float | None:
+    """The median of the values given (none: None), where no interval is wanted."""
+    values = [v for v in values if v is not None]
+    return stats.median(values) if values else None
+
+
 def _balance(runs: tuple[Run, ...]) -> tuple[float, ...]:
     counts: list[int] = []
     for r in runs:
@@ -228,7 +234,7 @@ def _decomposition(runs: tuple[Run, ...]) -> dict[str, float | None] | None:
     parts = [p for p in (run_decomposition(r) for r in runs) if p is not None]
     if not parts:
         return None
-    return {k: Figure.of([p[k] for p in parts]).median for k in DECOMPOSITION}
+    return {k: _median([p[k] for p in parts]) for k in DECOMPOSITION}
 
 
 def _app_metrics(runs: tuple[Run, ...]) -> dict[str, Figure]:
@@ -275,9 +281,9 @@ def aggregate(runs: list[Run]) -> list[Cell]:
     groups: dict[tuple, list[Run]] = {}
     for r in runs:
         groups.setdefault((r.config, r.label, r.workload, r.model, r.level), []).append(r)
-    configs = list(dict.fromkeys((r.config, r.label) for r in runs))
-    order = list(dict.fromkeys(r.workload for r in runs))
-    keys = sorted(groups, key=lambda k: (configs.index(k[:2]), order.index(k[2]), k[4]))
+    configs = {k: i for i, k in enumerate(dict.fromkeys((r.config, r.label) for r in runs))}
+    order = {w: i for i, w in enumerate(dict.fromkeys(r.workload for r in runs))}
+    keys = sorted(groups, key=lambda k: (configs[k[:2]], order[k[2]], k[4]))
     return [cell(sorted(groups[k], key=lambda r: r.repetition)) for k in keys]
 
 
