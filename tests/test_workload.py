@@ -163,3 +163,27 @@ def test_blocking_io_is_yielded_as_a_blocking_wait():
 def test_unknown_path_is_404():
     resp = serve("/nope")
     assert resp.status == 404 and resp.body.startswith(b"unknown path /nope (endpoints: /work")
+
+
+def test_leak_keeps_resident_memory_until_reset_and_refuses_past_its_bound(monkeypatch):
+    import json
+
+    import psutil
+
+    def kept(url):
+        resp = serve(url)
+        assert resp.status == 200, resp.body
+        return json.loads(resp.body)["kept_kb"]
+
+    me = psutil.Process()
+    assert kept("/leak?reset=1") == 0
+    rss0 = me.memory_info().rss
+    assert kept("/leak?kb=20480") == 20480 and kept("/leak?kb=1") == 20481
+    assert me.memory_info().rss - rss0 >= 19 * 1024 * 1024  # written, so resident: not a lazy zero page
+    monkeypatch.setattr(w, "_kept_kb", w.LEAK_BOUND_KB - 10)  # near the bound without keeping 1 GiB
+    resp = serve("/leak?kb=11")
+    assert resp.status == 507 and resp.body.decode().count("\n") == 1
+    assert "bound of 1048576 KiB" in resp.body.decode() and w._kept_kb == w.LEAK_BOUND_KB - 10
+    assert kept("/leak?kb=10") == w.LEAK_BOUND_KB
+    assert kept("/leak?reset=1") == 0 and w._kept == []
+    assert serve("/leak?kb=1048577").status == 400 and serve("/leak?reset=2").status == 400

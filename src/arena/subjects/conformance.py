@@ -167,6 +167,30 @@ def _check_services(c: _Checker, services: set[str]) -> None:
             c.expect("api", r.timing().get("api", 0) >= 15, f"api {r.timing().get('api')} ms, expected >= 15")
 
 
+def _check_leak(c: _Checker) -> None:
+    """/leak keeps what it is asked to in the process that answers, and lets go of it on reset. The
+    requests go on one connection: a server that hands them to different processes is told apart by
+    the pid each names, and only the counts of one process are compared."""
+    kept: dict[int, int] = {}
+    for path in ("/leak?reset=1", "/leak?kb=64", "/leak?kb=64", "/leak?reset=1"):
+        r = c.get("leak", path)
+        doc = _json(c, "leak", r) if r else None
+        if not doc:
+            return
+        pid, now = doc.get("pid"), doc.get("kept_kb")
+        c.expect("leak", str(pid) == r.headers.get("x-arena-pid"), f"pid {pid} differs from X-Arena-Pid")
+        if "reset" in path:
+            want, ok = "0", now == 0
+        elif pid in kept:
+            want, ok = str(kept[pid] + 64), now == kept[pid] + 64
+        else:  # a process not asked before keeps what it kept for earlier requests too
+            want, ok = "64 or more", isinstance(now, int) and now >= 64
+        c.expect("leak", ok, f"GET {path}: kept_kb {now} in pid {pid}, expected {want}")
+        kept[pid] = now
+    c.bad_request("bounds", "/leak?kb=1048577", ("kb", "1048576"))
+    c.bad_request("bounds", "/leak?reset=yes", ("reset",))
+
+
 def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[], list[int]] | None) -> None:
     r = c.get("health", "/health")
     if r:
@@ -251,6 +275,8 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
     r = c.get("sleep", "/sleep?ms=20")
     if r:
         c.expect("sleep", r.timing().get("io", 0) >= 20 and r.body == b"", f"io {r.timing().get('io')} ms, body {r.body[:20]!r}")
+
+    _check_leak(c)
 
     r = c.get("server", "/server")
     if r:

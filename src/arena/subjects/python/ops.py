@@ -30,6 +30,12 @@ class BadGateway(BadRequest):
     status = 502
 
 
+class InsufficientStorage(BadRequest):
+    """/leak would keep more than its bound."""
+
+    status = 507
+
+
 @dataclass
 class Wait:
     """A wait the driver performs: ``blocking`` waits must hold the thread and any event loop."""

@@ -21,12 +21,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
-from arena.subjects.python.ops import BadGateway, BadRequest, Call, NotFound, Query, Unavailable, Wait
+from arena.subjects.python.ops import (BadGateway, BadRequest, Call, InsufficientStorage, NotFound, Query, Unavailable,
+                                      Wait)
 
 # Big integers from /pi (10000 digits) exceed CPython's default 4300-digit str() limit.
 sys.set_int_max_str_digits(0)
 
-ENDPOINTS = ("work", "fib", "pi", "sort", "json", "sleep", "db", "api", "server", "health")
+ENDPOINTS = ("work", "fib", "pi", "sort", "json", "sleep", "db", "api", "leak", "server", "health")
 MIX_ENDPOINTS = ENDPOINTS  # every endpoint can be drawn by /mix
 
 
@@ -63,6 +64,7 @@ class Param:
 _INTEGER = re.compile(r"-?[0-9]+")
 _NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 DISTRIBUTIONS = ("fixed", "exp", "lognormal", "uniform")
+LEAK_BOUND_KB = 1024 * 1024  # what /leak keeps at most in one process: 1 GiB
 
 PARAMS: dict[str, dict[str, Param]] = {
     "work": {
@@ -83,6 +85,7 @@ PARAMS: dict[str, dict[str, Param]] = {
     "db": {"q": Param("word", "point", words=("point", "range", "write", "sleep")),
            "rows": Param("integer", 10, 1, 10_000), "ms": Param("number", 10, 0, 60_000)},
     "api": {"ms": Param("number", 10, 0, 60_000), "bytes": Param("integer", 100, 0, 10 * 1024 * 1024)},
+    "leak": {"kb": Param("integer", 0, 0, LEAK_BOUND_KB), "reset": Param("word", "0", words=("0", "1"))},
     "server": {},
     "health": {},
 }
@@ -255,6 +258,28 @@ def _json_bytes(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+_kept: list[bytes] = []  # what /leak keeps, for the process's life or until /leak?reset=1
+_kept_kb = 0
+_kept_lock = threading.Lock()
+
+
+def leak(kb: int, reset: bool) -> dict:
+    """/leak: keep ``kb`` KiB more in this process, written so that they are resident, or let go of
+    everything kept with ``reset`` (spec: /leak)."""
+    global _kept_kb
+    with _kept_lock:
+        if reset:
+            _kept.clear()
+            _kept_kb = 0
+        elif _kept_kb + kb > LEAK_BOUND_KB:
+            raise InsufficientStorage(f"leak: keeping {kb} KiB more would pass the bound of {LEAK_BOUND_KB} KiB kept "
+                                      f"per process ({_kept_kb} KiB kept; /leak?reset=1 lets go of them)")
+        elif kb:
+            _kept.append(b"\xa5" * (kb * 1024))
+            _kept_kb += kb
+        return {"kept_kb": _kept_kb, "pid": os.getpid()}
+
+
 INTERPRETER = f"{platform.python_implementation()} {platform.python_version()}"
 
 
@@ -296,6 +321,8 @@ def _compute(endpoint: str, args: dict, rng: random.Random, app_kind: str,
         body = _json_bytes(json_doc(rng.randint(args["min"], args["max"]), rng))
     elif endpoint == "sleep":
         io_s, body, content_type = args["ms"] / 1000, b"", "text/plain"
+    elif endpoint == "leak":
+        body = _json_bytes(leak(args["kb"], args["reset"] == "1"))
     elif endpoint == "server":
         body = _json_bytes(server_info(app_kind))
     else:  # health
@@ -494,7 +521,7 @@ async def run_async(path: str, query: str, request_start: str | None, app_kind: 
 
 
 STATUS_TEXT = {200: "200 OK", 400: "400 Bad Request", 404: "404 Not Found", 502: "502 Bad Gateway",
-               503: "503 Service Unavailable"}
+               503: "503 Service Unavailable", 507: "507 Insufficient Storage"}
 
 
 def wire_headers(resp: Response) -> list[tuple[str, str]]:

@@ -5,9 +5,10 @@ require "json"
 require "uri"
 
 module ArenaWorkload
-  ENDPOINTS = %w[work fib pi sort json sleep db api server health].freeze
+  ENDPOINTS = %w[work fib pi sort json sleep db api leak server health].freeze
   DISTRIBUTIONS = %w[fixed exp lognormal uniform].freeze
   INTEGER = /\A-?[0-9]+\z/
+  LEAK_BOUND_KB = 1024 * 1024 # what /leak keeps at most in one process: 1 GiB
   NUMBER = /\A-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\z/
 
   class BadRequest < StandardError
@@ -26,6 +27,11 @@ module ArenaWorkload
   # The downstream service failed.
   class BadGateway < BadRequest
     def status = 502
+  end
+
+  # /leak would keep more than its bound.
+  class InsufficientStorage < BadRequest
+    def status = 507
   end
 
   # One query parameter: kind ("number", "integer" or "word"), default, bounds or words.
@@ -66,6 +72,7 @@ module ArenaWorkload
     "sleep" => { "ms" => num(0, 0, 60_000) },
     "db" => { "q" => word("point", %w[point range write sleep]), "rows" => int(10, 1, 10_000), "ms" => num(10, 0, 60_000) },
     "api" => { "ms" => num(10, 0, 60_000), "bytes" => int(100, 0, 10 * 1024 * 1024) },
+    "leak" => { "kb" => int(0, 0, LEAK_BOUND_KB), "reset" => word("0", %w[0 1]) },
     "server" => {},
     "health" => {}
   }.freeze
@@ -228,6 +235,29 @@ module ArenaWorkload
       "app" => app_kind, "language" => "ruby", "interpreter" => "#{RUBY_ENGINE} #{RUBY_VERSION}" }
   end
 
+  # What /leak keeps, for the process's life or until /leak?reset=1.
+  @kept = []
+  @kept_kb = 0
+  @kept_lock = Mutex.new
+
+  # /leak: keeps kb KiB more in this process, written so that they are resident, or lets go of
+  # everything kept with reset (spec: /leak).
+  def self.leak(kb, reset)
+    @kept_lock.synchronize do
+      if reset
+        @kept.clear
+        @kept_kb = 0
+      elsif @kept_kb + kb > LEAK_BOUND_KB
+        raise InsufficientStorage, "leak: keeping #{kb} KiB more would pass the bound of #{LEAK_BOUND_KB} KiB kept " \
+                                   "per process (#{@kept_kb} KiB kept; /leak?reset=1 lets go of them)"
+      elsif kb.positive?
+        @kept << ("\xa5".b * (kb * 1024))
+        @kept_kb += kb
+      end
+      { "kept_kb" => @kept_kb, "pid" => Process.pid }
+    end
+  end
+
   # Runs the CPU phase; returns [body, content type, I/O seconds to wait, cpu, cpuwall].
   def self.compute(endpoint, args, rng, app_kind)
     wall0 = mono
@@ -256,6 +286,7 @@ module ArenaWorkload
         io_s = args["ms"] / 1000.0
         type = "text/plain"
         ""
+      when "leak" then JSON.generate(leak(args["kb"], args["reset"] == "1"))
       when "server" then JSON.generate(server_info(app_kind))
       else
         type = "text/plain"
