@@ -128,8 +128,8 @@ def test_a_cpu_quota_holds_a_busy_loop_to_its_share_and_counts_its_throttling(pr
 
 
 def test_a_memory_limit_is_the_groups_and_its_text_the_configurations():
-    """memory_limit is written to the group's limit; Limits name themselves as the configuration's
-    name shows them."""
+    """memory_limit is written to the group's limit, a process past it is killed and the group counts
+    the kill; Limits name themselves as the configuration's name shows them."""
     from arena.limits import Limits
 
     assert Limits(cpu=0.5, memory_mib=256).text == "cpu=0.5 mem=256MiB"
@@ -141,6 +141,15 @@ def test_a_memory_limit_is_the_groups_and_its_text_the_configurations():
     try:
         ps.limit(Limits(memory_mib=120))
         assert int((ps.dirs["memory"] / "memory.limit_in_bytes").read_text()) == 120 * 2**20
+        before = ps.memory_events()
+        if before is None:
+            pytest.skip("this kernel's v1 memory.oom_control counts no oom_kill (before Linux 4.13)")
+        # a process that keeps 200 MiB, written, is killed at the limit; the group counts it
+        grow = subprocess.run([sys.executable, "-c", "kept = [b'x' * 2**20 for _ in range(200)]"],
+                              preexec_fn=ps.preexec(), timeout=30)
+        assert grow.returncode == -signal.SIGKILL
+        assert (ps.memory_events() - before).oom_kills == 1
+        assert 115 * 2**20 <= ps.memory_peak() <= 120 * 2**20
     finally:
         ps.remove()
 

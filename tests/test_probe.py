@@ -5,6 +5,7 @@ import os
 import pytest
 
 from arena import probe
+from arena.limits import MemoryEvents
 from arena.probe import ProcessMemory, Sample
 
 def test_summarize():
@@ -39,6 +40,10 @@ class FakeSource:
     def throttling(self):
         return None  # no quota
 
+    def memory_events(self):  # counters that grow between the window's two reads
+        self.events = getattr(self, "events", [MemoryEvents(5, 1), MemoryEvents(2, 0)])
+        return self.events.pop()
+
 
 def test_probe_samples_the_whole_set_and_sums_it():
     source = FakeSource()
@@ -56,6 +61,8 @@ def test_probe_samples_the_whole_set_and_sums_it():
     assert r.processes == 2 and r.threads == 4 and r.uss_bytes == 20 and r.rss_bytes == 10000
     assert r.cpu_user_s == pytest.approx(0.1) and r.cpu_system_s == pytest.approx(0.05)
     assert r.memory_peak_bytes == 12345 and r.backend == "fake"
+    assert (r.memory_limit_hits, r.oom_kills) == (3, 1)  # the window's: end less start
+    assert (r.cpu_periods, r.cpu_throttled_s) == (None, None)  # a counter the source lacks stays None
 
 
 def test_a_process_that_exits_between_listing_and_reading_is_skipped():

@@ -8,7 +8,7 @@ run stores it, and the configuration's name shows it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 MiB = 1024 * 1024
 PERIOD_S = 0.1  # the CFS period Linux, Docker and Kubernetes use by default
@@ -62,8 +62,19 @@ def memory_text(mib: float) -> str:
     return f"{mib / 1024:g}GiB" if mib >= 1024 and (mib / 1024 * 10).is_integer() else f"{mib:g}MiB"
 
 
+class Counters:
+    """Cumulative counters of a cgroup read at a window's two ends: the window's are end less start,
+    and several groups' (a fleet's instances, each with its own limits) are their sum, field by field."""
+
+    def __add__(self, other):
+        return type(self)(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __sub__(self, start):
+        return type(self)(*(getattr(self, f.name) - getattr(start, f.name) for f in fields(self)))
+
+
 @dataclass(frozen=True)
-class Throttling:
+class Throttling(Counters):
     """What a CPU quota did over a window (the cgroup's cpu.stat, end less start): CFS periods in
     which the set ran, those of them in which it used up its quota and waited, and the time it
     waited (summed over its CPUs, as the kernel counts it)."""
@@ -72,10 +83,12 @@ class Throttling:
     throttled_periods: int
     throttled_s: float
 
-    def __add__(self, other: "Throttling") -> "Throttling":
-        return Throttling(self.periods + other.periods, self.throttled_periods + other.throttled_periods,
-                          self.throttled_s + other.throttled_s)
 
-    def __sub__(self, start: "Throttling") -> "Throttling":
-        return Throttling(self.periods - start.periods, self.throttled_periods - start.throttled_periods,
-                          self.throttled_s - start.throttled_s)
+@dataclass(frozen=True)
+class MemoryEvents(Counters):
+    """What a memory limit did over a window (end less start): the times the set's usage reached its
+    limit and the kernel had to reclaim first (v1 memory.failcnt, v2 memory.events ``max``), and the
+    processes the kernel's OOM killer ended (``oom_kill`` of v1 memory.oom_control, v2 memory.events)."""
+
+    limit_hits: int
+    oom_kills: int

@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 
 import psutil
 
-from arena.limits import Throttling
+from arena.limits import MemoryEvents, Throttling
 from arena.results.resources import ResourceResult
 
 
@@ -30,6 +30,8 @@ class Source(Protocol):
     def memory_peak(self) -> int | None: ...
 
     def throttling(self) -> Throttling | None: ...
+
+    def memory_events(self) -> MemoryEvents | None: ...
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,9 @@ def combine(memories: list[ProcessMemory]) -> Sample:
 
 def summarize(samples: list[Sample], cpu_start: tuple[float, float] | None, cpu_end: tuple[float, float] | None,
               window_s: float, memory_peak: int | None, backend: str,
-              throttled: Throttling | None = None) -> ResourceResult:
-    """Pure: the window's samples, CPU counters and quota's throttling (end less start) -> ResourceResult."""
+              throttled: Throttling | None = None, memory: MemoryEvents | None = None) -> ResourceResult:
+    """Pure: the window's samples, CPU counters, and the quota's throttling and the memory limit's
+    events over it (end less start) -> ResourceResult."""
     has_cpu = cpu_start is not None and cpu_end is not None
     return ResourceResult(
         window_s=window_s,
@@ -79,6 +82,8 @@ def summarize(samples: list[Sample], cpu_start: tuple[float, float] | None, cpu_
         cpu_periods=throttled.periods if throttled else None,
         cpu_throttled_periods=throttled.throttled_periods if throttled else None,
         cpu_throttled_s=throttled.throttled_s if throttled else None,
+        memory_limit_hits=memory.limit_hits if memory else None,
+        oom_kills=memory.oom_kills if memory else None,
     )
 
 
@@ -119,6 +124,7 @@ class Probe:
         self._t0 = 0.0
         self._cpu0: tuple[float, float] | None = None
         self._throttled0: Throttling | None = None
+        self._memory0: MemoryEvents | None = None
 
     @property
     def started(self) -> bool:
@@ -128,6 +134,7 @@ class Probe:
         self._t0 = self.clock()
         self._cpu0 = self.source.cpu_times()
         self._throttled0 = self.source.throttling()
+        self._memory0 = self.source.memory_events()
         self._samples.append(sample_once(self.source, self.reader))
         self._thread = threading.Thread(target=self._run, name="arena-probe", daemon=True)
         self._thread.start()
@@ -143,10 +150,9 @@ class Probe:
             self._thread.join()
         self._samples.append(sample_once(self.source, self.reader))
         window = self.clock() - self._t0
-        throttled = self.source.throttling()
         return summarize(self._samples, self._cpu0, self.source.cpu_times(), window,
                          self.source.memory_peak(), self.source.backend,
-                         None if throttled is None or self._throttled0 is None else throttled - self._throttled0)
+                         _since(self._throttled0, self.source.throttling()), _since(self._memory0, self.source.memory_events()))
 
     def __enter__(self) -> "Probe":
         return self.start()
@@ -155,3 +161,8 @@ class Probe:
         if not self._stop.is_set():
             self.stop()
 
+
+
+def _since(start, end):
+    """A window's counters: end less start, where both were read."""
+    return None if start is None or end is None else end - start

@@ -26,6 +26,9 @@ class ResourceResult:
     cpu_periods: int | None = None
     cpu_throttled_periods: int | None = None
     cpu_throttled_s: float | None = None
+    # under a memory limit (the cgroup's events over the window): times the limit was reached, OOM kills
+    memory_limit_hits: int | None = None
+    oom_kills: int | None = None
 
     @property
     def cpu_s(self) -> float | None:

@@ -24,7 +24,7 @@ from typing import Callable
 
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
-from arena.limits import Limits, Throttling
+from arena.limits import Limits, MemoryEvents, Throttling
 
 PREFIX = "arena-"
 BACKENDS = ("auto", "v1", "v2", "none")
@@ -86,6 +86,11 @@ class ProcessSet(ABC):
 
     def throttling(self) -> Throttling | None:
         """The CPU quota's throttling so far (cpu.stat), where the backend has a cpu controller."""
+        return None
+
+    def memory_events(self) -> MemoryEvents | None:
+        """The memory limit's events so far (limit reached, OOM kills), where the backend has a
+        memory controller that counts them."""
         return None
 
     @abstractmethod
@@ -277,6 +282,13 @@ class CgroupV1(ProcessSet):
         stat = _keyed(d / "cpu.stat")
         return Throttling(int(stat["nr_periods"]), int(stat["nr_throttled"]), int(stat["throttled_time"]) / 1e9)
 
+    def memory_events(self) -> MemoryEvents | None:
+        d = self.dirs.get("memory")
+        if d is None:
+            return None
+        kills = _keyed(d / "memory.oom_control").get("oom_kill")  # since Linux 4.13
+        return MemoryEvents(int(_read(d / "memory.failcnt")), int(kills)) if kills is not None else None
+
     def pids(self) -> list[int]:
         d = self.dirs.get("freezer") or self.dirs.get("pids") or next(iter(self.dirs.values()))
         return _procs(d)
@@ -384,6 +396,13 @@ class CgroupV2(ProcessSet):
         if "nr_periods" not in stat:  # the cpu controller is not enabled: usage only
             return None
         return Throttling(int(stat["nr_periods"]), int(stat["nr_throttled"]), int(stat["throttled_usec"]) / 1e6)
+
+    def memory_events(self) -> MemoryEvents | None:
+        p = self.dir / "memory.events"
+        if not p.exists():  # the memory controller is not enabled
+            return None
+        events = _keyed(p)
+        return MemoryEvents(int(events["max"]), int(events["oom_kill"]))
 
     def _set_frozen(self, frozen: bool) -> None:
         _write(self.dir / "cgroup.freeze", "1" if frozen else "0")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from arena.cpus import format_cpu_list
-from arena.limits import Throttling
+from arena.limits import Counters, MemoryEvents, Throttling
 from arena.servers.launch import RunningServer, ServerSpec, check_port, start
 from arena.topology import Topology
 from arena.topology.front import RunningFront, start_front
@@ -41,8 +41,15 @@ class Fleet:
 
     def throttling(self) -> Throttling | None:
         """Each instance's quota is its own: their periods and throttled time summed."""
-        got = [s.throttling() for s in self.sets]
-        return None if any(t is None for t in got) else functools.reduce(operator.add, got)
+        return _summed([s.throttling() for s in self.sets])
+
+    def memory_events(self) -> MemoryEvents | None:
+        """Each instance's memory limit is its own: their events summed."""
+        return _summed([s.memory_events() for s in self.sets])
+
+
+def _summed(got: list[Counters | None]) -> Counters | None:
+    return None if any(c is None for c in got) else functools.reduce(operator.add, got)
 
 
 @dataclass(eq=False)
