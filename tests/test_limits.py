@@ -3,6 +3,7 @@ measured per run and said where the run's figures are."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -103,3 +104,48 @@ def test_runs_flags_set_the_limits_of_every_server_entry_as_the_file_would(tmp_p
     bad = subprocess.run([sys.executable, "-m", "arena", "run", "plain.toml", "--dry-run", "--cpu-limit", "64"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "argument --cpu-limit: must be a number of cores above 0" in bad.stderr, bad.stderr
+
+
+LEAK = """
+name = "leak"
+duration = "2s"
+warmup = "500ms"
+repetitions = 1
+[workload]
+path = "/leak?kb=1024"
+[load]
+model = "open"
+rates = [100]
+[layout]
+server_cpus = "1"
+load_cpus = "0"
+[[servers]]
+server = "gunicorn-sync"
+processes = 2
+memory_limit = "120MiB"
+"""
+
+
+@pytest.mark.integration
+def test_a_worker_killed_at_the_memory_limit_makes_the_run_invalid_and_is_named(tmp_path):
+    """/leak keeps 1 MiB a request: two gunicorn workers pass a 120 MiB limit within about 90
+    requests, and the kernel kills one. The run is stored invalid with the OOM kill as its first
+    cause, naming the process, the limit and the peak; arena run exits 1; show leaves it out by that
+    cause."""
+    require_server("gunicorn-sync")
+    (tmp_path / "leak.toml").write_text(LEAK)
+    store = str(tmp_path / "l.db")
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", "leak.toml", "--store", store], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    said = re.search(r"INVALID: out of memory: the kernel killed \d+ process(es)? of the server at its 120MiB limit "
+                     r"\(peak 1[12]\d\.\d MiB\); of the 3 it began with, pid \d+(, \d+)? (is|are) gone", ran.stdout)
+    assert said, ran.stdout
+    (run,) = json.loads(subprocess.run([sys.executable, "-m", "arena", "export", "leak", "--store", store, "--format",
+                                        "json"], capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert not run["valid"] and run["flag_kinds"][0] == "out of memory", run["flags"]
+    assert run["launch"]["limits"]["memory_mib"] == 120
+    assert 115 * 1024 * 1024 <= run["resources"]["memory_peak_bytes"] <= 120 * 1024 * 1024
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", "leak", "--store", store], capture_output=True,
+                           text=True, timeout=60)
+    assert "Left out (invalid runs): 1 for out of memory." in shown.stdout, shown.stdout

@@ -49,6 +49,9 @@ class FakeProcset:
     def pids(self) -> list[int]:
         return list(self.pids_)
 
+    def memory_events(self):
+        return None  # no memory controller
+
 
 class FakeServer:
     def __init__(self, spec, die_after: int | None = None):

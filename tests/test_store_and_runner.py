@@ -237,7 +237,21 @@ def test_each_flag_names_its_own_cause():
         dataclasses.replace(r, measured=dataclasses.replace(r.measured, sent=900, unsent=100)))] == [
         "a load host's problem", "connections not opened", "requests never sent"]
     # every kind is a rule's, once
-    assert len({rule.kind for rule in RULES}) == len(RULES) == 14
+    assert len({rule.kind for rule in RULES}) == len(RULES) == 15
+
+
+def test_an_oom_kill_is_the_first_cause_named_with_its_limit_and_peak():
+    from arena.results.validity import OutOfMemory
+
+    killed = OutOfMemory(kills=1, processes=3, lost=(4052,), started=1, limit_mib=120, peak_bytes=125829120)
+    got = flags(result(completed=980, errors=20), processes_lost=(1, 3), oom=killed)
+    assert got[0] == ("out of memory: the kernel killed 1 process of the server at its 120MiB limit (peak 120.0 MiB); "
+                      "of the 3 it began with, pid 4052 is gone; it started 1 in its place")
+    assert [f.kind for f in got] == ["out of memory", "a server process exited", "errors"]  # the cause first
+    two = OutOfMemory(kills=3, processes=5, lost=(7, 9), started=0, limit_mib=1536, peak_bytes=None)
+    assert flags(result(), oom=two) == ["out of memory: the kernel killed 3 processes of the server at its 1.5GiB "
+                                        "limit; of the 5 it began with, pid 7, 9 are gone"]
+    assert flags(result(), oom=OutOfMemory(0, 3, (), 0, 120, 1)) == []
 
 
 def test_the_method_states_every_rule_with_the_experiments_thresholds():

@@ -34,7 +34,7 @@ from arena.results.load import LoadResult, SeriesPoint, to_dict
 from arena.results.resources import ResourceResult
 from arena.results.runs import Database
 from arena.results.store import Store, rescue
-from arena.results.validity import Flag, validity_flags
+from arena.results.validity import Flag, OutOfMemory, validity_flags
 from arena.servers import catalog
 from arena.servers.launch import RunningServer, ServerSpec, known_version, start
 from arena.services import start_service
@@ -162,10 +162,12 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     machine's speed is checked on the server's and services' CPUs before and after the run, and a run
     in a spell of a slower machine is flagged. Over the window, the kernel's counters of those CPUs
     less the CPU of Arena's groups (and of Arena itself) say what others took of them: a run they
-    took more than the experiment's others_threshold of is flagged."""
+    took more than the experiment's others_threshold of is flagged. An OOM kill its cgroup counts from
+    the warm-up on makes the run invalid, its first cause."""
     cpus = sorted(set(exp.server_cpus) | set(exp.service_cpus))
     checks = [seams.speed(cpus)] if reference is not None else []
     before = stable_pids(server)
+    events0 = server.procset.memory_events()  # from the warm-up on: an OOM kill in it spoils the run too
     probes = {"": seams.probe(server.procset, interval=0.5),
               **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
     stopped: dict[str, ResourceResult] = {}
@@ -211,7 +213,11 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
             start_all()
         stop_all()
     resources = stopped.pop("")
-    lost = before - set(server.procset.pids())
+    after, events = set(server.procset.pids()), server.procset.memory_events()
+    lost = before - after
+    kills = 0 if events is None or events0 is None else (events - events0).oom_kills
+    oom = OutOfMemory(kills, len(before), tuple(sorted(lost)), len(after - before), run.config.limits.memory_mib,
+                      resources.memory_peak_bytes) if kills else None
     if reference is not None:
         checks.append(seams.speed(cpus))
     # sharing the server's CPUs ([layout] share), the generator is Arena's own there, not a neighbour:
@@ -225,7 +231,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
                            server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
                            slowdown=reference.slowdown(*checks) if checks else None,
                            speed_threshold=exp.speed_threshold, requests=exp.requests, others_threshold=exp.others_threshold,
-                           others_share=None if others is None else others / len(cpus))
+                           others_share=None if others is None else others / len(cpus), oom=oom)
     return Measured(result, resources, flags, stopped, machine_speed.Reference.judged(*checks) if checks else None,
                     (window[0], window[-1]) if len(window) == 2 else None, others)
 

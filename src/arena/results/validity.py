@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from arena.limits import MiB, memory_text
 from arena.results.load import LoadResult
 
 # The experiment's thresholds by default (plan/experiment.py reads them from the file)
@@ -38,6 +39,19 @@ class Flag(str):
 
 
 @dataclass(frozen=True)
+class OutOfMemory:
+    """The OOM kills in a run's window (its cgroup's count) and what the runner saw of its server's
+    processes: how many there were at the window's start, which of them were gone at its end, and how
+    many joined meanwhile (workers the server started in place of those killed)."""
+    kills: int
+    processes: int
+    lost: tuple[int, ...]
+    started: int
+    limit_mib: float | None  # the run's memory limit
+    peak_bytes: int | None  # the set's high-water mark
+
+
+@dataclass(frozen=True)
 class Seen:
     """What a run is judged on: its load result, what the runner saw of its server and the machine,
     and the experiment's thresholds."""
@@ -51,6 +65,7 @@ class Seen:
     requests: int | None
     others_share: float | None
     others_threshold: float
+    oom: OutOfMemory | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,21 @@ class Rule:
 
 def _answered(m) -> int:
     return m.completed + m.errors
+
+
+def _out_of_memory(s: Seen) -> list[str]:
+    o = s.oom
+    if o is None or not o.kills:
+        return []
+    text = f"out of memory: the kernel killed {o.kills} process{'es' * (o.kills > 1)} of the server"
+    text += f" at its {memory_text(o.limit_mib)} limit" if o.limit_mib is not None else ""
+    text += f" (peak {o.peak_bytes / MiB:.1f} MiB)" if o.peak_bytes else ""
+    if o.lost:  # a killed worker the server replaced at once may have come and gone between readings
+        text += (f"; of the {o.processes} it began with, pid {', '.join(map(str, o.lost))} "
+                 f"{'is' if len(o.lost) == 1 else 'are'} gone")
+    if o.started:
+        text += f"; it started {o.started} in {'its' if len(o.lost) == 1 else 'their'} place"
+    return [text]
 
 
 def _no_answer(s: Seen) -> list[str]:
@@ -176,11 +206,14 @@ def _slower(s: Seen) -> list[str]:
     return []
 
 
-# The rules in the order of cause before consequence: a target that answered nothing right first (a
+# The rules in the order of cause before consequence: the kernel's OOM kills first (they explain
+# whatever followed: refusals, a dead server, errors); a target that answered nothing right next (a
 # closed port keeps the generator busy reconnecting: its saturation follows from the refusals, it
 # does not explain them); then the generator's own problems; the server's death before what it
 # causes (errors, a stall, a drift); the machine last.
 RULES = (
+    Rule("out of memory", _out_of_memory, "the kernel's OOM killer ended one of the server's processes at its "
+         "memory limit ([[servers]] memory_limit)"),
     Rule("no answer", _no_answer, "no request was answered at all"),
     Rule("no request succeeded", _none_succeeded, "no request succeeded"),
     Rule("generator saturated", _saturated,
@@ -216,12 +249,13 @@ def validity_flags(result: LoadResult, *, error_threshold: float, drift_threshol
                    server_died: bool, processes_lost: tuple[int, int] | None,
                    slowdown: float | None = None, speed_threshold: float | None = None,
                    requests: int | None = None, others_share: float | None = None,
-                   others_threshold: float = OTHERS_MAX) -> list[Flag]:
+                   others_threshold: float = OTHERS_MAX, oom: OutOfMemory | None = None) -> list[Flag]:
     """Why a run cannot be trusted (empty: valid): the flags of RULES in their order, the first
     cause first. ``slowdown`` is from speed.Reference (every check), ``others_share`` from
-    speed.others_cores; ``requests`` bounds a run by a request count."""
+    speed.others_cores; ``requests`` bounds a run by a request count; ``oom``: the OOM kills in its
+    window (the runner's, from its cgroup)."""
     seen = Seen(result, error_threshold, drift_threshold, server_died, processes_lost, slowdown, speed_threshold,
-                requests, others_share, others_threshold)
+                requests, others_share, others_threshold, oom)
     return [flag for rule in RULES for flag in rule.flags(seen)]
 
 
