@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from arena import stats
-from arena.app.analysis import Limits, analyse
+from arena.app.analysis import GoalFlags, analyse
 from arena.errors import ArenaError
 from arena.plan.stored import stored_experiment
 from arena.app.store import results
@@ -79,7 +79,7 @@ def test_every_command_judges_the_goal_alike_cell_by_cell(res, capsys):
         assert code in (0, 1)
         measured = {(c["config"], c["level"]): c["within_goal"] for c in doc["recommendations"][0]["measured"]["cells"]}
         assert measured == {k: v for k, v in within.items() if k[1] == level}
-    page = render(build_report(res, Limits(p99_ms=p99_max, memory_mib=memory_max)))
+    page = render(build_report(res, GoalFlags(p99_ms=p99_max, memory_mib=memory_max)))
     embedded = re.search(r'<script type="application/json" id="arena-answer">(.*?)</script>', page, re.S)
     assert json.loads(embedded.group(1)) == shown
     a = shown["answers"][0]
@@ -114,7 +114,7 @@ def test_the_experiments_goal_applies_and_flags_override_it(res):
         "p99_max": "1ms", "memory_max": "1GiB"}}))
     assert analyse(own).goal == Goal(p99_ms=1.0, memory_mib=1024.0)
     assert analyse(own).answers[0].best is None  # nothing measured answers within 1 ms
-    over = analyse(own, Limits(p99_ms=tp.p99_us.median / 1000 * 1.01))
+    over = analyse(own, GoalFlags(p99_ms=tp.p99_us.median / 1000 * 1.01))
     assert over.goal.p99_ms > 1 and over.goal.memory_mib == 1024 and over.answers[0].best is not None
 
 
@@ -250,8 +250,8 @@ def test_recommend_renders_the_same_answer_as_show_at_its_load(res):
     from arena.app.model import Load, recommendations
 
     limit = standings(res.cells)[0].p99_us.median / 1000 * 1.2
-    _, (rec,) = recommendations(report_store(), NAME, Load("closed", 4.0), Limits(p99_ms=limit))
-    shown = analyse(res, Limits(p99_ms=limit))
+    _, (rec,) = recommendations(report_store(), NAME, Load("closed", 4.0), GoalFlags(p99_ms=limit))
+    shown = analyse(res, GoalFlags(p99_ms=limit))
     assert rec.goal == shown.goal
     at4 = [c for c in res.cells if c.level == 4.0]
     assert rec.measured.best.cell == answer(at4, "default", shown.goal).best.cell

@@ -94,7 +94,7 @@ def test_arena_recommend(capsys):
 def test_recommend_names_a_measured_configuration_that_meets_the_goal(res, capsys):
     """The model may predict that nothing fits; a cell measured within the goal at that load is still
     named, first, with its measured figures (and the answer agrees with arena show's)."""
-    from arena.app.analysis import Limits, analyse
+    from arena.app.analysis import GoalFlags, analyse
     from arena.results.answer import standings
 
     at4 = [c for c in res.cells if c.level == 4 and c.valid]
@@ -102,7 +102,7 @@ def test_recommend_names_a_measured_configuration_that_meets_the_goal(res, capsy
     limit = tightest.p99_us.median / 1000 * 1.001  # just above its p99: it, and only what is as fast, fits
     assert main(["recommend", NAME, "--store", STORE, "--concurrency", "4", "--p99-max", f"{limit:.6f}"]) == 0
     out = capsys.readouterr().out
-    best = standings([c for c in at4], analyse(res, Limits(limit)).goal)[0]
+    best = standings([c for c in at4], analyse(res, GoalFlags(limit)).goal)[0]
     assert f"best measured: {best.label} at c=4: " in out and out.index("best measured") < out.index("best predicted")
 
 

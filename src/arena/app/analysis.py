@@ -1,5 +1,5 @@
 """The analysis of an experiment, computed once: its goal (the file's ``[goal]`` with the command's
-limits over it), the answer for each workload (results/answer.py: the best, the group tied with it,
+goal flags over it), the answer for each workload (results/answer.py: the best, the group tied with it,
 every comparison, the Pareto front) and, asked, what the model says of it (model/findings.py:
 calibrations, predictions against the measurements, USL fits with their intervals) and, for a
 capacity search, each configuration's capacity (model/search.py capacities). ``arena show``
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Limits:
-    """Limits given on the command line (None: the experiment's own, if any)."""
+class GoalFlags:
+    """The goal given on the command line (--p99-max, --memory-max, --error-max; None: the
+    experiment's own, if any)."""
 
     p99_ms: float | None = None
     memory_mib: float | None = None
@@ -64,14 +65,14 @@ class Analysis:
         return found
 
 
-def goal(res: Results, limits: Limits = Limits()) -> Goal:
-    """The experiment's goal (none where this Arena cannot read it: the limits alone) with the given
-    limits over it."""
-    return res.definition.goal.over(p99_ms=limits.p99_ms, memory_mib=limits.memory_mib, error_pct=limits.error_pct)
+def goal(res: Results, flags: GoalFlags = GoalFlags()) -> Goal:
+    """The experiment's goal (none where this Arena cannot read it: the flags' alone) with what the
+    command's goal flags give over it."""
+    return res.definition.goal.over(p99_ms=flags.p99_ms, memory_mib=flags.memory_mib, error_pct=flags.error_pct)
 
 
-def analyse(res: Results, limits: Limits = Limits()) -> Analysis:
-    g = goal(res, limits)
+def analyse(res: Results, flags: GoalFlags = GoalFlags()) -> Analysis:
+    g = goal(res, flags)
     found = []
     if res.definition.find == "capacity":
         label = {r.config: r.label for r in res.runs}
@@ -79,11 +80,11 @@ def analyse(res: Results, limits: Limits = Limits()) -> Analysis:
     return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, res.definition.thresholds), found)
 
 
-def analyses(store_path: str, name: str | None = None, limits: Limits = Limits()) -> list[Analysis]:
+def analyses(store_path: str, name: str | None = None, flags: GoalFlags = GoalFlags()) -> list[Analysis]:
     """The analysis of experiment ``name`` (default: every experiment in the store)."""
     with open_store(store_path) as store:
         names = [name] if name else [e["name"] for e in store.experiments()]
         if not names:
             raise ArenaError(f"--store {store_path}: the store has no experiment")
         found = [results(store, n) for n in names]
-    return [analyse(res, limits) for res in found]
+    return [analyse(res, flags) for res in found]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from arena import stats
-from arena.app.analysis import Limits, analyse
+from arena.app.analysis import GoalFlags, analyse
 from arena.app.store import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model import simulated
@@ -285,13 +285,13 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
     return Recommendation(load, goal, workload, answer(here, workload, goal), out)
 
 
-def recommendations(store_path: str, experiment: str, load: Load, limits: Limits = Limits(), cores: float | None = None,
+def recommendations(store_path: str, experiment: str, load: Load, flags: GoalFlags = GoalFlags(), cores: float | None = None,
                     servers: list[str] | None = None, top: int = 3, pool: list[int] | None = None, sim: bool = False,
                     workload: str | None = None) -> tuple[Results, list[Recommendation]]:
     """``arena recommend``: the experiment's results and, for ``workload`` (default: each of its
-    workloads), the recommendation calibrated from them under its goal with ``limits`` over it."""
+    workloads), the recommendation calibrated from them under its goal with the goal ``flags`` give over it."""
     res = load_experiment_results(store_path, experiment)
-    analysis = analyse(res, limits)
+    analysis = analyse(res, flags)
     chosen = [analysis.answer(workload).workload] if workload else [a.workload for a in analysis.answers
                                                                     if any(c.workload == a.workload for c in res.cells)]
     return res, [recommend(res, load, analysis.goal, cores, servers, top, pool, sim, w) for w in chosen]

@@ -10,7 +10,7 @@ from arena.app.store import Results, latest, open_store, results
 from arena.atomic import staging, writable, write_file
 from arena.errors import ArenaError
 from arena.report import data
-from arena.app.analysis import Limits, analyse
+from arena.app.analysis import GoalFlags, analyse
 
 
 def load_results(store_path: str, name: str | None) -> Results:
@@ -22,10 +22,10 @@ def load_results(store_path: str, name: str | None) -> Results:
     return res
 
 
-def build_report(res: Results, limits: Limits = Limits(), top: int = data.TOP) -> data.Report:
+def build_report(res: Results, flags: GoalFlags = GoalFlags(), top: int = data.TOP) -> data.Report:
     """The report, its charts drawing the ``top`` best configurations and each server's best (every
     configuration stays in its tables); the model simulates those it charts."""
-    analysis = analyse(res, limits)
+    analysis = analyse(res, flags)
     shown = data.charted(analysis.answers, res.cells, top)
     comparison = None
     if res.definition.reproduces:  # the study's comparison (and the runner it imports) only where it is one
@@ -68,7 +68,7 @@ class Written:
     exported: list[Path]  # with an export directory: each chart's CSV and picture
 
 
-def report(store_path: str, name: str | None = None, limits: Limits = Limits(), output: str | None = None,
+def report(store_path: str, name: str | None = None, flags: GoalFlags = GoalFlags(), output: str | None = None,
            export_dir: str | None = None, fmt: str = "svg", top: int = data.TOP) -> Written:
     """``arena report``: the experiment's report written as HTML (and its charts as files)."""
     if output:
@@ -76,7 +76,7 @@ def report(store_path: str, name: str | None = None, limits: Limits = Limits(), 
     if export_dir:
         exportable(export_dir)
     res = load_results(store_path, name)
-    built = build_report(res, limits, top)
+    built = build_report(res, flags, top)
     path = write_report(built, output or default_path(res.name))
     files = export_charts(built, export_dir, fmt) if export_dir else []
     return Written(res.name, len(res.runs), len(built.charts), path, files)

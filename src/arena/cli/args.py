@@ -359,11 +359,11 @@ def add_goal(p: argparse.ArgumentParser, required: bool = False) -> None:
                    help="errors at most PCT%% of the requests" + ("" if required else " (default: [goal] error_max)"))
 
 
-def goal_limits(args):
-    """The limits given by add_goal's flags."""
-    from arena.app.analysis import Limits
+def goal_flags(args):
+    """The goal add_goal's flags give."""
+    from arena.app.analysis import GoalFlags
 
-    return Limits(args.p99_max, args.memory_max, args.error_max)
+    return GoalFlags(args.p99_max, args.memory_max, args.error_max)
 
 
 def reap_first(out) -> None:

@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Load, recommendations, verify
-from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, say_store, count, goal_limits, listof,
+from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, say_store, count, goal_flags, listof,
                             positive, add_format, print_json)
 from arena.errors import ArenaError
 from arena.report.model_json import recommend_json
@@ -38,7 +38,7 @@ def add(sub) -> None:
 
 def run(args, out) -> int:
     load = Load("closed", float(args.concurrency)) if args.concurrency else Load("open", args.rate)
-    res, recs = recommendations(args.store, args.experiment, load, goal_limits(args), args.cores, args.servers, args.top,
+    res, recs = recommendations(args.store, args.experiment, load, goal_flags(args), args.cores, args.servers, args.top,
                                 args.pool, args.sim, args.workload)
     if args.verify and len(recs) > 1:
         raise ArenaError(f"--verify: {res.name} has {len(recs)} workloads; give --workload to verify one")

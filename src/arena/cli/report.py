@@ -3,7 +3,7 @@
 import os
 
 from arena.app.report import report
-from arena.cli.args import add_goal, add_store, count, say_store, goal_limits
+from arena.cli.args import add_goal, add_store, count, say_store, goal_flags
 from arena.report.data import TOP
 
 NAME = "report"
@@ -23,7 +23,7 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
-    done = report(args.store, args.experiment, goal_limits(args), args.output, args.export,
+    done = report(args.store, args.experiment, goal_flags(args), args.output, args.export,
                   args.format, args.top)
     say_store(out, args.store)
     out.print(f"report of {done.name} ({done.runs} runs, {done.charts} charts): {done.path}", highlight=False)

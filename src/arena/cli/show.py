@@ -6,7 +6,7 @@ import sys
 from rich.markup import escape
 
 from arena.app.analysis import analyses
-from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_limits, add_format, print_json
+from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_flags, add_format, print_json
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
 from arena.report.data import comparison_table
 from arena.report.show import junit, markdown, text_table
@@ -26,7 +26,7 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
-    found = analyses(args.store, args.experiment, goal_limits(args))
+    found = analyses(args.store, args.experiment, goal_flags(args))
     if args.format == "json":
         docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds, a.capacities) for a in found]
         doc = docs if args.experiment is None else docs[0]
