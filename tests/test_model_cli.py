@@ -323,3 +323,27 @@ def test_simulate_prints_json_that_matches_its_schema(argv, kind, capsys):
         assert s["throughput"]["low"] <= s["throughput"]["mean"] <= s["throughput"]["high"]
         assert s["response"]["p99"]["mean_ms"] >= s["response"]["p50"]["mean_ms"]
     assert (doc["matched"] is not None) == (kind == "fleet")
+
+
+def test_recommend_for_a_container_takes_its_quota_as_the_cores_and_its_memory_limit_as_a_bound():
+    """--cpu-limit: the model's cores are the quota where it is fewer than the experiment's CPUs (so
+    a CPU-bound server's best predicted throughput falls); --memory-limit bounds a configuration's
+    memory; --verify would run the candidates under both."""
+    from arena.app.model import Load, recommendations, verification_experiment
+    from arena.limits import Limits
+
+    load = Load("closed", 16.0)
+    _, (free,) = recommendations(STORE, NAME, load, servers=["gunicorn-gthread"])
+    _, (quota,) = recommendations(STORE, NAME, load, servers=["gunicorn-gthread"], container=Limits(cpu=0.25))
+    (f,), (q,) = free.per_server, quota.per_server
+    assert q.cores == 0.25 < f.cores
+    assert q.shown[0].predicted.throughput < 0.5 * f.shown[0].predicted.throughput
+    one = f.calibration.memory_mib(1, 1)
+    _, (tight,) = recommendations(STORE, NAME, load, servers=["gunicorn-gthread"], top=50,
+                                  container=Limits(memory_mib=one * 1.5))
+    _, (loose,) = recommendations(STORE, NAME, load, servers=["gunicorn-gthread"], top=50)
+    fits = tight.per_server[0].fits
+    assert fits and all(c.memory_mib <= one * 1.5 for c in fits) and len(fits) < len(loose.per_server[0].fits)
+    res, _ = recommendations(STORE, NAME, load)
+    exp = verification_experiment(res, load, q.shown[:1], Limits(cpu=0.25))
+    assert all(c.limits == Limits(cpu=0.25) for c in exp.servers)

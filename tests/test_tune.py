@@ -188,14 +188,17 @@ def test_show_prints_and_validates_the_capacities_of_a_search(tmp_path, capsys):
     assert (cap["capacity_rps"], cap["beyond_rps"], cap["runs"], cap["confirmed"]) == (100.0, None, 3, True)
 
 
-def test_a_memory_limit_below_one_idle_process_is_refused_before_any_run(tmp_path):
+@pytest.mark.parametrize("flag", ["--memory-max", "--memory-limit"])
+def test_a_memory_limit_below_one_idle_process_is_refused_before_any_run(tmp_path, flag):
+    """The PSS budget (--memory-max) and the container's hard limit (--memory-limit) alike: below what
+    one idle process of every server takes, bad input in one line, no run made."""
     store = tmp_path / "t.db"
     got = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1",
-                          "--p99-max", "200ms", "--memory-max", "1MiB", "--store", str(store)],
+                          "--p99-max", "200ms", flag, "1MiB", "--store", str(store)],
                          capture_output=True, text=True, timeout=120)
     assert got.returncode == 2, got.stdout + got.stderr
     (line,) = got.stderr.splitlines()
-    assert re.fullmatch(r"arena: error: --memory-max 1MiB: below one idle process of every server tried \(the "
+    assert re.fullmatch(rf"arena: error: {flag} 1MiB: below one idle process of every server tried \(the "
                         r"smallest: gunicorn-gthread 1x1 at \d+ MiB PSS\)", line), line
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
@@ -267,3 +270,22 @@ def test_a_knob_of_one_interface_only_is_left_out_of_the_grid_of_an_app_of_the_o
     assert {c.server for c in exp.servers} == {"uvicorn", "granian"} and {c.threads for c in exp.servers} == {None}
     wsgi = Request((1,), (0,), 200.0, app="main:app", app_options={"chdir": str(tmp_path), "interface": "wsgi"})
     assert {t for _, t in space(wsgi, "granian", 1)} > {1, 2}
+
+
+def test_tune_under_a_containers_limits_measures_every_configuration_under_them():
+    """--cpu-limit/--memory-limit: every configuration of the stored experiment runs under them (named
+    so), the model's cores are the quota where it is below the CPUs, and the hard limit bounds the
+    configurations that fit as --memory-max does, whichever is smaller (said by its own flag)."""
+    from arena.app.tune import definition
+    from arena.limits import Limits
+
+    req = Request((0, 1), (0,), 200.0, servers=("puma",), limits=Limits(cpu=1.0, memory_mib=512))
+    assert req.cores == 1.0 and Request((1,), (0,), 200.0, limits=Limits(cpu=1.5)).cores == 1.0
+    assert req.memory_bound == (512, "--memory-limit")
+    assert Request((1,), (0,), 200.0, memory_mib=300, limits=req.limits).memory_bound == (300, "--memory-max")
+    assert Request((1,), (0,), 200.0).memory_bound is None
+    exp = parse_experiment(definition(req, ["puma"], req.cores), "tune")
+    assert exp.servers and all(c.limits == Limits(cpu=1.0, memory_mib=512) for c in exp.servers)
+    assert all(c.name.endswith(" cpu=1 mem=512MiB") for c in exp.servers), [c.name for c in exp.servers]
+    assert definition(req, ["puma"], 1.0)["name"] != definition(Request((0, 1), (0,), 200.0, servers=("puma",)),
+                                                                ["puma"], 1.0)["name"]

@@ -51,6 +51,16 @@ class Limits:
         return " ".join(parts)
 
     @property
+    def entry(self) -> dict[str, float | str]:
+        """As a [[servers]] entry's keys: {"cpu_limit": 0.5, "cpu_period": "100ms", "memory_limit": "256MiB"}."""
+        out: dict[str, float | str] = {}
+        if self.cpu is not None:
+            out.update(cpu_limit=self.cpu, cpu_period=f"{self.cpu_period_s * 1000:g}ms")
+        if self.memory_mib is not None:
+            out["memory_limit"] = f"{self.memory_mib:g}MiB"
+        return out
+
+    @property
     def keys(self) -> str:
         """As an experiment's keys set them: "cpu_limit = 0.5, memory_limit = 256MiB" (what an error names)."""
         return ", ".join(([f"cpu_limit = {self.cpu:g}"] if self.cpu is not None else [])

@@ -19,6 +19,7 @@ from arena import stats
 from arena.app.analysis import GoalFlags, analyse
 from arena.app.store import Results, open_store, results
 from arena.errors import ArenaError
+from arena.limits import Limits
 from arena.model import simulated
 from arena.model.calibrate import Calibration
 from arena.results.aggregate import Figure
@@ -239,6 +240,7 @@ class Recommendation:
     workload: str
     measured: Answer  # the experiment's cells at this load
     per_server: list[ServerChoice]
+    container: Limits = Limits()  # a container's limits it is made for, and verified under
 
     @property
     def p99_max_ms(self) -> float | None:
@@ -256,45 +258,51 @@ class Recommendation:
 
 def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None = None,
               servers: list[str] | None = None, top: int = 3, pool: list[int] | None = None, sim: bool = False,
-              workload: str | None = None) -> Recommendation:
+              workload: str | None = None, container: Limits = Limits()) -> Recommendation:
     """For ``workload`` (default: the experiment's first): the cells measured at ``load`` within the
     goal, and per server of the experiment (or ``servers``) the best processes x threads (x pool, where
     the workload queries a database; ``pool``: only these sizes) the model predicts under the goal at
-    ``load`` (``sim``: the simulator predicts, its grid points spread over this machine's CPUs)."""
+    ``load`` (``sim``: the simulator predicts, its grid points spread over this machine's CPUs). Under
+    a ``container``'s limits the model's cores are its quota where that is fewer, and its memory limit
+    bounds a configuration's memory as the goal's does, whichever is smaller."""
     workload = workload or next((c.workload for c in res.cells), "default")
     names = servers or list(dict.fromkeys(r.server for r in res.runs if r.workload == workload))
-    p99_max_ms, memory_max_mib = goal.p99_ms, goal.memory_mib
+    bounds = [m for m in (goal.memory_mib, container.memory_mib) if m is not None]
+    p99_max_ms, memory_max_mib = goal.p99_ms, min(bounds) if bounds else None
     out = []
     for server in names:
         cal = calibration(res, server, workload)
         if memory_max_mib and cal.memory_per_process_mib is None:
-            raise ArenaError(f"--memory-max: {server} has no memory figures in {res.name}")
+            flag = "--memory-max" if memory_max_mib == goal.memory_mib else "--memory-limit"
+            raise ArenaError(f"{flag}: {server} has no memory figures in {res.name}")
+        cpus = min(cores or cal.cores, container.cpu or math.inf)
         if pool and not cal.db_ms:
             raise ArenaError(f"--pool: {server}'s workload {cal.workload} does not query a database "
                              "(no Server-Timing db in its runs)")
         if sim:
             cal = for_simulation(cal, res)
             with over_the_cpus() as map_fn:
-                ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores,
+                ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cpus,
                                                       pool, sim=True, map_fn=map_fn))
         else:
-            ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cores, pool))
+            ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cpus, pool))
         fits = [c for c in ranked if c.fits]
-        out.append(ServerChoice(server, cal, cores or cal.cores, (fits or ranked)[:top], fits[:top]))
+        out.append(ServerChoice(server, cal, cpus, (fits or ranked)[:top], fits[:top]))
     here = [c for c in res.cells if c.model == load.model and c.level == load.level and c.server in names]
-    return Recommendation(load, goal, workload, answer(here, workload, goal), out)
+    return Recommendation(load, goal, workload, answer(here, workload, goal), out, container)
 
 
 def recommendations(store_path: str, experiment: str, load: Load, flags: GoalFlags = GoalFlags(), cores: float | None = None,
                     servers: list[str] | None = None, top: int = 3, pool: list[int] | None = None, sim: bool = False,
-                    workload: str | None = None) -> tuple[Results, list[Recommendation]]:
+                    workload: str | None = None, container: Limits = Limits()) -> tuple[Results, list[Recommendation]]:
     """``arena recommend``: the experiment's results and, for ``workload`` (default: each of its
-    workloads), the recommendation calibrated from them under its goal with the goal ``flags`` give over it."""
+    workloads), the recommendation calibrated from them under its goal with the goal ``flags`` give
+    over it, within a ``container``'s limits."""
     res = load_experiment_results(store_path, experiment)
     analysis = analyse(res, flags)
     chosen = [analysis.answer(workload).workload] if workload else [a.workload for a in analysis.answers
                                                                     if any(c.workload == a.workload for c in res.cells)]
-    return res, [recommend(res, load, analysis.goal, cores, servers, top, pool, sim, w) for w in chosen]
+    return res, [recommend(res, load, analysis.goal, cores, servers, top, pool, sim, w, container) for w in chosen]
 
 
 @dataclass(frozen=True)
@@ -320,7 +328,7 @@ def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callabl
     chosen = [c for s in rec.per_server for c in s.fits]
     if not chosen:
         raise ArenaError("--verify: no candidate keeps within the limits; nothing to verify")
-    exp = verification_experiment(res, rec.load, chosen)
+    exp = verification_experiment(res, rec.load, chosen, rec.container)
     with open_store(store_path, write=True) as store:
         run_experiment(exp, store, on_event, seams)
         done = results(store, exp.name)
@@ -330,18 +338,19 @@ def verify(res: Results, rec: Recommendation, store_path: str, on_event: Callabl
 RECOMMENDED_KNOBS = ("processes", "threads", "pool")
 
 
-def verification_experiment(res: Results, load: Load, chosen: list[Candidate]):
+def verification_experiment(res: Results, load: Load, chosen: list[Candidate], container: Limits = Limits()):
     """The experiment that runs ``chosen`` at ``load``: each candidate is its server's entry of the
-    original experiment (its app, settings, environment and options as given there) with the
-    recommended processes, threads and pool; everything else as the original, one repetition. Paths
-    resolve against the original experiment file, so a user's app and mix file are found again."""
+    original experiment (its app, settings, environment, options and limits as given there) with the
+    recommended processes, threads and pool, and the ``container``'s limits where given; everything
+    else as the original, one repetition. Paths resolve against the original experiment file, so a
+    user's app and mix file are found again."""
     entries = res.definition.document.get("servers", [])
     servers = []
     for c in chosen:
         entry = next((e for e in entries if e.get("server") == c.server), {"server": c.server})
         servers.append({**{k: v for k, v in entry.items() if k not in (*RECOMMENDED_KNOBS, "label")},
                         "processes": c.processes, **({"threads": c.threads} if c.threads else {}),
-                        **({"pool": c.pool} if c.pool is not None else {})})
+                        **({"pool": c.pool} if c.pool is not None else {}), **container.entry})
     model, level = load.model, load.level
     load_table = {"model": model, "concurrency" if model == "closed" else "rates": [int(level) if model == "closed" else level]}
     data = {k: v for k, v in res.definition.document.items() if k not in ("servers", "load", "name", "description", "repetitions")}

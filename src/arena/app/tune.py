@@ -21,7 +21,7 @@ import math
 import json
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
@@ -29,6 +29,7 @@ from typing import Callable, Sequence
 from arena.app.store import open_store
 from arena.app.model import over_the_cpus
 from arena.errors import ArenaError, NotMeasured
+from arena.limits import Limits
 from arena.model.calibrate import Calibration, Observation, calibrate, server_config
 from arena.model.estimate import START_S
 from arena.model.observe import observations
@@ -43,6 +44,7 @@ from arena.results.answer import Goal
 from arena.results.runs import Failure, Run
 from arena.runner import Event, RunCounts, Seams, run_experiment, server_spec
 from arena.servers import catalog
+from arena.servers.cgroup import limits_problem
 
 DURATION_S = 3.0  # measured per run: short, the search repeats where it matters
 WARMUP_S = 1.0
@@ -75,10 +77,25 @@ class Request:
     name: str | None = None
     processes: tuple[int, ...] = ()  # only these process counts (): the model's grid
     threads: tuple[int, ...] = ()  # only these thread counts (): the model's grid
+    limits: Limits = Limits()  # a container's CPU quota and memory limit, each run measured under them
 
     @property
     def goal(self) -> Goal:
         return Goal(self.p99_ms, self.memory_mib, self.error_pct)
+
+    @property
+    def cores(self) -> float:
+        """The CPU the server gets: its CPUs, or a smaller quota over them (the model's cores)."""
+        cpus = float(len(self.server_cpus))
+        return cpus if self.limits.cpu is None else min(cpus, self.limits.cpu)
+
+    @property
+    def memory_bound(self) -> tuple[float, str] | None:
+        """What a configuration's memory must keep within, and the flag that says so: the goal's PSS
+        budget (--memory-max) or the container's hard limit (--memory-limit), the smaller; None: neither."""
+        bounds = [(m, flag) for m, flag in ((self.memory_mib, "--memory-max"), (self.limits.memory_mib, "--memory-limit"))
+                  if m is not None]
+        return min(bounds) if bounds else None
 
 
 @dataclass(frozen=True)
@@ -127,7 +144,7 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
             entry["processes"] = procs
         if threads:
             entry["threads"] = threads
-        entries.append(entry)
+        entries.append({**entry, **req.limits.entry})
     goal = goal_table(req.goal)
     workload = ({"mix": str(Path(req.mix).resolve())} if req.mix else {"path": req.path} if req.path else
                 {"path": "/"} if _users(req) else {})  # the subjects' /work is not a user's app's
@@ -238,7 +255,7 @@ def servers_for(req: Request) -> tuple[list[str], dict[str, str]]:
 
 def experiment(req: Request, servers: list[str], left: dict[str, str]) -> Experiment:
     """The tune's experiment, each server that cannot serve the app left out (``left``, with why)."""
-    cores = float(len(req.server_cpus))
+    cores = req.cores
     for name in list(servers):
         try:
             parse_experiment(definition(req, [name], cores), "arena tune")
@@ -323,9 +340,12 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
          on_step: Callable[[str], None] = lambda s: None, seams: Seams = Seams(),
          clock: Callable[[], float] = time.monotonic) -> Tuned:
     start = clock()
+    problem = limits_problem(req.limits)
+    if problem:  # before any server starts
+        raise ArenaError(f"arena tune: {req.limits.keys}: {problem}")
     servers, left = servers_for(req)
     exp = experiment(req, servers, left)
-    cores = float(len(req.server_cpus))
+    cores = req.cores
     measurer = Stored(exp, store_path, seams, on_event, {key_of(c): (c, exp.workloads[0]) for c in exp.servers}, on_step)
     names = {key_of(c): c.name for c in exp.servers}
 
@@ -390,15 +410,16 @@ def _calibrate(exp: Experiment, measurer: Stored, servers: list[str], left: dict
 
 def _memory_first(req: Request, exp: Experiment, servers: list[str], left: dict[str, str], seams: Seams,
                   say: Callable[[str], None]) -> None:
-    """Before any run, with a memory limit: each server started idle at 1x1 (its PSS, the least it
-    takes); one above the limit is left out, and a limit below every one is bad input (exit 2)."""
-    if req.memory_mib is None:
+    """Before any run, with a memory bound: each server started idle at 1x1 (its PSS, the least it
+    takes, measured without the container's limits: a hard limit below it would kill it while it
+    starts); one above the bound is left out, and a bound below every one is bad input (exit 2)."""
+    if req.memory_bound is None:
         return
     idle = {}
     for s in list(servers):
         config = next(c for c in exp.servers if c.server == s and (c.processes or 1) == 1 and (c.threads or 1) == 1)
         try:
-            with seams.launch(server_spec(exp, config, {})) as running:
+            with seams.launch(server_spec(exp, replace(config, limits=Limits()), {})) as running:
                 idle[s] = sample_once(running.procset).pss / MiB
         except ArenaError as e:
             left[s] = f"did not start: {str(e).splitlines()[0]}"
@@ -411,21 +432,22 @@ def _memory_first(req: Request, exp: Experiment, servers: list[str], left: dict[
 
 def _over_memory(req: Request, one: dict[str, float], candidates: int, left: dict[str, str], what: str,
                  below: str) -> set[str]:
-    """The servers whose one process (``one``: MiB) is above the memory limit, each said in ``left``;
+    """The servers whose one process (``one``: MiB) is above the memory bound, each said in ``left``;
     where that is every one of the ``candidates``, bad input."""
-    over = {s for s, m in one.items() if m > req.memory_mib}
+    bound, flag = req.memory_bound
+    over = {s for s, m in one.items() if m > bound}
     for s in over:
-        left[s] = f"{what} takes {one[s]:.0f} MiB > --memory-max {req.memory_mib:g} MiB"
+        left[s] = f"{what} takes {one[s]:.0f} MiB > {flag} {bound:g} MiB"
     if over and len(over) == candidates:
         least = min(one, key=one.get)
-        raise ArenaError(f"--memory-max {req.memory_mib:g}MiB: below {below} of every server tried (the "
+        raise ArenaError(f"{flag} {bound:g}MiB: below {below} of every server tried (the "
                          f"smallest: {least} 1x1 at {one[least]:.0f} MiB PSS)")
     return over
 
 
 def _memory_check(req: Request, calibrations: dict[str, Calibration], left: dict[str, str]) -> None:
-    """A memory limit below one process of every server: said now, before the search."""
-    if req.memory_mib is None:
+    """A memory bound below one process of every server: said now, before the search."""
+    if req.memory_bound is None:
         return
     one = {s: m for s, c in calibrations.items() if (m := c.memory_mib(1, 1)) is not None}
     for s in _over_memory(req, one, len(calibrations), left, "one process", "one process"):
@@ -437,12 +459,13 @@ def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float
     """Every grid point that fits the memory limit, predicted (each through ``map_fn``), ranked; and
     how many grid points there were."""
     fit, points = [], 0
+    bound = req.memory_bound[0] if req.memory_bound else None
     for s, cal in calibrations.items():
         for p, t in space(req, s, cores):
             points += 1
             key = key_for(s, p, t)
             mem = cal.memory_mib(p, t)
-            if key in names and (req.memory_mib is None or mem is None or mem <= req.memory_mib):
+            if key in names and (bound is None or mem is None or mem <= bound):
                 fit.append((key, mem, (cal, p, t)))
     predicted = map_fn(partial(_predicted, req), [point for _, _, point in fit])
     return ranked([Contender(key, names[key], x, mem) for (key, mem, _), x in zip(fit, predicted)]), points

@@ -6,8 +6,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Load, recommendations, verify
-from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_store, say_store, count, goal_flags, listof,
-                            positive, add_format, print_json)
+from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_limits, add_store, limits_of, say_store,
+                            count, goal_flags, listof, positive, add_format, print_json)
 from arena.errors import ArenaError
 from arena.report.model_json import recommend_json
 from arena.report.answer import cell_text, figure_text, meets_text, verdict_text
@@ -23,6 +23,7 @@ def add(sub) -> None:
     target.add_argument("--concurrency", type=count("--concurrency", 1, MODEL_CLIENTS), help="the load: closed, N clients")
     target.add_argument("--rate", type=positive("--rate", hi=1e7), help="the load: open, requests/s")
     add_goal(rc)
+    add_limits(rc)
     rc.add_argument("--workload", help="only this workload of the experiment (default: each)")
     rc.add_argument("--cores", type=positive("--cores", lo=0.01, hi=4096), help="server cores (default: the experiment's)")
     rc.add_argument("--servers", type=listof(str), help="only these servers (default: every server of the experiment)")
@@ -38,8 +39,9 @@ def add(sub) -> None:
 
 def run(args, out) -> int:
     load = Load("closed", float(args.concurrency)) if args.concurrency else Load("open", args.rate)
+    container = limits_of(args)
     res, recs = recommendations(args.store, args.experiment, load, goal_flags(args), args.cores, args.servers, args.top,
-                                args.pool, args.sim, args.workload)
+                                args.pool, args.sim, args.workload, container)
     if args.verify and len(recs) > 1:
         raise ArenaError(f"--verify: {res.name} has {len(recs)} workloads; give --workload to verify one")
     if args.format == "json":
@@ -53,7 +55,7 @@ def run(args, out) -> int:
     say_store(out, args.store)
     for rec in recs:
         out.print(f"recommend for {what}" + (f", workload {rec.workload}" if len(recs) > 1 else "")
-                  + f"; goal: {rec.goal}", highlight=False)
+                  + f"; goal: {rec.goal}" + (f"; under {container.text}" if container.any else ""), highlight=False)
         found = _measured(rec, out) | found
         top = _predicted(rec, args.sim, out)
         found = found or top is not None

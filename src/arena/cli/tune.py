@@ -9,8 +9,9 @@ from pathlib import Path
 from arena import __version__
 from arena.atomic import staging
 from arena.app.tune import BUDGET_S, DURATION_S, ERROR_PCT, Request, tune
-from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_format, add_goal, add_share, add_store, add_user_app, count, cpus,
-                            duration, listof, positive, print_json, reap_first, saying, user_app_options)
+from arena.cli.args import (EXIT_FAILED, MODEL_CLIENTS, add_format, add_goal, add_limits, add_share, add_store, add_user_app,
+                            count, cpus, duration, limits_of, listof, positive, print_json, reap_first, saying,
+                            user_app_options)
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.mix import load_mix
@@ -35,6 +36,7 @@ def add(sub) -> None:
     tu.add_argument("--cpus", type=cpus, required=True, help="the server's CPUs, e.g. 1 or 1-3")
     tu.add_argument("--load-cpus", type=cpus, help="the load generator's CPUs (default: every other CPU)")
     add_share(tu)
+    add_limits(tu)
     add_goal(tu, required=True)
     tu.add_argument("--servers", type=listof(str), help="only these servers, e.g. puma,gunicorn-gthread "
                                                          "(default: every installed server that serves the app)")
@@ -64,7 +66,8 @@ def run(args, out) -> int:
     out = saying(out, args)
     reap_first(out)
     say = lambda text: out.print(text, highlight=False, markup=False)  # noqa: E731
-    say(f"arena tune on CPUs {format_cpu_list(request.server_cpus)} (load on {format_cpu_list(request.load_cpus)}); "
+    limits = f" under {request.limits.text}" if request.limits.any else ""
+    say(f"arena tune on CPUs {format_cpu_list(request.server_cpus)}{limits} (load on {format_cpu_list(request.load_cpus)}); "
         f"goal: {request.goal}; " + ("capacity" if request.load is None else f"load {request.load.label}")
         + f"; budget {request.budget_s:g} s; store {args.store}")
 
@@ -128,4 +131,5 @@ def _request(args) -> Request:
     return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,
                    ERROR_PCT if args.error_max is None else args.error_max, tuple(args.servers or ()), load,
                    args.app, options, args.path, args.mix, args.budget, args.duration, name=args.name,
-                   processes=tuple(sorted(set(args.processes or ()))), threads=tuple(sorted(set(args.threads or ()))))
+                   processes=tuple(sorted(set(args.processes or ()))), threads=tuple(sorted(set(args.threads or ()))),
+                   limits=limits_of(args))
