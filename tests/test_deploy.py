@@ -40,6 +40,41 @@ def test_the_written_puma_rb_is_valid_ruby_with_the_chosen_knobs(tmp_path):
     assert set(files["arena.env"].splitlines()[-2:]) == {"WEB_CONCURRENCY=3", "RAILS_MAX_THREADS=6"}
 
 
+def test_under_a_containers_limits_a_kubernetes_deployment_and_a_docker_run_are_written_that_hold_them(tmp_path):
+    """kubernetes.yaml: a Deployment valid by Kubernetes' own schemas (strict), its container's
+    requests and limits the limits measured, its convention variables the chosen knobs, each after a
+    comment; docker-run.sh: valid sh, docker run with the same limits and variables. Without limits,
+    neither is written."""
+    import kubernetes_validate
+    import yaml
+    from kubernetes_validate.utils import latest_version
+
+    from arena.limits import Limits
+
+    d = deploy.Deployment("puma", APPS["rack"], 2, 4, limits=Limits(cpu=0.5, memory_mib=512), directory="ops/arena")
+    files = deploy.files(d, ["capacity 100 req/s"])
+    doc = yaml.safe_load(files["kubernetes.yaml"])
+    kubernetes_validate.validate(doc, latest_version(), strict=True)  # raises ValidationError
+    (c,) = doc["spec"]["template"]["spec"]["containers"]
+    assert c["resources"] == {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
+    assert c["env"] == [{"name": "WEB_CONCURRENCY", "value": "2"}, {"name": "RAILS_MAX_THREADS", "value": "4"}]
+    assert c["command"] == ["sh", "ops/arena/run.sh"] and c["ports"] == [{"containerPort": 9292}]
+    assert "# WEB_CONCURRENCY=2: the processes measured" in files["kubernetes.yaml"]
+    assert "# RAILS_MAX_THREADS=4: the threads measured" in files["kubernetes.yaml"]
+    (tmp_path / "docker-run.sh").write_text(files["docker-run.sh"])
+    assert subprocess.run(["sh", "-n", str(tmp_path / "docker-run.sh")]).returncode == 0
+    assert files["docker-run.sh"].splitlines()[-1] == (
+        'exec docker run --rm --cpus 0.5 --memory 512m --memory-swap 512m -e WEB_CONCURRENCY=2 -e RAILS_MAX_THREADS=4 '
+        '-p 9292:9292 "$image" sh ops/arena/run.sh')
+    odd = deploy.files(deploy.Deployment("gunicorn-sync", APPS["wsgi"], 3, None,
+                                         limits=Limits(cpu=1.5, cpu_period_s=0.05)), [])
+    assert "--cpu-period 50000 --cpu-quota 75000" in odd["docker-run.sh"] and "--memory" not in odd["docker-run.sh"]
+    assert yaml.safe_load(odd["kubernetes.yaml"])["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m"}}
+    assert "a 50 ms period" in odd["kubernetes.yaml"]
+    assert not {"kubernetes.yaml", "docker-run.sh"} & set(deploy.files(deploy.Deployment("puma", APPS["rack"], 2, 4), []))
+
+
 def test_a_factory_is_called_by_each_servers_own_means_and_refused_where_it_has_none(tmp_path):
     from arena.subjects.user import user_app
 

@@ -54,7 +54,8 @@ def add(sub) -> None:
                     help=f"measured time of each run (default {DURATION_S:g}s)")
     tu.add_argument("--name", help="the experiment its runs are stored as (default: tune- and a hash of the request)")
     tu.add_argument("--write", metavar="DIR", help="write the chosen configuration's files here: the server's config "
-                                                   "(puma.rb, gunicorn.conf.py, ...), run.sh, arena.env")
+                                                   "(puma.rb, gunicorn.conf.py, ...), run.sh, arena.env; under "
+                                                   "--cpu-limit/--memory-limit also kubernetes.yaml and docker-run.sh")
     add_store(tu)
     add_format(tu, NAME, "json: the answer alone on standard output, at the end; the steps go to standard error")
 
@@ -89,7 +90,9 @@ def run(args, out) -> int:
         return EXIT_FAILED
     if args.write:
         ch = tuned.chosen
-        chosen = deploy.Deployment(ch.server, ch.app, ch.processes, ch.threads, bundled=app_bundle(ch.app) is not None)
+        where = os.path.relpath(args.write)  # run.sh's path from the app's directory, where it is started
+        chosen = deploy.Deployment(ch.server, ch.app, ch.processes, ch.threads, bundled=app_bundle(ch.app) is not None,
+                                   limits=request.limits, directory=Path(args.write).name if where.startswith("..") else where)
         try:
             files = deploy.files(chosen, evidence(tuned, __version__))
         except ValueError as e:  # a configuration its server cannot be given in a file (said why)

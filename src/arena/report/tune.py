@@ -103,7 +103,8 @@ def evidence(tuned, version: str) -> list[str]:
     """The header of the config files written: the choice and the figures it rests on."""
     req = tuned.request
     lines = [f"Written by arena tune {version} on {time.strftime('%Y-%m-%d')}, {platform.node()} "
-             f"({platform.machine()}), server CPUs {','.join(map(str, req.server_cpus))}",
+             f"({platform.machine()}), server CPUs {','.join(map(str, req.server_cpus))}"
+             + (f" under {req.limits.text}" if req.limits.any else ""),
              f"goal: {req.goal}"]
     lines += answer_lines(tuned)
     lines.append(f"measured runs: experiment {tuned.experiment} in {tuned.store} "

@@ -14,11 +14,13 @@ caller gives (the evidence)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from arena.limits import PERIOD_S, Limits
 from arena.servers import catalog
 from arena.subjects import App
 
@@ -66,6 +68,8 @@ class Deployment:
     processes: int | None
     threads: int | None
     bundled: bool = False  # a user's Rack app with its own Gemfile: run under bundle exec
+    limits: Limits = Limits()  # a container's limits it was measured under: kubernetes.yaml and docker-run.sh
+    directory: str = "deploy"  # where the files are, from the app's directory (in the image too)
 
     @property
     def knobs(self) -> dict[str, int | None]:
@@ -107,7 +111,74 @@ def files(d: Deployment, header: list[str]) -> dict[str, str]:
     out["run.sh"] = run_sh(d, s, argv, header)
     env = environment(d)
     out["arena.env"] = _comments(header, "#") + "".join(f"{k}={v}\n" for k, v in env.items())
+    if d.limits.any:
+        out["kubernetes.yaml"] = kubernetes_yaml(d, port, header)
+        out["docker-run.sh"] = docker_run_sh(d, port, header)
     return out
+
+
+def kubernetes_yaml(d: Deployment, port: int, header: list[str]) -> str:
+    """A Deployment of one container that runs run.sh under the limits measured: ``resources``
+    requests equal to its limits (the Guaranteed class: the quota is the CPU it gets), the server's
+    convention variables each after a comment line saying where its value comes from. Its image is
+    the user's (the app, its server and these files): the one line to change."""
+    lim = d.limits
+    quantities = {**({"cpu": _cpu_quantity(lim.cpu)} if lim.cpu is not None else {}),
+                  **({"memory": _memory_quantity(lim.memory_mib)} if lim.memory_mib is not None else {})}
+    resources = "".join(f"              {k}: {json.dumps(v)}\n" for k, v in quantities.items())
+    env = "".join(f"            # {var}={d.knobs[knob]}: the {knob} measured (the evidence above)\n"
+                  f"            - name: {var}\n              value: {json.dumps(str(d.knobs[knob]))}\n"
+                  for knob, var in _convention_knobs(d))
+    period = ([f"The CPU quota was measured with a {lim.cpu_period_s * 1000:g} ms period; Kubernetes uses the "
+               "node's (the kubelet's cpuCFSQuotaPeriod, 100 ms by default)."]
+              if lim.cpu is not None and lim.cpu_period_s != PERIOD_S else [])
+    return (_comments(header + period + ["Set image to yours: the app, its server and these files at "
+                                         f"{d.directory}/, with the app's directory as its working directory."], "#")
+            + "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\nspec:\n  replicas: 1\n"
+            "  selector:\n    matchLabels:\n      app: app\n  template:\n    metadata:\n      labels:\n"
+            "        app: app\n    spec:\n      containers:\n        - name: app\n          image: your-app-image\n"
+            f"          command: [\"sh\", {json.dumps(d.directory + '/run.sh')}]\n"
+            f"          ports:\n            - containerPort: {port}\n"
+            + (f"          env:\n{env}" if env else "")
+            + f"          resources:\n            requests:\n{resources}            limits:\n{resources}")
+
+
+def docker_run_sh(d: Deployment, port: int, header: list[str]) -> str:
+    """``docker run`` of the user's image under the limits measured (no swap beyond the memory
+    limit, as the measurement had none), with the convention variables, running run.sh."""
+    lim = d.limits
+    flags = []
+    if lim.cpu is not None:
+        flags += (["--cpus", f"{lim.cpu:g}"] if lim.cpu_period_s == PERIOD_S else
+                  ["--cpu-period", str(lim.period_us), "--cpu-quota", str(lim.quota_us)])
+    if lim.memory_mib is not None:
+        size = f"{lim.memory_mib:g}m" if float(lim.memory_mib).is_integer() else f"{lim.memory_bytes}b"  # m: MiB
+        flags += ["--memory", size, "--memory-swap", size]
+    for k, v in environment(d).items():
+        flags += ["-e", f"{k}={v}"]
+    lines = ["#!/bin/sh", *(f"# {line}".rstrip() for line in header),
+             f"# Usage: sh {d.directory}/docker-run.sh IMAGE  (the app, its server and these files at {d.directory}/,",
+             "# with the app's directory as the image's working directory)",
+             'image=${1:?usage: sh docker-run.sh IMAGE}',
+             "exec docker run --rm " + " ".join(shlex.quote(f) for f in flags)
+             + f' -p {port}:{port} "$image" sh {shlex.quote(d.directory + "/run.sh")}']
+    return "\n".join(lines) + "\n"
+
+
+def _cpu_quantity(cores: float) -> str:
+    """Kubernetes' CPU quantity: "1", "1.5" -> "1500m", "0.25" -> "250m"."""
+    return f"{cores:g}" if float(cores).is_integer() else f"{round(cores * 1000)}m"
+
+
+def _memory_quantity(mib: float) -> str:
+    """Kubernetes' memory quantity: "512Mi", or bytes where the limit is not a whole MiB."""
+    return f"{mib:g}Mi" if float(mib).is_integer() else str(int(mib * 1024 * 1024))
+
+
+def _convention_knobs(d: Deployment) -> list[tuple[str, str]]:
+    """(knob, the variable the server's convention reads for it) of each knob set."""
+    s = catalog.get_server(d.server)
+    return [(k, s.knobs[k].env) for k, v in d.knobs.items() if v is not None and s.knobs[k].env]  # type: ignore[misc]
 
 
 def run_sh(d: Deployment, s: catalog.Server, argv: list[str], header: list[str]) -> str:
@@ -132,8 +203,7 @@ def _shell_word(arg: str) -> str:
 
 def environment(d: Deployment) -> dict[str, str]:
     """The variables the server's conventions read for its knobs (WEB_CONCURRENCY, RAILS_MAX_THREADS)."""
-    s = catalog.get_server(d.server)
-    return {s.knobs[k].env: str(v) for k, v in d.knobs.items() if v is not None and s.knobs[k].env}  # type: ignore[misc]
+    return {var: str(d.knobs[knob]) for knob, var in _convention_knobs(d)}
 
 
 def _comments(lines: list[str], mark: str) -> str:
