@@ -149,3 +149,73 @@ def test_a_worker_killed_at_the_memory_limit_makes_the_run_invalid_and_is_named(
     shown = subprocess.run([sys.executable, "-m", "arena", "show", "leak", "--store", store], capture_output=True,
                            text=True, timeout=60)
     assert "Left out (invalid runs): 1 for out of memory." in shown.stdout, shown.stdout
+
+
+def test_a_servers_documented_process_count_counts_the_nodes_cores_not_the_quota():
+    """servers/sizing.py: gunicorn's 2 x cores + 1 on a 64-core node is 129 under a quota of one
+    CPU (3 if it counted the quota, a half CPU rounded up to one); a fixed count stays; every server
+    of the catalog has its entry."""
+    from arena.servers import catalog
+    from arena.servers.sizing import SIZINGS
+
+    assert set(SIZINGS) == set(catalog.CATALOG)
+    g = SIZINGS["gunicorn-sync"]
+    assert (g.processes(64), g.processes(1), g.processes(0.5), g.processes(1.5)) == (129, 3, 3, 5)
+    assert g.inside(64, 1) == "129 on a node of 64 cores (it counts the node's); 3 if it counted the quota of 1"
+    assert SIZINGS["passenger"].inside(64, 1) == "6, whatever the node or the quota"
+    assert SIZINGS["unicorn"].processes(8) == 8 and SIZINGS["uvicorn"].processes(64) == 1
+
+
+def test_arena_servers_says_what_each_documented_count_becomes_on_a_node_under_a_quota():
+    from pathlib import Path
+
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "servers.schema.json").read_text())
+    got = subprocess.run([sys.executable, "-m", "arena", "servers", "--json", "--node-cores", "64", "--cpu-limit", "1"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    doc = json.loads(got.stdout)
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    sized = {s["name"]: s["sizing"] for s in doc["servers"]}
+    assert (sized["gunicorn-gthread"]["on_node"], sized["gunicorn-gthread"]["for_quota"]) == (129, 3)
+    assert (sized["passenger"]["on_node"], sized["passenger"]["for_quota"]) == (6, 6)
+    assert (doc["node_cores"], doc["cpu_limit"]) == (64, 1)
+    text = subprocess.run([sys.executable, "-m", "arena", "servers", "--node-cores", "64", "--cpu-limit", "1"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "250"}).stdout
+    assert "inside a container (a node of 64 cores, cpu_limit 1)" in text and "A quota is not a core count" in text
+    bad = subprocess.run([sys.executable, "-m", "arena", "servers", "--node-cores", "0"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "--node-cores" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_container_scenario_plans_the_documented_count_against_the_quotas_under_one_cpu():
+    """scenarios/container.toml: gunicorn's documented 2 x cores + 1 on this machine's cores against
+    fewer, each under a 1-CPU quota over every CPU."""
+    from pathlib import Path
+
+    from arena.limits import Limits
+    from arena.plan.experiment import load_experiment
+    from arena.servers.sizing import SIZINGS
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "scenarios" / "container.toml")
+    assert {c.limits for c in exp.servers} == {Limits(cpu=1.0)} and exp.shared
+    assert SIZINGS["gunicorn-sync"].processes(2) in {c.processes for c in exp.servers}  # on this 2-core machine
+    assert min(c.processes for c in exp.servers) == 1 and len(exp.server_cpus) == 2
+
+
+def test_the_reports_method_says_what_a_documented_count_comes_to_for_a_server_run_under_a_quota():
+    import dataclasses
+
+    from arena.report.data import container_lines
+    from arena.results.store import Store
+    from tests.conftest import report_store
+
+    with Store(report_store()) as s:
+        runs = s.runs("tiny-grid")
+    assert container_lines(runs, 2) == []  # no run under a quota: nothing to say
+    gthread = [dataclasses.replace(r, launch={"limits": {"cpu": 0.5, "cpu_period_s": 0.1, "memory_mib": None}})
+               for r in runs if r.server == "gunicorn-gthread"]
+    (line, why) = container_lines(gthread, 64)
+    assert line.startswith("Inside a container on this machine as its node: gunicorn-gthread's documented process "
+                           "count, 2 x cores + 1 workers") and "129 on a node of 64 cores" in line
+    assert "3 if it counted the quota of 0.5" in line and why.startswith("A quota is not a core count")

@@ -2,18 +2,25 @@
 schemas/servers.schema.json)."""
 
 
+import os
+
 from rich.markup import escape
 from rich.table import Table
 
-from arena.cli.args import add_format, print_json
+from arena.cli.args import add_format, count, positive, print_json
 from arena.app.servers import servers
 from arena.servers import catalog
+from arena.servers.sizing import NODE_COUNTS, SIZINGS
 
 NAME = "servers"
 
 
 def add(sub) -> None:
     p = sub.add_parser(NAME, help="list the servers Arena knows, their knobs and what is installed")
+    p.add_argument("--node-cores", type=count("--node-cores", 1, 4096), default=os.cpu_count() or 1, metavar="N",
+                   help="the node's cores, for the process counts inside a container (default: this machine's)")
+    p.add_argument("--cpu-limit", type=positive("--cpu-limit", hi=4096, what="a number of cores"), metavar="CORES",
+                   help="a container's CPU quota on that node, in cores (0.5, 1)")
     add_format(p, NAME)
 
 
@@ -23,8 +30,10 @@ def run(args, out) -> int:
             {"name": i.server.name, "language": i.server.language, "model": i.server.model,
              "knobs": {k: {"default": v.default, "env": v.env, "why": v.why} for k, v in i.server.knobs.items()},
              "settings": list(catalog.options_for(i.server)), "apps": list(i.server.apps),
-             "available": i.available, "install": None if i.available else i.server.install_hint, "version": i.version}
-            for i in servers()], "not_run": dict(catalog.MISSING), "how_to_add": dict(catalog.HOW_TO_ADD)}
+             "available": i.available, "install": None if i.available else i.server.install_hint, "version": i.version,
+             "sizing": _sizing_json(i.server.name, args.node_cores, args.cpu_limit)}
+            for i in servers()], "not_run": dict(catalog.MISSING), "how_to_add": dict(catalog.HOW_TO_ADD),
+            "node_cores": args.node_cores, "cpu_limit": args.cpu_limit}
         print_json(doc)
         return 0
     table = Table(title="Servers")
@@ -39,6 +48,15 @@ def run(args, out) -> int:
         table.add_row(s.name, s.language, s.model, knobs, escape(settings), ", ".join(s.apps),
                       "yes" if info.available else escape(f"no: {s.install_hint}"), info.version or "-")
     out.print(table)
+    quota = f", cpu_limit {args.cpu_limit:g}" if args.cpu_limit else ""
+    sized = Table(title=f"Processes as documented, inside a container (a node of {args.node_cores} cores{quota})")
+    for col in ("name", "documented", "inside a container", "reference"):
+        sized.add_column(col)
+    for info in infos:
+        z = SIZINGS[info.server.name]
+        sized.add_row(info.server.name, escape(z.rule), escape(z.inside(args.node_cores, args.cpu_limit)), z.reference)
+    out.print(sized)
+    out.print(f"A quota is not a core count: {NODE_COUNTS}.", highlight=False, markup=False)
     out.print(f"Installed: {sum(i.available for i in infos)} of {len(infos)}. To add one:", highlight=False)
     for language, how in catalog.HOW_TO_ADD.items():
         out.print(f"  {language.capitalize()} servers: {how}", highlight=False, markup=False)
@@ -46,3 +64,9 @@ def run(args, out) -> int:
     for name, why in catalog.MISSING.items():
         out.print(f"  {name}: {why}", highlight=False, markup=False)
     return 0
+
+
+def _sizing_json(server: str, node_cores: int, quota: float | None) -> dict:
+    z = SIZINGS[server]
+    return {"rule": z.rule, "per_core": z.per_core, "plus": z.plus, "reference": z.reference,
+            "on_node": z.processes(node_cores), "for_quota": None if quota is None else z.processes(quota)}

@@ -19,6 +19,7 @@ from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, head
 from arena.results.answer import Answer
 from arena.results import validity
 from arena.results.runs import Run
+from arena.servers.sizing import NODE_COUNTS, SIZINGS
 
 SECTIONS = (
     ("throughput", "Throughput", "How many requests per second each configuration served at each load level."),
@@ -188,6 +189,27 @@ def chain(run: Run) -> str | None:
     return (f"client ({run.driver}, CPUs {env.load_cpus or '-'}) -> {front.kind} {front.version or ''} "
             f"(CPUs {env.service_cpus or env.server_cpus or '-'}) -> {len(launch.instances)} x {run.server} ({where}) "
             f"over {over}")
+
+
+def container_lines(runs: list[Run], node_cores: int | None) -> list[str]:
+    """For each server run under a CPU quota: what its documented process count comes to in a
+    container on this machine as its node (servers/sizing.py), beside what the quota would give."""
+    quotas: dict[str, set[float]] = {}
+    for r in runs:
+        cpu = (r.launch.get("limits") or {}).get("cpu")
+        if cpu is not None:
+            quotas.setdefault(r.server, set()).add(cpu)
+    if not quotas or node_cores is None:
+        return []
+    lines = []
+    for server, qs in quotas.items():
+        z = SIZINGS.get(server)
+        if z is None:
+            continue
+        came = "; ".join(dict.fromkeys(z.inside(node_cores, q) for q in sorted(qs)))
+        lines.append(f"Inside a container on this machine as its node: {server}'s documented process count, {z.rule}, "
+                     f"comes to {came} ({z.reference}).")
+    return lines + [f"A quota is not a core count: {NODE_COUNTS}."] if lines else []
 
 
 def topology_section(cells: list[Cell]) -> Section | None:
@@ -461,6 +483,7 @@ def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[
         INTERVALS,
         clients_note(definition),
     ]
+    method += container_lines(runs, env.cpus if env and env.cpus else None)
     if len(envs) > 1:
         method.append(f"The runs ran in {len(envs)} different environments; the first is shown.")
     env_rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in (env.__dict__ if env else {}).items()]
