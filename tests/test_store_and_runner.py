@@ -256,7 +256,9 @@ def test_an_oom_kill_is_the_first_cause_named_with_its_limit_and_peak():
 
 def test_the_method_states_every_rule_with_the_experiments_thresholds():
     text = method({"error_threshold": 0.05, "drift_threshold": 0.25, "others_threshold": 1, "speed_threshold": 10})
-    assert text.startswith("A run is invalid when no request was answered at all; or no request succeeded; or ")
+    assert text.startswith("A run is invalid when the kernel's OOM killer ended one of the server's processes at its "
+                           "memory limit ([[servers]] memory_limit); or no request was answered at all; or no request "
+                           "succeeded; or ")
     assert "passed error_threshold (5%) of the requests answered" in text
     assert "more than others_threshold (100%) of the run's CPUs" in text and "speed_threshold (1000%)" in text
     assert "its loop did not run for over 100 ms" in text and "more than 1% of the requests" in text
