@@ -26,7 +26,7 @@ import orjson
 from arena.atomic import write_file
 from arena.errors import ArenaError, NotSaved, did_you_mean
 from arena.results.load import LoadFigures, from_dict, summary
-from arena.results.runs import FAILURE_COLUMNS, Failure, Run, decode, schema_problem
+from arena.results.runs import FAILURE_COLUMNS, Environment, Failure, Run, decode, schema_problem
 
 
 def _summaries(db: sqlite3.Connection) -> None:
@@ -530,8 +530,16 @@ class Store:
         def deferred(text: str) -> Any:
             return None if text == "null" else functools.partial(_loads, text)
 
+        environments: dict[str, Environment] = {}  # the machine's description, one object for the runs that share it
+
+        def environment(text: str) -> Environment:
+            if text not in environments:
+                environments[text] = Environment.from_json(_loads(text) or {})
+            return environments[text]
+
         with _uncollected():
-            return [decode(r, {**{k: parsed(r[k]) for k in DOCUMENTS if k != "load"}, "load": deferred(r["load"]),
+            return [decode(r, {**{k: parsed(r[k]) for k in DOCUMENTS if k not in ("load", "environment")},
+                               "environment": environment(r["environment"]), "load": deferred(r["load"]),
                                "figures": _loads(r["figures"])}) for r in rows]
 
 
