@@ -810,6 +810,7 @@ impl<'a> Worker<'a> {
             let part = self.interval_at(now);
             part.completed += 1;
             part.response.saturating_record(us(now.saturating_sub(flight.req.intended)));
+            part.count_worker(head.pid);
         }
         self.next_for_user(now);
     }

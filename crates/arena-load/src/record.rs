@@ -219,11 +219,22 @@ pub struct IntervalPart {
     pub completed: u64,
     pub errors: u64,
     pub sent: u64,
+    /// The interval's completions per server process (X-Arena-Pid), at most MAX_WORKERS of them:
+    /// what each process served by when (a soak fits its memory against them).
+    pub workers: BTreeMap<u32, u64>,
 }
 
 impl IntervalPart {
     pub fn new(index: u64) -> IntervalPart {
-        IntervalPart { index, response: histogram(), completed: 0, errors: 0, sent: 0 }
+        IntervalPart { index, response: histogram(), completed: 0, errors: 0, sent: 0, workers: BTreeMap::new() }
+    }
+
+    pub fn count_worker(&mut self, pid: Option<u32>) {
+        if let Some(pid) = pid {
+            if self.workers.len() < MAX_WORKERS || self.workers.contains_key(&pid) {
+                *self.workers.entry(pid).or_default() += 1;
+            }
+        }
     }
 }
 
@@ -242,6 +253,9 @@ pub struct SeriesPoint {
     /// The interval's response-time histogram, encoded (`encode`): a per-interval .hlog, or
     /// several load hosts' intervals merged exactly.
     pub hdr: String,
+    /// Its completions per server process (pid -> count), where the server names its processes.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub workers: BTreeMap<String, u64>,
 }
 
 /// Merges the parts of each interval from every worker; an interval is summarized (and its
@@ -266,6 +280,9 @@ impl SeriesMerger {
         entry.1.completed += part.completed;
         entry.1.errors += part.errors;
         entry.1.sent += part.sent;
+        for (pid, n) in &part.workers {
+            *entry.1.workers.entry(*pid).or_default() += n;
+        }
         if entry.0 == self.workers {
             let (_, done) = self.open.remove(&index).expect("present");
             self.points.push(self.summarize(done));
@@ -296,6 +313,7 @@ impl SeriesMerger {
             p99_us: q(0.99),
             max_us: (h.len() > 0).then(|| h.max()),
             hdr: encode(h),
+            workers: part.workers.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         }
     }
 }
@@ -347,12 +365,18 @@ mod tests {
             b.response.record(v).unwrap();
         }
         b.completed = 3;
+        a.count_worker(Some(7));
+        b.count_worker(Some(7));
+        b.count_worker(Some(8));
+        b.count_worker(None);
         m.add(a);
         assert!(m.points.is_empty(), "one part of two is not a summary");
         m.add(b);
         let p = &m.points[0];
         // below 2048 a 3-digit histogram is exact; 100000 is kept to within 0.1%
         assert_eq!((p.completed, p.p50_us, p.max_us.map(|v| v / 100)), (4, Some(2000), Some(1000)));
+        let per: Vec<_> = p.workers.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(per, [("7", 2), ("8", 1)], "each process's completions, summed over the parts");
         m.add(IntervalPart::new(1)); // an interval where nothing completed (a stall) is kept
         let series = m.finish();
         assert_eq!(series.len(), 2);

@@ -141,7 +141,7 @@ def _read_stderr(stream, live: Callable[[SeriesPoint], None] | None, messages: l
         line = raw.decode("utf-8", "replace").strip()
         if live and line.startswith("{"):
             try:
-                live(SeriesPoint(**json.loads(line)))
+                live(SeriesPoint.of(json.loads(line)))
                 continue
             except (ValueError, TypeError):
                 pass
@@ -189,7 +189,7 @@ def parse(doc: dict[str, Any]) -> LoadResult:
         tool="arena-load", tool_version=doc["tool"]["version"], model=c["model"], url=c["url"],
         connections=c["connections"], rate=c["rate"], interrupted=doc["interrupted"], measured=_phase(doc["measured"]),
         warmup=_phase(doc["warmup"]) if doc["warmup"] else None,
-        series=[SeriesPoint(**p) for p in doc["series"]],
+        series=[SeriesPoint.of(p) for p in doc["series"]],
         generator_cpu_s=g["cpu_user_s"] + g["cpu_system_s"], generator_utilization=g["utilization"],
         cpu_per_request_us=g["cpu_per_request_us"],
         schedule_lag=Histogram.from_json(g["schedule_lag"]) if g["schedule_lag"] else None,

@@ -76,7 +76,8 @@ def series(all_series: Sequence[Sequence[SeriesPoint]]) -> list[SeriesPoint]:
         out.append(SeriesPoint(
             t, _sum([p.sent for p in ps]), sum(p.completed for p in ps), sum(p.errors for p in ps),
             h.p("50") if h else None, h.p("90") if h else None, h.p("99") if h else None,
-            h.max if h else max((p.max_us for p in ps if p.max_us is not None), default=None), h.hdr if h else None))
+            h.max if h else max((p.max_us for p in ps if p.max_us is not None), default=None), h.hdr if h else None,
+            _counts([p.workers or {} for p in ps]) or None))
     return out
 
 

@@ -98,6 +98,13 @@ class SeriesPoint:
     p99_us: int | None
     max_us: int | None
     hdr: str | None = None  # the interval's response-time histogram, encoded (arena-load; None before it)
+    workers: dict[int, int] | None = None  # its completions per server process (pid), where the server names them
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> "SeriesPoint":
+        """A point as arena-load writes it, or as stored: its pids (JSON's string keys) as numbers."""
+        workers = d.get("workers")
+        return cls(**{**d, "workers": {int(pid): n for pid, n in workers.items()} if workers else None})
 
     def histogram(self) -> Histogram | None:
         """The interval's response times as a Histogram, or None without an encoding."""
@@ -203,6 +210,6 @@ def from_dict(d: dict[str, Any]) -> LoadResult:
 
     d = dict(d)
     d["measured"], d["warmup"] = phase(d["measured"]), phase(d["warmup"])
-    d["series"] = [SeriesPoint(**s) for s in d["series"]]
+    d["series"] = [SeriesPoint.of(s) for s in d["series"]]
     d["schedule_lag"] = hist(d["schedule_lag"])
     return LoadResult(**d)
