@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 import psutil
@@ -102,7 +102,12 @@ def read_process(pid: int) -> ProcessMemory | None:
 
 
 def sample_once(source: Source, reader: Callable[[int], ProcessMemory | None] = read_process) -> Sample:
-    return combine([m for m in map(reader, source.pids()) if m is not None])
+    return combine(list(read_each(source, reader).values()))
+
+
+def read_each(source: Source, reader: Callable[[int], ProcessMemory | None] = read_process) -> dict[int, ProcessMemory]:
+    """Each process of the set read once, by pid (those that exited meanwhile left out)."""
+    return {pid: m for pid, m in ((pid, reader(pid)) for pid in source.pids()) if m is not None}
 
 
 # ---------------------------------------------------------------------- the probe
@@ -111,13 +116,17 @@ def sample_once(source: Source, reader: Callable[[int], ProcessMemory | None] = 
 class Probe:
     """Samples ``source`` every ``interval`` seconds on a background thread from start() to stop().
 
-    Always takes a sample at start and at stop, so even a short window has two.
+    Always takes a sample at start and at stop, so even a short window has two. With
+    ``per_process``, each sample's PSS of every process is kept too, by pid, with its time since
+    the start (a soak's memory over time).
     """
 
     def __init__(self, source: Source, interval: float = 0.5,
                  reader: Callable[[int], ProcessMemory | None] = read_process,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, per_process: bool = False):
         self.source, self.interval, self.reader, self.clock = source, interval, reader, clock
+        self.per_process = per_process
+        self._series: list[tuple[float, dict[str, int]]] = []
         self._samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -135,24 +144,32 @@ class Probe:
         self._cpu0 = self.source.cpu_times()
         self._throttled0 = self.source.throttling()
         self._memory0 = self.source.memory_events()
-        self._samples.append(sample_once(self.source, self.reader))
+        self._sample()
         self._thread = threading.Thread(target=self._run, name="arena-probe", daemon=True)
         self._thread.start()
         return self
 
+    def _sample(self) -> None:
+        each = read_each(self.source, self.reader)
+        self._samples.append(combine(list(each.values())))
+        if self.per_process:
+            self._series.append((round(self.clock() - self._t0, 3), {str(pid): m.pss for pid, m in each.items()}))
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self._samples.append(sample_once(self.source, self.reader))
+            self._sample()
 
     def stop(self) -> ResourceResult:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._samples.append(sample_once(self.source, self.reader))
+        self._sample()
         window = self.clock() - self._t0
-        return summarize(self._samples, self._cpu0, self.source.cpu_times(), window,
-                         self.source.memory_peak(), self.source.backend,
-                         _since(self._throttled0, self.source.throttling()), _since(self._memory0, self.source.memory_events()))
+        result = summarize(self._samples, self._cpu0, self.source.cpu_times(), window,
+                           self.source.memory_peak(), self.source.backend,
+                           _since(self._throttled0, self.source.throttling()),
+                           _since(self._memory0, self.source.memory_events()))
+        return replace(result, pss_series=self._series) if self.per_process else result
 
     def __enter__(self) -> "Probe":
         return self.start()

@@ -168,7 +168,9 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     checks = [seams.speed(cpus)] if reference is not None else []
     before = stable_pids(server)
     events0 = server.procset.memory_events()  # from the warm-up on: an OOM kill in it spoils the run too
-    probes = {"": seams.probe(server.procset, interval=0.5),
+    soak = exp.soak_every_s is not None  # each process's memory over time, every soak_every
+    probes = {"": seams.probe(server.procset, interval=exp.soak_every_s, per_process=True) if soak
+              else seams.probe(server.procset, interval=0.5),
               **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
     stopped: dict[str, ResourceResult] = {}
     window: list[float] = []

@@ -15,6 +15,7 @@ from arena.app.store import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model.search import Capacity, capacities
 from arena.results.answer import Answer, Goal, answers
+from arena.results.soak import Soak, soak_of
 from arena.results.thresholds import Outcome, evaluate, failed
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class Analysis:
     # a capacity search's experiment ([load] find = "capacity", arena tune): each configuration's
     # capacity within the goal, from its runs at open rates: (label, workload, model.search.Capacity)
     capacities: list[tuple[str, str, Capacity]] = field(default_factory=list)
+    soaks: list[Soak] = field(default_factory=list)  # a soak's runs ([load] soak): each worker's memory growth
 
     @property
     def failed_thresholds(self) -> list[Outcome]:
@@ -77,7 +79,9 @@ def analyse(res: Results, flags: GoalFlags = GoalFlags()) -> Analysis:
     if res.definition.find == "capacity":
         label = {r.config: r.label for r in res.runs}
         found = [(label[config], workload, cap) for (config, workload), cap in capacities(res.runs, g).items()]
-    return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, res.definition.thresholds), found)
+    soaks = [s for s in map(soak_of, res.runs) if s is not None]  # an invalid one too: an OOM kill ends a soak
+    return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, res.definition.thresholds), found,
+                    soaks)
 
 
 def analyses(store_path: str, name: str | None = None, flags: GoalFlags = GoalFlags()) -> list[Analysis]:

@@ -8,6 +8,7 @@ from rich.markup import escape
 from arena.app.analysis import analyses
 from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_flags, add_format, print_json
 from arena.report.answer import answer_lines, experiment_json, threshold_lines
+from arena.report.soak import soak_lines
 from arena.report.data import comparison_table
 from arena.report.show import junit, markdown, text_table
 from arena.report.summary import load_summary
@@ -52,7 +53,8 @@ def run(args, out) -> int:
         for answer in a.answers:
             for line in answer_lines(answer, len(a.answers) > 1):
                 out.print(line, highlight=False, markup=False)
-        for line in capacity_lines(a.capacities) + threshold_lines(a.thresholds):
+        for line in capacity_lines(a.capacities) + threshold_lines(a.thresholds) + [x for s in a.soaks
+                                                                                     for x in soak_lines(s)]:
             out.print(line, highlight=False, markup=False)
         # made to the console's width already: written as it is (rich took 0.12 s to print 1,000 rows)
         out.file.write(text_table(comparison_table(res.cells), f"{res.name}: medians of valid repetitions; intervals "

@@ -170,6 +170,9 @@ class Experiment:
     find_from: float | None = None  # the rate that search starts from (None: from a closed-loop run)
     cluster: Cluster | None = None  # several load hosts ([cluster]); None: arena-load here
     path: str = ""  # the file it was read from, resolved when read ("" for one no file holds: arena tune's)
+    # a soak ([load] soak): each process's PSS is sampled every this many seconds over the run's
+    # window, which is the soak's length (duration); None: not a soak
+    soak_every_s: float | None = None
 
     @property
     def shared(self) -> bool:
@@ -320,7 +323,11 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
                                               "each needs its own, or their runs would be merged into one row")
         seen[c.name] = c
 
-    duration = top.duration("duration", None if "requests" in data else "10s", MAX_DURATION_S)
+    soak_s, soak_every = _soak(load, find)
+    if soak_s is not None and ("duration" in data or "requests" in data):
+        key = "duration" if "duration" in data else "requests"
+        raise top.fail(key, data[key], "a soak's length is [load] soak: give one or the other")
+    duration = soak_s or top.duration("duration", None if "requests" in data else "10s", MAX_DURATION_S)
     requests = top.integer("requests", None, 1, 10**12)
     if duration == 0:
         raise top.fail("duration", data.get("duration"), "must be above 0")
@@ -366,7 +373,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
         goal=goal, thresholds=tuple(thresholds), source=data, find=find, find_from=find_from,
-        cluster=cluster,
+        cluster=cluster, soak_every_s=soak_every,
     )
     if later is not None:  # the reader let it pass: the schema's word stands
         raise later
@@ -512,6 +519,29 @@ def _find(ld: Reader) -> tuple[str | None, float | None]:
     return "capacity", None if start is None else float(start)
 
 
+SOAK_LEAST_S = 30.0  # a soak shorter than this tells no growth from the start's
+SOAK_EVERY_S = (1.0, 60.0)  # how often a soak samples each process: at least every minute
+
+
+def _soak(ld: Reader, find: str | None) -> tuple[float | None, float | None]:
+    """``[load] soak = "10m"``: one long run at each level, each process's PSS sampled every
+    ``soak_every`` (5 s by default); (its length, the sampling interval), or (None, None)."""
+    if "soak" not in ld.table:
+        if "soak_every" in ld.table:
+            raise ld.fail("soak_every", ld.get("soak_every"), "applies to a soak: give soak = \"10m\" too")
+        return None, None
+    if find:
+        raise ld.fail("soak", ld.get("soak"), "a soak runs at given levels, not with find = \"capacity\"")
+    soak = ld.duration("soak", None, MAX_DURATION_S)
+    if soak is None or soak < SOAK_LEAST_S:
+        raise ld.fail("soak", ld.get("soak"), f"must be a duration of at least {SOAK_LEAST_S:g}s, such as \"10m\"")
+    every = ld.duration("soak_every", "5s", SOAK_EVERY_S[1])
+    if every < SOAK_EVERY_S[0] or every * 3 > soak:
+        raise ld.fail("soak_every", ld.get("soak_every"), f"must be a duration from {SOAK_EVERY_S[0]:g}s to "
+                                                          f"{SOAK_EVERY_S[1]:g}s, a third of the soak at most")
+    return soak, every
+
+
 def _levels(ld: Reader) -> list[Level]:
     """A ``[load]`` table (or a workload's ``load``): the model and its levels."""
     model = ld.string("model", "closed", MODELS)
@@ -550,7 +580,11 @@ def _workload(r: Reader, named: bool, read_mix: bool = True, clients: Clients = 
     """A [workload] table: one request (``path``, ``method``) or a request mix file (``mix``, read
     relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone).
     A named workload may have its own ``clients`` over the experiment's, and its own ``load``."""
-    levels = tuple(_levels(Reader(r.file, _table(r, "load"), f"{r.prefix}load."))) if "load" in r.table else ()
+    own = Reader(r.file, _table(r, "load"), f"{r.prefix}load.")
+    for key in ("soak", "soak_every"):
+        if key in own.table:
+            raise own.fail(key, own.get(key), "applies to the experiment's [load] only: a soak is the experiment's")
+    levels = tuple(_levels(own)) if "load" in r.table else ()
     if "clients" in r.table:
         clients = _clients(r, "clients", clients)
     expect = r.string("expect_status")  # its shape is the schema's; a range must also run upwards

@@ -328,6 +328,18 @@ def time_series(runs: list[Run]) -> Chart:
     return chart
 
 
+def soak_memory(soaks) -> Chart | None:
+    """A soak's memory against requests, per worker (results/soak.py): each worker's PSS at each
+    sample against the requests it had served by then, one soak at a time (the selector)."""
+    chart = Chart("soak-memory", "soak", "Memory against requests served, per worker", "requests the worker had served",
+                  "PSS, MiB", note="one soak at a time; each line a worker process (pid), each point a sample")
+    for s in soaks:
+        group = f"{s.label} at {s.level}"
+        for w in s.workers:
+            chart.series.append(Series(f"pid {w.pid}", [x for x, _ in w.points], [y for _, y in w.points], group=group))
+    return chart if chart.series else None
+
+
 def errors(runs: list[Run]) -> Chart | None:
     """Errors by class, and responses by non-2xx status, per configuration (all runs, valid or not);
     None when there was none (the report says so in a sentence)."""

@@ -12,6 +12,7 @@ from typing import Sequence
 from arena.clients import SEGMENT, SLOW_RCVBUF, Clients
 from arena.plan.stored import StoredExperiment
 from arena.report import charts as ch
+from arena.report.soak import soak_lines
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
 from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, headline, interval_text, notes,
@@ -410,7 +411,8 @@ def charted(answers: Sequence[Answer], cells: list[Cell], top: int = TOP) -> set
 
 def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[Cell], found,
           answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
-          steps: Sequence[tuple[str, str]] = (), capacities: Sequence = (), shown: set[str] | None = None) -> Report:
+          steps: Sequence[tuple[str, str]] = (), capacities: Sequence = (), shown: set[str] | None = None,
+          soaks: Sequence = ()) -> Report:
     """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
     workload; ``comparison``: its published study beside it, when it reproduces one). Its charts draw
     the configurations ``shown`` (None: every one; the heatmaps draw every one anyway: a grid is read
@@ -457,6 +459,12 @@ def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[
     topology = topology_section(cells)
     if topology is not None:
         sections.append(topology)
+    memory_over_requests = ch.soak_memory(soaks)
+    if memory_over_requests is not None:
+        sections.append(Section("soak", "Soak: memory against requests",
+                                "Each worker's PSS sampled over a soak against the requests it had served by then: "
+                                "a line's slope is its growth, fitted by least squares with a 95% interval.",
+                                [memory_over_requests], [line.strip() for s in soaks for line in soak_lines(s)]))
     tuning = tuning_section(runs, steps, goal, capacities)
     if tuning is not None:
         sections.insert(2, tuning)

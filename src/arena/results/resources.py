@@ -29,6 +29,9 @@ class ResourceResult:
     # under a memory limit (the cgroup's events over the window): times the limit was reached, OOM kills
     memory_limit_hits: int | None = None
     oom_kills: int | None = None
+    # a soak's memory over time: at each sample, seconds since the window's start and each process's
+    # PSS in bytes, by pid (a JSON object's keys: strings); None where not kept
+    pss_series: list[tuple[float, dict[str, int]]] | None = None
 
     @property
     def cpu_s(self) -> float | None:
