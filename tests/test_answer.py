@@ -309,3 +309,21 @@ def test_a_sentence_names_at_most_ten_configurations_and_counts_the_rest():
     assert listed(names) == "; ".join(names[:LISTED]) + "; and 15 more (each in the table, and in show --json)"
     assert listed(names[:LISTED + 1]) == "; ".join(names[:LISTED + 1])  # never "and 1 more" in place of a name
     assert listed(names[:3]) == "puma p=0; puma p=1; puma p=2"
+
+
+def test_of_equal_throughput_the_lower_p99_then_the_less_memory_stands_first_not_the_files_order(res):
+    """An open load every configuration serves in full: equal throughput. The standing puts the lower
+    median p99 first, then the smaller PSS, whatever order the configurations were run in."""
+    from arena.results.answer import standings
+    from arena.results.aggregate import Figure
+
+    base = res.cells[0]
+
+    def cell(config, p99, pss):
+        return dataclasses.replace(base, config=config, label=config, throughput=Figure(100.0, None, 3),
+                                   p99_us=Figure(p99, None, 3), pss_bytes=Figure(pss, None, 3))
+
+    cells = [cell("a", 22_000, 60e6), cell("b", 19_000, 40e6), cell("c", 19_000, 35e6), cell("d", 20_000, 1e6)]
+    assert [c.config for c in standings(cells)] == ["c", "b", "d", "a"]
+    faster = dataclasses.replace(cell("e", 90_000, 90e6), throughput=Figure(100.2, None, 3))
+    assert standings(cells + [faster])[0].config == "e"  # more throughput still comes first
