@@ -24,7 +24,7 @@ from typing import Callable
 
 from arena.errors import ArenaError, FailedStart, forking, stop_if_asked
 from arena.http_client import Client, check_host, free_port, port_free
-from arena.limits import Limits
+from arena.limits import Limits, memory_text
 from arena.servers import catalog
 from arena.servers.bundle import Bundle, bundle_of
 from arena.servers.cgroup import PREFIX, ProcessSet, create, reap_stale, stale, survivors, zombie_children
@@ -596,7 +596,19 @@ def _wait_ready(running: RunningServer, app: App, timeout: float) -> None:
             _warm_up(running, app, client, name)
         return None
 
-    poll_ready(name, timeout, exited, attempt, f"GET {app.health}")
+    try:
+        poll_ready(name, timeout, exited, attempt, f"GET {app.health}")
+    except ArenaError as e:
+        raise ArenaError(f"{e}{_killed_starting(running)}") from None
+
+
+def _killed_starting(running: RunningServer) -> str:
+    """Where the kernel OOM-killed one of the server's processes while it started: said, with its limit."""
+    events = running.procset.memory_events()
+    if events is None or not events.oom_kills or running.spec.limits.memory_mib is None:
+        return ""
+    return (f": the kernel killed {events.oom_kills} of its processes at its memory limit of "
+            f"{memory_text(running.spec.limits.memory_mib)} (memory_limit) while it started: starting takes more")
 
 
 REFUSALS = 4  # the app's own answers of 400 or more in a row that end the ready wait: it is up, and says no
