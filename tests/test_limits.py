@@ -57,6 +57,17 @@ def test_a_cpu_quota_holds_a_real_server_back_and_its_throttling_is_stored(tmp_p
     used = limited["resources"]
     assert (used["cpu_user_s"] + used["cpu_system_s"]) / used["window_s"] <= 0.55  # the quota's half a core
     assert limited["throughput"] < 0.7 * free["throughput"] and limited["p99_us"] > free["p99_us"]
+    from arena.results.aggregate import aggregate
+    from arena.results.store import Store
+
+    from arena.results.answer import binding
+
+    with Store(store) as s:
+        cells = {c.config: c for c in aggregate(s.runs("quota"))}
+    held = cells["puma[rack] p=2 t=4 cpu=0.5"]  # the wait for the quota's next period, its own part
+    parts = held.decomposition
+    assert parts["CPU quota wait"] > 1.0 and cells["puma[rack] p=2 t=4"].decomposition["CPU quota wait"] is None
+    assert re.fullmatch(r"CPU: (9\d|1\d\d)% of its 0.5-core quota busy, throttled \d+ ms a second", binding(held))
     shown = subprocess.run([sys.executable, "-m", "arena", "show", "quota", "--store", store], capture_output=True,
                            text=True, timeout=60, env=env)
     assert "throttled ms/s" in shown.stdout, shown.stdout

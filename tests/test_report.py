@@ -224,8 +224,13 @@ def test_decomposition_adds_up():
     parts = decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0)
     assert parts == {"queue": 4.0, "GIL/CPU wait": 2.0, "CPU": 8.0, "I/O": 15.0, "other in app": 5.0,
                      "outside the app": 6.0, "pool wait": None, "database": None, "downstream API": None,
-                     "CPU outside the request thread": None}
+                     "CPU outside the request thread": None, "CPU quota wait": None}
     assert sum(v for v in parts.values() if v) == 40.0
+    # under a CPU quota: the throttled time per request comes out of the GIL/CPU wait, at most all of it
+    held = decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0, quota_ms=1.5)
+    assert (held["CPU quota wait"], held["GIL/CPU wait"]) == (1.5, 0.5) and sum(v for v in held.values() if v) == 40.0
+    most = decomposition({"app": 30.0, "cpu": 8.0, "cpuwall": 10.0, "io": 15.0, "queue": 4.0}, 40.0, quota_ms=9.0)
+    assert (most["CPU quota wait"], most["GIL/CPU wait"]) == (2.0, 0.0)
     # a /db request: its I/O phase split into the pool wait and the query, the parts still add up
     db = decomposition({"app": 12.0, "cpu": 0.0, "cpuwall": 0.0, "io": 11.5, "pool": 3.0, "db": 8.0}, 14.0)
     assert (db["pool wait"], db["database"], db["I/O"], db["downstream API"]) == (3.0, 8.0, 0.5, None)

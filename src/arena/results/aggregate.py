@@ -68,7 +68,8 @@ class Figure:
 
 
 OUTSIDE_THREAD = "CPU outside the request thread"
-DECOMPOSITION = ("queue", "GIL/CPU wait", "CPU", OUTSIDE_THREAD, "pool wait", "database", "downstream API", "I/O",
+QUOTA_WAIT = "CPU quota wait"
+DECOMPOSITION = ("queue", QUOTA_WAIT, "GIL/CPU wait", "CPU", OUTSIDE_THREAD, "pool wait", "database", "downstream API", "I/O",
                  "other in app", "outside the app")
 # The request thread's CPU (the timing's cpu) and the server's whole CPU per request (its cgroup) are
 # told apart beyond this ratio: an app that hands work to a thread pool waits for CPU the timing
@@ -82,7 +83,7 @@ ARENA_METRICS = ("queue", "app", "cpu", "cpuwall", "io", *(metric for _, metric 
 
 
 def decomposition(server_timing: dict[str, float], response_ms: float,
-                  cgroup_cpu_ms: float | None = None) -> dict[str, float | None]:
+                  cgroup_cpu_ms: float | None = None, quota_ms: float | None = None) -> dict[str, float | None]:
     """Mean response time split into parts, from mean Server-Timing figures (ms).
 
     queue: the request's wait before the app (X-Request-Start to the app's start); GIL/CPU wait:
@@ -95,7 +96,13 @@ def decomposition(server_timing: dict[str, float], response_ms: float,
     ``cgroup_cpu_ms``, the server's whole CPU per request, cross-checks the request thread's: beyond
     CPU_CHECK_RATIO times it, the difference is CPU the request waited for in other threads (an
     async app's thread pool), taken out of "other in app" as CPU outside the request thread (at most
-    all of "other in app": the rest is the server's own work, outside the app)."""
+    all of "other in app": the rest is the server's own work, outside the app).
+
+    ``quota_ms``, under a CPU quota the time its cgroup was throttled per request (the kernel's
+    throttled time, summed over the CPUs it held back, over the requests answered), is the wait for
+    the quota's next period: taken out of the GIL/CPU wait, where a request thread runnable but held
+    back waits (at most all of it). Each CPU-second held back kept at least the one runnable thread
+    there waiting, so it is the least the quota cost a request."""
     g = server_timing.get
     app, cpu, cpuwall, io = g("app"), g("cpu"), g("cpuwall"), g("io")
     queue = g("queue")
@@ -104,6 +111,9 @@ def decomposition(server_timing: dict[str, float], response_ms: float,
     if cpu is not None and cpuwall is not None:
         parts["GIL/CPU wait"] = max(0.0, cpuwall - cpu)
         parts["CPU"] = cpu
+        if quota_ms is not None:
+            parts[QUOTA_WAIT] = min(quota_ms, parts["GIL/CPU wait"])
+            parts["GIL/CPU wait"] -= parts[QUOTA_WAIT]
     apart = {part: g(metric) for part, metric in IO_PARTS if g(metric) is not None}
     parts.update(apart)
     parts["I/O"] = None if io is None else max(0.0, io - sum(apart.values()))
@@ -150,7 +160,9 @@ def run_decomposition(run: Run) -> dict[str, float | None] | None:
     mean = mean_response_ms(run)
     if mean is None or run.figures.timing_ms is None:
         return None
-    return decomposition(mean_timing_ms(run), mean, cpu_per_request_ms(run))
+    throttled, answered = run.throttled_ms, run.figures.completed
+    quota = throttled / answered if throttled and answered else None  # a quota that held it back
+    return decomposition(mean_timing_ms(run), mean, cpu_per_request_ms(run), quota)
 
 
 @dataclass(frozen=True)

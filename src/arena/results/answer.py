@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from arena import stats
 from arena.cpus import cpu_list
-from arena.results.aggregate import FIGURES, Cell, Figure, workloads
+from arena.results.aggregate import FIGURES, QUOTA_WAIT, Cell, Figure, workloads
 from arena.results.runs import Failure
 
 
@@ -106,7 +106,8 @@ def _or_last(v: float | None) -> float:
 
 def binding(cell: Cell) -> str:
     """What limits this cell's throughput, read from its measurements: the server's CPUs (busy 85%+
-    of the window); the GIL/GVL (a quarter of the response time or more waiting for it, where a
+    of the window; of its CPU quota, where that is fewer cores); the wait for the quota's next period
+    (a quarter of the response time or more); the GIL/GVL (a quarter or more waiting for it, where a
     process runs more than one thread) or, with one thread a process, a core (naming the services
     that share the machine); a free thread or worker process to take the request (a quarter or more
     queueing); or the load itself (an open load served in full, or little queueing)."""
@@ -114,17 +115,25 @@ def binding(cell: Cell) -> str:
     if not runs:
         return "unknown (no valid run)"
     cores = len(cpu_list(str(runs[0].environment.server_cpus or "1"), "server_cpus"))
+    quota = (runs[0].launch.get("limits") or {}).get("cpu")
+    quota = quota if quota is not None and quota < cores else None  # a quota below its CPUs holds it back
     busy = [r.resources.cpu_cores for r in runs if r.resources and r.resources.cpu_cores is not None]
-    cpu = sorted(busy)[len(busy) // 2] / cores if busy else None
-    cpu_text = f"CPU {100 * cpu:.0f}% of {cores} core(s)" if cpu is not None else "CPU not accounted"
+    cpu = sorted(busy)[len(busy) // 2] / (quota or cores) if busy else None
+    held = f", throttled {cell.throttled_ms_per_s.median or 0:.0f} ms a second" if quota else ""
+    cpu_text = ("CPU not accounted" if cpu is None else
+                f"CPU {100 * cpu:.0f}% of its {quota:g}-core quota{held}" if quota else
+                f"CPU {100 * cpu:.0f}% of {cores} core(s)")
     d = cell.decomposition or {}
     response = sum(v for v in d.values() if v)
     threaded = (cell.threads or 1) > 1
     if cell.model == "open" and cell.throughput.median is not None and cell.throughput.median >= 0.95 * cell.level:
         return f"the load: all of the offered {cell.level:g} req/s served ({cpu_text})"
     if cpu is not None and cpu >= 0.85:
-        return f"CPU: {100 * cpu:.0f}% of {cores} core(s) busy"
-    wait, queue = d.get("GIL/CPU wait") or 0, d.get("queue") or 0
+        return (f"CPU: {100 * cpu:.0f}% of its {quota:g}-core quota busy{held}" if quota else
+                f"CPU: {100 * cpu:.0f}% of {cores} core(s) busy")
+    wait, queue, held_ms = d.get("GIL/CPU wait") or 0, d.get("queue") or 0, d.get(QUOTA_WAIT) or 0
+    if response and held_ms >= 0.25 * response:
+        return f"the CPU quota: {held_ms:.1f} of {response:.1f} ms held back for its next period, at least ({cpu_text})"
     if response and wait >= 0.25 * response:
         if threaded:
             return f"the GIL/GVL: {wait:.1f} of {response:.1f} ms waiting for it ({cpu_text})"
