@@ -347,3 +347,12 @@ def test_recommend_for_a_container_takes_its_quota_as_the_cores_and_its_memory_l
     res, _ = recommendations(STORE, NAME, load)
     exp = verification_experiment(res, load, q.shown[:1], Limits(cpu=0.25))
     assert all(c.limits == Limits(cpu=0.25) for c in exp.servers)
+
+
+def test_arena_predict_takes_a_cpu_quota_as_its_cores_where_it_is_fewer(capsys):
+    argv = ["predict", "--server", "unicorn", "--processes", "4", "--cpu-ms", "5", "--io-ms", "5", "--concurrency", "8",
+            "--cores", "2", "--store", "/nonexistent.db"]
+    assert main([*argv, "--cpu-limit", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "0.5 core(s)" in out and "│ c=8  │ 99.8 " in out  # 0.5 of a core at 5 ms a request: 100 req/s at most
+    assert main([*argv, "--cpu-limit", "3"]) == 0 and "2 core(s)" in capsys.readouterr().out  # above its CPUs: no bound

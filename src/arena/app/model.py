@@ -275,7 +275,7 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
         if memory_max_mib and cal.memory_per_process_mib is None:
             flag = "--memory-max" if memory_max_mib == goal.memory_mib else "--memory-limit"
             raise ArenaError(f"{flag}: {server} has no memory figures in {res.name}")
-        cpus = min(cores or cal.cores, container.cpu or math.inf)
+        cpus = _under(cores or cal.cores, container.cpu)
         if pool and not cal.db_ms:
             raise ArenaError(f"--pool: {server}'s workload {cal.workload} does not query a database "
                              "(no Server-Timing db in its runs)")
@@ -383,8 +383,10 @@ class Given:
 def prediction(server: str, processes: int | None, threads: int | None, loads: list[Load], *,
                store_path: str | None = None, experiment: str | None = None, workload: str | None = None,
                given: Given | None = None, cores: float | None = None, pool: int | None = None,
-               db_cores: float | None = None, sim: bool = False) -> Predictions:
-    """``arena predict``: calibrated from an experiment's runs, or from given figures."""
+               db_cores: float | None = None, sim: bool = False, quota: float | None = None) -> Predictions:
+    """``arena predict``: calibrated from an experiment's runs, or from given figures; under a
+    container's CPU ``quota``, with it as the cores where it is fewer (the model takes a quota as
+    cores shared out evenly: the period's stalls are not in it)."""
     entry = catalog.get_server(server)
     for name, value in (("processes", processes), ("threads", threads)):
         if value is not None and name not in entry.knobs:  # never a silent 1 where more was asked
@@ -395,11 +397,18 @@ def prediction(server: str, processes: int | None, threads: int | None, loads: l
         if asked:
             raise ArenaError("--cpu-ms/--io-ms/--db-ms: give them without an experiment (with one, they come from its runs)")
         res = load_experiment_results(store_path or "arena.db", experiment)
-        return predict(calibration(res, server, workload), processes, threads, loads, res, cores, pool, db_cores, sim)
+        cal = calibration(res, server, workload)
+        return predict(cal, processes, threads, loads, res, _under(cores or cal.cores, quota), pool, db_cores, sim)
     if given is None or given.cpu_ms is None or given.io_ms is None:
         raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
     if given.db_cpu_ms > given.db_ms:
         raise ArenaError(f"--db-cpu-ms {given.db_cpu_ms:g}: must be at most --db-ms ({given.db_ms:g}): it is part of it")
-    cal = given_calibration(server, cores or 1.0, given.cpu_ms, given.io_ms, given.outside_ms, given.blocking_io,
+    cores = _under(cores or 1.0, quota)
+    cal = given_calibration(server, cores, given.cpu_ms, given.io_ms, given.outside_ms, given.blocking_io,
                             given.cpu_cv2, given.db_ms, given.db_cpu_ms, db_cores)
     return predict(cal, processes, threads, loads, None, cores, pool, sim=sim)
+
+
+def _under(cores: float, quota: float | None) -> float:
+    """The cores the model is given: the CPUs, or a container's CPU quota over them where it is fewer."""
+    return cores if quota is None else min(cores, quota)

@@ -22,6 +22,8 @@ def add(sub) -> None:
     pr.add_argument("--workload", help="the experiment's workload to calibrate from (default: its first)")
     add_processes_threads(pr)
     pr.add_argument("--cores", type=positive("--cores", lo=0.01, hi=4096), help="server cores (default: the experiment's, else 1)")
+    pr.add_argument("--cpu-limit", type=positive("--cpu-limit", hi=4096, what="a number of cores"), metavar="CORES",
+                    help="a container's CPU quota over those cores (0.5, 1.5): the model's cores where it is fewer")
     levels = pr.add_mutually_exclusive_group()
     levels.add_argument("--concurrency", type=listof(count("--concurrency", 1, MODEL_CLIENTS)), help="closed load, e.g. 1,8,32")
     levels.add_argument("--rate", type=listof(positive("--rate", hi=1e7)), help="open load in requests/s, e.g. 50,100")
@@ -81,7 +83,7 @@ def run(args, out) -> int:
     given = Given(args.cpu_ms, args.io_ms, args.outside_ms, args.blocking_io, args.cpu_cv2, args.db_ms, args.db_cpu_ms)
     got = prediction(args.server, args.processes, args.threads, loads(args), store_path=args.store,
                      experiment=args.experiment, workload=args.workload, given=given, cores=args.cores,
-                     pool=args.pool, db_cores=args.db_cores, sim=args.sim)
+                     pool=args.pool, db_cores=args.db_cores, sim=args.sim, quota=args.cpu_limit)
     if args.format == "json":
         print_json(predict_json(got))
         return 0
