@@ -71,3 +71,13 @@ def kept_logs_removed():
     for d in kept() - before:
         if ours(d):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def leak_experiment(name: str, kb: int, rate: int, memory_limit: str, length: str = 'duration = "2s"', load: str = "",
+                    warmup: str = "500ms") -> str:
+    """An experiment file of two gunicorn-sync workers on CPU 1 under ``memory_limit``, an open load of
+    ``rate`` req/s from CPU 0 of /leak?kb=``kb`` (each request keeps that much in its worker), for
+    ``length`` (a top-level duration; a soak puts its own in ``load``, lines of [load])."""
+    return (f'name = "{name}"\n{length}\nwarmup = "{warmup}"\nrepetitions = 1\n[workload]\npath = "/leak?kb={kb}"\n'
+            f'[load]\nmodel = "open"\nrates = [{rate}]\n{load}[layout]\nserver_cpus = "1"\nload_cpus = "0"\n'
+            f'[[servers]]\nserver = "gunicorn-sync"\nprocesses = 2\nmemory_limit = "{memory_limit}"\n')

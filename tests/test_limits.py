@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import require_server
+from tests.conftest import leak_experiment, require_server
 
 QUOTA = """
 name = "quota"
@@ -117,24 +117,7 @@ def test_runs_flags_set_the_limits_of_every_server_entry_as_the_file_would(tmp_p
     assert bad.returncode == 2 and "argument --cpu-limit: must be a number of cores above 0" in bad.stderr, bad.stderr
 
 
-LEAK = """
-name = "leak"
-duration = "2s"
-warmup = "500ms"
-repetitions = 1
-[workload]
-path = "/leak?kb=1024"
-[load]
-model = "open"
-rates = [100]
-[layout]
-server_cpus = "1"
-load_cpus = "0"
-[[servers]]
-server = "gunicorn-sync"
-processes = 2
-memory_limit = "120MiB"
-"""
+LEAK = leak_experiment("leak", 1024, 100, "120MiB")
 
 
 @pytest.mark.integration

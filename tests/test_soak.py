@@ -2,7 +2,6 @@
 and its probe's per-process PSS samples, against known lines; and a real soak of /leak."""
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from arena.limits import MiB
 from arena.results.load import SeriesPoint
 from arena.results.soak import soak_of
 from arena.results.store import Store
-from tests.conftest import report_store, require_server
+from tests.conftest import leak_experiment, report_store, require_server
 
 
 def a_run(samples, intervals, limit_mib=None, valid=True):
@@ -65,25 +64,7 @@ def test_a_run_without_per_process_samples_is_no_soak_and_too_few_samples_tell_n
     assert short.workers[0].growth is None and short.growth is None and short.max_requests() is None
 
 
-LEAK = """
-name = "soak"
-warmup = "1s"
-repetitions = 1
-[workload]
-path = "/leak?kb=50"
-[load]
-model = "open"
-rates = [30]
-soak = "30s"
-soak_every = "2s"
-[layout]
-server_cpus = "1"
-load_cpus = "0"
-[[servers]]
-server = "gunicorn-sync"
-processes = 2
-memory_limit = "1GiB"
-"""
+LEAK = leak_experiment("soak", 50, 30, "1GiB", length="", load='soak = "30s"\nsoak_every = "2s"\n', warmup="1s")
 
 
 @pytest.mark.integration
