@@ -74,3 +74,16 @@ def test_read_process_reads_this_process():
     me = probe.read_process(os.getpid())
     assert me is not None and 0 < me.uss <= me.pss <= me.rss and me.threads >= 1
     assert probe.read_process(2**22 + 12345) is None  # beyond pid_max: never exists
+
+
+def test_per_process_the_probe_keeps_each_samples_pss_by_pid_with_its_time():
+    """A soak's probe: each sample's PSS of every process by pid (JSON's string keys), timed from the
+    start; without per_process none is kept."""
+    ticks = iter([100.0, 100.0, 105.5, 105.5])
+    p = probe.Probe(FakeSource(), interval=3600, reader=lambda pid: ProcessMemory(pid * 10, 1, 1, 1),
+                    clock=lambda: next(ticks), per_process=True).start()
+    r = p.stop()
+    assert r.pss_series == [(0.0, {"10": 100, "11": 110}), (5.5, {"10": 100, "11": 110})]
+    plain = probe.Probe(FakeSource(), interval=3600, reader=lambda pid: ProcessMemory(1, 1, 1, 1),
+                        clock=iter([1.0, 2.0]).__next__).start()
+    assert plain.stop().pss_series is None
