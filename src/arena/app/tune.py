@@ -93,8 +93,8 @@ class Request:
     def memory_bound(self) -> tuple[float, str] | None:
         """What a configuration's memory must keep within, and the flag that says so: the goal's PSS
         budget (--memory-max) or the container's hard limit (--memory-limit), the smaller; None: neither."""
-        bounds = [(m, flag) for m, flag in ((self.memory_mib, "--memory-max"), (self.limits.memory_mib, "--memory-limit"))
-                  if m is not None]
+        given = ((self.memory_mib, "--memory-max"), (self.limits.memory_mib, "--memory-limit"))
+        bounds = [(m, flag) for m, flag in given if m is not None]
         return min(bounds) if bounds else None
 
 

@@ -68,7 +68,8 @@ def run(args, out) -> int:
     reap_first(out)
     say = lambda text: out.print(text, highlight=False, markup=False)  # noqa: E731
     limits = f" under {request.limits.text}" if request.limits.any else ""
-    say(f"arena tune on CPUs {format_cpu_list(request.server_cpus)}{limits} (load on {format_cpu_list(request.load_cpus)}); "
+    say(f"arena tune on CPUs {format_cpu_list(request.server_cpus)}{limits} "
+        f"(load on {format_cpu_list(request.load_cpus)}); "
         f"goal: {request.goal}; " + ("capacity" if request.load is None else f"load {request.load.label}")
         + f"; budget {request.budget_s:g} s; store {args.store}")
 
@@ -92,7 +93,8 @@ def run(args, out) -> int:
         ch = tuned.chosen
         where = os.path.relpath(args.write)  # run.sh's path from the app's directory, where it is started
         chosen = deploy.Deployment(ch.server, ch.app, ch.processes, ch.threads, bundled=app_bundle(ch.app) is not None,
-                                   limits=request.limits, directory=Path(args.write).name if where.startswith("..") else where)
+                                   limits=request.limits,
+                                   directory=Path(args.write).name if where.startswith("..") else where)
         try:
             files = deploy.files(chosen, evidence(tuned, __version__))
         except ValueError as e:  # a configuration its server cannot be given in a file (said why)

@@ -10,7 +10,8 @@ from arena.servers import catalog
 
 
 def soak_lines(s: Soak) -> list[str]:
-    head = f"Soak of {s.label} at {s.level} over {s.window_s:.0f} s: the processes took {s.first_mib:.0f} MiB, then {s.last_mib:.0f} MiB"
+    head = (f"Soak of {s.label} at {s.level} over {s.window_s:.0f} s: the processes took {s.first_mib:.0f} MiB, "
+            f"then {s.last_mib:.0f} MiB")
     head += f" (an invalid run: {s.flag})" if s.flag else ""
     told = [w for w in s.workers if w.growth is not None]
     if not told:

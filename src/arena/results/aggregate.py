@@ -69,8 +69,8 @@ class Figure:
 
 OUTSIDE_THREAD = "CPU outside the request thread"
 QUOTA_WAIT = "CPU quota wait"
-DECOMPOSITION = ("queue", QUOTA_WAIT, "GIL/CPU wait", "CPU", OUTSIDE_THREAD, "pool wait", "database", "downstream API", "I/O",
-                 "other in app", "outside the app")
+DECOMPOSITION = ("queue", QUOTA_WAIT, "GIL/CPU wait", "CPU", OUTSIDE_THREAD, "pool wait", "database", "downstream API",
+                 "I/O", "other in app", "outside the app")
 # The request thread's CPU (the timing's cpu) and the server's whole CPU per request (its cgroup) are
 # told apart beyond this ratio: an app that hands work to a thread pool waits for CPU the timing
 # around its request thread does not see.
