@@ -197,7 +197,7 @@ def container_lines(runs: list[Run], node_cores: int | None) -> list[str]:
     container on this machine as its node (servers/sizing.py), beside what the quota would give."""
     quotas: dict[str, set[float]] = {}
     for r in runs:
-        cpu = (r.launch.get("limits") or {}).get("cpu")
+        cpu = r.launched.limits.cpu
         if cpu is not None:
             quotas.setdefault(r.server, set()).add(cpu)
     if not quotas or node_cores is None:

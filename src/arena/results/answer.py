@@ -115,7 +115,7 @@ def binding(cell: Cell) -> str:
     if not runs:
         return "unknown (no valid run)"
     cores = len(cpu_list(str(runs[0].environment.server_cpus or "1"), "server_cpus"))
-    quota = (runs[0].launch.get("limits") or {}).get("cpu")
+    quota = runs[0].launched.limits.cpu
     quota = quota if quota is not None and quota < cores else None  # a quota below its CPUs holds it back
     busy = [r.resources.cpu_cores for r in runs if r.resources and r.resources.cpu_cores is not None]
     cpu = sorted(busy)[len(busy) // 2] / (quota or cores) if busy else None

@@ -103,7 +103,7 @@ def soak_of(run: Run) -> Soak | None:
         workers.append(Worker(pid, line, fit))
     first, last = set(samples[0][1]), set(samples[-1][1])
     joined = {pid for _, by in samples[1:] for pid in by} - first
-    limit = (run.launch.get("limits") or {}).get("memory_mib")
+    limit = run.launched.limits.memory_mib
     return Soak(run.label, run.server, run.level_label, res.window_s, tuple(workers), len(joined), len(first - last),
                 sum(samples[0][1].values()) / MiB, sum(samples[-1][1].values()) / MiB, limit,
                 None if run.valid else (run.flags[0] if run.flags else "invalid"))
