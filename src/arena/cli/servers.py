@@ -10,7 +10,7 @@ from rich.table import Table
 from arena.cli.args import add_format, count, positive, print_json
 from arena.app.servers import servers
 from arena.servers import catalog
-from arena.servers.sizing import NODE_COUNTS, SIZINGS
+from arena.servers.sizing import NOT_CORES, SIZINGS
 
 NAME = "servers"
 
@@ -31,7 +31,7 @@ def run(args, out) -> int:
              "knobs": {k: {"default": v.default, "env": v.env, "why": v.why} for k, v in i.server.knobs.items()},
              "settings": list(catalog.options_for(i.server)), "apps": list(i.server.apps),
              "available": i.available, "install": None if i.available else i.server.install_hint, "version": i.version,
-             "sizing": _sizing_json(i.server.name, args.node_cores, args.cpu_limit)}
+             "sizing": SIZINGS[i.server.name].figures(args.node_cores, args.cpu_limit)}
             for i in servers()], "not_run": dict(catalog.MISSING), "how_to_add": dict(catalog.HOW_TO_ADD),
             "node_cores": args.node_cores, "cpu_limit": args.cpu_limit}
         print_json(doc)
@@ -56,7 +56,7 @@ def run(args, out) -> int:
         z = SIZINGS[info.server.name]
         sized.add_row(info.server.name, escape(z.rule), escape(z.inside(args.node_cores, args.cpu_limit)), z.reference)
     out.print(sized)
-    out.print(f"A quota is not a core count: {NODE_COUNTS}.", highlight=False, markup=False)
+    out.print(NOT_CORES, highlight=False, markup=False)
     out.print(f"Installed: {sum(i.available for i in infos)} of {len(infos)}. To add one:", highlight=False)
     for language, how in catalog.HOW_TO_ADD.items():
         out.print(f"  {language.capitalize()} servers: {how}", highlight=False, markup=False)
@@ -65,8 +65,3 @@ def run(args, out) -> int:
         out.print(f"  {name}: {why}", highlight=False, markup=False)
     return 0
 
-
-def _sizing_json(server: str, node_cores: int, quota: float | None) -> dict:
-    z = SIZINGS[server]
-    return {"rule": z.rule, "per_core": z.per_core, "plus": z.plus, "reference": z.reference,
-            "on_node": z.processes(node_cores), "for_quota": None if quota is None else z.processes(quota)}

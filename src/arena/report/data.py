@@ -20,7 +20,7 @@ from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, head
 from arena.results.answer import Answer
 from arena.results import validity
 from arena.results.runs import Run
-from arena.servers.sizing import NODE_COUNTS, SIZINGS
+from arena.servers.sizing import NOT_CORES, SIZINGS
 
 SECTIONS = (
     ("throughput", "Throughput", "How many requests per second each configuration served at each load level."),
@@ -210,7 +210,7 @@ def container_lines(runs: list[Run], node_cores: int | None) -> list[str]:
         came = "; ".join(dict.fromkeys(z.inside(node_cores, q) for q in sorted(qs)))
         lines.append(f"Inside a container on this machine as its node: {server}'s documented process count, {z.rule}, "
                      f"comes to {came} ({z.reference}).")
-    return lines + [f"A quota is not a core count: {NODE_COUNTS}."] if lines else []
+    return lines + [NOT_CORES] if lines else []
 
 
 def topology_section(cells: list[Cell]) -> Section | None:

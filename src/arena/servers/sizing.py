@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-NODE_COUNTS = "os.cpu_count() (and Python 3.13's os.process_cpu_count(), nproc: the cpuset) in a container: the node's"
+NOT_CORES = ("A quota is not a core count: os.cpu_count() (and Python 3.13's os.process_cpu_count(), nproc: the cpuset) "
+             "in a container: the node's.")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class Sizing:
         if quota is None:
             return on_node
         return f"{on_node}; {self.processes(quota)} if it counted the quota of {quota:g}"
+
+    def figures(self, node_cores: int, quota: float | None) -> dict:
+        """As ``arena servers --json`` gives it (schemas/servers.schema.json's ``sizing``)."""
+        return {"rule": self.rule, "per_core": self.per_core, "plus": self.plus, "reference": self.reference,
+                "on_node": self.processes(node_cores), "for_quota": None if quota is None else self.processes(quota)}
 
 
 GUNICORN = Sizing("2 x cores + 1 workers, its docs' suggestion (--workers, $WEB_CONCURRENCY; default 1)", 2, 1,
