@@ -313,10 +313,7 @@ def time_series(runs: list[Run]) -> Chart:
                   note=f"one run at a time; the selector lists {'every stored run' if every else f'the first {SERIES_RUNS} runs of each cell'}; "
                        "whole seconds only")
     for r in offered:
-        load = r.load
-        # whole intervals only: the last one of a run is cut by its end and would look like a stall
-        step = min((b.t - a.t for a, b in zip(load.series, load.series[1:]) if b.t > a.t), default=1.0)
-        series = [p for p in load.series if p.t + step <= load.measured.duration_s + 1e-6]
+        series = r.load.whole_intervals
         if not series:
             continue
         name = r.run_key

@@ -142,6 +142,13 @@ class LoadResult:
         """What the tool was asked to do (``config``), read by attribute."""
         return LoadSettings.of(self.config)
 
+    @property
+    def whole_intervals(self) -> list[SeriesPoint]:
+        """The series points whose interval lies inside the measured window (the last one, cut by
+        the end, and the drain after it are left out: they would look like a stall)."""
+        window, step = self.measured.duration_s, self.settings.interval_s
+        return [p for p in self.series if p.t + step <= window + 1e-9]
+
 
 @dataclass(frozen=True)
 class LoadFigures:

@@ -11,7 +11,9 @@ are counted. What the growth comes to at the run's memory limit is said where it
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 from arena import stats
 from arena.limits import MiB
@@ -84,15 +86,21 @@ def soak_of(run: Run) -> Soak | None:
     series = res.pss_series if res is not None else None
     if not series or run.load is None:
         return None
-    points = run.load.series
-    step = points[1].t - points[0].t if len(points) > 1 else 1.0
+    points, step = run.load.series, run.load.settings.interval_s
+    starts = [p.t for p in points]
+    serving = sorted({pid for p in points for pid in (p.workers or {})})
+    before = {pid: list(accumulate(((p.workers or {}).get(pid, 0) for p in points), initial=0)) for pid in serving}
 
     def served(pid: int, t: float) -> float:
-        """Requests ``pid`` had served by ``t`` seconds into the window (the interval it falls in prorated)."""
-        return sum((p.workers or {}).get(pid, 0) * min(1.0, max(0.0, (t - p.t) / step)) for p in points)
+        """Requests ``pid`` had served by ``t`` seconds into the window: the intervals before the one
+        ``t`` falls in, and that one prorated."""
+        i = bisect_right(starts, t) - 1
+        if i < 0:
+            return 0.0
+        whole = before[pid]
+        return whole[i] + (whole[i + 1] - whole[i]) * min(1.0, (t - starts[i]) / step)
 
     samples = [(t, {int(pid): pss for pid, pss in by.items()}) for t, by in series]
-    serving = sorted({pid for p in points for pid in (p.workers or {})})
     workers = []
     for pid in serving:
         line = tuple((served(pid, t), by[pid] / MiB) for t, by in samples if pid in by)

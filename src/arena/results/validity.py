@@ -292,14 +292,6 @@ def poisson_cdf(k: int, mean: float) -> float:
     return min(1.0, total)
 
 
-def _whole_intervals(result: LoadResult) -> list:
-    """The series points whose interval lies inside the measured window (the last one, cut by the
-    end, and the drain after it are left out)."""
-    window = result.measured.duration_s
-    step = result.settings.interval_s
-    return [p for p in result.series if p.t + step <= window + 1e-9]
-
-
 def dispersion(counts: list[int]) -> float:
     """How much more the intervals' counts spread than Poisson counts would: the index of
     dispersion (variance over mean), at least 1. A workload whose requests take heavy-tailed times
@@ -328,7 +320,7 @@ def stall(result: LoadResult) -> str | None:
     start, so an interval that begins before their median response time holds fewer of their
     answers: its usual count is cut by the share of it that lies before then (a run of 3 s answers
     has none in its first 3 s). None: no stall."""
-    points = _whole_intervals(result)
+    points = result.whole_intervals
     if len(points) < 2:
         return None
     from arena.stats import quantile
@@ -360,7 +352,7 @@ def throughput_drift(result: LoadResult) -> float | None:
     Completions in a half are counts: with a and b of them, Poisson noise alone gives |a - b| a
     standard deviation of sqrt(a + b), so a difference under 3 of those is not called drift (at
     ~45 completions a half that is about 40%: slow workloads need longer runs to show drift)."""
-    whole = [p.completed for p in _whole_intervals(result)]
+    whole = [p.completed for p in result.whole_intervals]
     if len(whole) < 2:
         return None
     half = len(whole) // 2
