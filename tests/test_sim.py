@@ -323,6 +323,42 @@ def test_cores_are_shared_by_the_bursts_that_run_at_once():
         assert run.served.tolist() == [1, 1] and run.responses.tolist() == pytest.approx([each, each]), cores
 
 
+def _held(run) -> tuple[float, float]:
+    """(requests/s, throttled ms a second) of a run."""
+    span = float((run.arrivals + run.responses).max() - run.arrivals.min())
+    return len(run.responses) / span, 1000 * run.throttled_s / span
+
+
+def test_a_cpu_quota_runs_its_share_of_each_period_then_holds_every_thread():
+    """CFS bandwidth control: one busy thread (8 ms bursts, no wait) under a 0.5-core quota on one
+    core runs 50 ms of each 100 ms period and is held the other 50: 62.5 requests/s, 500 ms a second
+    throttled. Two busy processes on two cores under a 1-core quota spend the period's 100 ms in 50 ms
+    of both cores, then both wait: 125 requests/s, and 2 CPUs x 500 ms = 1,000 ms a second throttled
+    (cpu.stat sums its runqueues). A quota above what the threads can use never holds them."""
+    busy = Work(Dist("fixed", 0.008), Dist("fixed", 0.0))
+    one = simulate_instance(Instance(1, 1, 1.0, quota=0.5), busy, clients=1, requests=2000)
+    assert _held(one) == pytest.approx((62.5, 500.0), rel=0.01)
+    two = simulate_instance(Instance(2, 1, 2.0, quota=1.0), busy, clients=2, requests=4000)
+    assert _held(two) == pytest.approx((125.0, 1000.0), rel=0.01)
+    a_50ms_period = simulate_instance(Instance(2, 1, 2.0, quota=1.0, period=0.05), busy, clients=2, requests=4000)
+    assert _held(a_50ms_period) == pytest.approx((125.0, 1000.0), rel=0.01)
+    free = simulate_instance(Instance(2, 1, 2.0, quota=2.5), busy, clients=2, requests=4000)
+    unlimited = simulate_instance(Instance(2, 1, 2.0), busy, clients=2, requests=4000)
+    assert free.throttled_s == 0 and np.array_equal(free.responses, unlimited.responses)
+
+
+def test_a_quota_is_not_a_slower_core():
+    """One thread of 30 ms bursts under a 0.5-core quota: a burst inside the period's 50 ms runs at
+    full speed (30 ms); one that meets the end of the quota waits out the period's other 50 ms
+    (80 ms). On half a core every burst takes 60 ms. The same throughput, another tail."""
+    w = Work(Dist("fixed", 0.030), Dist("fixed", 0.0))
+    quota = simulate_instance(Instance(1, 1, 1.0, quota=0.5), w, clients=1, requests=400)
+    half = simulate_instance(Instance(1, 1, 0.5), w, clients=1, requests=400)
+    assert sorted(set(np.round(quota.responses, 9).tolist())) == [0.030, 0.080]
+    assert sorted(set(np.round(half.responses, 9).tolist())) == [0.060]
+    assert _held(quota)[0] == pytest.approx(_held(half)[0], rel=0.01) and half.throttled_s == 0
+
+
 def test_a_discipline_the_catalog_lacks_is_learned_from_the_first_level_with_queueing():
     """uWSGI's catalog entry does not say how its processes take connections. Measurements made by
     the simulator itself with Puma's discipline (least busy, 10 inline) at 1, 8 and 32 clients: the
@@ -367,6 +403,11 @@ ENGINE_CASES = [  # (instance, work, load): every step of the event loop taken s
     (Instance(2, 5, 2.0, pool=3), Work(Dist("exp", 0.002), Dist("exp", 0.003), 0.0, Dist("exp", 0.004), Dist("exp", 0.001)),
      dict(clients=12)),
     (Instance(4, 1, 2.0, gil=False, blocking_io=True), Work(Dist("exp", 0.003), Dist("exp", 0.005)), dict(clients=8)),
+    # under a CPU quota: bursts end, the quota runs out and periods end, in every order
+    (Instance(4, 1, 2.0, quota=0.7), Work(Dist("exp", 0.008), Dist("exp", 0.004)), dict(clients=8)),
+    (Instance(2, 4, 2.0, quota=0.4, period=0.02, pool=2, db_cores=1.0),
+     Work(Dist("exp", 0.002), Dist("exp", 0.003), 0.0, Dist("exp", 0.004), Dist("exp", 0.001)),
+     dict(rate=150.0, arrival="poisson")),
 ]
 
 
@@ -384,4 +425,5 @@ def test_the_compiled_engine_gives_the_python_engines_numbers_to_the_bit(inst, w
     a, b = _InstanceSim(*args).run(), _InstanceSim(*args).start_compiled(binary)()
     for x, y in ((a.arrivals, b.arrivals), (a.waits, b.waits), (a.responses, b.responses), (a.served, b.served)):
         assert np.array_equal(x, y)
-    assert (a.cpu_s, a.in_service_s) == (b.cpu_s, b.in_service_s) and a.cpu_s > 0
+    assert (a.cpu_s, a.in_service_s, a.throttled_s) == (b.cpu_s, b.in_service_s, b.throttled_s) and a.cpu_s > 0
+    assert (a.throttled_s > 0) == (inst.quota is not None)

@@ -7,8 +7,8 @@
 //! `requests` values each: cpu, io (f64 seconds), db and db_cpu (f64, where `has_db` and
 //! `has_db_cpu`), gaps (f64, where `has_gaps`: an open load's spacing), bind (i64: the process
 //! each request's connection is bound to at random).
-//! Output (stdout): cpu_s (one f64), then arrived, start, done (f64 each) and proc_of (i64), each
-//! `requests` values long. Several jobs may follow one another; each gets its output in turn.
+//! Output (stdout): cpu_s and throttled_s (one f64 each), then arrived, start, done (f64 each) and
+//! proc_of (i64), each `requests` values long. Several jobs may follow one another; each gets its output in turn.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -28,12 +28,20 @@ struct Job {
     least_busy: bool,
     pool: Option<i64>,
     db_cores: Option<f64>,
+    #[serde(default)]
+    quota: Option<f64>,
+    #[serde(default = "default_period")]
+    period: f64,
     outside: f64,
     clients: Option<usize>,
     requests: usize,
     has_db: bool,
     has_db_cpu: bool,
     has_gaps: bool,
+}
+
+fn default_period() -> f64 {
+    0.1
 }
 
 const UNBOUNDED: i64 = 1 << 30;
@@ -45,6 +53,9 @@ const IO_DONE: u8 = 4;
 const RESUMED: u8 = 5;
 const CORES_SERVER: u8 = 10;
 const CORES_DB: u8 = 11;
+const BURST_END: u8 = 0; // what a pool's event is
+const QUOTA_OUT: u8 = 1;
+const PERIOD_END: u8 = 2;
 
 /// An entry of a min-heap ordered by a time, then by a tie-breaker (Python's tuple order).
 #[derive(Clone, Copy)]
@@ -74,7 +85,7 @@ impl Ord for Entry {
 }
 
 /// Cores shared by the runnable bursts (processor sharing): one clock of attained CPU, a heap of
-/// the bursts' ends on it (sim.py `_Cores`).
+/// the bursts' ends on it, and a CPU quota's periods where there is one (sim.py `_Cores`).
 struct Cores {
     cores: f64,
     event: u8,
@@ -83,29 +94,97 @@ struct Cores {
     attained: f64,
     since: f64,
     version: i64,
+    quota: f64, // CPU-seconds a period (infinite: no quota)
+    period: f64,
+    period_end: f64,
+    used: f64,
+    throttled_s: f64,
+    throttled: bool,
+    next_is: u8,
 }
 
 impl Cores {
-    fn new(cores: f64, event: u8, requests: usize) -> Self {
-        Cores { cores, event, tags: BinaryHeap::new(), kind: vec![0; requests], attained: 0.0, since: 0.0, version: 0 }
+    fn new(cores: f64, event: u8, requests: usize, quota: Option<f64>, period: f64) -> Self {
+        let quota = match quota {
+            Some(q) => q * period,
+            None => f64::INFINITY,
+        };
+        Cores {
+            cores,
+            event,
+            tags: BinaryHeap::new(),
+            kind: vec![0; requests],
+            attained: 0.0,
+            since: 0.0,
+            version: 0,
+            quota,
+            period,
+            period_end: period,
+            used: 0.0,
+            throttled_s: 0.0,
+            throttled: false,
+            next_is: BURST_END,
+        }
     }
     fn rate(&self) -> f64 {
+        if self.throttled {
+            return 0.0;
+        }
         if self.tags.is_empty() {
             return 1.0;
         }
         let share = self.cores / self.tags.len() as f64;
         if share < 1.0 { share } else { 1.0 }
     }
+    /// The CPUs the runnable bursts take (or would, unthrottled): one each, at most the cores.
+    fn running(&self) -> f64 {
+        let n = self.tags.len() as f64;
+        if n < self.cores { n } else { self.cores }
+    }
     fn advance(&mut self, t: f64) {
-        self.attained += (t - self.since) * self.rate();
+        if self.throttled {
+            self.throttled_s += (t - self.since) * self.running();
+        } else {
+            self.attained += (t - self.since) * self.rate();
+            if !self.tags.is_empty() && self.quota < f64::INFINITY {
+                self.used += (t - self.since) * self.running();
+            }
+        }
         self.since = t;
+        if self.quota < f64::INFINITY && t >= self.period_end {
+            self.used = 0.0;
+            self.throttled = false;
+            self.period_end = self.period * ((t / self.period).floor() + 1.0);
+            if self.period_end <= t {
+                self.period_end += self.period;
+            }
+        }
     }
     fn add(&mut self, r: usize, seconds: f64, kind: u8) {
         self.tags.push(Entry { t: self.attained + seconds, tie: r as i64, kind: 0, r: 0 });
         self.kind[r] = kind;
     }
-    fn first_end(&self, t: f64) -> f64 {
-        t + (self.tags.peek().unwrap().t - self.attained) / self.rate()
+    fn next_event(&mut self, t: f64) -> f64 {
+        if self.throttled {
+            self.next_is = PERIOD_END;
+            return self.period_end;
+        }
+        let end = t + (self.tags.peek().unwrap().t - self.attained) / self.rate();
+        self.next_is = BURST_END;
+        if self.quota == f64::INFINITY {
+            return end;
+        }
+        let left = self.quota - self.used;
+        let out = t + (if left > 0.0 { left } else { 0.0 }) / self.running();
+        if end <= out && end <= self.period_end {
+            return end;
+        }
+        if self.period_end <= out {
+            self.next_is = PERIOD_END;
+            return self.period_end;
+        }
+        self.next_is = QUOTA_OUT;
+        out
     }
     fn pop(&mut self) -> (usize, u8) {
         let r = self.tags.pop().unwrap().tie as usize;
@@ -164,6 +243,14 @@ impl Sim {
                     continue;
                 }
                 self.pools[p].advance(t);
+                if self.pools[p].next_is != BURST_END {
+                    // the quota ran out, or a period ended (advance began the next)
+                    if self.pools[p].next_is == QUOTA_OUT {
+                        self.pools[p].throttled = true;
+                    }
+                    self.schedule(p, t);
+                    continue;
+                }
                 let (rr, kk) = self.pools[p].pop();
                 r = rr as i64;
                 kind = kk;
@@ -306,7 +393,8 @@ impl Sim {
     fn schedule(&mut self, pool: usize, t: f64) {
         self.pools[pool].version += 1;
         if !self.pools[pool].tags.is_empty() {
-            let (end, event, version) = (self.pools[pool].first_end(t), self.pools[pool].event, self.pools[pool].version);
+            let end = self.pools[pool].next_event(t);
+            let (event, version) = (self.pools[pool].event, self.pools[pool].version);
             self.at(end, event, version);
         }
     }
@@ -395,10 +483,10 @@ fn simulate(job: Job, input: &mut impl Read) -> io::Result<Sim> {
     let bind = read_i64s(input, n)?;
     let procs = job.processes;
     let clients = job.clients.unwrap_or(0);
-    let mut pools = vec![Cores::new(job.cores, CORES_SERVER, n)];
+    let mut pools = vec![Cores::new(job.cores, CORES_SERVER, n, job.quota, job.period)];
     let db_pool = match job.db_cores {
         Some(c) => {
-            pools.push(Cores::new(c, CORES_DB, n));
+            pools.push(Cores::new(c, CORES_DB, n, None, job.period));
             1
         }
         None => 0,
@@ -450,6 +538,7 @@ fn main() -> io::Result<()> {
         let job: Job = serde_json::from_str(&line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let sim = simulate(job, &mut input)?;
         out.write_all(&sim.cpu_s.to_le_bytes())?;
+        out.write_all(&sim.pools[0].throttled_s.to_le_bytes())?;
         for column in [&sim.arrived, &sim.start, &sim.done] {
             for v in column.iter() {
                 out.write_all(&v.to_le_bytes())?;

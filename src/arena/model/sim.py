@@ -311,40 +311,81 @@ def instances_for(target_wait_s: float, policy: str, rate: float, service: Sampl
 
 
 UNBOUNDED = 1 << 30  # an event loop's "threads": as many requests in service as arrive
-CORES_SERVER, CORES_DB = 10, 11  # the event of a burst's end on the server's cores, on the database's
+CORES_SERVER, CORES_DB = 10, 11  # the event of a pool of cores (a burst's end...), the server's, the database's
+BURST_END, QUOTA_OUT, PERIOD_END = range(3)  # what a pool's event is
 
 
 class _Cores:
     """Cores as the kernel shares them among runnable threads (CFS, idealized as processor sharing):
     n bursts on c cores each advance at min(1, c / n) seconds of CPU per second, so a burst's wall
-    time stretches with the bursts beside it, and c need not be whole (a cgroup's CPU quota).
+    time stretches with the bursts beside it, and c need not be whole.
 
     All running bursts advance alike, so one clock serves them: ``attained``, the CPU each has had
     since the pool began; a burst ends when the clock reaches its tag, the clock at its start plus
-    its CPU (a heap of tags: O(log n) per event)."""
+    its CPU (a heap of tags: O(log n) per event).
 
-    __slots__ = ("attained", "cores", "event", "kind", "since", "tags", "version")
+    Under a CPU quota (CFS bandwidth control: a cgroup's cpu.max), the runnable bursts draw on
+    ``quota`` seconds of CPU each ``period``, in parallel (min(n, c) CPU-seconds a second); when it
+    is spent, every burst stops until the period ends and the quota is whole again. The CPUs held
+    back meanwhile (one a runnable burst, at most c) add up to ``throttled_s``, as cpu.stat's
+    throttled time sums its runqueues'. Periods begin at 0. The pool's next event is a burst's end,
+    the quota running out, or the period's end (``next_is``), whichever comes first."""
 
-    def __init__(self, cores: float, event: int):
+    __slots__ = ("attained", "cores", "event", "kind", "next_is", "period", "period_end", "quota", "since", "tags",
+                 "throttled", "throttled_s", "used", "version")
+
+    def __init__(self, cores: float, event: int, quota: float | None = None, period: float = 0.1):
         self.cores, self.event = cores, event
         self.tags: list[tuple[float, int]] = []  # heap of (attained at its end, request)
         self.kind: dict[int, int] = {}  # request -> the event its burst's end is
         self.attained = self.since = 0.0
         self.version = 0  # of the forecast end: a change in the sharing voids the one in the event list
+        self.quota = math.inf if quota is None else quota * period  # CPU-seconds a period
+        self.period, self.period_end = period, period
+        self.used = self.throttled_s = 0.0  # CPU-seconds of this period; CPU-seconds held back in all
+        self.throttled = False
+        self.next_is = BURST_END
 
     def rate(self) -> float:
+        if self.throttled:
+            return 0.0
         return min(1.0, self.cores / len(self.tags)) if self.tags else 1.0
 
     def advance(self, t: float) -> None:
-        self.attained += (t - self.since) * self.rate()
+        if self.throttled:
+            self.throttled_s += (t - self.since) * min(len(self.tags), self.cores)
+        else:
+            self.attained += (t - self.since) * self.rate()
+            if self.tags and self.quota < math.inf:
+                self.used += (t - self.since) * min(len(self.tags), self.cores)
         self.since = t
+        if self.quota < math.inf and t >= self.period_end:  # a new period: the quota whole again
+            self.used, self.throttled = 0.0, False
+            self.period_end = self.period * (math.floor(t / self.period) + 1.0)
+            if self.period_end <= t:
+                self.period_end += self.period
 
     def add(self, r: int, seconds: float, kind: int) -> None:
         heapq.heappush(self.tags, (self.attained + seconds, r))
         self.kind[r] = kind
 
-    def first_end(self, t: float) -> float:
-        return t + (self.tags[0][0] - self.attained) / self.rate()
+    def next_event(self, t: float) -> float:
+        """When the pool's next event is, from ``t`` at its present sharing (and which, in ``next_is``)."""
+        if self.throttled:
+            self.next_is = PERIOD_END
+            return self.period_end
+        end = t + (self.tags[0][0] - self.attained) / self.rate()
+        self.next_is = BURST_END
+        if self.quota == math.inf:
+            return end
+        out = t + max(0.0, self.quota - self.used) / min(len(self.tags), self.cores)
+        if end <= out and end <= self.period_end:
+            return end
+        if self.period_end <= out:
+            self.next_is = PERIOD_END
+            return self.period_end
+        self.next_is = QUOTA_OUT
+        return out
 
     def pop(self) -> tuple[int, int]:
         r = heapq.heappop(self.tags)[1]
@@ -366,7 +407,11 @@ class Instance:
     nobody waits (Puma 5.6: max_fast_inline 10 and FAST_TRACK_KA_TIMEOUT 0.2 s; 0: every request
     joins the queue). ``blocking_io``: the I/O wait holds the process (its GIL), as a call that does
     not yield to the event loop. ``pool``: database connections per process (None: no limit);
-    ``db_cores``: the database's own cores (None: it computes on the server's)."""
+    ``db_cores``: the database's own cores (None: it computes on the server's). ``quota``: a
+    container's CPU quota over the ``cores``, in cores of CPU time each ``period`` seconds (None:
+    none), as CFS bandwidth control enforces it (_Cores); the database's CPU on the server's cores
+    draws on it too, where it has no cores of its own (one pool: an approximation, as a database
+    runs in a cgroup of its own)."""
 
     processes: int
     threads: int | None
@@ -379,6 +424,8 @@ class Instance:
     least_busy: bool = False
     pool: int | None = None
     db_cores: float | None = None
+    quota: float | None = None
+    period: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -402,6 +449,7 @@ class InstanceRun(SimRun):
 
     cpu_s: float = 0.0
     in_service_s: float = 0.0
+    throttled_s: float = 0.0  # CPU-seconds its quota held back (summed over the CPUs, as cpu.stat's)
 
 
 def simulate_instance(inst: Instance, work: Work, *, clients: int | None = None, rate: float | None = None,
@@ -482,7 +530,7 @@ class _InstanceSim:
         self.conns = [inst.pool or UNBOUNDED] * inst.processes
         self.conn_queue: list[deque] = [deque() for _ in range(inst.processes)]
         # the database's CPU on its own cores or the server's
-        self.server_cores = _Cores(inst.cores, CORES_SERVER)
+        self.server_cores = _Cores(inst.cores, CORES_SERVER, inst.quota, inst.period)
         self.db_cores = self.server_cores if inst.db_cores is None else _Cores(inst.db_cores, CORES_DB)
         n_clients = clients or 0
         self.process_of_client = [-1] * n_clients  # the process its connection stays with
@@ -512,6 +560,11 @@ class _InstanceSim:
                 if r != pool.version:
                     continue
                 pool.advance(t)
+                if pool.next_is != BURST_END:  # the quota ran out, or a period ended (advance began the next)
+                    if pool.next_is == QUOTA_OUT:
+                        pool.throttled = True
+                    self.schedule(pool, t)
+                    continue
                 r, kind = pool.pop()
                 self.schedule(pool, t)
             if kind == ARRIVE:
@@ -525,7 +578,7 @@ class _InstanceSim:
             else:  # IO_DONE, or RESUMED
                 answer(r, t, kind)
         return self._result(np.array(self.arrived), np.array(self.start), np.array(self.done), self.proc_of,
-                            self.cpu_s)
+                            self.cpu_s, self.server_cores.throttled_s)
 
     def start_compiled(self, binary: Path) -> Callable[[], InstanceRun]:
         """The same replication by arena-sim (crates/arena-sim: these steps in Rust, in the same
@@ -536,6 +589,7 @@ class _InstanceSim:
                "gil": self.inst.gil, "shared_accept": self.shared_accept, "blocking_io": self.inst.blocking_io,
                "inline": self.inline, "least_busy": self.inst.least_busy, "pool": self.inst.pool,
                "db_cores": None if self.inst.db_cores is None else float(self.inst.db_cores),
+               "quota": None if self.inst.quota is None else float(self.inst.quota), "period": float(self.inst.period),
                "outside": float(work.outside), "clients": self.clients, "requests": n,
                "has_db": self.db is not None, "has_db_cpu": self.db_cpu is not None, "has_gaps": self.gaps is not None}
         # in and out through files in memory: a megabyte each way, where a pipe takes it 64 KiB a poll
@@ -558,21 +612,22 @@ class _InstanceSim:
                 code = proc.wait()
                 got.seek(0), err.seek(0)
                 out, why = got.read(), err.read()
-            if code != 0 or len(out) != 8 * (1 + 4 * n):
+            if code != 0 or len(out) != 8 * (2 + 4 * n):
                 raise ArenaError(f"{binary}: the simulation failed (exit {code}: "
                                  f"{why.decode(errors='replace').strip()[-300:]})")
-            cpu_s = float(np.frombuffer(out, "<f8", 1)[0])
-            arrived, start, finished = (np.frombuffer(out, "<f8", n, 8 * (1 + k * n)) for k in range(3))
+            cpu_s, throttled_s = (float(v) for v in np.frombuffer(out, "<f8", 2))
+            arrived, start, finished = (np.frombuffer(out, "<f8", n, 8 * (2 + k * n)) for k in range(3))
             return self._result(arrived.copy(), start.copy(), finished.copy(),
-                                np.frombuffer(out, "<i8", n, 8 * (1 + 3 * n)), cpu_s)
+                                np.frombuffer(out, "<i8", n, 8 * (2 + 3 * n)), cpu_s, throttled_s)
         return answer
 
-    def _result(self, arrivals: np.ndarray, starts: np.ndarray, dones: np.ndarray, proc_of, cpu_s: float) -> InstanceRun:
+    def _result(self, arrivals: np.ndarray, starts: np.ndarray, dones: np.ndarray, proc_of, cpu_s: float,
+                throttled_s: float) -> InstanceRun:
         outside = self.work.outside
         waits = starts - (arrivals + outside / 2)
         served = np.bincount(proc_of, minlength=self.inst.processes)
         in_service = float((dones - starts).sum() - self.requests * outside / 2)
-        return InstanceRun(arrivals, waits, dones - arrivals, served, cpu_s, in_service)
+        return InstanceRun(arrivals, waits, dones - arrivals, served, cpu_s, in_service, throttled_s)
 
     # ------------------------------------------------------------------ a request's steps
 
@@ -677,7 +732,7 @@ class _InstanceSim:
         """The next burst to end, at the pool's present sharing (any earlier forecast is void)."""
         pool.version += 1
         if pool.tags:
-            self.at(pool.first_end(t), pool.event, pool.version)
+            self.at(pool.next_event(t), pool.event, pool.version)
 
     def release_gil(self, p: int, t: float) -> None:
         if self.gil_queue[p]:  # the GIL passes to the next waiter: a CPU burst, or a request back from its wait
