@@ -359,6 +359,21 @@ def test_a_quota_is_not_a_slower_core():
     assert _held(quota)[0] == pytest.approx(_held(half)[0], rel=0.01) and half.throttled_s == 0
 
 
+def test_predict_under_a_quota_simulates_its_periods():
+    """``arena predict --cpu-limit``: the simulator runs with the quota's periods (without --sim), and
+    says how long the quota held the server back; the mean-value model takes the quota as cores."""
+    from arena.app.model import Given, Load, prediction
+
+    given = Given(8.0, 4.0, cpu_cv2=0.0)
+    held = prediction("gunicorn-sync", 2, None, [Load("closed", 8)], given=given, cores=2.0, quota=1.0)
+    free = prediction("gunicorn-sync", 2, None, [Load("closed", 8)], given=given, cores=2.0)
+    row = held.rows[0]
+    assert free.rows[0].simulated is None and row.simulated.instance.quota == 1.0
+    assert held.config.cores == 1.0 and held.calibration.cores == 2.0
+    assert row.simulated.throttled_ms_per_s == pytest.approx(500, rel=0.1)  # both CPUs, half of each period
+    assert row.simulated.prediction.throughput == pytest.approx(row.prediction.throughput, rel=0.01)  # 1 core's worth
+
+
 def test_a_discipline_the_catalog_lacks_is_learned_from_the_first_level_with_queueing():
     """uWSGI's catalog entry does not say how its processes take connections. Measurements made by
     the simulator itself with Puma's discipline (least busy, 10 inline) at 1, 8 and 32 clients: the

@@ -183,14 +183,18 @@ class Predictions:
 
 def predict(cal: Calibration, processes: int | None, threads: int | None, loads: list[Load],
             res: Results | None = None, cores: float | None = None, pool: int | None = None,
-            db_cores: float | None = None, sim: bool = False) -> Predictions:
+            db_cores: float | None = None, sim: bool = False, quota: float | None = None) -> Predictions:
     """The model's figures for one configuration at each load (and, ``sim``, the simulator's),
     beside what the experiment measured for it (where it ran). With no loads given, the
-    experiment's own levels."""
+    experiment's own levels. Under a container's CPU ``quota`` over the cores the mean-value model
+    takes the quota as cores where it is fewer, and the simulator runs too: its CFS periods give the
+    throttled time and the stalls in the p99."""
     catalog.get_server(cal.server)  # a one-line error for an unknown name
     measured_cores = cal.cores
     if cores:
         cal = replace(cal, cores=cores)
+    if quota is not None:
+        cal, sim = replace(cal, quota=quota), True
     if db_cores:
         cal = replace(cal, db_cores=db_cores)
     if pool is not None and not cal.db_ms:
@@ -272,20 +276,21 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
     out = []
     for server in names:
         cal = calibration(res, server, workload)
+        cal = replace(cal, cores=cores or cal.cores, quota=container.cpu)
         if memory_max_mib and cal.memory_per_process_mib is None:
             flag = "--memory-max" if memory_max_mib == goal.memory_mib else "--memory-limit"
             raise ArenaError(f"{flag}: {server} has no memory figures in {res.name}")
-        cpus = _under(cores or cal.cores, container.cpu)
+        cpus = cal.usable_cores
         if pool and not cal.db_ms:
             raise ArenaError(f"--pool: {server}'s workload {cal.workload} does not query a database "
                              "(no Server-Timing db in its runs)")
         if sim:
             cal = for_simulation(cal, res)
             with over_the_cpus() as map_fn:
-                ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cpus,
+                ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, None,
                                                       pool, sim=True, map_fn=map_fn))
         else:
-            ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, cpus, pool))
+            ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, None, pool))
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cpus, (fits or ranked)[:top], fits[:top]))
     here = [c for c in res.cells if c.model == load.model and c.level == load.level and c.server in names]
@@ -385,8 +390,7 @@ def prediction(server: str, processes: int | None, threads: int | None, loads: l
                given: Given | None = None, cores: float | None = None, pool: int | None = None,
                db_cores: float | None = None, sim: bool = False, quota: float | None = None) -> Predictions:
     """``arena predict``: calibrated from an experiment's runs, or from given figures; under a
-    container's CPU ``quota``, with it as the cores where it is fewer (the model takes a quota as
-    cores shared out evenly: the period's stalls are not in it)."""
+    container's CPU ``quota`` (predict's)."""
     entry = catalog.get_server(server)
     for name, value in (("processes", processes), ("threads", threads)):
         if value is not None and name not in entry.knobs:  # never a silent 1 where more was asked
@@ -398,17 +402,13 @@ def prediction(server: str, processes: int | None, threads: int | None, loads: l
             raise ArenaError("--cpu-ms/--io-ms/--db-ms: give them without an experiment (with one, they come from its runs)")
         res = load_experiment_results(store_path or "arena.db", experiment)
         cal = calibration(res, server, workload)
-        return predict(cal, processes, threads, loads, res, _under(cores or cal.cores, quota), pool, db_cores, sim)
+        return predict(cal, processes, threads, loads, res, cores, pool, db_cores, sim, quota)
     if given is None or given.cpu_ms is None or given.io_ms is None:
         raise ArenaError("--cpu-ms and --io-ms: both are needed without an experiment to calibrate from")
     if given.db_cpu_ms > given.db_ms:
         raise ArenaError(f"--db-cpu-ms {given.db_cpu_ms:g}: must be at most --db-ms ({given.db_ms:g}): it is part of it")
-    cores = _under(cores or 1.0, quota)
+    cores = cores or 1.0
     cal = given_calibration(server, cores, given.cpu_ms, given.io_ms, given.outside_ms, given.blocking_io,
                             given.cpu_cv2, given.db_ms, given.db_cpu_ms, db_cores)
-    return predict(cal, processes, threads, loads, None, cores, pool, sim=sim)
+    return predict(cal, processes, threads, loads, None, cores, pool, sim=sim, quota=quota)
 
-
-def _under(cores: float, quota: float | None) -> float:
-    """The cores the model is given: the CPUs, or a container's CPU quota over them where it is fewer."""
-    return cores if quota is None else min(cores, quota)

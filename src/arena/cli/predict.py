@@ -91,19 +91,22 @@ def run(args, out) -> int:
         if args.experiment:
             say_store(out, args.store)
         print_calibration(out, got.calibration)
-    config, cores = got.config, got.calibration.cores
+    config, cores, quota = got.config, got.calibration.cores, got.calibration.quota
+    simulated_too = any(row.simulated is not None for row in got.rows)  # asked, or under a quota
     threads = "unbounded (event loop)" if config.threads is None else str(config.threads)
     pool = f", pool {config.pool} per process" if got.calibration.db_ms and config.pool is not None else ""
-    table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s){pool}, {cores:g} core(s), "
-                        f"{config.routing} routing; predicted")
-    sims = ("sim req/s", "sim p50 ms", "sim p99 ms (95% CI)") if args.sim else ()
+    table = Table(title=f"{args.server}: {config.processes} process(es) x {threads} thread(s){pool}, {cores:g} core(s)"
+                        f"{'' if quota is None else f' under a {quota:g}-core quota'}, {config.routing} routing; predicted")
+    sims = (("sim req/s", "sim p50 ms", "sim p99 ms (95% CI)", *(("sim throttled ms/s",) if quota is not None else ()))
+            if simulated_too else ())
     for col in ("load", "req/s", "mean ms", "p50 ms", "p99 ms", *sims, "CPU", "binds", "measured req/s", "measured p99 ms"):
         table.add_column(col, overflow="fold")
     for row in got.rows:
         pr, sim = row.prediction, row.simulated
         simulated = () if sim is None else (
             f"{sim.prediction.throughput:.1f}", f"{sim.prediction.p50_ms:.2f}",
-            "overloaded" if sim.prediction.overloaded else f"{sim.prediction.p99_ms:.2f} ({sim.p99_lo_ms:.1f}..{sim.p99_hi_ms:.1f})")
+            "overloaded" if sim.prediction.overloaded else f"{sim.prediction.p99_ms:.2f} ({sim.p99_lo_ms:.1f}..{sim.p99_hi_ms:.1f})",
+            *(() if quota is None else ("-" if sim.throttled_ms_per_s is None else f"{sim.throttled_ms_per_s:.0f}",)))
         table.add_row(row.load.label, _ranged(pr.throughput, row.throughput_range, 1), f"{pr.mean_ms:.2f}",
                       f"{pr.p50_ms:.2f}", _ranged(pr.p99_ms, row.p99_range_ms, 2),
                       *simulated, f"{100 * pr.cpu_utilization:.0f}%", escape(pr.binding),
@@ -112,14 +115,17 @@ def run(args, out) -> int:
     out.print(table)
     if got.rows and got.rows[0].throughput_range is not None:
         out.print("in brackets: the range the calibration's intervals allow (the model at their ends"
-                  + ("; p99 widened by the simulator's spread over its replications" if args.sim else "") + ")",
+                  + ("; p99 widened by the simulator's spread over its replications" if simulated_too else "") + ")",
                   highlight=False)
     elif got.calibrated:
         out.print("no range: the calibration has one run at its lowest load (no interval)", highlight=False)
     for where in got.extrapolated:
         out.print(f"extrapolated: {where}", highlight=False)
-    if args.sim and got.rows:
+    if simulated_too:
         how = discipline(got.rows[0].simulated.instance, discipline_of(got.calibration).source)
+        periods = ("" if quota is None else f"; the quota as CFS enforces it, {quota * got.calibration.period_s * 1000:g} ms "
+                   f"of CPU each {got.calibration.period_s * 1000:g} ms period, then every thread waits for the next "
+                   "(throttled: the CPUs held back, summed, as cpu.stat counts them)")
         out.print(f"simulated: {how}; {REPLICATIONS} replications of {REQUESTS:,} requests each, the first "
-                  "10% of each left out", highlight=False)
+                  f"10% of each left out{periods}", highlight=False)
     return 0

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from arena import stats
+from arena.limits import PERIOD_S
 from arena.model.server import Config, Demand
 from arena.model.solve import nonnegative_lstsq
 from arena.results.aggregate import Figure
@@ -183,6 +184,14 @@ class Calibration:
     phases_ms: Mapping[str, Quantiles] = field(default_factory=dict)  # the lowest load's Server-Timing, pooled
     keep_alive: bool = True  # at the lowest load; a configuration's own: Observation.keep_alive
     discipline: Discipline | None = None  # learned from a measured level (None: the catalog's)
+    quota: float | None = None  # a container's CPU quota over the cores, in cores a period (None: none)
+    period_s: float = PERIOD_S  # its CFS period
+
+    @property
+    def usable_cores(self) -> float:
+        """The CPU the server gets on average: its cores, or the quota over them where it is fewer
+        (the mean-value model's cores; the simulator adds the quota's periods)."""
+        return self.cores if self.quota is None else min(self.cores, self.quota)
 
     def workload_model(self) -> Demand:
         return Demand(self.cpu_ms.median, self.io_ms.median, self.outside_ms.median, self.blocking_io,
@@ -191,7 +200,7 @@ class Calibration:
 
     def config(self, processes: int | None, threads: int | None, pool: int | None = None) -> Config:
         """The model's configuration of this server on these cores and this database."""
-        return server_config(self.server, processes, threads, self.cores, pool, self.db_cores)
+        return server_config(self.server, processes, threads, self.usable_cores, pool, self.db_cores)
 
     def memory_mib(self, processes: int, threads: int | None) -> float | None:
         if self.memory_per_process_mib is None:

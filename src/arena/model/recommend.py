@@ -69,7 +69,7 @@ def candidates(cal: Calibration, model: str, level: float, p99_max_ms: float | N
     if cores is not None and cores != cal.cores:
         cal = replace(cal, cores=cores)
     points = [(cal, p, t, k, model, level, p99_max_ms, memory_max_mib, sim)
-              for p, t in grid(cal.server, cal.cores) for k in pools(cal, cal.config(p, t).threads, pool)]
+              for p, t in grid(cal.server, cal.usable_cores) for k in pools(cal, cal.config(p, t).threads, pool)]
     out = list(map_fn(_candidate_of, points))
     out.sort(key=lambda c: (not c.fits, -round(c.predicted.throughput, 1), round(c.predicted.p99_ms, 1),
                             c.pool or 0, c.memory_mib if c.memory_mib is not None else math.inf))

@@ -78,9 +78,9 @@ def instance(cal: Calibration, processes: int | None, threads: int | None, pool:
     c = cal.config(processes, threads, pool)
     d = discipline_of(cal)
     kept = (cal.keep_alive if keep_alive is None else keep_alive) and c.routing == "per-process"
-    return Instance(c.processes, c.threads, c.cores, gil=c.gil, accept="per-process" if kept else "shared",
+    return Instance(c.processes, c.threads, cal.cores, gil=c.gil, accept="per-process" if kept else "shared",
                     blocking_io=cal.blocking_io, inline=d.inline if kept else 0, least_busy=d.accept == "least-busy",
-                    pool=c.pool if cal.db_ms else None, db_cores=c.db_cores)
+                    pool=c.pool if cal.db_ms else None, db_cores=c.db_cores, quota=cal.quota, period=cal.period_s)
 
 
 def discipline(inst: Instance, source: str = "") -> str:
@@ -140,12 +140,15 @@ def discipline_text(cal: Calibration) -> str:
 
 @dataclass(frozen=True)
 class Simulated:
-    """A prediction by simulation, with the 95% interval of its p99 over the replications."""
+    """A prediction by simulation, with the 95% interval of its p99 over the replications, and the
+    time its CPU quota held it back (ms a second, summed over the CPUs, as cpu.stat counts it; None:
+    not simulated, an open load beyond capacity)."""
 
     prediction: Prediction
     p99_lo_ms: float
     p99_hi_ms: float
     instance: Instance
+    throttled_ms_per_s: float | None = None
 
 
 def predict(cal: Calibration, processes: int | None, threads: int | None, model: str, level: float,
@@ -173,4 +176,4 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, model:
     p99 = s.response["p99"]
     return Simulated(Prediction(level, x, mean_ms, s.response["p50"].mean * 1000, p99.mean * 1000, cpu_util, busy, queued,
                                 binding(wl, config, cpu_util, busy, queued, x)),
-                     p99.lo * 1000, p99.hi * 1000, inst)
+                     p99.lo * 1000, p99.hi * 1000, inst, sum(r.throttled_s for r in runs) / span * 1000)

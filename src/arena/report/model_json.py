@@ -25,9 +25,10 @@ def predict_json(got) -> dict[str, Any]:
             "measured_throughput": row.measured, "measured_p99_ms": row.measured_p99_ms,
             "simulated": None if sim is None else {"throughput": sim.prediction.throughput,
                                                    "p50_ms": sim.prediction.p50_ms, "p99_ms": sim.prediction.p99_ms,
-                                                   "p99_low_ms": sim.p99_lo_ms, "p99_high_ms": sim.p99_hi_ms}})
+                                                   "p99_low_ms": sim.p99_lo_ms, "p99_high_ms": sim.p99_hi_ms,
+                                                   "throttled_ms_per_s": sim.throttled_ms_per_s}})
     return {"schema": "arena/predict/1", "server": cal.server, "workload": cal.workload, "calibrated": got.calibrated,
-            "calibration": {"cores": cal.cores, **{k: None if f is None else figure_json(f) for k, f in (
+            "calibration": {"cores": cal.cores, "quota": cal.quota, **{k: None if f is None else figure_json(f) for k, f in (
                 ("cpu_ms", cal.cpu_ms), ("io_ms", cal.io_ms), ("outside_ms", cal.outside_ms), ("db_ms", cal.db_ms))}},
             "configuration": {"processes": config.processes, "threads": config.threads, "pool": config.pool,
                               "cores": config.cores, "routing": config.routing},
