@@ -87,3 +87,27 @@ def test_per_process_the_probe_keeps_each_samples_pss_by_pid_with_its_time():
     plain = probe.Probe(FakeSource(), interval=3600, reader=lambda pid: ProcessMemory(1, 1, 1, 1),
                         clock=iter([1.0, 2.0]).__next__).start()
     assert plain.stop().pss_series is None
+
+
+def test_nodelay_is_read_off_the_connections_a_process_accepted_on_its_port():
+    """sockets.nodelay copies a process's sockets in (pidfd_getfd) and asks the connections it
+    accepted on the port for TCP_NODELAY: here this process's own, two accepted, one set; the client
+    ends (another local port) and the listener (no peer) are not counted."""
+    import socket
+
+    from arena.sockets import nodelay
+
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        port = srv.getsockname()[1]
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        accepted = [srv.accept()[0] for _ in clients]
+        accepted[0].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            got = nodelay([os.getpid()], port)
+            assert (got.checked, got.off, got.unchecked) == (2, 1, None)
+            assert nodelay([os.getpid()], port, limit=1).checked == 1
+            none = nodelay([os.getpid()], port + 1 if port < 65535 else port - 1)
+            assert none.checked == 0 and "held a connection on port" in none.unchecked
+        finally:
+            for s in clients + accepted:
+                s.close()

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from arena import __version__ as arena_version
-from arena import speed as machine_speed
+from arena import sockets, speed as machine_speed
 from arena.cpus import format_cpu_list
 from arena.drivers import DRIVERS, cluster as cluster_driver
 from arena.drivers.spec import LoadSpec
@@ -37,6 +37,7 @@ from arena.results.store import Store, rescue
 from arena.results.validity import Flag, OutOfMemory, validity_flags
 from arena.servers import catalog
 from arena.servers.launch import RunningServer, ServerSpec, known_version, start
+from arena.sockets import NoDelay
 from arena.services import start_service
 from arena.topology.deployment import start_deployment
 from arena.topology.front import version as front_version
@@ -61,6 +62,7 @@ class Seams:
     cpu_busy: Callable[[list[int]], float] = machine_speed.busy_s
     speed_sample: Callable[[list[int]], float] | None = partial(machine_speed.check_ms, trials=1)  # None: not during runs
     cluster: Callable[..., LoadResult] = cluster_driver.run  # ``run(spec, address)``: an experiment's [cluster]
+    nodelay: Callable[[list[int], int], NoDelay] = sockets.nodelay  # TCP_NODELAY on the server's connections
 
 
 @dataclass
@@ -173,6 +175,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
               else seams.probe(server.procset, interval=0.5),
               **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
     stopped: dict[str, ResourceResult] = {}
+    sockets_read: list[NoDelay] = []  # TCP_NODELAY on the server's accepted connections, at the window's start
     window: list[float] = []
     busy: list[float] = []  # the CPUs' busy seconds and Arena's own CPU seconds, at each end of the window
 
@@ -185,6 +188,8 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
             p.start()
         if sampler:
             sampler.start()
+        if isinstance(server, RunningServer):  # the app server's own connections (behind a front: the front's)
+            sockets_read.append(seams.nodelay(server.procset.pids(), server.port))
 
     def stop_all() -> None:
         if sampler:
@@ -215,6 +220,10 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
             start_all()
         stop_all()
     resources = stopped.pop("")
+    if sockets_read:
+        read = sockets_read[0]
+        resources = replace(resources, nodelay_checked=read.checked, nodelay_off=read.off,
+                            nodelay_unchecked=read.unchecked)
     after, events = set(server.procset.pids()), server.procset.memory_events()
     lost = before - after
     kills = 0 if events is None or events0 is None else (events - events0).oom_kills

@@ -32,6 +32,11 @@ class ResourceResult:
     # a soak's memory over time: at each sample, seconds since the window's start and each process's
     # PSS in bytes, by pid (a JSON object's keys: strings); None where not kept
     pss_series: list[tuple[float, dict[str, int]]] | None = None
+    # TCP_NODELAY on the server's accepted connections, read once at the window's start (sockets.py):
+    # how many were read, how many had it off (Nagle on); or why none could be (None: not asked)
+    nodelay_checked: int | None = None
+    nodelay_off: int | None = None
+    nodelay_unchecked: str | None = None
 
     @property
     def cpu_s(self) -> float | None:
