@@ -71,6 +71,13 @@ def test_a_cpu_quota_holds_a_real_server_back_and_its_throttling_is_stored(tmp_p
     shown = subprocess.run([sys.executable, "-m", "arena", "show", "quota", "--store", store], capture_output=True,
                            text=True, timeout=60, env=env)
     assert "throttled ms/s" in shown.stdout, shown.stdout
+    # named as a pathology in the limited configuration alone, with the unlimited one's p99 beside it
+    from arena.results.why.diagnose import diagnose
+
+    (found,) = diagnose(list(cells.values())).found
+    assert (found.key, found.label) == ("throttling", "puma[rack] p=2 t=4 cpu=0.5")
+    assert found.effect_p99_ms == pytest.approx((held.p99_us.median - cells["puma[rack] p=2 t=4"].p99_us.median) / 1000)
+    assert "CPU throttling by the container's CPU quota" in shown.stdout and "sched-bwc" in shown.stdout
 
 
 def test_a_file_with_limits_this_machine_cannot_set_is_refused_before_any_run(tmp_path):
@@ -141,8 +148,9 @@ def test_a_worker_killed_at_the_memory_limit_makes_the_run_invalid_and_is_named(
     assert run["launch"]["limits"]["memory_mib"] == 120
     assert 115 * 1024 * 1024 <= run["resources"]["memory_peak_bytes"] <= 120 * 1024 * 1024
     shown = subprocess.run([sys.executable, "-m", "arena", "show", "leak", "--store", store], capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=60, env={**os.environ, "COLUMNS": "300"})
     assert "Left out (invalid runs): 1 for out of memory." in shown.stdout, shown.stdout
+    assert "OOM kills at the container's memory limit (processes killed " in shown.stdout, shown.stdout
 
 
 def test_a_servers_documented_process_count_counts_the_nodes_cores_not_the_quota():

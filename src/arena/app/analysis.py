@@ -1,6 +1,6 @@
 """The analysis of an experiment, computed once: its goal (the file's ``[goal]`` with the command's
 goal flags over it), the answer for each workload (results/answer.py: the best, the group tied with it,
-every comparison, the Pareto front) and, asked, what the model says of it (model/findings.py:
+every comparison, the Pareto front), the known pathologies found in its cells (results/why) and, asked, what the model says of it (model/findings.py:
 calibrations, predictions against the measurements, USL fits with their intervals) and, for a
 capacity search, each configuration's capacity (model/search.py capacities). ``arena show``
 (text and JSON), ``arena recommend`` and the report all render it; none of them ranks, compares or
@@ -17,6 +17,8 @@ from arena.model.search import Capacity, capacities
 from arena.results.answer import Answer, Goal, answers
 from arena.results.soak import Soak, soak_of
 from arena.results.thresholds import Outcome, evaluate, failed
+from arena.results.why.diagnose import diagnose
+from arena.results.why.finding import Why
 
 if TYPE_CHECKING:
     from arena.model.findings import ModelFindings
@@ -42,6 +44,7 @@ class Analysis:
     # capacity within the goal, from its runs at open rates: (label, workload, model.search.Capacity)
     capacities: list[tuple[str, str, Capacity]] = field(default_factory=list)
     soaks: list[Soak] = field(default_factory=list)  # a soak's runs ([load] soak): each worker's memory growth
+    why: Why = Why()  # the known pathologies found in its cells (results/why)
 
     @property
     def failed_thresholds(self) -> list[Outcome]:
@@ -81,7 +84,7 @@ def analyse(res: Results, flags: GoalFlags = GoalFlags()) -> Analysis:
         found = [(label[config], workload, cap) for (config, workload), cap in capacities(res.runs, g).items()]
     soaks = [s for s in map(soak_of, res.runs) if s is not None]  # an invalid one too: an OOM kill ends a soak
     return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, res.definition.thresholds), found,
-                    soaks)
+                    soaks, diagnose(res.cells))
 
 
 def analyses(store_path: str, name: str | None = None, flags: GoalFlags = GoalFlags()) -> list[Analysis]:

@@ -31,6 +31,7 @@ from arena.plan.experiment import parse_experiment
 from arena.results.runs import level_label
 from arena.results.aggregate import Cell
 from arena.results.answer import Answer, Goal, answer
+from arena.results.why.finding import Why
 from arena.runner import Event, Seams, run_experiment
 from arena.servers import catalog
 from arena.servers.cgroup import die_with_parent
@@ -245,6 +246,7 @@ class Recommendation:
     measured: Answer  # the experiment's cells at this load
     per_server: list[ServerChoice]
     container: Limits = Limits()  # a container's limits it is made for, and verified under
+    why: Why = Why()  # the known pathologies found in the experiment's cells (results/why)
 
     @property
     def p99_max_ms(self) -> float | None:
@@ -262,7 +264,7 @@ class Recommendation:
 
 def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None = None,
               servers: list[str] | None = None, top: int = 3, pool: list[int] | None = None, sim: bool = False,
-              workload: str | None = None, container: Limits = Limits()) -> Recommendation:
+              workload: str | None = None, container: Limits = Limits(), why: Why = Why()) -> Recommendation:
     """For ``workload`` (default: the experiment's first): the cells measured at ``load`` within the
     goal, and per server of the experiment (or ``servers``) the best processes x threads (x pool, where
     the workload queries a database; ``pool``: only these sizes) the model predicts under the goal at
@@ -294,7 +296,7 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cpus, (fits or ranked)[:top], fits[:top]))
     here = [c for c in res.cells if c.model == load.model and c.level == load.level and c.server in names]
-    return Recommendation(load, goal, workload, answer(here, workload, goal), out, container)
+    return Recommendation(load, goal, workload, answer(here, workload, goal), out, container, why)
 
 
 def recommendations(store_path: str, experiment: str, load: Load, flags: GoalFlags = GoalFlags(), cores: float | None = None,
@@ -307,7 +309,8 @@ def recommendations(store_path: str, experiment: str, load: Load, flags: GoalFla
     analysis = analyse(res, flags)
     chosen = [analysis.answer(workload).workload] if workload else [a.workload for a in analysis.answers
                                                                     if any(c.workload == a.workload for c in res.cells)]
-    return res, [recommend(res, load, analysis.goal, cores, servers, top, pool, sim, w, container) for w in chosen]
+    return res, [recommend(res, load, analysis.goal, cores, servers, top, pool, sim, w, container, analysis.why)
+                 for w in chosen]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def build_report(res: Results, flags: GoalFlags = GoalFlags(), top: int = data.T
 
         comparison = comparison_of(res.definition, res.cells, res.runs)
     return data.build(res.name, res.definition, res.runs, res.cells, analysis.findings(shown), analysis.answers,
-                      comparison, analysis.thresholds, res.steps, analysis.capacities, shown, analysis.soaks)
+                      comparison, analysis.thresholds, res.steps, analysis.capacities, shown, analysis.soaks, analysis.why)
 
 
 def default_path(name: str) -> str:

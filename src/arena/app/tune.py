@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
-from arena.app.store import open_store
+from arena.app.store import open_store, results
 from arena.app.model import over_the_cpus
 from arena.errors import ArenaError, NotMeasured
 from arena.limits import Limits
@@ -42,6 +42,8 @@ from arena.probe import sample_once
 from arena.results.aggregate import MiB, Figure
 from arena.results.answer import Goal
 from arena.results.runs import Failure, Run
+from arena.results.why.diagnose import diagnose
+from arena.results.why.finding import Why
 from arena.runner import Event, RunCounts, Seams, run_experiment, server_spec
 from arena.servers import catalog
 from arena.servers.cgroup import limits_problem
@@ -126,6 +128,7 @@ class Tuned:
     names: dict[Key, str]
     elapsed_s: float
     calibration_runs: int
+    why: Why = Why()  # the known pathologies found in the runs it made (results/why)
 
 
 # ---------------------------------------------------------------------- the experiment it is stored as
@@ -383,8 +386,10 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
                     clock=clock, threshold=exp.goal.threshold, on_step=lambda s: measurer.say(s.stage, s.text))
     chosen = _chosen(tuning, measurer, exp, names)
     measurer.say("choice", f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})")
+    with open_store(store_path) as store:
+        why = diagnose(results(store, exp.name).cells)
     return Tuned(req, exp.name, store_path, calibrations, left, contenders, points, tuning, chosen, names,
-                 clock() - start, len(asks))
+                 clock() - start, len(asks), why)
 
 
 def calibration_observations(runs: Sequence[Run], workloads: dict[str, Workload]) -> list[Observation]:

@@ -10,7 +10,7 @@ from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, ad
                             count, goal_flags, listof, positive, add_format, print_json)
 from arena.errors import ArenaError
 from arena.report.model_json import recommend_json
-from arena.report.answer import cell_text, figure_text, meets_text, verdict_text
+from arena.report.answer import cell_text, figure_text, meets_text, verdict_text, why_lines
 
 NAME = "recommend"
 
@@ -57,6 +57,8 @@ def run(args, out) -> int:
         out.print(f"recommend for {what}" + (f", workload {rec.workload}" if len(recs) > 1 else "")
                   + f"; goal: {rec.goal}" + (f"; under {container.text}" if container.any else ""), highlight=False)
         found = _measured(rec, out) | found
+        for line in why_lines(rec.why, rec.measured):
+            out.print(line, highlight=False, markup=False)
         top = _predicted(rec, args.sim, out)
         found = found or top is not None
     rec = recs[0]

@@ -7,7 +7,7 @@ from rich.markup import escape
 
 from arena.app.analysis import analyses
 from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_flags, add_format, print_json
-from arena.report.answer import answer_lines, experiment_json, threshold_lines
+from arena.report.answer import answer_lines, experiment_json, threshold_lines, why_lines
 from arena.report.soak import soak_lines
 from arena.report.data import comparison_table
 from arena.report.show import junit, markdown, text_table
@@ -29,7 +29,8 @@ def add(sub) -> None:
 def run(args, out) -> int:
     found = analyses(args.store, args.experiment, goal_flags(args))
     if args.format == "json":
-        docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds, a.capacities) for a in found]
+        docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds, a.capacities, a.why)
+                for a in found]
         doc = docs if args.experiment is None else docs[0]
         print_json(doc)
         return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
@@ -51,7 +52,7 @@ def run(args, out) -> int:
                 out.print(load_summary(r.load), highlight=False, markup=False)
         out.print(f"\n[bold]{escape(res.name)}[/]")
         for answer in a.answers:
-            for line in answer_lines(answer, len(a.answers) > 1):
+            for line in answer_lines(answer, len(a.answers) > 1) + why_lines(a.why, answer):
                 out.print(line, highlight=False, markup=False)
         for line in capacity_lines(a.capacities) + threshold_lines(a.thresholds) + [x for s in a.soaks
                                                                                      for x in soak_lines(s)]:

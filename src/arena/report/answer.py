@@ -10,6 +10,7 @@ from arena.results.aggregate import FIGURES, MiB, Cell, Figure
 from arena.results.answer import Answer, Goal, Pick, Versus
 from arena.results.thresholds import Outcome
 from arena.results.runs import SHARED
+from arena.results.why.finding import Why
 
 METHOD = (f"comparisons are ratios of geometric means with a 95% interval ({stats.Ratio.METHOD}); a difference "
           "is declared only where the interval excludes 1 and the ratio is beyond {threshold:g}%")
@@ -239,15 +240,28 @@ def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
 
 
 def experiment_json(name: str, answers: list[Answer], cells: list[Cell], outcomes: Sequence[Outcome] = (),
-                    capacities: Sequence = ()) -> dict[str, Any]:
+                    capacities: Sequence = (), why: Why = Why()) -> dict[str, Any]:
     """An experiment's answers as one JSON document (``arena show --json``), with its thresholds'
-    outcomes on each cell and, for a capacity search, each configuration's capacity."""
-    return {"schema": "arena/answer/1", "experiment": name,
+    outcomes on each cell, for a capacity search each configuration's capacity, and the pathologies
+    found (``why``)."""
+    return {"schema": "arena/answer/1", "experiment": name, "why": why.json(),
             "answers": [answer_json(a, cells) for a in answers],
             "capacities": [{"configuration": label, "workload": workload, **capacity_json(c)}
                            for label, workload, c in capacities],
             "thresholds": [{"threshold": o.threshold.text, "configuration": o.cell.label, "workload": o.cell.workload,
                             "level": o.cell.level, "value": o.value, "passed": o.passed} for o in outcomes]}
+
+
+def why_lines(why: Why, answer: Answer) -> list[str]:
+    """The pathologies found in the answer's workload, each in one line ("Why" under the answer), those
+    in its best or tied configurations first, saying so."""
+    mine = [f for f in why.found if f.workload == answer.workload]
+    if not mine:
+        return []
+    top = {(c.label, c.level_label) for c in ([answer.best.cell] if answer.best else []) + [v.cell for v in answer.tied]}
+    mine.sort(key=lambda f: (f.label, f.level) not in top)
+    return ["Why (known pathologies, with their evidence):"] + [
+        f"  {'[best or tied for best] ' if (f.label, f.level) in top else ''}{f.line}" for f in mine]
 
 
 def threshold_lines(outcomes: Sequence[Outcome]) -> list[str]:

@@ -20,6 +20,7 @@ from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, head
 from arena.results.answer import Answer
 from arena.results import validity
 from arena.results.runs import Run
+from arena.results.why.finding import Why
 from arena.servers.sizing import NOT_CORES, SIZINGS
 
 SECTIONS = (
@@ -211,6 +212,30 @@ def container_lines(runs: list[Run], node_cores: int | None) -> list[str]:
         lines.append(f"Inside a container on this machine as its node: {server}'s documented process count, {z.rule}, "
                      f"comes to {came} ({z.reference}).")
     return lines + [NOT_CORES] if lines else []
+
+
+SHOWN_BY = {  # where the report shows each pathology's evidence
+    "nagle": "Latency decomposition: outside the app",
+    "throttling": "Latency decomposition: CPU quota wait",
+    "oom": "Comparison table: the invalid runs' flags",
+}
+
+
+def why_section(why: Why) -> Section | None:
+    """The known pathologies found (results/why), each with its evidence, cost, reference and fix."""
+    if not why.found and not why.unchecked:
+        return None
+    rows = [[f.label, f.level, f.name, "; ".join(e.text for e in f.evidence), f.effect, f.confidence, f.fix,
+             f.reference, SHOWN_BY.get(f.key, "")] for f in why.found]
+    section = Section("why", "Why it is slow",
+                      "The known pathologies behind the latencies, each named from the runs' evidence: what it cost, "
+                      "how sure the evidence is, the change that avoids it and the upstream reference.",
+                      tables=[Table(["configuration", "level", "pathology", "evidence", "effect", "confidence",
+                                     "avoid it", "reference", "shown in"], rows)] if rows else [])
+    if not rows:
+        section.paragraphs.append("No known pathology found.")
+    section.paragraphs += [f"Not checked: {u.label} at {u.level}, {u.key}: {u.why}." for u in why.unchecked]
+    return section
 
 
 def topology_section(cells: list[Cell]) -> Section | None:
@@ -412,7 +437,7 @@ def charted(answers: Sequence[Answer], cells: list[Cell], top: int = TOP) -> set
 def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[Cell], found,
           answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
           steps: Sequence[tuple[str, str]] = (), capacities: Sequence = (), shown: set[str] | None = None,
-          soaks: Sequence = ()) -> Report:
+          soaks: Sequence = (), why: Why = Why()) -> Report:
     """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
     workload; ``comparison``: its published study beside it, when it reproduces one). Its charts draw
     the configurations ``shown`` (None: every one; the heatmaps draw every one anyway: a grid is read
@@ -438,6 +463,9 @@ def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[
     sections.append(Section("table", "Comparison table",
                             "Per configuration and load level: medians of the valid repetitions and intervals of "
                             "those medians (see Environment and method).", tables=[comparison_table(cells)]))
+    slow = why_section(why)
+    if slow is not None:
+        sections.append(slow)
     if comparison is not None:
         sections.append(published_section(comparison))
     for key, title, lead in SECTIONS[:-1]:
@@ -498,4 +526,4 @@ def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[
     return Report(name, definition.description, len(runs), sum(r.valid for r in runs), len(labels(cells)),
                   opening, sections, method, Table(["item", "value"], env_rows),
                   Table(["key", "value"], _definition_rows(definition.document)),
-                  experiment_json(name, list(answers), cells, thresholds, capacities))
+                  experiment_json(name, list(answers), cells, thresholds, capacities, why))

@@ -86,6 +86,9 @@ def answer_lines(tuned) -> list[str]:
         out.append("  no other contender was measured (the budget had room for one capacity search)")
     else:
         out.append(f"  the {len(t.raced) - 1} other contender(s) raced were shown worse or out of the goal")
+    top = {ch.name, *(names[k] for k in t.tied)}
+    out += [f"  why {'the chosen' if f.label == ch.name else 'one not shown worse'} is slow: {f.line}"
+            for f in tuned.why.found if f.label in top]
     return out
 
 
@@ -141,5 +144,5 @@ def tune_json(tuned) -> dict:
                         for server, c in tuned.calibrations.items()},
         "left_out": dict(tuned.left_out),
         "stopped": t.stopped, "runs": t.runs, "calibration_runs": tuned.calibration_runs,
-        "elapsed_s": tuned.elapsed_s, "more": list(t.more),
+        "elapsed_s": tuned.elapsed_s, "more": list(t.more), "why": tuned.why.json(),
     }

@@ -1,0 +1,24 @@
+"""Every detector over an experiment's cells, once (why/__init__.py)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from arena.results.aggregate import Cell
+from arena.results.why import nagle, oom, throttling
+from arena.results.why.finding import Finding, Unchecked, Why
+
+DETECTORS = (nagle, throttling, oom)
+
+
+def diagnose(cells: Sequence[Cell]) -> Why:
+    """Every detector over every cell, once."""
+    found, unchecked = [], []
+    for detector in DETECTORS:
+        for cell in cells:
+            got = detector.detect(cell, cells)
+            if isinstance(got, Finding):
+                found.append(got)
+            elif isinstance(got, Unchecked):
+                unchecked.append(got)
+    return Why(tuple(found), tuple(unchecked))

@@ -1,0 +1,70 @@
+"""Why a configuration is slow: each detector against a real reproduction of its pathology, with a
+healthy control that must not trigger it, and none on healthy stores."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import require_server
+
+TWO_MESSAGES = '''async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"hello"})
+'''
+NAGLE = """
+name = "nagle"
+duration = "2s"
+warmup = "1s"
+repetitions = 1
+[workload]
+path = "/"
+[load]
+concurrency = [1]
+[[servers]]
+server = "uvicorn"
+app = { asgi = "twomsg:app", chdir = "." }
+processes = [1, 2]
+loop = "asyncio"
+http = "h11"
+"""
+
+
+@pytest.mark.integration
+def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tmp_path):
+    """A five-line ASGI app that sends its headers and its body in two messages, under uvicorn on
+    asyncio and h11 at one client: with two workers uvicorn binds the listener itself with proto 0,
+    asyncio leaves TCP_NODELAY off on what it accepts, and each request waits ~40 ms for the client's
+    delayed ACK. show names it for p=2 (confirmed from the sockets, with its cost and the upstream
+    issue) and for p=1 nothing."""
+    require_server("uvicorn")
+    (tmp_path / "twomsg.py").write_text(TWO_MESSAGES)
+    (tmp_path / "nagle.toml").write_text(NAGLE)
+    store = str(tmp_path / "n.db")
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", "nagle.toml", "--store", store], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", "nagle", "--store", store, "--json"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    found = json.loads(shown.stdout)["why"]["found"]
+    assert [(f["key"], f["label"]) for f in found] == [("nagle", "uvicorn[twomsg:app] p=2 loop=asyncio http=h11")], found
+    (f,) = found
+    assert 35 <= f["effect_p50_ms"] <= 50 and f["throughput_lost"] > 100, f
+    assert f["confidence"].startswith("confirmed: ") and "TCP_NODELAY off" in f["confidence"], f
+    assert f["reference"] == "https://github.com/Kludex/uvicorn/issues/3149"
+    text = subprocess.run([sys.executable, "-m", "arena", "show", "nagle", "--store", store], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "COLUMNS": "300"}, check=True).stdout
+    assert "Nagle's algorithm x delayed ACK (TCP_NODELAY off)" in text and "uvicorn/issues/3149" in text, text
+
+
+def test_healthy_stores_name_no_pathology():
+    """The fixture stores' cells (healthy runs of Arena's subject apps) trigger no detector."""
+    from arena.app.analysis import analyses
+    from tests.conftest import report_store
+
+    for a in analyses(report_store()):
+        assert a.why.found == (), [f.line for f in a.why.found]
