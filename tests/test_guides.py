@@ -33,6 +33,7 @@ GUIDES = {
     "capacity.md": ("gunicorn-gthread",),
     "ci.md": ("gunicorn-gthread",),
     "scale.md": ("gunicorn-gthread",),
+    "why.md": ("uvicorn",),
 }
 
 
