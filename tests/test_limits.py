@@ -6,29 +6,14 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import leak_experiment, require_server
 
-QUOTA = """
-name = "quota"
-duration = "2s"
-warmup = "500ms"
-repetitions = 1
-[workload]
-path = "/work?cpu_ms=5&io_ms=2"
-[load]
-concurrency = [4]
-[layout]
-server_cpus = "1"
-load_cpus = "0"
-[[servers]]
-server = "puma"
-processes = 2
-threads = 4
-cpu_limit = [0.5, "none"]
-"""
+# Puma 2x4 on CPU 1 at four clients of 5 ms CPU, under a 0.5-core quota and without (docs/why.md's too)
+QUOTA = (Path(__file__).resolve().parents[1] / "examples" / "why" / "quota.toml").read_text()
 
 
 @pytest.mark.integration

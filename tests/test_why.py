@@ -5,33 +5,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import require_server
 
-TWO_MESSAGES = '''async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": b"hello"})
-'''
-NAGLE = """
-name = "nagle"
-duration = "2s"
-warmup = "1s"
-repetitions = 1
-[workload]
-path = "/"
-[load]
-concurrency = [1]
-[[servers]]
-server = "uvicorn"
-app = { asgi = "twomsg:app", chdir = "." }
-processes = [1, 2]
-loop = "asyncio"
-http = "h11"
-"""
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "why"  # the reproductions (docs/why.md)
 
 
 @pytest.mark.integration
@@ -42,11 +22,9 @@ def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tm
     delayed ACK. show names it for p=2 (confirmed from the sockets, with its cost and the upstream
     issue) and for p=1 nothing."""
     require_server("uvicorn")
-    (tmp_path / "twomsg.py").write_text(TWO_MESSAGES)
-    (tmp_path / "nagle.toml").write_text(NAGLE)
     store = str(tmp_path / "n.db")
-    ran = subprocess.run([sys.executable, "-m", "arena", "run", "nagle.toml", "--store", store], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "nagle.toml"), "--store", store],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     shown = subprocess.run([sys.executable, "-m", "arena", "show", "nagle", "--store", store, "--json"],
                            capture_output=True, text=True, timeout=60, check=True)
