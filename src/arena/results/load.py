@@ -161,6 +161,7 @@ class LoadFigures:
     response_ms: float | None  # the mean response time
     timing_ms: dict[str, float] | None  # mean Server-Timing per request, by metric; None: none sent
     workers: tuple[int, ...]  # the requests each server worker answered, most first
+    connections: int | None = None  # connections opened in the measured phase (None: not counted, older stores)
 
     @classmethod
     def of(cls, r: LoadResult) -> "LoadFigures":
@@ -175,11 +176,12 @@ class LoadFigures:
             timing = {k: h.mean / 1000 * h.count / answered for k, h in m.server_timing.items()
                       if h.mean is not None and answered}
         return cls(m.completed, m.errors, rt.mean / 1000 if rt and rt.mean is not None else None, timing,
-                   tuple(sorted(m.workers.values(), reverse=True)))
+                   tuple(sorted(m.workers.values(), reverse=True)),
+                   m.connect_time.count if m.connect_time is not None else None)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "LoadFigures":
-        return cls(d["completed"], d["errors"], d["response_ms"], d["timing_ms"], tuple(d["workers"]))
+        return cls(d["completed"], d["errors"], d["response_ms"], d["timing_ms"], tuple(d["workers"]), d.get("connections"))
 
 
 def to_dict(r: LoadResult) -> dict[str, Any]:
