@@ -5,7 +5,8 @@ Per detector, one experiment with two configurations, run for real: the reproduc
 the control must not be (examples/why/). Nagle x delayed ACK: a two-message ASGI app under uvicorn on
 asyncio and h11, 2 workers against 1. CPU throttling: Puma 2x4 on one CPU at 4 clients of 5 ms CPU,
 under a 0.5-core quota against none. OOM kills: gunicorn-sync 2 workers retaining 1 MiB a request
-(/leak) at 50 requests a second, under a 120 MiB limit against 512 MiB (about 200 MiB kept). Then the detectors over the demo's store (``--demo-store``, default
+(/leak) at 50 requests a second, under a 120 MiB limit against 512 MiB (about 200 MiB kept).
+Connection churn: gunicorn gthread with a keep-alive of 0 against its 2 s. Then the detectors over the demo's store (``--demo-store``, default
 arena.db where `make demo` left it: skipped where there is none), and their cost: diagnose() over
 each store against the runs' measured seconds, and one read of the sockets (sockets.nodelay) per run.
 
@@ -34,6 +35,8 @@ CASES = {  # detector: (experiment file, the configuration that has it, the cont
     "nagle": ("nagle.toml", "uvicorn[twomsg:app] p=2 loop=asyncio http=h11", "uvicorn[twomsg:app] p=1 loop=asyncio http=h11"),
     "throttling": ("quota.toml", "puma[rack] p=2 t=4 cpu=0.5", "puma[rack] p=2 t=4"),
     "oom": ("leak.toml", "gunicorn-sync[wsgi] p=2 mem=120MiB", "gunicorn-sync[wsgi] p=2 mem=512MiB"),
+    "churn": ("churn.toml", "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=0",
+              "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=2"),
 }
 
 
@@ -54,7 +57,8 @@ def main() -> int:
     args = ap.parse_args()
     ok = True
     spent = measured = 0.0
-    print(f"{'detector':<11} {'reproduction':<46} {'found':>6} | {'control':<46} {'clean':>6}")
+    w = max(len(label) for _, sick, healthy in CASES.values() for label in (sick, healthy))
+    print(f"{'detector':<11} {'reproduction':<{w}} {'found':>6} | {'control':<{w}} {'clean':>6}")
     with tempfile.TemporaryDirectory(prefix="arena-doctor-") as tmp:
         store_path = str(Path(tmp) / "doctor.db")
         for key, (file, sick, healthy) in CASES.items():
@@ -71,7 +75,7 @@ def main() -> int:
             hit = any(f.key == key and f.label == sick for f in found)
             false = [f for f in found if f.label == healthy or f.key != key]
             ok = ok and hit and not false
-            print(f"{key:<11} {sick:<46} {'yes' if hit else 'MISSED':>6} | {healthy:<46} "
+            print(f"{key:<11} {sick:<{w}} {'yes' if hit else 'MISSED':>6} | {healthy:<{w}} "
                   f"{'yes' if not false else 'NO: ' + ', '.join(f.key for f in false):>6}")
     demo = Path(args.demo_store)
     if demo.is_file():

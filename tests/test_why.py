@@ -39,6 +39,23 @@ def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tm
     assert "Nagle's algorithm x delayed ACK (TCP_NODELAY off)" in text and "uvicorn/issues/3149" in text, text
 
 
+@pytest.mark.integration
+def test_connection_churn_is_named_where_the_server_closes_kept_alive_connections(tmp_path):
+    """gunicorn's gthread worker with a keep-alive of 0 closes each connection after one answer while
+    the clients ask to keep them: one connection a request, named; its default 2 s keeps them."""
+    require_server("gunicorn-gthread")
+    store = str(tmp_path / "c.db")
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "churn.toml"), "--store", store],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", "churn", "--store", store, "--json"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    (f,) = json.loads(shown.stdout)["why"]["found"]
+    assert (f["key"], f["label"]) == ("churn", "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=0"), f
+    share = next(e["value"] for e in f["evidence"] if e["what"] == "connections opened per request")
+    assert share > 0.9 and f["effect_p50_ms"] > 0 and "keepalive_timeout (gunicorn --keep-alive" in f["fix"], f
+
+
 def test_healthy_stores_name_no_pathology():
     """The fixture stores' cells (healthy runs of Arena's subject apps) trigger no detector."""
     from arena.app.analysis import analyses

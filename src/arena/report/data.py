@@ -218,6 +218,7 @@ SHOWN_BY = {  # where the report shows each pathology's evidence
     "nagle": "Latency decomposition: outside the app",
     "throttling": "Latency decomposition: CPU quota wait",
     "oom": "Comparison table: the invalid runs' flags",
+    "churn": "each run's connect time (arena show --runs)",
 }
 
 
