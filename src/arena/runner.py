@@ -226,6 +226,9 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
                             nodelay_unchecked=read.unchecked)
     after, events = set(server.procset.pids()), server.procset.memory_events()
     lost = before - after
+    replaced = min(len(lost), len(after - before))
+    if replaced or lost:  # why, in the server's own words, where it says (a worker timeout, a kill)
+        resources = replace(resources, replaced=replaced, replaced_log=server.log_tail(REPLACED_LOG_LINES))
     kills = 0 if events is None or events0 is None else (events - events0).oom_kills
     oom = OutOfMemory(kills, len(before), tuple(sorted(lost)), len(after - before), run.config.limits.memory_mib,
                       resources.memory_peak_bytes) if kills else None
@@ -245,6 +248,9 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
                            others_share=None if others is None else others / len(cpus), oom=oom)
     return Measured(result, resources, flags, stopped, machine_speed.Reference.judged(*checks) if checks else None,
                     (window[0], window[-1]) if len(window) == 2 else None, others)
+
+
+REPLACED_LOG_LINES = 200  # of the server's log (its last 8 KiB at most), kept with a run whose processes were replaced
 
 
 def _own_cpu_s() -> float:

@@ -37,6 +37,10 @@ class ResourceResult:
     nodelay_checked: int | None = None
     nodelay_off: int | None = None
     nodelay_unchecked: str | None = None
+    # processes of the server gone over the run and as many started in their place (a worker killed and
+    # restarted: a timeout, max_requests, an OOM kill), and the server's log's last lines where any was
+    replaced: int | None = None
+    replaced_log: str | None = None
 
     @property
     def cpu_s(self) -> float | None:
