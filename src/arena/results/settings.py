@@ -54,6 +54,7 @@ class Launch:
     front: FrontLaunch | None = None
     instances: tuple[InstanceLaunch, ...] = ()
     limits: Limits = Limits()  # a container's CPU quota and memory limit (none in older stores)
+    keep_alive: bool = True  # whether the server keeps a client's connection between requests (catalog's)
 
     @classmethod
     def of(cls, d: Mapping[str, Any] | None) -> "Launch":
@@ -63,7 +64,7 @@ class Launch:
                    TopologyLaunch.of(d.get("topology")),
                    FrontLaunch(front["kind"], front.get("version")) if front else None,
                    tuple(InstanceLaunch(i.get("address"), i.get("cpus")) for i in d.get("instances") or ()),
-                   Limits(**limits))
+                   Limits(**limits), d.get("keep_alive", True))
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,9 @@ class Server:
     # hypercorn's, each polling the one listening socket). None: not known here; the simulator
     # learns it from a measured load level (model.simulated.learn).
     accept: str | None = None
+    # Whether it keeps a client's connection open between requests: not unicorn, gunicorn's sync worker
+    # or wsgiref, by design (each answer closes its connection; a proxy in front keeps the clients')
+    keep_alive: bool = True
     options: Mapping[str, Option] = field(default_factory=dict)  # its named settings (COMMON_OPTIONS too)
     # Variables it reads for its settings besides its knobs' (a trailing * is a prefix): Arena never
     # passes the caller's (launch.ENV_ALLOWED), and says so when they are set (app.servers).
@@ -208,7 +211,7 @@ def _gunicorn(worker: str, model: str, args: tuple[str, ...], knobs: dict[str, K
         knobs={"processes": Knob(1, env=WEB_CONCURRENCY, why="gunicorn --workers default ($WEB_CONCURRENCY or 1)"),
                **knobs},
         version=("dist", *dists), install_hint=PIP, description=description,
-        routing="shared" if worker == "sync" else "per-process",  # the sync worker has no keep-alive
+        routing="shared" if worker == "sync" else "per-process", keep_alive=worker != "sync",
         accept="race",
         options={**GUNICORN_OPTIONS, **keepalive}, unix=(("{host}:{port}",), ("unix:{socket}",)),
         reads_env=("GUNICORN_CMD_ARGS",),
@@ -258,7 +261,8 @@ CATALOG: dict[str, Server] = {
             options={"preload": Option("bool", config="preload_app true",
                                        why="unicorn preload_app: load the app in the master before forking; off")},
             version=("cmd", r"unicorn v([\d.]+)", "unicorn", "-v"), gem="unicorn", install_hint=f"{APT} unicorn",
-            routing="shared", description="pre-forked single-threaded workers on one shared listen socket",
+            routing="shared", keep_alive=False,
+            description="pre-forked single-threaded workers on one shared listen socket",
             unix=(("listen '{host}:{port}'",), ("listen '{socket}'",)),
         ),
         Server(
@@ -312,7 +316,8 @@ CATALOG: dict[str, Server] = {
             "wsgiref", "python", "process", ("wsgi",),
             ("{python}", "-m", "arena.servers.wsgiref_main", "--host", "{host}", "--port", "{port}", "{target}"),
             version=("python",), install_hint="part of Python's standard library",
-            routing="shared", description="the standard library's WSGI server: one request at a time (a baseline)",
+            routing="shared", keep_alive=False,
+            description="the standard library's WSGI server: one request at a time (a baseline)",
         ),
         Server(
             "bjoern", "python", "event", ("wsgi",),

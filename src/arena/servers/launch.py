@@ -149,7 +149,8 @@ class RunningServer(Confined):
         named settings, the server's version (and where it comes from, when not Arena's own)."""
         return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings,
                 "version": self.version, **({"version_from": self.version_from} if self.version_from else {}),
-                **({"limits": asdict(self.spec.limits)} if self.spec.limits.any else {})}
+                **({"limits": asdict(self.spec.limits)} if self.spec.limits.any else {}),
+                **({} if self.server.keep_alive else {"keep_alive": False})}
 
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)

@@ -28,6 +28,8 @@ SETTING = {  # the server's setting that keeps connections open longer, as Arena
 
 def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
     runs = [r for r in cell.valid_runs if r.figures and r.figures.connections is not None]
+    if not runs or not runs[0].launched.keep_alive:
+        return None  # a server that keeps no connection by design (unicorn, gunicorn's sync worker)
     opened, answered = sum(r.figures.connections for r in runs), sum(r.figures.completed for r in runs)
     if not answered or opened < THRESHOLDS["least_share"] * answered or not all(r.kept_alive for r in runs):
         return None
