@@ -6,7 +6,8 @@ the control must not be (examples/why/). Nagle x delayed ACK: a two-message ASGI
 asyncio and h11, 2 workers against 1. CPU throttling: Puma 2x4 on one CPU at 4 clients of 5 ms CPU,
 under a 0.5-core quota against none. OOM kills: gunicorn-sync 2 workers retaining 1 MiB a request
 (/leak) at 50 requests a second, under a 120 MiB limit against 512 MiB (about 200 MiB kept).
-Connection churn: gunicorn gthread with a keep-alive of 0 against its 2 s. Then the detectors over the demo's store (``--demo-store``, default
+Worker restarts: a 1.5 s request under gunicorn's --timeout 1 against 30. Connection churn:
+gunicorn gthread with a keep-alive of 0 against its 2 s. Then the detectors over the demo's store (``--demo-store``, default
 arena.db where `make demo` left it: skipped where there is none), and their cost: diagnose() over
 each store against the runs' measured seconds, and one read of the sockets (sockets.nodelay) per run.
 
@@ -35,6 +36,7 @@ CASES = {  # detector: (experiment file, the configuration that has it, the cont
     "nagle": ("nagle.toml", "uvicorn[twomsg:app] p=2 loop=asyncio http=h11", "uvicorn[twomsg:app] p=1 loop=asyncio http=h11"),
     "throttling": ("quota.toml", "puma[rack] p=2 t=4 cpu=0.5", "puma[rack] p=2 t=4"),
     "oom": ("leak.toml", "gunicorn-sync[wsgi] p=2 mem=120MiB", "gunicorn-sync[wsgi] p=2 mem=512MiB"),
+    "restarts": ("timeout.toml", "gunicorn-sync[wsgi] p=2 worker_timeout=1", "gunicorn-sync[wsgi] p=2 worker_timeout=30"),
     "churn": ("churn.toml", "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=0",
               "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=2"),
 }

@@ -56,6 +56,24 @@ def test_connection_churn_is_named_where_the_server_closes_kept_alive_connection
     assert share > 0.9 and f["effect_p50_ms"] > 0 and "keepalive_timeout (gunicorn --keep-alive" in f["fix"], f
 
 
+@pytest.mark.integration
+def test_a_worker_killed_at_its_timeout_is_named_with_the_servers_own_words(tmp_path):
+    """A request that waits 1.5 s under gunicorn's --timeout 1: the master kills the sync worker and
+    starts another; the finding says so with the log's WORKER TIMEOUT line. Under 30 s: nothing, and
+    the sync worker closing each connection by design is no churn."""
+    require_server("gunicorn-sync")
+    store = str(tmp_path / "t.db")
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "timeout.toml"), "--store", store],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1, ran.stdout + ran.stderr  # the killed worker's requests failed: invalid
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", "timeout", "--store", store, "--json"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    (f,) = json.loads(shown.stdout)["why"]["found"]
+    assert (f["key"], f["label"]) == ("restarts", "gunicorn-sync[wsgi] p=2 worker_timeout=1"), f
+    assert "gunicorn's worker timeout" in f["name"] and "WORKER TIMEOUT (pid:" in f["confidence"], f
+    assert f["evidence"][0]["what"] == "workers replaced" and f["evidence"][0]["value"] >= 1, f
+
+
 def test_healthy_stores_name_no_pathology():
     """The fixture stores' cells (healthy runs of Arena's subject apps) trigger no detector."""
     from arena.app.analysis import analyses

@@ -219,6 +219,7 @@ SHOWN_BY = {  # where the report shows each pathology's evidence
     "throttling": "Latency decomposition: CPU quota wait",
     "oom": "Comparison table: the invalid runs' flags",
     "churn": "each run's connect time (arena show --runs)",
+    "restarts": "Comparison table: the invalid runs' flags",
 }
 
 

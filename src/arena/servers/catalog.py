@@ -191,6 +191,8 @@ GUNICORN_OPTIONS = {
     "preload": Option("bool", args=("--preload",), why="gunicorn --preload: load the app before forking; off"),
     "max_requests": _max_requests("--max-requests", "{value}", why="gunicorn --max-requests: recycle a worker "
                                                                     "after this many; 0 (never) by default"),
+    "worker_timeout": Option("seconds", args=("--timeout", "{value}"),
+                             why="gunicorn --timeout: a worker silent this long is killed and restarted; 30 s"),
 }
 
 
