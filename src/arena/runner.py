@@ -63,6 +63,7 @@ class Seams:
     speed_sample: Callable[[list[int]], float] | None = partial(machine_speed.check_ms, trials=1)  # None: not during runs
     cluster: Callable[..., LoadResult] = cluster_driver.run  # ``run(spec, address)``: an experiment's [cluster]
     nodelay: Callable[[list[int], int], NoDelay] = sockets.nodelay  # TCP_NODELAY on the server's connections
+    listen_overflows: Callable[[], tuple[int, int] | None] = sockets.listen_overflows  # the kernel's, since boot
 
 
 @dataclass
@@ -205,6 +206,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
         timers.append(threading.Timer(exp.warmup_s + exp.duration_s, stop_all))
     for t in timers:
         t.start()
+    turned_away = seams.listen_overflows()  # from the warm-up on: a closed load connects in it
     try:
         spec = load_spec(exp, run, server.url)
         result = (seams.cluster(spec, exp.cluster.address) if exp.cluster
@@ -226,6 +228,10 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
                             nodelay_unchecked=read.unchecked)
     after, events = set(server.procset.pids()), server.procset.memory_events()
     lost = before - after
+    now_away = seams.listen_overflows()
+    if turned_away is not None and now_away is not None and not exp.cluster:  # a cluster's load comes from elsewhere
+        resources = replace(resources, listen_overflows=now_away[0] - turned_away[0],
+                            listen_drops=now_away[1] - turned_away[1])
     replaced = min(len(lost), len(after - before))
     if replaced or lost:  # why, in the server's own words, where it says (a worker timeout, a kill)
         resources = replace(resources, replaced=replaced, replaced_log=server.log_tail(REPLACED_LOG_LINES))

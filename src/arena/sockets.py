@@ -1,4 +1,5 @@
-"""What a server set on the connections it accepted: TCP_NODELAY, read from its own sockets.
+"""What a server set on the connections it accepted (TCP_NODELAY, read from its own sockets), and what
+the kernel turned away at its listen queue (listen_overflows).
 
 A server that leaves Nagle's algorithm on (TCP_NODELAY off) and writes a response in two sends (its
 headers, then its body) holds the second until the client acknowledges the first, and a Linux client
@@ -78,6 +79,18 @@ def nodelay(pids: list[int], port: int, limit: int = 64) -> NoDelay:
         finally:
             os.close(pidfd)
     return NoDelay(checked, off, None if checked else f"none of the server's processes held a connection on port {port}")
+
+
+def listen_overflows(netstat: str = "/proc/net/netstat") -> tuple[int, int] | None:
+    """The kernel's counts of connections a full accept queue turned away (TcpExt ListenOverflows and
+    ListenDrops, since boot, in this network namespace); None where they cannot be read."""
+    try:
+        with open(netstat) as f:
+            rows = [line.split() for line in f if line.startswith("TcpExt:")]
+        head, values = rows[0], rows[1]
+        return int(values[head.index("ListenOverflows")]), int(values[head.index("ListenDrops")])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _accepted_on(sock: socket.socket, port: int) -> bool:

@@ -41,6 +41,10 @@ class ResourceResult:
     # restarted: a timeout, max_requests, an OOM kill), and the server's log's last lines where any was
     replaced: int | None = None
     replaced_log: str | None = None
+    # connections the kernel turned away at a full accept queue while the load ran (TcpExt ListenOverflows
+    # and ListenDrops: the namespace's, whoever listened; None: not read)
+    listen_overflows: int | None = None
+    listen_drops: int | None = None
 
     @property
     def cpu_s(self) -> float | None:
