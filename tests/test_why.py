@@ -74,6 +74,25 @@ def test_a_worker_killed_at_its_timeout_is_named_with_the_servers_own_words(tmp_
     assert f["evidence"][0]["what"] == "workers replaced" and f["evidence"][0]["value"] >= 1, f
 
 
+@pytest.mark.integration
+def test_a_listen_queue_overflow_is_named_with_the_connects_that_waited_a_retransmit(tmp_path):
+    """One gunicorn sync worker with a backlog of 1 and 32 clients that connect for every request:
+    the kernel drops SYNs at the full accept queue (ListenOverflows) and connects wait ~1 s for the
+    retransmit; with gunicorn's default backlog, nothing."""
+    require_server("gunicorn-sync")
+    store = str(tmp_path / "b.db")
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "backlog.toml"), "--store", store],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ran.returncode in (0, 1), ran.stdout + ran.stderr  # 1: a run flagged (the overflowed one drifts)
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", "backlog", "--store", store, "--json"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    (f,) = json.loads(shown.stdout)["why"]["found"]
+    assert (f["key"], f["label"]) == ("backlog", "gunicorn-sync[wsgi] p=1 options='--backlog 1'"), f
+    figures = {e["what"]: e["value"] for e in f["evidence"]}
+    assert figures["overflows"] > 0 and figures["connect time max"] >= 900, f
+    assert "SYN retransmit" in f["confidence"] and f["effect_p99_ms"] >= 900, f
+
+
 def test_healthy_stores_name_no_pathology():
     """The fixture stores' cells (healthy runs of Arena's subject apps) trigger no detector."""
     from arena.app.analysis import analyses

@@ -220,6 +220,7 @@ SHOWN_BY = {  # where the report shows each pathology's evidence
     "oom": "Comparison table: the invalid runs' flags",
     "churn": "each run's connect time (arena show --runs)",
     "restarts": "Comparison table: the invalid runs' flags",
+    "backlog": "each run's connect time (arena show --runs)",
 }
 
 
