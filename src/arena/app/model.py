@@ -246,7 +246,7 @@ class Recommendation:
     measured: Answer  # the experiment's cells at this load
     per_server: list[ServerChoice]
     container: Limits = Limits()  # a container's limits it is made for, and verified under
-    why: Why = Why()  # the known pathologies found in the experiment's cells (results/why)
+    why: Why = Why()  # the known pathologies found in the experiment's cells at this load (results/why)
 
     @property
     def p99_max_ms(self) -> float | None:
@@ -296,7 +296,9 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cpus, (fits or ranked)[:top], fits[:top]))
     here = [c for c in res.cells if c.model == load.model and c.level == load.level and c.server in names]
-    return Recommendation(load, goal, workload, answer(here, workload, goal), out, container, why)
+    at = level_label(load.model, load.level)  # the pathologies found at this load, of this workload
+    found = Why(tuple(f for f in why.found if f.workload == workload and f.level == at))
+    return Recommendation(load, goal, workload, answer(here, workload, goal), out, container, found)
 
 
 def recommendations(store_path: str, experiment: str, load: Load, flags: GoalFlags = GoalFlags(), cores: float | None = None,
