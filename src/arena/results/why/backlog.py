@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from arena.results.aggregate import Cell
-from arena.results.why.finding import Evidence, Finding
+from arena.results.why.finding import Evidence, Finding, counting
 
 KEY, NAME = "backlog", "Listen-queue overflow: connections dropped at a full accept queue"
 THRESHOLDS = {"least_overflows": 1, "syn_retry_ms": 900.0}  # a connect this long waited a SYN retransmit
@@ -19,10 +19,9 @@ REFERENCE = "https://man7.org/linux/man-pages/man2/listen.2.html"
 
 
 def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
-    hit = [r for r in cell.runs if r.resources and (r.resources.listen_overflows or 0) >= THRESHOLDS["least_overflows"]]
+    hit, overflows = counting(cell, "listen_overflows", THRESHOLDS["least_overflows"])
     if not hit:
         return None
-    overflows = sum(r.resources.listen_overflows for r in hit)
     drops = sum(r.resources.listen_drops or 0 for r in hit)
     evidence = [Evidence("overflows", overflows, f"in {len(hit)} of {len(cell.runs)} runs"), Evidence("drops", drops, "")]
     connects = [r.load.measured.connect_time for r in hit if r.load and r.load.measured.connect_time]

@@ -61,6 +61,13 @@ class Finding:
                 "fix": self.fix}
 
 
+def counting(cell: Any, figure: str, least: float) -> tuple[list, float]:
+    """The runs of ``cell`` (valid or not) whose resources count ``figure`` (a ResourceResult field: OOM
+    kills, listen overflows, workers replaced) at least ``least`` times, and their sum."""
+    hit = [r for r in cell.runs if r.resources and (getattr(r.resources, figure) or 0) >= least]
+    return hit, sum(getattr(r.resources, figure) for r in hit)
+
+
 @dataclass(frozen=True)
 class Unchecked:
     """A detector that could not decide for a cell, and why."""

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from arena.limits import MiB
 from arena.results.aggregate import Cell
-from arena.results.why.finding import Evidence, Finding
+from arena.results.why.finding import Evidence, Finding, counting
 
 KEY, NAME = "oom", "OOM kills at the container's memory limit"
 THRESHOLDS = {"least_kills": 1}
@@ -19,10 +19,9 @@ REFERENCE = "https://docs.kernel.org/admin-guide/cgroup-v2.html#memory-interface
 
 
 def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
-    hit = [r for r in cell.runs if r.resources and (r.resources.oom_kills or 0) >= THRESHOLDS["least_kills"]]
+    hit, kills = counting(cell, "oom_kills", THRESHOLDS["least_kills"])
     if not hit:
         return None
-    kills = sum(r.resources.oom_kills for r in hit)
     limit = hit[0].launched.limits.memory_mib
     peaks = [r.resources.memory_peak_bytes for r in hit if r.resources.memory_peak_bytes]
     evidence = [Evidence("processes killed", kills, ""), Evidence("runs with a kill", len(hit), f"of {len(cell.runs)}")]

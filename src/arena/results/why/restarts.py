@@ -13,7 +13,7 @@ import re
 from typing import Sequence
 
 from arena.results.aggregate import Cell
-from arena.results.why.finding import Evidence, Finding
+from arena.results.why.finding import Evidence, Finding, counting
 
 KEY, NAME = "restarts", "Workers killed and restarted by the server"
 THRESHOLDS = {"least_replaced": 1}
@@ -34,8 +34,8 @@ UNKNOWN = ("a cause its log does not name", "read the server's log around the ru
 
 
 def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
-    hit = [r for r in cell.runs if r.resources and (r.resources.replaced or 0) >= THRESHOLDS["least_replaced"]
-           and not r.resources.oom_kills]
+    hit, _ = counting(cell, "replaced", THRESHOLDS["least_replaced"])
+    hit = [r for r in hit if not r.resources.oom_kills]  # the oom detector's
     if not hit:
         return None
     replaced = sum(r.resources.replaced for r in hit)
