@@ -14,6 +14,17 @@ from tests.conftest import require_server
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "why"  # the reproductions (docs/why.md)
 
 
+def found_in(tmp_path, example: str, exits: tuple[int, ...] = (0,)) -> tuple[list[dict], str]:
+    """Run examples/why/EXAMPLE.toml into a fresh store; what show --json names, and the store."""
+    store = str(tmp_path / f"{example}.db")
+    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / f"{example}.toml"), "--store", store],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ran.returncode in exits, ran.stdout + ran.stderr
+    shown = subprocess.run([sys.executable, "-m", "arena", "show", example, "--store", store, "--json"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(shown.stdout)["why"]["found"], store
+
+
 @pytest.mark.integration
 def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tmp_path):
     """A five-line ASGI app that sends its headers and its body in two messages, under uvicorn on
@@ -22,13 +33,7 @@ def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tm
     delayed ACK. show names it for p=2 (confirmed from the sockets, with its cost and the upstream
     issue) and for p=1 nothing."""
     require_server("uvicorn")
-    store = str(tmp_path / "n.db")
-    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "nagle.toml"), "--store", store],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    shown = subprocess.run([sys.executable, "-m", "arena", "show", "nagle", "--store", store, "--json"],
-                           capture_output=True, text=True, timeout=60, check=True)
-    found = json.loads(shown.stdout)["why"]["found"]
+    found, store = found_in(tmp_path, "nagle")
     assert [(f["key"], f["label"]) for f in found] == [("nagle", "uvicorn[twomsg:app] p=2 loop=asyncio http=h11")], found
     (f,) = found
     assert 35 <= f["effect_p50_ms"] <= 50 and f["throughput_lost"] > 100, f
@@ -44,13 +49,7 @@ def test_connection_churn_is_named_where_the_server_closes_kept_alive_connection
     """gunicorn's gthread worker with a keep-alive of 0 closes each connection after one answer while
     the clients ask to keep them: one connection a request, named; its default 2 s keeps them."""
     require_server("gunicorn-gthread")
-    store = str(tmp_path / "c.db")
-    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "churn.toml"), "--store", store],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    shown = subprocess.run([sys.executable, "-m", "arena", "show", "churn", "--store", store, "--json"],
-                           capture_output=True, text=True, timeout=60, check=True)
-    (f,) = json.loads(shown.stdout)["why"]["found"]
+    (f,), _ = found_in(tmp_path, "churn")
     assert (f["key"], f["label"]) == ("churn", "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=0"), f
     share = next(e["value"] for e in f["evidence"] if e["what"] == "connections opened per request")
     assert share > 0.9 and f["effect_p50_ms"] > 0 and "keepalive_timeout (gunicorn --keep-alive" in f["fix"], f
@@ -62,13 +61,7 @@ def test_a_worker_killed_at_its_timeout_is_named_with_the_servers_own_words(tmp_
     starts another; the finding says so with the log's WORKER TIMEOUT line. Under 30 s: nothing, and
     the sync worker closing each connection by design is no churn."""
     require_server("gunicorn-sync")
-    store = str(tmp_path / "t.db")
-    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "timeout.toml"), "--store", store],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 1, ran.stdout + ran.stderr  # the killed worker's requests failed: invalid
-    shown = subprocess.run([sys.executable, "-m", "arena", "show", "timeout", "--store", store, "--json"],
-                           capture_output=True, text=True, timeout=60, check=True)
-    (f,) = json.loads(shown.stdout)["why"]["found"]
+    (f,), _ = found_in(tmp_path, "timeout", (1,))  # 1: the killed worker's requests failed, the run invalid
     assert (f["key"], f["label"]) == ("restarts", "gunicorn-sync[wsgi] p=2 worker_timeout=1"), f
     assert "gunicorn's worker timeout" in f["name"] and "WORKER TIMEOUT (pid:" in f["confidence"], f
     assert f["evidence"][0]["what"] == "workers replaced" and f["evidence"][0]["value"] >= 1, f
@@ -80,13 +73,7 @@ def test_a_listen_queue_overflow_is_named_with_the_connects_that_waited_a_retran
     the kernel drops SYNs at the full accept queue (ListenOverflows) and connects wait ~1 s for the
     retransmit; with gunicorn's default backlog, nothing."""
     require_server("gunicorn-sync")
-    store = str(tmp_path / "b.db")
-    ran = subprocess.run([sys.executable, "-m", "arena", "run", str(EXAMPLES / "backlog.toml"), "--store", store],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode in (0, 1), ran.stdout + ran.stderr  # 1: a run flagged (the overflowed one drifts)
-    shown = subprocess.run([sys.executable, "-m", "arena", "show", "backlog", "--store", store, "--json"],
-                           capture_output=True, text=True, timeout=60, check=True)
-    (f,) = json.loads(shown.stdout)["why"]["found"]
+    (f,), _ = found_in(tmp_path, "backlog", (0, 1))  # 1: a run flagged (the overflowed one drifts)
     assert (f["key"], f["label"]) == ("backlog", "gunicorn-sync[wsgi] p=1 options='--backlog 1'"), f
     figures = {e["what"]: e["value"] for e in f["evidence"]}
     assert figures["overflows"] > 0 and figures["connect time max"] >= 900, f
