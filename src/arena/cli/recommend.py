@@ -57,8 +57,8 @@ def run(args, out) -> int:
         out.print(f"recommend for {what}" + (f", workload {rec.workload}" if len(recs) > 1 else "")
                   + f"; goal: {rec.goal}" + (f"; under {container.text}" if container.any else ""), highlight=False)
         found = _measured(rec, out) | found
-        for line in why_lines(rec.why, rec.measured):
-            out.print(line, highlight=False, markup=False)
+        for line in why_lines(rec.why, rec.measured):  # a finding a line, unbroken
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
         top = _predicted(rec, args.sim, out)
         found = found or top is not None
     rec = recs[0]

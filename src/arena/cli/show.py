@@ -52,8 +52,10 @@ def run(args, out) -> int:
                 out.print(load_summary(r.load), highlight=False, markup=False)
         out.print(f"\n[bold]{escape(res.name)}[/]")
         for answer in a.answers:
-            for line in answer_lines(answer, len(a.answers) > 1) + why_lines(a.why, answer):
+            for line in answer_lines(answer, len(a.answers) > 1):
                 out.print(line, highlight=False, markup=False)
+            for line in why_lines(a.why, answer):  # a finding a line, unbroken: its URL and figures stay whole
+                out.print(line, highlight=False, markup=False, soft_wrap=True)
         for line in capacity_lines(a.capacities) + threshold_lines(a.thresholds) + [x for s in a.soaks
                                                                                      for x in soak_lines(s)]:
             out.print(line, highlight=False, markup=False)
