@@ -60,7 +60,7 @@ class Analysis:
         every one) simulated too."""
         from arena.model.findings import findings  # here: the model (and numpy) only where it is asked
 
-        return findings(self.results.cells, self.results.observations(), simulated)
+        return findings(self.results.cells, self.results.observations(self.why.unmodelled()), simulated)
 
     def answer(self, workload: str) -> Answer:
         found = next((a for a in self.answers if a.workload == workload), None)

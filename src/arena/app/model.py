@@ -31,6 +31,7 @@ from arena.plan.experiment import parse_experiment
 from arena.results.runs import level_label
 from arena.results.aggregate import Cell
 from arena.results.answer import Answer, Goal, answer
+from arena.results.why.diagnose import diagnose
 from arena.results.why.finding import Why
 from arena.runner import Event, Seams, run_experiment
 from arena.servers import catalog
@@ -84,8 +85,8 @@ def calibration(res: Results, server: str, workload: str | None = None) -> Calib
                          f"(it has: {', '.join(sorted({r.workload for r in res.runs}))})")
     from arena.model.calibrate import calibrate
 
-    try:
-        return calibrate(res.observations(), server, workload)
+    try:  # not from the cells a pathology explains: the model would learn the stall as the server's work
+        return calibrate(res.observations(diagnose(res.cells).unmodelled()), server, workload)
     except ValueError as e:
         raise ArenaError(f"experiment {res.name}: cannot calibrate {server}: {e}") from None
 

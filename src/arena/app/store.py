@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 from datetime import datetime, timezone
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from arena.errors import ArenaError
@@ -51,11 +52,13 @@ class Results:
     failures: list[Failure] = field(default_factory=list)  # runs whose last attempt could not be made
     steps: list[tuple[str, str]] = field(default_factory=list)  # the latest search's steps: (stage, text)
 
-    def observations(self):
-        """The model's observations of the valid runs (model/calibrate.py Observation)."""
+    def observations(self, leave_out: Collection[tuple[str, str, str]] = frozenset()):
+        """The model's observations of the valid runs (model/calibrate.py Observation), but those of
+        the cells ``leave_out`` names (label, workload, level: a pathology the model does not know)."""
         from arena.model.observe import observations  # here: reading a store needs no model (nor numpy)
 
-        return observations(self.runs, self.definition.workloads)
+        runs = [r for r in self.runs if (r.label, r.workload, r.level_label) not in leave_out] if leave_out else self.runs
+        return observations(runs, self.definition.workloads)
 
 
 def results(store: Store, name: str) -> Results:

@@ -82,6 +82,9 @@ class Unchecked:
         return {"key": self.key, "label": self.label, "workload": self.workload, "level": self.level, "why": self.why}
 
 
+MODEL_KNOWS = ("throttling",)  # the pathologies the model predicts itself (a quota's periods: model/sim.py)
+
+
 @dataclass(frozen=True)
 class Why:
     """What the detectors found in an experiment, and where they could not decide."""
@@ -94,3 +97,8 @@ class Why:
 
     def json(self) -> dict[str, Any]:
         return {"found": [f.json() for f in self.found], "unchecked": [u.json() for u in self.unchecked]}
+
+    def unmodelled(self) -> frozenset[tuple[str, str, str]]:
+        """The cells (label, workload, level) with a pathology the model does not know: a calibration
+        learned from them would take the pathology for the server's own work."""
+        return frozenset((f.label, f.workload, f.level) for f in self.found if f.key not in MODEL_KNOWS)
