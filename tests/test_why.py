@@ -42,6 +42,16 @@ def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tm
     text = subprocess.run([sys.executable, "-m", "arena", "show", "nagle", "--store", store], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "COLUMNS": "300"}, check=True).stdout
     assert "Nagle's algorithm x delayed ACK (TCP_NODELAY off)" in text and "uvicorn/issues/3149" in text, text
+    # the model learns the server's work from the healthy cell alone, and the report says the stall's share
+    from arena.app.analysis import analyses
+    from arena.app.model import calibration
+    from arena.report.data import explained
+
+    (a,) = analyses(store, "nagle")
+    assert calibration(a.results, "uvicorn").outside_ms.median < 5  # with p=2's runs in: about 22 ms
+    (said,) = explained(a.findings().points, a.why)
+    assert said.startswith("uvicorn[twomsg:app] p=2 loop=asyncio http=h11 at c=1: the model's p99 ") and \
+        "ms of it is Nagle's algorithm x delayed ACK (TCP_NODELAY off): without it, " in said, said
 
 
 @pytest.mark.integration

@@ -19,7 +19,7 @@ from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, head
                                  threshold_lines)
 from arena.results.answer import Answer
 from arena.results import validity
-from arena.results.runs import Run
+from arena.results.runs import Run, level_label
 from arena.results.why.finding import Why
 from arena.servers.sizing import NOT_CORES, SIZINGS
 
@@ -214,6 +214,23 @@ def container_lines(runs: list[Run], node_cores: int | None) -> list[str]:
     return lines + [NOT_CORES] if lines else []
 
 
+def explained(points: Sequence, why: Why) -> list[str]:
+    """For each pathology found that adds a known time at p99 to a point the model predicted (from a
+    calibration that left its cells out): the p99 error as measured, and with that time taken out."""
+    out = []
+    for f in why.found:
+        for p in points:
+            meas = p.measured_p99_ms
+            if (f.effect_p99_ms is None or meas is None or p.label != f.label or p.workload != f.workload
+                    or level_label(p.model, p.level) != f.level or meas <= f.effect_p99_ms):
+                continue
+            pred, without = p.predicted.p99_ms, meas - f.effect_p99_ms
+            out.append(f"{p.label} at {f.level}: the model's p99 {pred:.1f} ms against {meas:.1f} ms measured "
+                       f"({100 * (pred - meas) / meas:+.0f}%); {f.effect_p99_ms:.1f} ms of it is {f.name}: without it, "
+                       f"{without:.1f} ms ({100 * (pred - without) / without:+.0f}%).")
+    return out
+
+
 SHOWN_BY = {  # where the report shows each pathology's evidence
     "nagle": "Latency decomposition: outside the app",
     "throttling": "Latency decomposition: CPU quota wait",
@@ -278,14 +295,17 @@ def _ranking_table(title: str, cells: list[Cell]) -> Table:
                   "validity"], rows, "ranking", title)
 
 
-def model_section(cells: list[Cell], found) -> Section:
+def model_section(cells: list[Cell], found, why: Why = Why()) -> Section:
     """The model's findings (model/findings.py ModelFindings) against the measurements: charts, the
-    calibration, every point, the USL fits. Formats only: the findings come computed."""
+    calibration, every point, the USL fits, and where a pathology found explains a gap between a
+    prediction and its measurement, the error with and without it. Formats only: the findings come
+    computed."""
     key, title, lead = SECTIONS[-1]
     section = Section(key, title, lead)
     points, calibrations = found.points, found.calibrations
     if not points and not calibrations:
         return section
+    section.paragraphs += explained(points, why)
     names = workloads(cells)
     section.charts = [ch.model_vs_measured(points, w, len(names) > 1, ch.load_axis(cells)) for w in names
                       if any(pt.workload == w for pt in points)]
@@ -499,7 +519,7 @@ def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[
     tuning = tuning_section(runs, steps, goal, capacities)
     if tuning is not None:
         sections.insert(2, tuning)
-    model = model_section(cells, found)
+    model = model_section(cells, found, why)
     if model.charts or model.paragraphs:
         sections.append(model)
     report_charts = [c for s in sections for c in s.charts]
