@@ -70,10 +70,18 @@ def nodelay(pids: list[int], port: int, limit: int = 64) -> NoDelay:
                                else "pidfd_getfd needs the right to ptrace the server (root)")
                         return NoDelay(checked, off, None if checked else why)
                     continue  # closed meanwhile
-                with socket.socket(fileno=copy) as sock:
+                try:
+                    sock = socket.socket(fileno=copy)
+                except OSError:  # the descriptor changed meanwhile: no socket now
+                    os.close(copy)
+                    continue
+                with sock:
                     if not _accepted_on(sock, port):
                         continue
-                    on = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    try:
+                        on = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    except OSError:  # closed meanwhile
+                        continue
                 checked += 1
                 off += not on
         finally:
