@@ -4,8 +4,9 @@
 #   body included), cpu (the thread's CPU time over the request) and cpuwall (the time the thread was
 #   running or ready to run: its CPU time plus its wait for a core, from /proc/thread-self/schedstat).
 #   So cpuwall - cpu is the wait for a core; a thread's wait for the GVL is off-CPU like I/O and stays
-#   in app - cpuwall. The app's own Server-Timing metrics are kept (the names queue, app, cpu and
-#   cpuwall are Arena's).
+#   in app - cpuwall; and gc, the process's time in the garbage collector while the request was in
+#   flight (GC.total_time, Ruby 3.1), where a collection ran. The app's own Server-Timing metrics are
+#   kept (the names queue, app, cpu, cpuwall and gc are Arena's).
 # - X-Arena-Pid and X-Arena-Thread.
 #
 # The body is collected before the response goes out (the timing covers it), so a streamed
@@ -28,6 +29,7 @@ class ArenaTiming
     start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     cpu0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
     rq0 = run_queue_s
+    gc0 = gc_s
     queue = queue_ms(env["HTTP_X_REQUEST_START"], now)
     status, headers, body = @app.call(env)
     chunks = []
@@ -42,6 +44,8 @@ class ArenaTiming
     timing = []
     timing << format("queue;dur=%.3f", queue) if queue
     timing << format("app;dur=%.3f, cpu;dur=%.3f, cpuwall;dur=%.3f", wall * 1000, cpu * 1000, cpuwall * 1000)
+    in_gc = gc_s - gc0
+    timing << format("gc;dur=%.3f", in_gc * 1000) if in_gc > 0 # only a request that met a collection
     headers = headers.dup
     own = headers.keys.find { |k| k.casecmp?("server-timing") }
     if own
@@ -55,6 +59,12 @@ class ArenaTiming
   end
 
   private
+
+  # The process's time in the garbage collector so far (a collection holds the GVL: every thread of the
+  # process waits for it); 0 where this Ruby does not count it (before 3.1).
+  def gc_s
+    GC.respond_to?(:total_time) ? GC.total_time / 1e9 : 0.0
+  end
 
   # This thread's time waiting for a core so far (schedstat's second field, ns); 0 where absent.
   # The file is opened once per thread (a thread variable, not a fiber-local one) and re-read in

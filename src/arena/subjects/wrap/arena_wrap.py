@@ -10,8 +10,10 @@ imported from ``ARENA_USER_DIR`` (first on sys.path). Every HTTP response gains
   request's code was running or ready to run: WSGI, its thread's CPU time plus its wait for a core,
   from /proc/thread-self/schedstat; ASGI, the wall time of the request's coroutine steps). So
   ``cpuwall - cpu`` is the wait for a core (and, in ASGI, for the GIL during a step); a WSGI thread's
-  wait for the GIL is off-CPU like I/O and stays in ``app - cpuwall``. The app's own Server-Timing
-  metrics are kept (its header is left as it is; the names queue, app, cpu and cpuwall are Arena's).
+  wait for the GIL is off-CPU like I/O and stays in ``app - cpuwall``; and ``gc``, the process's time
+  in the garbage collector while the request was in flight, where a collection ran. The app's own
+  Server-Timing metrics are kept (its header is left as it is; the names queue, app, cpu, cpuwall and
+  gc are Arena's).
 - ``X-Arena-Pid`` and ``X-Arena-Thread``.
 
 The body is collected before the headers go out (the timing covers it), so a streamed response is
@@ -20,6 +22,7 @@ measured whole; a WSGI response without Content-Length or Transfer-Encoding gets
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -101,9 +104,30 @@ def _queue_ms(value: str | None, now: float) -> float | None:
     return max(0.0, (now - at) * 1000)
 
 
-def _timing(queue_ms: float | None, app_s: float, cpu_s: float, cpuwall_s: float) -> str:
+class _GcClock:
+    """The process's time in the garbage collector so far (gc.callbacks: each collection's start and
+    stop). A collection holds the GIL: every thread of the process waits for it, so a request's share
+    is the collections that ran while it was in flight, whichever thread triggered them."""
+
+    def __init__(self):
+        self.total_s, self.began = 0.0, 0.0
+        gc.callbacks.append(self.tick)
+
+    def tick(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.began = time.perf_counter()
+        else:
+            self.total_s += time.perf_counter() - self.began
+
+
+_gc_clock = _GcClock()
+
+
+def _timing(queue_ms: float | None, app_s: float, cpu_s: float, cpuwall_s: float, gc_s: float = 0.0) -> str:
     parts = [] if queue_ms is None else [f"queue;dur={queue_ms:.3f}"]
     parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={cpu_s * 1000:.3f}", f"cpuwall;dur={max(cpuwall_s, cpu_s) * 1000:.3f}"]
+    if gc_s > 0:  # only a request that met a collection says so: the metric's count is how many did
+        parts.append(f"gc;dur={gc_s * 1000:.3f}")
     return ", ".join(parts)
 
 
@@ -114,6 +138,7 @@ def _ids() -> list[tuple[str, str]]:
 def wrap_wsgi(app):
     def timed(environ, start_response):
         now, start, cpu0, rq0 = time.time(), time.perf_counter(), time.thread_time(), _schedstat.run_queue_s()
+        gc0 = _gc_clock.total_s
         queue = _queue_ms(environ.get("HTTP_X_REQUEST_START"), now)
         answer: list = []
         chunks: list[bytes] = []
@@ -131,7 +156,8 @@ def wrap_wsgi(app):
         cpu = time.thread_time() - cpu0
         wall = time.perf_counter() - start
         status, headers = answer
-        headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _schedstat.run_queue_s() - rq0)), *_ids()]
+        headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _schedstat.run_queue_s() - rq0,
+                                              _gc_clock.total_s - gc0)), *_ids()]
         if _unframed(environ, status, headers):
             headers.append(("Content-Length", str(sum(map(len, chunks)))))
         start_response(status, headers)
@@ -188,7 +214,7 @@ def wrap_asgi(app):
     async def timed(scope, receive, send):
         if scope.get("type") != "http":
             return await app(scope, receive, send)
-        now, start = time.time(), time.perf_counter()
+        now, start, gc0 = time.time(), time.perf_counter(), _gc_clock.total_s
         request_start = next((v.decode("latin-1") for k, v in scope.get("headers", ())
                               if k.lower() == b"x-request-start"), None)
         queue = _queue_ms(request_start, now)
@@ -204,7 +230,8 @@ def wrap_asgi(app):
             if message["type"] == "http.response.start":
                 message = dict(message)
                 message["headers"] = [*message.get("headers", ()),
-                                      (b"server-timing", _timing(queue, wall, steps.cpu, steps.wall).encode()),
+                                      (b"server-timing", _timing(queue, wall, steps.cpu, steps.wall,
+                                                                 _gc_clock.total_s - gc0).encode()),
                                       *((k.lower().encode(), v.encode()) for k, v in _ids())]
             await send(message)
 
