@@ -8,7 +8,8 @@ under a 0.5-core quota against none. OOM kills: gunicorn-sync 2 workers retainin
 (/leak) at 50 requests a second, under a 120 MiB limit against 512 MiB (about 200 MiB kept).
 Worker restarts: a 1.5 s request under gunicorn's --timeout 1 against 30. Connection churn:
 gunicorn gthread with a keep-alive of 0 against its 2 s. Listen-queue overflow: one gunicorn sync
-worker at 32 reconnecting clients with a backlog of 1 against 2048. Then the detectors over the demo's store (``--demo-store``, default
+worker at 32 reconnecting clients with a backlog of 1 against 2048. GC pauses: a WSGI app whose
+lists reach the old generation against one that makes bytes the collector does not track. Then the detectors over the demo's store (``--demo-store``, default
 arena.db where `make demo` left it: skipped where there is none), and their cost: diagnose() over
 each store against the runs' measured seconds, and one read of the sockets (sockets.nodelay) per run.
 
@@ -40,6 +41,7 @@ CASES = {  # detector: (experiment file, the configuration that has it, the cont
     "restarts": ("timeout.toml", "gunicorn-sync[wsgi] p=2 worker_timeout=1", "gunicorn-sync[wsgi] p=2 worker_timeout=30"),
     "backlog": ("backlog.toml", "gunicorn-sync[wsgi] p=1 options='--backlog 1'",
                 "gunicorn-sync[wsgi] p=1 options='--backlog 2048'"),
+    "gc": ("gc.toml", "gunicorn-gthread[gcapp:heavy] p=1 t=2", "gunicorn-gthread[gcapp:light] p=1 t=2"),
     "churn": ("churn.toml", "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=0",
               "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=2"),
 }

@@ -90,6 +90,19 @@ def test_a_listen_queue_overflow_is_named_with_the_connects_that_waited_a_retran
     assert "SYN retransmit" in f["confidence"] and f["effect_p99_ms"] >= 900, f
 
 
+@pytest.mark.integration
+def test_gc_pauses_are_named_where_full_collections_stop_the_requests(tmp_path):
+    """Two WSGI apps under gunicorn gthread: heavy keeps half of its 10,000 lists a request a while,
+    so full collections walk a 300,000-object heap, and Arena's timing reports the collector's time on
+    the requests that met one; light makes as many objects the collector does not track: nothing."""
+    require_server("gunicorn-gthread")
+    (f,), _ = found_in(tmp_path, "gc", (0, 1))  # 1: a run the pauses made drift, flagged so
+    assert (f["key"], f["label"]) == ("gc", "gunicorn-gthread[gcapp:heavy] p=1 t=2"), f
+    figures = {e["what"]: e["value"] for e in f["evidence"]}
+    assert figures["requests that met a collection"] >= 1 and figures["their GC time p99"] >= 5, f
+    assert "gc.freeze()" in f["fix"] and f["effect_p99_ms"] >= 5, f
+
+
 def test_healthy_stores_name_no_pathology():
     """The fixture stores' cells (healthy runs of Arena's subject apps) trigger no detector."""
     from arena.app.analysis import analyses

@@ -238,6 +238,7 @@ SHOWN_BY = {  # where the report shows each pathology's evidence
     "churn": "each run's connect time (arena show --runs)",
     "restarts": "Comparison table: the invalid runs' flags",
     "backlog": "each run's connect time (arena show --runs)",
+    "gc": "each run's Server-Timing gc (arena show --runs)",
 }
 
 

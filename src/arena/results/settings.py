@@ -55,6 +55,7 @@ class Launch:
     instances: tuple[InstanceLaunch, ...] = ()
     limits: Limits = Limits()  # a container's CPU quota and memory limit (none in older stores)
     keep_alive: bool = True  # whether the server keeps a client's connection between requests (catalog's)
+    language: str | None = None  # the server's: "python" or "ruby" (None in older stores)
 
     @classmethod
     def of(cls, d: Mapping[str, Any] | None) -> "Launch":
@@ -64,7 +65,7 @@ class Launch:
                    TopologyLaunch.of(d.get("topology")),
                    FrontLaunch(front["kind"], front.get("version")) if front else None,
                    tuple(InstanceLaunch(i.get("address"), i.get("cpus")) for i in d.get("instances") or ()),
-                   Limits(**limits), d.get("keep_alive", True))
+                   Limits(**limits), d.get("keep_alive", True), d.get("language"))
 
 
 @dataclass(frozen=True)

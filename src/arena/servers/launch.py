@@ -148,7 +148,7 @@ class RunningServer(Confined):
         """How it was started, as stored with each run: command line, working directory, environment,
         named settings, the server's version (and where it comes from, when not Arena's own)."""
         return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings,
-                "version": self.version, **({"version_from": self.version_from} if self.version_from else {}),
+                "version": self.version, "language": self.server.language, **({"version_from": self.version_from} if self.version_from else {}),
                 **({"limits": asdict(self.spec.limits)} if self.spec.limits.any else {}),
                 **({} if self.server.keep_alive else {"keep_alive": False})}
 
