@@ -75,8 +75,9 @@ def _computed(compute):
         raise ArenaError(f"the model cannot compute this configuration with these figures ({type(e).__name__}: {e})") from None
 
 
-def calibration(res: Results, server: str, workload: str | None = None) -> Calibration:
-    """``server``'s calibration from the experiment's lowest-load runs."""
+def calibration(res: Results, server: str, workload: str | None = None, why: Why | None = None) -> Calibration:
+    """``server``'s calibration from the experiment's lowest-load runs (``why``: the pathologies found
+    in them, where the caller's analysis has them; else found here)."""
     if not any(r.server == server for r in res.runs):
         have = sorted({r.server for r in res.runs})
         raise ArenaError(f"--server {server}: experiment {res.name} has no runs of it (it has: {', '.join(have)})")
@@ -86,7 +87,8 @@ def calibration(res: Results, server: str, workload: str | None = None) -> Calib
     from arena.model.calibrate import calibrate
 
     try:  # not from the cells a pathology explains: the model would learn the stall as the server's work
-        return calibrate(res.observations(diagnose(res.cells).unmodelled()), server, workload)
+        leave_out = (why if why is not None else diagnose(res.cells)).unmodelled()
+        return calibrate(res.observations(leave_out), server, workload)
     except ValueError as e:
         raise ArenaError(f"experiment {res.name}: cannot calibrate {server}: {e}") from None
 
@@ -265,7 +267,7 @@ class Recommendation:
 
 def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None = None,
               servers: list[str] | None = None, top: int = 3, pool: list[int] | None = None, sim: bool = False,
-              workload: str | None = None, container: Limits = Limits(), why: Why = Why()) -> Recommendation:
+              workload: str | None = None, container: Limits = Limits(), why: Why | None = None) -> Recommendation:
     """For ``workload`` (default: the experiment's first): the cells measured at ``load`` within the
     goal, and per server of the experiment (or ``servers``) the best processes x threads (x pool, where
     the workload queries a database; ``pool``: only these sizes) the model predicts under the goal at
@@ -276,9 +278,10 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
     names = servers or list(dict.fromkeys(r.server for r in res.runs if r.workload == workload))
     bounds = [m for m in (goal.memory_mib, container.memory_mib) if m is not None]
     p99_max_ms, memory_max_mib = goal.p99_ms, min(bounds) if bounds else None
+    why = why if why is not None else diagnose(res.cells)  # once, for every server's calibration
     out = []
     for server in names:
-        cal = calibration(res, server, workload)
+        cal = calibration(res, server, workload, why)
         cal = replace(cal, cores=cores or cal.cores, quota=container.cpu)
         if memory_max_mib and cal.memory_per_process_mib is None:
             flag = "--memory-max" if memory_max_mib == goal.memory_mib else "--memory-limit"
