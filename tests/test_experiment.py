@@ -246,6 +246,35 @@ def test_a_driver_is_refused_at_parse_time_for_what_it_cannot_run(tmp_path):
     assert parse_experiment({**base, "driver": "jmeter", "load": {"model": "open", "rates": [5]}}, "j.toml").driver == "jmeter"
 
 
+def test_an_open_models_arrivals_are_read_checked_against_the_driver_and_sent(tmp_path):
+    """``[load] arrival = "poisson"`` reaches arena-load's command line; a driver that paces evenly
+    (JMeter's timer), a closed model and a workload's own load refuse it in one line each."""
+    from arena.drivers.native import build_argv
+    from arena.plan.experiment import RunSpec
+    from arena.runner import load_spec
+
+    base = {"name": "x", "workload": {"path": "/"}, "servers": [{"server": "puma"}]}
+    exp = parse_experiment({**base, "load": {"model": "open", "rates": [50], "arrival": "poisson"}}, "p.toml")
+    assert exp.arrival == "poisson"
+    spec = load_spec(exp, RunSpec(exp.servers[0], exp.levels[0], 1, exp.workloads[0]), "http://127.0.0.1:1")
+    argv = build_argv(spec, tmp_path / "arena-load", tmp_path / "out.json")
+    assert argv[argv.index("--arrival") + 1] == "poisson"
+    assert parse_experiment({**base, "load": {"model": "open", "rates": [50]}}, "c.toml").arrival == "constant"
+    with pytest.raises(ArenaError) as e:
+        parse_experiment({**base, "driver": "jmeter", "load": {"model": "open", "rates": [5], "arrival": "poisson"}},
+                         "j.toml")
+    assert str(e.value) == ('j.toml: load.arrival = "poisson": driver "jmeter": jmeter spaces an open model\'s '
+                            'requests with arrival = "constant" only (drivers that can: arena-load)')
+    with pytest.raises(ArenaError, match=r'^k.toml: load.arrival = "poisson": applies to model = "open"'):
+        parse_experiment({**base, "load": {"concurrency": [2], "arrival": "poisson"}}, "k.toml")
+    with pytest.raises(ArenaError, match=r"^w.toml: workloads\[0\].load.arrival = \"poisson\": applies to the "
+                                         r"experiment's \[load\] only"):
+        parse_experiment({"name": "x", "servers": [{"server": "puma"}], "workloads": [{"name": "a", "path": "/", "load": {
+            "model": "open", "rates": [5], "arrival": "poisson"}}]}, "w.toml")
+    with pytest.raises(ArenaError, match=r'^b.toml: load.arrival = "burst": must be \'constant\' or \'poisson\''):
+        parse_experiment({**base, "load": {"model": "open", "rates": [5], "arrival": "burst"}}, "b.toml")
+
+
 def test_arena_run_dry_run_refuses_wrk_with_a_rate_in_one_line(tmp_path, capsys):
     from arena.cli import main
 

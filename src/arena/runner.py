@@ -135,7 +135,7 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
         url=url + run.workload.path, method=run.workload.method, expect_status=run.workload.expect_status,
         mix=run.workload.mix,
         connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
-        duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=clients.keep_alive,
+        arrival=exp.arrival, duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=clients.keep_alive,
         delay_s=clients.delay_s, upload_bps=clients.upload_bps, download_bps=clients.download_bps,
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition,
         threads=exp.load_threads)

@@ -4,7 +4,7 @@ from arena.app.load import load
 from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, add_share, count, cpus, duration, positive, rate
 from arena.cpus import format_cpu_list
 from arena.results.runs import SHARED
-from arena.drivers.spec import LoadSpec
+from arena.drivers.spec import ARRIVALS, LoadSpec
 from arena.clients import MAX_DELAY_S
 from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
 from arena.mix import load_mix
@@ -19,7 +19,7 @@ def add(sub) -> None:
     lo.add_argument("-c", "--connections", type=count("--connections", 1, 1_000_000),
                     help="closed model: connections (default 10); open model: the most opened (default 1000)")
     lo.add_argument("-r", "--rate", type=positive("--rate"), help="open model: arrivals per second")
-    lo.add_argument("--arrival", choices=("constant", "poisson"), default="constant", help="open model arrivals")
+    lo.add_argument("--arrival", choices=ARRIVALS, default=ARRIVALS[0], help="open model arrivals")
     lo.add_argument("-d", "--duration", type=duration("--duration", MAX_DURATION_S), help="measured time, e.g. 10s (default 10s)")
     lo.add_argument("-n", "--requests", type=count("--requests", 1, 10**12), help="measured requests")
     lo.add_argument("--warmup", type=duration("--warmup", MAX_WARMUP_S), default=0.0, help="warm-up, kept apart (e.g. 2s)")

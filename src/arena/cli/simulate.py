@@ -6,6 +6,7 @@ import argparse
 from rich.table import Table
 
 from arena.app.simulate import simulate_fleet, simulate_server
+from arena.drivers.spec import ARRIVALS
 from arena.cli.args import count, duration, listof, positive, add_format, print_json
 from arena.errors import ArenaError
 from arena.model.sim import FLEET_POLICIES, Mean, Summary, parse_dist
@@ -73,7 +74,7 @@ def add(sub) -> None:
                          "(central: one queue in the balancer, each instance takes --slots at a time)")
     si.add_argument("--slots", type=count("--slots", 1, 4096), default=1, help="requests an instance serves at once")
     si.add_argument("--rate", type=positive("--rate", hi=1e7), help="arrivals per second")
-    si.add_argument("--arrival", choices=("poisson", "constant"), default="poisson",
+    si.add_argument("--arrival", choices=ARRIVALS, default="poisson",
                     help="with --rate: Poisson arrivals (default) or constant spacing (arena-load's open model)")
     si.add_argument("--service", type=_dist,
                     help="service time, e.g. weibull:shape=0.46,median=50ms,min=10ms,max=30s or lognormal:mean=50ms,sigma=1.5")

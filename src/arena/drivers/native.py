@@ -16,7 +16,7 @@ from typing import Any, Callable
 from arena import paths
 from arena.drivers.external import child_setup
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
-from arena.drivers.spec import Capabilities, LoadSpec
+from arena.drivers.spec import ARRIVALS, Capabilities, LoadSpec
 from arena.errors import ArenaError, DriverFailed, Terminated, forking, stop_if_asked
 from arena.servers.cgroup import owned_name
 
@@ -38,7 +38,7 @@ def binary() -> Path:
 CAPABILITIES = Capabilities("arena-load", models=("closed", "open"), bounds=("duration", "requests"),
                             methods=("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), bodies=True,
                             keep_alive_off=True, live=True, server_timing=True, balance=True, hdr=True,
-                            expect_status=True, mixes=True, link=True)
+                            expect_status=True, mixes=True, link=True, arrivals=ARRIVALS)
 
 
 def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = None) -> list[str]:

@@ -11,6 +11,8 @@ from arena.errors import ArenaError
 from arena.clients import Clients
 from arena.mix import Mix
 
+ARRIVALS = ("constant", "poisson")  # how an open model spaces its sends: evenly, or as a Poisson process
+
 
 @dataclass
 class LoadSpec:
@@ -19,7 +21,7 @@ class LoadSpec:
     url: str
     connections: int | None = None
     rate: float | None = None  # open model when set
-    arrival: str = "constant"
+    arrival: str = "constant"  # one of ARRIVALS
     duration_s: float | None = None
     requests: int | None = None
     warmup_s: float = 0.0
@@ -66,15 +68,20 @@ class Capabilities:
     mixes: bool = False  # can send a weighted mix of requests (a mix file)
     link: bool = False  # can emulate slow or far clients (delay, upload and download caps)
     open_note: str = ""  # how the open model is run, where it is not arena-load's
+    arrivals: tuple[str, ...] = ARRIVALS[:1]  # how an open model's sends can be spaced (of ARRIVALS)
 
     def problems(self, *, model: str, requests: bool, method: str, keep_alive: bool,
                  body: bool = False, expect_status: str | None = None,
-                 mix: bool = False, link: bool = False) -> list[tuple[str, object, str]]:
+                 mix: bool = False, link: bool = False, arrival: str = "constant") -> list[tuple[str, object, str]]:
         """(key, value, why) for each part of a run this driver cannot do; empty: it can."""
         out: list[tuple[str, object, str]] = []
         if model not in self.models:
             out.append(("load.model", model, f"{self.tool} has only the {' and '.join(self.models)} model"
                                              f" (load.model = \"{self.models[0]}\")"))
+        if model == "open" and arrival not in self.arrivals:
+            kinds = " or ".join(f'"{a}"' for a in self.arrivals)
+            out.append(("load.arrival", arrival, f"{self.tool} spaces an open model's requests with arrival = "
+                                                 f"{kinds} only"))
         if requests and "requests" not in self.bounds:
             out.append(("requests", "a request count",
                         "this driver runs for a duration, not a request count (use duration)"))
@@ -101,6 +108,6 @@ class Capabilities:
         found = self.problems(model="open" if spec.rate is not None else "closed", requests=spec.requests is not None,
                               method=spec.method, keep_alive=spec.keep_alive, body=spec.body is not None,
                               expect_status=spec.expect_status, mix=spec.mix is not None,
-                              link=spec.clients.link)
+                              link=spec.clients.link, arrival=spec.arrival)
         if found:
             raise ArenaError(f"driver = \"{self.tool}\": {found[0][2]}")

@@ -24,6 +24,7 @@ from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits
 from arena.results import validity
 from arena.servers import catalog
 from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
+from arena.drivers.spec import ARRIVALS
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, measured_health, user_app
@@ -163,6 +164,7 @@ class Experiment:
     services: tuple[ServiceSpec, ...] = ()  # started before the servers, stopped after them
     service_cpus: tuple[int, ...] = ()  # where they run (default: the servers' CPUs, as on one box)
     load_threads: int = 1  # the load tool's threads (wrk -t; arena-load's workers)
+    arrival: str = "constant"  # how an open model's requests are spaced ([load] arrival; drivers.spec.ARRIVALS)
     reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
     goal: Goal = Goal()  # what the answer must keep within ([goal]); flags override it
     thresholds: tuple[Threshold, ...] = ()  # pass/fail criteria for CI (thresholds = [...]), on each cell
@@ -299,6 +301,8 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     load = Reader(file, _table(top, "load"), "load.")
     find, find_from = _find(load)
     levels = [] if find else _levels(load)
+    arrival = _arrival(load, find is not None or any(lv.model == "open" for lv in levels)
+                       or any(lv.model == "open" for w in workloads for lv in w.levels))
 
     servers_raw = data["servers"]
     servers: list[ServerConfig] = []
@@ -332,7 +336,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     if duration == 0:
         raise top.fail("duration", data.get("duration"), "must be above 0")
 
-    _check_driver(top, driver, levels or [Level("open", 1.0)], requests is not None, workloads)
+    _check_driver(top, driver, levels or [Level("open", 1.0)], requests is not None, workloads, arrival)
     goal = _goal(top)
     if find and goal.p99_ms is None:
         raise load.fail("find", "capacity", "needs the latency target it is the capacity for: [goal] p99_max")
@@ -373,7 +377,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
         goal=goal, thresholds=tuple(thresholds), source=data, find=find, find_from=find_from,
-        cluster=cluster, soak_every_s=soak_every,
+        cluster=cluster, soak_every_s=soak_every, arrival=arrival,
     )
     if later is not None:  # the reader let it pass: the schema's word stands
         raise later
@@ -509,7 +513,7 @@ def _find(ld: Reader) -> tuple[str | None, float | None]:
     within [goal] p99_max) instead of fixed levels; ``rates``, if given, is where the search starts."""
     if "find" not in ld.table:
         return None, None
-    ld.unknown({"model", "find", "rates"})
+    ld.unknown({"model", "find", "rates", "arrival"})
     ld.string("find", None, ("capacity",))
     if ld.string("model", "open", MODELS) != "open":
         raise ld.fail("model", ld.get("model"), "must be \"open\" with find = \"capacity\" (a capacity is a rate)")
@@ -542,6 +546,14 @@ def _soak(ld: Reader, find: str | None) -> tuple[float | None, float | None]:
     return soak, every
 
 
+def _arrival(ld: Reader, open_model: bool) -> str:
+    """``[load] arrival``: how the open model's requests are spaced (drivers.spec.ARRIVALS)."""
+    if "arrival" in ld.table and not open_model:
+        raise ld.fail("arrival", ld.get("arrival"), "applies to model = \"open\" (a closed model's clients "
+                                                    "send when answered)")
+    return ld.string("arrival", ARRIVALS[0], ARRIVALS)
+
+
 def _levels(ld: Reader) -> list[Level]:
     """A ``[load]`` table (or a workload's ``load``): the model and its levels."""
     model = ld.string("model", "closed", MODELS)
@@ -557,7 +569,8 @@ def _levels(ld: Reader) -> list[Level]:
     return [Level("open", float(r)) for r in dict.fromkeys(rates if isinstance(rates, list) else [rates])]
 
 
-def _check_driver(top: Reader, driver: str, levels: list[Level], requests: bool, workloads: list[Workload]) -> None:
+def _check_driver(top: Reader, driver: str, levels: list[Level], requests: bool, workloads: list[Workload],
+                  arrival: str) -> None:
     """Refuse, now and not after the first server start, what the driver cannot run."""
     from arena.drivers import DRIVERS
 
@@ -565,7 +578,8 @@ def _check_driver(top: Reader, driver: str, levels: list[Level], requests: bool,
     for i, w in enumerate(workloads):
         model = (w.levels or levels)[0].model
         asked = dict(model=model, requests=requests, method=w.method, keep_alive=w.clients.keep_alive,
-                     expect_status=w.expect_status, mix=w.mix_file is not None, link=w.clients.link)
+                     expect_status=w.expect_status, mix=w.mix_file is not None, link=w.clients.link,
+                     arrival=arrival)
         found = caps.problems(**asked)
         if found:
             key, value, why = found[0]
@@ -581,9 +595,9 @@ def _workload(r: Reader, named: bool, read_mix: bool = True, clients: Clients = 
     relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone).
     A named workload may have its own ``clients`` over the experiment's, and its own ``load``."""
     own = Reader(r.file, _table(r, "load"), f"{r.prefix}load.")
-    for key in ("soak", "soak_every"):
+    for key in ("soak", "soak_every", "arrival"):
         if key in own.table:
-            raise own.fail(key, own.get(key), "applies to the experiment's [load] only: a soak is the experiment's")
+            raise own.fail(key, own.get(key), "applies to the experiment's [load] only")
     levels = tuple(_levels(own)) if "load" in r.table else ()
     if "clients" in r.table:
         clients = _clients(r, "clients", clients)
