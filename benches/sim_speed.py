@@ -29,7 +29,7 @@ LEVELS = (8, 32, 128)
 def main() -> int:
     cal = given_calibration("puma", 2.0, cpu_ms=5.0, io_ms=15.0, outside_ms=0.3)
     for p, t, c in ((1, 2, 12), (4, 8, 64), (8, 32, 128)):
-        inst, work = simulated.instance(cal, p, t), simulated.work(cal)
+        inst, work = simulated.instance(cal, p, t), cal.work()
         t0 = time.perf_counter()
         simulate_instance(inst, work, clients=c, requests=50_000)
         dt = time.perf_counter() - t0

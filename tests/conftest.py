@@ -22,21 +22,21 @@ def require_server(name: str) -> None:
 _copies: dict[str, str] = {}
 
 
-def report_store() -> str:
-    """A copy of tests/fixtures/report/store.db for this test session: opening a store upgrades it
+def report_store(kind: str = "report") -> str:
+    """A copy of tests/fixtures/<kind>/store.db for this test session: opening a store upgrades it
     to the current schema, and a test must not change its fixture."""
     import atexit
     import shutil
     import tempfile
     from pathlib import Path
 
-    if "report" not in _copies:
-        where = tempfile.mkdtemp(prefix="report-fixture-")
+    if kind not in _copies:
+        where = tempfile.mkdtemp(prefix=f"{kind}-fixture-")
         atexit.register(shutil.rmtree, where, True)
         copy = Path(where) / "store.db"
-        shutil.copy(Path(__file__).parent / "fixtures" / "report" / "store.db", copy)
-        _copies["report"] = str(copy)
-    return _copies["report"]
+        shutil.copy(Path(__file__).parent / "fixtures" / kind / "store.db", copy)
+        _copies[kind] = str(copy)
+    return _copies[kind]
 
 
 @pytest.fixture

@@ -117,6 +117,69 @@ def test_gamma_and_mixture_quantiles():
     assert q.mixture_quantile([(1.0, exp)], 0.99) == pytest.approx(0.001 + 0.01 * math.log(100), rel=1e-6)
 
 
+def _quantiles(ppf) -> tuple[float, ...]:
+    """A distribution as Demand.service holds it: its quantiles at queueing.SERVICE_AT."""
+    return tuple(float(ppf(p)) for p in q.SERVICE_AT)
+
+
+def test_a_wait_convolved_with_a_service_distribution_has_the_sums_quantiles():
+    """queueing.convolved_quantiles against closed forms: no wait leaves the service's own
+    quantiles; a fixed service shifts a gamma wait; an exponential service and an exponential wait
+    of other rates sum to a hypoexponential, whose CDF is known."""
+    from scipy.optimize import brentq
+    from scipy.stats import expon, gamma
+
+    exp30 = _quantiles(lambda p: expon.ppf(p, scale=0.030))
+    alone = q.convolved_quantiles([(1.0, q.ShiftedGamma(0.0, 0.0, 0.0))], exp30, (0.5, 0.99))
+    assert alone == pytest.approx([0.030 * math.log(2), 0.030 * math.log(100)], rel=0.003)
+    wait = q.ShiftedGamma(0.002, 0.020, 0.020 ** 2 / 3)  # 2 ms + a gamma of shape 3
+    fixed = q.convolved_quantiles([(1.0, wait)], (0.008,) * len(q.SERVICE_AT), (0.99,))[0]
+    assert fixed == pytest.approx(0.010 + gamma.ppf(0.99, 3, scale=0.020 / 3), rel=1e-3)
+    a, b = 1 / 0.030, 1 / 0.010  # rates of the service and of the wait
+    hypo = brentq(lambda t: 1 - (b * math.exp(-a * t) - a * math.exp(-b * t)) / (b - a) - 0.99, 0, 10)
+    mixed = q.convolved_quantiles([(0.5, q.ShiftedGamma(0.0, 0.010, 0.010 ** 2))] * 2, exp30, (0.99,))[0]
+    assert mixed == pytest.approx(hypo, rel=0.003)
+    with pytest.raises(ValueError, match="quantiles at SERVICE_AT"):
+        q.convolved_quantiles([(1.0, wait)], (0.008,) * 10, (0.99,))
+
+
+@pytest.mark.parametrize("shape", ("fixed", "exponential", "lognormal"))
+def test_one_client_sees_the_service_times_own_p99(shape):
+    """A request alone waits for nothing: the model's p99 at one client (closed) and at a trickle
+    (open) is its service time's own p99 (8 ms CPU + 30 ms of I/O of each shape), where the
+    means alone said 38 ms whatever the shape."""
+    from scipy.stats import expon, lognorm
+
+    sigma = 1.0
+    io = {"fixed": lambda p: 0.030, "exponential": lambda p: expon.ppf(p, scale=0.030),
+          "lognormal": lambda p: lognorm.ppf(p, sigma, scale=0.030 * math.exp(-sigma ** 2 / 2))}[shape]
+    service = _quantiles(lambda p: 0.008 + io(p))
+    truth = 1000 * (0.008 + io(0.99))
+    w = Demand(cpu_ms=8, io_ms=30, service=service)
+    assert predict_closed(w, Config(1, 1, 1), 1).p99_ms == pytest.approx(truth, rel=0.003)
+    assert predict_open(w, Config(2, 1, 1), 0.01).p99_ms == pytest.approx(truth, rel=0.003)
+    assert predict_closed(Demand(cpu_ms=8, io_ms=30), Config(1, 1, 1), 1).p99_ms == pytest.approx(38.0)
+    busy = predict_closed(w, Config(1, 1, 1), 6)  # one process, six clients: five ahead at worst
+    assert busy.p99_ms > truth and busy.p50_ms > 1000 * (0.008 + io(0.5))
+
+
+def test_departures_are_as_variable_as_the_service_for_one_server_and_poisson_for_many():
+    """QNA's departures with every server busy: c_d^2 = 1 + (c_s^2 - 1) / sqrt(m)."""
+    from scipy.stats import expon
+
+    from arena.model.server import departures_cv2
+
+    fixed = (0.030,) * len(q.SERVICE_AT)
+    assert departures_cv2(fixed, 1) == pytest.approx(0.0, abs=1e-12)
+    assert departures_cv2(fixed, 4) == pytest.approx(0.5)
+    assert departures_cv2(_quantiles(lambda p: expon.ppf(p, scale=0.030)), 1) == pytest.approx(1.0, abs=0.01)
+    assert departures_cv2((), 1) == 1.0
+    # one process, two clients, a fixed 30 ms: the other's residual is all the wait there is
+    alone, two = (predict_closed(Demand(cpu_ms=30, io_ms=0, cpu_cv2=0.0, service=fixed), Config(1, 1, 1), n)
+                  for n in (1, 2))
+    assert alone.p99_ms == pytest.approx(30.0, rel=1e-3) and two.p99_ms == pytest.approx(60.0, rel=0.01)
+
+
 # ---------------------------------------------------------------------- USL
 
 

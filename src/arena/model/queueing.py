@@ -14,6 +14,11 @@ References
 - [AC90] A. O. Allen, *Probability, Statistics and Queueing Theory*, 2nd ed., Academic Press
   1990, §6: the Allen-Cunneen approximation for G/G/c.
 - [NR] W. H. Press et al., *Numerical Recipes*, 3rd ed., §6.2: the incomplete gamma function.
+- [Whi83] W. Whitt, "The Queueing Network Analyzer", Bell System Technical Journal 62(9), 1983:
+  the variability of a G/G/m station's departures.
+- [HB13] M. Harchol-Balter, *Performance Modeling and Design of Computer Systems*, Cambridge
+  2013, §§23-24: a response time as the waiting time plus the request's own service time,
+  independent of it in FCFS queues: its distribution is the convolution of the two.
 """
 
 from __future__ import annotations
@@ -216,3 +221,91 @@ def mixture_quantile(parts: Sequence[tuple[float, ShiftedGamma]], q: float) -> f
     if below(0.0) >= 0:
         return 0.0
     return root(below, 0.0, hi, xtol=1e-9, rtol=1e-9)
+
+
+# where the waiting part's CDF is evaluated for a convolution: p99s within 0.03% of 2,049 points'
+# at a third of the time (0.23 s against 0.79 s for four predictions, one an open load near saturation)
+GRID_POINTS = 513
+
+
+def _cells(*pieces: tuple[float, float, int]) -> tuple[float, ...]:
+    """Probability cells' edges: each piece (from, to, cells) split evenly."""
+    return (*(a + (b - a) * i / n for a, b, n in pieces for i in range(n)), pieces[-1][1])
+
+
+# A service time's distribution as the model carries it (server.Demand.service): its quantiles at
+# the middles of these probability cells, each standing for its cell's probability: evenly to the
+# 90th percentile, then ten times finer to the 99th, to the 99.9th and to the end, so that a p99
+# is read to a fiftieth of a percentile point (0.3 ms of an exponential 30 ms), not a tenth.
+SERVICE_EDGES = _cells((0.0, 0.9, 450), (0.9, 0.99, 450), (0.99, 0.999, 450), (0.999, 1.0, 200))
+SERVICE_AT = tuple((a + b) / 2 for a, b in zip(SERVICE_EDGES, SERVICE_EDGES[1:]))
+SERVICE_WEIGHT = tuple(b - a for a, b in zip(SERVICE_EDGES, SERVICE_EDGES[1:]))
+
+
+def convolved_quantiles(parts: Sequence[tuple[float, ShiftedGamma]], service: Sequence[float],
+                        qs: Sequence[float]) -> list[float]:
+    """The ``qs``-quantiles of S + W [HB13]: W the mixture ``parts`` (the wait and the others' bursts
+    ahead of a request), S its own service time, independent of W, given as its quantiles at
+    SERVICE_AT (a measured distribution, not a mean). W's CDF is evaluated once on a grid of
+    GRID_POINTS over its range (one regularized gamma function per part and point, in one array),
+    then P(S + W <= t) = the sum over S's values s of P(W <= t - s) weighted by the probability each
+    stands for (SERVICE_WEIGHT), linear between the grid's points, and each quantile is its root
+    (solve.root)."""
+    import numpy as np
+
+    values, each = _service_array(service), _weights()
+    total = sum(w for w, _ in parts)
+    if total <= 0:
+        return [math.nan for _ in qs]
+    weight = np.array([w for w, _ in parts]) / total
+    shift = np.array([d.shift for _, d in parts])
+    mean = np.array([max(d.mean, 0.0) for _, d in parts])
+    var = np.array([max(d.var, 0.0) for _, d in parts])
+
+    def cdf(t: np.ndarray) -> np.ndarray:  # W's at each t: a row per part, a column per t
+        x = t[None, :] - shift[:, None]
+        gamma = (mean > 0) & (var > 0)
+        shape = np.where(gamma, mean ** 2 / np.where(var > 0, var, 1.0), 1.0)
+        scale = np.where(gamma, var / np.where(mean > 0, mean, 1.0), 1.0)
+        smooth = _gammainc()(shape[:, None], np.maximum(x, 0.0) / scale[:, None])
+        step = (x >= mean[:, None]).astype(float)  # a part without spread: all of it at shift + mean
+        return weight @ np.where(gamma[:, None], smooth, step)
+
+    lo = float(shift.min())
+    hi = float(np.max(shift + mean + 10 * np.sqrt(var))) + 1e-9
+    while cdf(np.array([hi]))[0] < 1 - 1e-9:
+        hi = lo + 2 * (hi - lo)
+    grid = np.linspace(lo, hi, GRID_POINTS)
+    waited = cdf(grid)
+    def below(t: float, q: float) -> float:
+        return float(np.interp(t - values, grid, waited, left=0.0, right=1.0) @ each) - q
+
+    first, last = lo + float(values.min()), hi + float(values.max())
+    return [first if below(first, q) >= 0 else root(lambda t: below(t, q), first, last, xtol=1e-7, rtol=1e-7)
+            for q in qs]
+
+
+def service_cv2(service: tuple[float, ...]) -> float:
+    """The squared coefficient of variation of a service time given as its quantiles at SERVICE_AT."""
+    values, each = _service_array(service), _weights()
+    mean = float(values @ each)
+    return float(((values - mean) ** 2) @ each) / mean ** 2 if mean > 0 else 0.0
+
+
+@functools.lru_cache(maxsize=64)
+def _service_array(service: tuple[float, ...]):
+    """A service time's quantiles as an array, made once for each (a report predicts a calibration's
+    cells by the hundred)."""
+    import numpy as np
+
+    if len(service) != len(SERVICE_AT):
+        raise ValueError(f"a service distribution is its {len(SERVICE_AT)} quantiles at SERVICE_AT, "
+                         f"not {len(service)} values")
+    return np.asarray(service, dtype=float)
+
+
+@functools.cache
+def _weights():
+    import numpy as np
+
+    return np.asarray(SERVICE_WEIGHT)

@@ -31,11 +31,15 @@ The server (P processes x T threads on C cores) is a flow-equivalent server [QSP
 
 Latency percentiles: an arriving request sees the population of the others (the arrival
 theorem for the closed model, PASTA for the open one); given n ahead of it, it waits for
-n - P x T + 1 departures at the full rate (an Erlang), then spends the in-server time for the
-population it joins (its fixed CPU + I/O floor, plus the contention: a sum of exponential parts,
-one per other request in service).
-The sum is fitted by a shifted gamma on two moments and the mixture's quantile is found by
-bisection. This is an approximation: the means are exact for the model, the percentiles are not.
+n - P x T + 1 departures at the full rate (an Erlang; with a measured service time, as variable as
+the departures of busy servers: departures_cv2), then spends the in-server time for the
+population it joins: its own service time, plus the contention (a sum of exponential parts, one
+per other request in service). The wait and the contention are fitted by a shifted gamma on two
+moments; the service time is the measured distribution where the demand carries one
+(``Demand.service``: then the response time's distribution is the mixture of waits convolved with
+it, queueing.convolved_quantiles), else fixed at its mean (a floor). The quantiles are roots of
+the mixture's CDF. This is an approximation: the means are exact for the model, the percentiles
+are not; but a request alone (one client) has exactly its service time's percentiles.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from arena.model.queueing import ShiftedGamma, Station, birth_death, mixture_quantile, mva
+from arena.model.queueing import (ShiftedGamma, Station, birth_death, convolved_quantiles, mixture_quantile, mva,
+                                  service_cv2)
 from arena.model.solve import root
 
 UNBOUNDED_THREADS = 10_000  # async servers: no thread cap below the clients' own count
@@ -61,6 +66,9 @@ class Demand:
     cpu_cv2: float = 1.0  # squared coefficient of variation of the CPU per request (1: exponential)
     db_ms: float = 0.0  # per request holding a pooled database connection (its queries), at no contention
     db_cpu_ms: float = 0.0  # of that, the database's own CPU (its processes')
+    # a request's own time in the server when alone (CPU, database, I/O), seconds: its quantiles at
+    # queueing.SERVICE_AT, measured; empty: fixed at the means above
+    service: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -219,11 +227,13 @@ def _fes_rates(w: Demand, c: Config, limit: int) -> list[float]:
 
 
 def _latency_parts(w: Demand, c: Config, rates: list[float], seen: list[float]) -> list[tuple[float, ShiftedGamma]]:
-    """The response time of an arrival that finds n = 0.. others present (probabilities ``seen``)."""
+    """The response time of an arrival that finds n = 0.. others present (probabilities ``seen``), less
+    its own service time where the demand gives that as a distribution (``Demand.service``)."""
     floor = (w.cpu_ms + w.io_ms + w.db_ms) / 1000
-    outside = w.outside_ms / 1000
+    shift = w.outside_ms / 1000 + (0.0 if w.service else floor)
     slots = c.slots
     full = rates[min(slots, len(rates)) - 1]
+    spread = departures_cv2(w.service, slots)
     parts = []
     for n, prob in enumerate(seen):
         if prob < 1e-12:
@@ -233,9 +243,20 @@ def _latency_parts(w: Demand, c: Config, rates: list[float], seen: list[float]) 
         extra = max(0.0, in_server - floor)  # behind the others' bursts: a sum of inside - 1 equal parts
         waits = max(0, n + 1 - slots)
         mean = waits / full + extra
-        var = waits / full ** 2 + extra ** 2 / max(1, inside - 1)
-        parts.append((prob, ShiftedGamma(floor + outside, mean, var)))
+        var = waits * spread / full ** 2 + extra ** 2 / max(1, inside - 1)
+        parts.append((prob, ShiftedGamma(shift, mean, var)))
     return parts
+
+
+def departures_cv2(service: tuple[float, ...], slots: int) -> float:
+    """The squared coefficient of variation of the time between departures of ``slots`` busy
+    servers whose service times are ``service`` (quantiles at queueing.SERVICE_AT; empty: exponential,
+    1): QNA's departures of a G/G/m station [Whi83] with every server busy (utilization 1,
+    as while requests wait), c_d^2 = 1 + (c_s^2 - 1) / sqrt(m): one server gives its service's own,
+    and many tend to a Poisson stream."""
+    if not service:
+        return 1.0
+    return 1 + (service_cv2(service) - 1) / math.sqrt(slots)
 
 
 def binding(w: Demand, c: Config, cpu_util: float, busy: float, queued: float, x: float) -> str:
@@ -313,7 +334,10 @@ def _prediction(w: Demand, c: Config, load: float, x: float, response_s: float, 
     p50_ms = p99_ms = math.nan
     if latency:
         parts = _latency_parts(w, c, rates, seen)
-        p50_ms, p99_ms = mixture_quantile(parts, 0.5) * 1000, mixture_quantile(parts, 0.99) * 1000
+        if w.service:
+            p50_ms, p99_ms = (v * 1000 for v in convolved_quantiles(parts, w.service, (0.5, 0.99)))
+        else:
+            p50_ms, p99_ms = mixture_quantile(parts, 0.5) * 1000, mixture_quantile(parts, 0.99) * 1000
     return Prediction(load, x, response_s * 1000, p50_ms, p99_ms, cpu_util, busy, queued,
                       binding(w, c, cpu_util, busy, queued, x))
 

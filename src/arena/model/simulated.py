@@ -2,7 +2,7 @@
 one simulated instance (model/sim.py), whose replications give the same figures as the mean-value
 model's (server.Prediction), tails included. Pure and seeded.
 
-What the calibration gives the simulator:
+What the calibration gives the simulator (Calibration.work):
 - CPU per request: the app's own CPU as its lowest load's Server-Timing distribution (the stored
   HDR histogram read as a quantile function, runs averaged), moved to the server's CPU per request (the
   server's own work is a constant added to the app's); without the app's figures, a lognormal of
@@ -25,40 +25,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from arena import stats
-from arena.model.calibrate import Calibration, Discipline, Quantiles
+from arena.model.calibrate import Calibration, Discipline
 from arena.model.server import Prediction, binding, capacity, predict_open
-from arena.model.sim import Dist, Empirical, Instance, Sampler, Work, summarize, simulate_instances
+from arena.model.sim import Instance, summarize, simulate_instances
 
 REQUESTS = 20_000  # simulated requests per replication: about 200 beyond the p99
 REPLICATIONS = 3
-
-
-def _seconds(q: Quantiles) -> Empirical:
-    return Empirical(tuple((p, v / 1000) for p, v in q))
-
-
-def _phase(cal: Calibration, name: str, mean_ms: float, fallback: Sampler) -> Sampler:
-    """A phase's measured shape at the calibrated mean, else ``fallback``."""
-    q = cal.phases_ms.get(name)
-    if q is None or mean_ms <= 0:
-        return fallback
-    return _seconds(q).with_mean(mean_ms / 1000)
-
-
-def work(cal: Calibration) -> Work:
-    """The calibrated demands of one request."""
-    cv2 = cal.cpu_cv2.median if cal.cpu_cv2 is not None else 1.0
-    cpu_s = cal.cpu_ms.median / 1000
-    shaped = (Dist("fixed", cpu_s) if cv2 < 1e-4 else Dist("exp", cpu_s) if abs(cv2 - 1) < 1e-6
-              else Dist("lognormal", cpu_s, math.sqrt(math.log1p(cv2))))
-    io_ms = cal.io_ms.median
-    db_ms = cal.db_ms.median if cal.db_ms else 0.0
-    db_cpu_ms = min(cal.db_cpu_ms.median, db_ms) if cal.db_ms and cal.db_cpu_ms else 0.0
-    return Work(cpu=_phase(cal, "cpu", cal.cpu_ms.median, shaped),
-                io=_phase(cal, "io", io_ms, Dist("fixed", io_ms / 1000)),
-                outside=cal.outside_ms.median / 1000,
-                db=_phase(cal, "db", db_ms - db_cpu_ms, Dist("fixed", (db_ms - db_cpu_ms) / 1000)) if db_ms else None,
-                db_cpu=Dist("exp", db_cpu_ms / 1000) if db_cpu_ms > 0 else None)
 
 
 # The disciplines a server whose kept-alive connections stay with a process can have, simplest first
@@ -159,7 +131,7 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, model:
     connections kept alive or not (``keep_alive``; None: as at the calibration). An open load at or beyond the server's capacity (the mean-value model's, exact for
     throughput) is overloaded, as the mean-value model says: no steady state to simulate."""
     inst = instance(cal, processes, threads, pool, keep_alive)
-    w, config = work(cal), cal.config(processes, threads, pool)
+    w, config = cal.work(), cal.config(processes, threads, pool)
     wl = cal.workload_model()
     if model == "open" and level >= capacity(wl, config):
         return Simulated(predict_open(wl, config, level), math.inf, math.inf, inst)  # its overload answer
