@@ -33,7 +33,7 @@ from arena.errors import (ArenaError, DriverFailed, NotMeasured, NotSaved, Termi
 # whole parser is wanted (--help, completion): `arena show` need not import what `arena tune` does
 # (all 19 cost 0.8 s).
 COMMANDS = ("servers", "serve", "load", "run", "merge", "show", "compare", "ls", "export", "import", "report", "predict",
-            "recommend", "tune", "simulate", "reproduce", "check", "reap", "completion")
+            "recommend", "tune", "simulate", "reproduce", "check", "mix", "reap", "completion")
 
 
 def command(name: str) -> ModuleType:
@@ -68,6 +68,8 @@ EXAMPLES = {
                  "arena simulate --instances 4 --policy roundrobin,leastconn --service exp:mean=20ms --rate 150"],
     "reproduce": ["arena reproduce --list", "arena reproduce rochkind-heroku"],
     "check": ["arena check", "arena check puma unicorn --app rack"],
+    "mix": ["arena mix from-log /var/log/nginx/access.log* -o mix.toml",
+            "arena mix from-log app.jsonl --fields method=verb,path=uri,status=code -o mix.toml"],
     "reap": ["arena reap", "arena reap --logs"],
     "completion": ["arena completion bash > /etc/bash_completion.d/arena",
                    "arena completion zsh > \"${fpath[1]}/_arena\""],

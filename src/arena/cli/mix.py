@@ -1,0 +1,69 @@
+"""``arena mix from-log``: a request mix from access logs (app/mix.py)."""
+
+from arena.app.mix import from_log
+from arena.cli.args import positive
+from arena.traffic.logs import FIELDS, FORMATS
+from arena.traffic.templates import DEFAULT_COVERAGE
+
+NAME = "mix"
+
+
+def add(sub) -> None:
+    p = sub.add_parser(NAME, help="make a request mix file from your own traffic")
+    actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
+    f = actions.add_parser("from-log", help="access logs (nginx/Apache combined or common, JSON lines, vegeta "
+                                            "targets; gzipped too) -> a mix of request templates weighted by "
+                                            "their counts")
+    f.add_argument("files", nargs="+", metavar="FILE")
+    f.add_argument("-o", "--output", required=True, help="the mix file to write (TOML)")
+    f.add_argument("--format", choices=FORMATS, help="the logs' format (default: detected from each file's first lines)")
+    f.add_argument("--fields", metavar="FIELD=KEY,...",
+                   help=f"JSON lines: the keys that hold each field ({', '.join(FIELDS)}), such as "
+                        "method=verb,path=uri")
+    f.add_argument("--coverage", type=positive("--coverage", hi=1.0, what="a share"), default=DEFAULT_COVERAGE,
+                   help=f"write the most frequent templates covering this share of the requests (default "
+                        f"{DEFAULT_COVERAGE:g}); the rest are counted")
+    f.add_argument("--include", metavar="REGEX", help="only requests whose path and query match (static assets "
+                                                      "and health checks then too, where they match)")
+    f.add_argument("--exclude", metavar="REGEX", help="leave out requests whose path and query match")
+    f.add_argument("--all-paths", action="store_true", help="keep static assets and health checks")
+    f.add_argument("--keep-values", action="store_true",
+                   help="write query values that are no number (user data: left out by default)")
+
+
+def run(args, out) -> int:
+    r = from_log(args.files, args.output, fmt=args.format, fields=args.fields, coverage=args.coverage,
+                 include=args.include, exclude=args.exclude, keep_values=args.keep_values, all_paths=args.all_paths)
+    b = r.built
+    span = f" over {_span(r.span_s)}" if r.span_s is not None else ""
+    formats = ", ".join(sorted(set(r.formats.values())))
+    out.print(f"read {r.lines:,} lines ({formats}){span}: {b.read:,} requests, {r.skipped:,} lines skipped"
+              + (f" (first: {r.first_skip})" if r.first_skip else ""), highlight=False, markup=False)
+    left = [(n, what) for n, what in ((b.static, "static assets"), (b.health, "health checks"),
+                                       (b.excluded, "excluded by --include/--exclude"),
+                                       (b.tokens, "with an opaque token (UUID, hex, base64): no generator for it"),
+                                       (b.failed_only, "of templates that only answered 5xx")) if n]
+    if left:
+        out.print("left out: " + "; ".join(f"{n:,} {what}" for n, what in left), highlight=False, markup=False)
+    kept = b.written + sum(t.count for t in b.beyond)
+    out.print(f"{len(b.kept)} template{'s' if len(b.kept) != 1 else ''} cover{'s' if len(b.kept) == 1 else ''} {b.written:,} of {kept:,} requests ({100 * b.written / kept:.1f}%)"
+              + (f"; {len(b.beyond)} rarer ones left out ({kept - b.written:,} requests)" if b.beyond else ""),
+              highlight=False, markup=False)
+    if b.dropped_params:
+        out.print("query values left out (user data; --keep-values writes them): "
+                  + ", ".join(f"{k} ({n:,})" for k, n in b.dropped_params.most_common(8)), highlight=False, markup=False)
+    for t in b.kept[:10]:
+        out.print(f"  {100 * t.count / b.written:5.1f}%  {t.method:6} {t.path}", highlight=False, markup=False)
+    if len(b.kept) > 10:
+        out.print(f"  ... and {len(b.kept) - 10} more in {r.output}", highlight=False, markup=False)
+    out.print(f"wrote {r.output} (use it as [workload] mix = \"{r.output}\", or arena load --mix {r.output})",
+              highlight=False, markup=False)
+    return 0
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 60:.1f} minutes" if seconds >= 120 else f"{seconds:.0f} s"

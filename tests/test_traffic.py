@@ -1,0 +1,150 @@
+"""`arena mix from-log`: access logs of known weights and id ranges become the mix they were made
+from; user data stays out; bad lines are counted, bad input is one line."""
+
+import gzip
+import json
+import random
+import time
+
+import pytest
+
+from arena.cli import main
+from arena.mix import load_mix
+from arena.traffic import logs
+from arena.traffic.templates import build, shape
+
+WEIGHTS = {"show": 0.62, "comments": 0.18, "create": 0.09, "asset": 0.08, "health": 0.03}
+
+
+def combined_log(n: int, seed: int = 1) -> tuple[list[str], dict[str, int], dict[str, tuple[int, int]]]:
+    """A combined log of ``n`` requests drawn from WEIGHTS, with the counts and id ranges drawn."""
+    rng = random.Random(seed)
+    counts = dict.fromkeys(WEIGHTS, 0)
+    seen: dict[str, list[int]] = {"post_id": [], "user_id": [], "page": []}
+    lines = []
+    t0 = 1_700_000_000
+    kinds, weights = zip(*WEIGHTS.items())
+    for i in range(n):
+        kind = rng.choices(kinds, weights)[0]
+        counts[kind] += 1
+        status = 200
+        if kind == "show":
+            post = rng.randint(3, 4999)
+            seen["post_id"].append(post)
+            req = f"GET /posts/{post} HTTP/1.1"
+        elif kind == "comments":
+            user, page = rng.randint(1, 800), rng.randint(1, 40)
+            seen["user_id"].append(user)
+            seen["page"].append(page)
+            req = f"GET /users/{user}/comments?page={page}&q=secret{i} HTTP/1.1"
+        elif kind == "create":
+            req, status = "POST /posts HTTP/2.0", rng.choice((201, 201, 422))
+        elif kind == "asset":
+            req = f"GET /assets/app-{rng.randint(1, 3)}.css HTTP/1.1"
+        else:
+            req = "GET /health HTTP/1.1"
+        stamp = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(t0 + i // 10))
+        lines.append(f'10.1.{i % 200}.{i % 250} - frank [{stamp}] "{req}" {status} {rng.randint(100, 9000)} '
+                     f'"https://example.com/ref?x=\\"y\\"" "Mozilla/5.0 (X11; Linux x86_64)"')
+    return lines, counts, {k: (min(v), max(v)) for k, v in seen.items()}
+
+
+def test_a_combined_log_of_known_weights_becomes_its_templates_with_exact_ranges():
+    lines, counts, ranges = combined_log(100_000)
+    entries = [e for e in logs.read(lines, "combined")]
+    assert all(isinstance(e, logs.Entry) for e in entries) and logs.detect(lines[:20]) == "combined"
+    built = build(entries)
+    kept = {t.path: t for t in built.kept}
+    assert set(kept) == {f"/posts/{{post_id:{ranges['post_id'][0]}..{ranges['post_id'][1]}}}",
+                         f"/users/{{user_id:{ranges['user_id'][0]}..{ranges['user_id'][1]}}}/comments"
+                         f"?page={{page:{ranges['page'][0]}..{ranges['page'][1]}}}", "/posts"}
+    served = counts["show"] + counts["comments"] + counts["create"]
+    share = {t.method + " " + t.path.partition("{")[0]: t.count / built.written for t in built.kept}
+    truth = {"GET /posts/": counts["show"] / served, "GET /users/": counts["comments"] / served,
+             "POST /posts": counts["create"] / served}
+    assert share == pytest.approx(truth, abs=0.005)
+    assert (built.static, built.health) == (counts["asset"], counts["health"])
+    assert built.dropped_params == {"q": counts["comments"]}  # a search's text is user data
+
+
+def test_the_written_mix_reads_back_and_holds_no_user_data(tmp_path, capsys):
+    lines, counts, _ = combined_log(20_000, seed=2)
+    log = tmp_path / "access.log.gz"
+    log.write_bytes(gzip.compress("\n".join(lines).encode()))
+    out = tmp_path / "mix.toml"
+    assert main(["mix", "from-log", str(log), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "read 20,000 lines (combined) over 33.3 minutes" in said and "3 templates cover" in said
+    mix = load_mix(out)
+    assert [r.method for r in mix.requests] == ["GET", "GET", "POST"]
+    text = out.read_text()
+    assert "secret" not in text and "frank" not in text and "10.1." not in text and "Mozilla" not in text
+    assert "statuses: 201" in text and "422" in text  # the log's statuses go with the template
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["access.log.gz", "mix.toml"]  # nothing else written
+    kept = tmp_path / "kept.toml"
+    assert main(["mix", "from-log", str(log), "-o", str(kept), "--keep-values", "--coverage", "0.5"]) == 0
+    assert len(load_mix(kept).requests) == 1  # the top template alone covers half
+
+
+def test_json_lines_and_vegeta_targets_are_read_likewise(tmp_path):
+    docs = [{"verb": "GET", "uri": f"/orders/{i}/items/{i % 7}", "code": 200, "ts": 1_700_000_000 + i}
+            for i in range(1, 301)]
+    docs += [{"request": "DELETE /orders/5 HTTP/1.1", "status": 204, "time": "2023-11-14T22:13:20Z"}] * 50
+    lines = [json.dumps(d) for d in docs] + ["not json at all", "[1, 2]"]
+    got = list(logs.read(lines, "jsonl", {"method": "verb", "path": "uri", "status": "code", "time": "ts"}))
+    skipped = [s for s in got if isinstance(s, logs.Skipped)]
+    assert [(s.line, s.why) for s in skipped] == [(351, "not a JSON object"), (352, "not a JSON object")]
+    built = build([e for e in got if isinstance(e, logs.Entry)])
+    assert [(t.method, t.path, t.count) for t in built.kept] == [
+        ("GET", "/orders/{order_id:1..300}/items/{item_id:0..6}", 300), ("DELETE", "/orders/{order_id:5..5}", 50)]
+    vegeta = ["GET http://127.0.0.1:8080/users/12", "X-Account: 7", "", "POST http://127.0.0.1:8080/users",
+              "Content-Type: application/json", "@body.json", "", "GET http://127.0.0.1:8080/users/40?page=2"]
+    assert logs.detect(vegeta) == "vegeta"
+    built = build([e for e in logs.read(vegeta, "vegeta") if isinstance(e, logs.Entry)])
+    assert sorted((t.method, t.path) for t in built.kept) == [
+        ("GET", "/users/{user_id:12..12}"), ("GET", "/users/{user_id:40..40}?page={page:2..2}"), ("POST", "/users")]
+
+
+def test_bad_lines_are_counted_and_never_echoed(tmp_path, capsys):
+    lines, _, _ = combined_log(1000, seed=3)
+    lines[10] = "garbage with a password=hunter2 in it"
+    lines[500] = '127.0.0.1 - - [x] "GET /half'
+    log = tmp_path / "access.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["mix", "from-log", str(log), "-o", str(tmp_path / "m.toml")]) == 0
+    said = capsys.readouterr().out
+    assert f"2 lines skipped (first: {log}:11: not the combined log format)" in said and "hunter2" not in said
+
+
+def test_opaque_tokens_and_5xx_only_templates_are_left_out_and_counted():
+    entries = [logs.Entry("GET", "/files/3f2504e0-4f89-11d3-9a0c-0305e82c3301", 200, None),
+               logs.Entry("GET", "/s/AbCdEfGhIjKlMnOpQrStUvWx12", 200, None),
+               logs.Entry("GET", "/broken/1", 502, None), logs.Entry("GET", "/broken/2", 500, None),
+               logs.Entry("GET", "/ok", 200, None)]
+    built = build(entries)
+    assert (built.tokens, built.failed_only, [t.path for t in built.kept]) == (2, 2, ["/ok"])
+    assert shape("GET", "/a/b?sort=desc&page=3", keep_values=False)[2] == {"sort"}
+    assert shape("GET", "/a/b?sort=desc&page=3", keep_values=True)[0][2] == ("sort=desc", "page\0")
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["mix", "from-log", "{d}/missing.log", "-o", "{d}/m.toml"], "{d}/missing.log: no such log file"),
+    (["mix", "from-log", "{d}/empty.log", "-o", "{d}/m.toml"], "{d}/empty.log: empty: no requests in it"),
+    (["mix", "from-log", "{d}/prose.log", "-o", "{d}/m.toml"],
+     "{d}/prose.log: not a known log format (combined, common, jsonl, vegeta; or give --format): lines 1, 3, 4 "
+     "parse as none of them"),
+    (["mix", "from-log", "{d}/prose.log", "-o", "{d}/m.toml", "--format", "jsonl", "--fields", "verb=x"],
+     "--fields verb=x: 'verb=x' must be FIELD=KEY with FIELD one of method, path, status, time, request"),
+    (["mix", "from-log", "{d}/prose.log", "-o", "{d}/m.toml", "--exclude", "("],
+     "--exclude (: not a regular expression"),
+    (["mix", "from-log", "{d}/health.log", "-o", "{d}/m.toml"],
+     "{d}/health.log: 2 requests read, none left to write (static assets 0, health checks 2"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, text):
+    (tmp_path / "empty.log").write_text("\n\n")
+    (tmp_path / "prose.log").write_text("It was a dark\n\nand stormy night;\nthe rain fell\n")
+    (tmp_path / "health.log").write_text('1.2.3.4 - - [14/Nov/2023:22:13:20 +0000] "GET /healthz HTTP/1.1" 200 2\n' * 2)
+    assert main([a.format(d=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and text.format(d=tmp_path) in err
+    assert not (tmp_path / "m.toml").exists()
