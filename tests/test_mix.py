@@ -65,11 +65,15 @@ def test_a_json_mix_may_be_arena_loads_own_list(tmp_path):
     ([{"path": "/a", "colour": 1}], "m: requests[0].colour = 1: unknown key"),
     ([], "m: requests: must be 1 to 1000 [[requests]] tables"),
     # a mistyped template is refused, not sent as text
-    ([{"path": "/p/{x:a..b}"}], "m: requests[0].path = \"/p/{x:a..b}\": '{x:a..b}' is not a template: {name} or "
-                                "{name:lo..hi} with whole numbers lo <= hi <= 1000000000000000"),
+    ([{"path": "/p/{x:a..b}"}], "m: requests[0].path = \"/p/{x:a..b}\": '{x:a..b}' is not a template: {name}, "
+                                "{name:lo..hi} with whole numbers lo <= hi <= 1000000000000000, {name:uuid}, "
+                                "{name:hex:N} or {name:token:N}"),
+    ([{"path": "/p/{t:hex:0}"}], 'm: requests[0].path = "/p/{t:hex:0}": {t:hex:0}: a token is 1 to 64 characters'),
+    ([{"path": "/p/{t:uuid}/{t:token:8}"}], "{t:token:8}: t is drawn twice (repeat it as {t})"),
+    ([{"path": "/p/{t:base32:8}"}], "'{t:base32:8}' is not a template"),
     ([{"path": "/p/{id:1..12345678901234567890}"}], "'{id:1..12345678901234567890}' is not a template"),
-    ([{"path": "/p/{id"}], "'{id' is not a template: {name} or {name:lo..hi} with whole numbers lo <= hi <= "
-                           "1000000000000000 (unclosed)"),
+    ([{"path": "/p/{id"}], "'{id' is not a template: {name}, {name:lo..hi} with whole numbers lo <= hi <= "
+                           "1000000000000000, {name:uuid}, {name:hex:N} or {name:token:N} (unclosed)"),
     ([{"path": "/a", "method": "POST", "form": {"t": "{n:1..9"}}], "m: requests[0].body = "),
 ])
 def test_bad_mixes_are_one_line_errors_naming_the_request_and_key(requests, message):

@@ -116,15 +116,19 @@ def test_bad_lines_are_counted_and_never_echoed(tmp_path, capsys):
     assert f"2 lines skipped (first: {log}:11: not the combined log format)" in said and "hunter2" not in said
 
 
-def test_opaque_tokens_and_5xx_only_templates_are_left_out_and_counted():
+def test_opaque_tokens_become_random_tokens_of_their_shape_and_5xx_only_templates_are_left_out():
     entries = [logs.Entry("GET", "/files/3f2504e0-4f89-11d3-9a0c-0305e82c3301", 200, None),
-               logs.Entry("GET", "/s/AbCdEfGhIjKlMnOpQrStUvWx12", 200, None),
+               logs.Entry("GET", "/files/9b2c1e11-0000-41d3-8a0c-0305e82c3302", 200, None),
+               logs.Entry("GET", "/commits/" + "ab12" * 10 + "?key=AbCdEfGhIjKlMnOpQrStUvWx12", 200, None),
+               logs.Entry("GET", "/s/" + "f" * 65, 200, None),
                logs.Entry("GET", "/broken/1", 502, None), logs.Entry("GET", "/broken/2", 500, None),
                logs.Entry("GET", "/ok", 200, None)]
     built = build(entries)
-    assert (built.tokens, built.failed_only, [t.path for t in built.kept]) == (2, 2, ["/ok"])
+    assert (built.tokens, built.failed_only) == (1, 2)  # 65 hex digits: longer than arena-load draws
+    assert [(t.path, t.count) for t in built.kept] == [
+        ("/files/{file_id:uuid}", 2), ("/commits/{commit_id:hex:40}?key={key:token:26}", 1), ("/ok", 1)]
     assert shape("GET", "/a/b?sort=desc&page=3", keep_values=False)[2] == {"sort"}
-    assert shape("GET", "/a/b?sort=desc&page=3", keep_values=True)[0][2] == ("sort=desc", "page\0")
+    assert shape("GET", "/a/b?sort=desc&page=3", keep_values=True)[0][2] == ("sort=desc", ("page", "#", "page"))
 
 
 @pytest.mark.parametrize("argv, text", [
@@ -148,3 +152,53 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, text):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and text.format(d=tmp_path) in err
     assert not (tmp_path / "m.toml").exists()
+
+
+def test_a_mix_from_a_log_replays_its_shapes_through_arena_load(tmp_path):
+    """from-log's mix sent by arena-load to a server that records what it is asked: every request
+    has its template's shape (ids in range, tokens of the log's kinds, drawn afresh), in the log's
+    proportions."""
+    import http.server
+    import re
+    import threading
+
+    lines = []
+    for i in range(600):
+        if i % 3:
+            target = f"/posts/{100 + i % 50}?page={i % 7 + 1}"
+        else:
+            target = f"/files/{i:08x}-4f89-41d3-9a0c-0305e82c3301/raw"
+        lines.append(f'127.0.0.1 - - [14/Nov/2023:22:13:20 +0000] "GET {target} HTTP/1.1" 200 5 "-" "curl"')
+    (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
+    assert main(["mix", "from-log", str(tmp_path / "access.log"), "-o", str(tmp_path / "mix.toml")]) == 0
+    seen: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert main(["load", url, "-c", "2", "-n", "300", "--mix", str(tmp_path / "mix.toml")]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    posts = [p for p in seen if p.startswith("/posts/")]
+    files = [p for p in seen if p.startswith("/files/")]
+    assert len(posts) + len(files) == len(seen) >= 300
+    assert len(files) / len(seen) == pytest.approx(1 / 3, abs=0.08)
+    assert all(re.fullmatch(r"/posts/1[0-4][0-9]\?page=[1-7]", p) for p in posts), posts[:5]
+    uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
+    assert all(re.fullmatch(f"/files/{uuid}/raw", p) for p in files), files[:5]
+    assert len(set(files)) == len(files)  # drawn afresh, not the log's

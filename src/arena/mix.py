@@ -7,6 +7,7 @@ the weights and each templated value per send, both from the run's seed.
     weight = 6                         # relative frequency (default 1; 0 leaves it out)
     method = "GET"                     # default GET
     path = "/posts/{id:1..10000}"      # {name:lo..hi} draws a whole number; {name} repeats it
+                                       # ({name:uuid}, {name:hex:N}, {name:token:N}: a random token)
     headers = { Accept = "application/json" }
 
     [[requests]]
@@ -31,10 +32,13 @@ from arena.errors import ArenaError
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 REQUEST_KEYS = {"name", "weight", "method", "path", "headers", "body", "form", "json"}
-# arena-load's template grammar (crates/arena-load/src/http.rs, parse_pieces): the same limits
-FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([0-9]{1,19})\.\.([0-9]{1,19}))?\}")
+# arena-load's template grammar (crates/arena-load/src/http.rs, parse_pieces): the same limits;
+# groups: name, lo, hi (a range), kind and length (hex or token: N characters), uuid
+FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::(?:([0-9]{1,19})\.\.([0-9]{1,19})|(hex|token):([0-9]{1,2})|(uuid)))?\}")
 MAX_FIELDS = 16
 MAX_VALUE = 10**15
+MAX_TOKEN = 64
+LOWEST_TOKEN = {"hex": "0", "token": "A", "uuid": "00000000-0000-4000-8000-000000000000"}
 MAX_REQUESTS = 1000
 
 
@@ -54,8 +58,8 @@ class Mix:
     requests: tuple[MixRequest, ...]
 
     def first_get(self) -> str | None:
-        """The path of the first GET the mix sends, each drawn value at its lowest (a repeated field as
-        the value it repeats); None where it sends no GET."""
+        """The path of the first GET the mix sends, each drawn value at its lowest (a token all zeros
+        or As; a repeated field as the value it repeats); None where it sends no GET."""
         for r in self.requests:
             if r.weight > 0 and r.method == "GET":
                 drawn: dict[str, str] = {}
@@ -63,6 +67,10 @@ class Mix:
                 def low(m: re.Match) -> str:
                     if m.group(2) is not None:
                         drawn.setdefault(m.group(1), m.group(2))
+                    elif m.group(4) is not None:
+                        drawn.setdefault(m.group(1), LOWEST_TOKEN[m.group(4)] * int(m.group(5)))
+                    elif m.group(6) is not None:
+                        drawn.setdefault(m.group(1), LOWEST_TOKEN["uuid"])
                     return drawn.get(m.group(1), "1")
 
                 return FIELD.sub(low, r.path)
@@ -169,15 +177,17 @@ RANGE_START = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*:")
 
 
 def _check_templates(where: str, key: str, text: str) -> None:
-    """Each template of ``text`` whole ({name} or {name:lo..hi}, bounds of at most 19 digits), so a
-    mistyped one is refused when the file is read instead of being sent as text."""
+    """Each template of ``text`` whole ({name}, {name:lo..hi} with bounds of at most 19 digits,
+    {name:uuid}, {name:hex:N}, {name:token:N}), so a mistyped one is refused when the file is read
+    instead of being sent as text."""
     starts = [m.start() for m in (re.finditer(r"\{", text) if key == "path" else RANGE_START.finditer(text))]
     for at in starts:
         m = FIELD.match(text, at)
         if m is None:
             shown = text[at:text.find("}", at) + 1] if "}" in text[at:] else text[at:at + 30]
-            raise _fail(where, key, text, f"'{shown}' is not a template: {{name}} or {{name:lo..hi}} with whole "
-                                          f"numbers lo <= hi <= {MAX_VALUE}" + ("" if "}" in text[at:] else " (unclosed)"))
+            raise _fail(where, key, text, f"'{shown}' is not a template: {{name}}, {{name:lo..hi}} with whole "
+                                          f"numbers lo <= hi <= {MAX_VALUE}, {{name:uuid}}, {{name:hex:N}} or "
+                                          f"{{name:token:N}}" + ("" if "}" in text[at:] else " (unclosed)"))
 
 
 def _check_fields(where: str, path: str, body: str) -> None:
@@ -186,10 +196,12 @@ def _check_fields(where: str, path: str, body: str) -> None:
     for key, text in (("path", path), ("body", body)):
         _check_templates(where, key, text)
         for m in FIELD.finditer(text):
-            name, lo, hi = m.group(1), m.group(2), m.group(3)
-            if lo is None:
+            name, lo, hi, kind, length = m.group(1, 2, 3, 4, 5)
+            if lo is None and kind is None and m.group(6) is None:
                 continue  # {name}: a value drawn before, or text
-            if int(lo) > int(hi) or int(hi) > MAX_VALUE:
+            if kind is not None and not 1 <= int(length) <= MAX_TOKEN:
+                raise _fail(where, key, text, f"{m.group(0)}: a token is 1 to {MAX_TOKEN} characters long")
+            if lo is not None and (int(lo) > int(hi) or int(hi) > MAX_VALUE):
                 raise _fail(where, key, text, f"{m.group(0)}: a range runs from a low to a high whole number, "
                                               f"at most {MAX_VALUE}")
             if name in drawn:

@@ -27,13 +27,77 @@ pub enum Piece {
     Lit(Vec<u8>),
     /// `{name:lo..hi}`: a value drawn uniformly from lo..=hi into `slot`.
     Draw { slot: usize, lo: u64, hi: u64 },
+    /// `{name:hex:N}`, `{name:token:N}`, `{name:uuid}`: a random token drawn into `slot` (its seed).
+    Token(usize),
     /// `{name}`: the value the same request drew for `name` earlier (in its path or body).
     Ref(usize),
 }
 
-/// Most values one request may draw; the largest value one may hold.
+/// How a drawn value is written: a whole number, or a token of random characters (a hex or
+/// base64url string of N characters, or a version 4 UUID): the ids of apps whose URLs are not
+/// numbers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    Number,
+    Hex(usize),
+    Word(usize),
+    Uuid,
+}
+
+/// Most values one request may draw; the largest value one may hold; the longest token.
 pub const MAX_FIELDS: usize = 16;
 pub const MAX_VALUE: u64 = 1_000_000_000_000_000;
+pub const MAX_TOKEN: usize = 64;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+const WORD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+impl Shape {
+    /// Characters written for ``value``.
+    fn len(self, value: u64) -> usize {
+        match self {
+            Shape::Number => digits(value),
+            Shape::Hex(n) | Shape::Word(n) => n,
+            Shape::Uuid => 36,
+        }
+    }
+
+    /// ``value`` written: a number in decimal, a token from its seed (the same seed, the same token).
+    fn push(self, value: u64, out: &mut Vec<u8>) {
+        match self {
+            Shape::Number => push_decimal(out, value),
+            Shape::Hex(n) => push_token(out, value, n, HEX, 4),
+            Shape::Word(n) => push_token(out, value, n, WORD, 6),
+            Shape::Uuid => {
+                let mut hex = Vec::with_capacity(32);
+                push_token(&mut hex, value, 32, HEX, 4);
+                hex[12] = b'4'; // version 4 (random)
+                hex[16] = b"89ab"[(value >> 60) as usize & 3]; // RFC 4122's variant
+                for (i, part) in [&hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]].iter().enumerate() {
+                    if i > 0 {
+                        out.push(b'-');
+                    }
+                    out.extend_from_slice(part);
+                }
+            }
+        }
+    }
+}
+
+/// ``n`` characters of ``alphabet`` (2^bits of them), from a generator seeded with ``seed``.
+fn push_token(out: &mut Vec<u8>, seed: u64, n: usize, alphabet: &[u8], bits: u32) {
+    let mut rng = crate::pacer::SplitMix64::new(seed);
+    let (mut word, mut left) = (0u64, 0u32);
+    for _ in 0..n {
+        if left < bits {
+            word = rng.next_u64();
+            left = 64;
+        }
+        out.push(alphabet[(word & ((1 << bits) - 1)) as usize]);
+        word >>= bits;
+        left -= bits;
+    }
+}
 
 /// A request rendered at each send: the request line's start, the templated target, the rest of
 /// the head (without Content-Length), and the templated body.
@@ -43,12 +107,14 @@ struct Fields {
     rest: Vec<u8>,
     body: Vec<Piece>,
     length: bool,
+    shapes: Vec<Shape>, // how each slot's value is written
 }
 
-/// Parse `text` into pieces: `{name:lo..hi}` draws a whole number, `{name}` repeats a value drawn
-/// before it; any other brace is text (a JSON body keeps its own). `names` holds the names drawn
-/// so far in this request (the path is parsed before the body).
-pub fn parse_pieces(text: &str, names: &mut Vec<String>) -> Result<Vec<Piece>, String> {
+/// Parse `text` into pieces: `{name:lo..hi}` draws a whole number, `{name:hex:N}`,
+/// `{name:token:N}` and `{name:uuid}` a token, `{name}` repeats a value drawn before it; any other
+/// brace is text (a JSON body keeps its own). `names` holds the names drawn so far in this request
+/// and how each is written (the path is parsed before the body).
+pub fn parse_pieces(text: &str, names: &mut Vec<(String, Shape)>) -> Result<Vec<Piece>, String> {
     let mut out = Vec::new();
     let mut lit = Vec::new();
     let mut rest = text;
@@ -56,8 +122,9 @@ pub fn parse_pieces(text: &str, names: &mut Vec<String>) -> Result<Vec<Piece>, S
         let after = &rest[open + 1..];
         let found = after.find('}').and_then(|close| field(&after[..close]).map(|f| (close, f)));
         let piece = match found {
-            Some((_, (name, Some((lo, hi))))) => Some(draw(name, lo, hi, names)?),
-            Some((_, (name, None))) => names.iter().position(|n| n == name).map(Piece::Ref),
+            Some((close, (name, Spec::Range(lo, hi)))) => Some(draw(name, lo, hi, &after[..close], names)?),
+            Some((close, (name, Spec::Token(shape)))) => Some(token(name, shape, &after[..close], names)?),
+            Some((_, (name, Spec::Ref))) => names.iter().position(|(n, _)| n == name).map(Piece::Ref),
             None => None,
         };
         match (found, piece) {
@@ -84,22 +151,45 @@ pub fn parse_pieces(text: &str, names: &mut Vec<String>) -> Result<Vec<Piece>, S
 }
 
 /// `{name:lo..hi}`: a new value of the request, checked.
-fn draw(name: &str, lo: u64, hi: u64, names: &mut Vec<String>) -> Result<Piece, String> {
+fn draw(name: &str, lo: u64, hi: u64, inner: &str, names: &mut Vec<(String, Shape)>) -> Result<Piece, String> {
     if lo > hi || hi > MAX_VALUE {
-        return Err(format!("{{{name}:{lo}..{hi}}}: a range runs from a low to a high whole number, at most {MAX_VALUE}"));
+        return Err(format!("{{{inner}}}: a range runs from a low to a high whole number, at most {MAX_VALUE}"));
     }
-    if names.iter().any(|n| n == name) {
-        return Err(format!("{{{name}:{lo}..{hi}}}: {name} is drawn twice (repeat it as {{{name}}})"));
-    }
-    if names.len() == MAX_FIELDS {
-        return Err(format!("{{{name}:{lo}..{hi}}}: at most {MAX_FIELDS} values per request"));
-    }
-    names.push(name.to_string());
-    Ok(Piece::Draw { slot: names.len() - 1, lo, hi })
+    Ok(Piece::Draw { slot: slot(name, Shape::Number, inner, names)?, lo, hi })
 }
 
-/// `name:lo..hi` -> (name, Some((lo, hi))); `name` -> (name, None); anything else: not a field.
-fn field(inner: &str) -> Option<(&str, Option<(u64, u64)>)> {
+/// `{name:hex:N}`, `{name:token:N}`, `{name:uuid}`: a new token of the request, checked.
+fn token(name: &str, shape: Shape, inner: &str, names: &mut Vec<(String, Shape)>) -> Result<Piece, String> {
+    if let Shape::Hex(n) | Shape::Word(n) = shape {
+        if n == 0 || n > MAX_TOKEN {
+            return Err(format!("{{{inner}}}: a token is 1 to {MAX_TOKEN} characters long"));
+        }
+    }
+    Ok(Piece::Token(slot(name, shape, inner, names)?))
+}
+
+/// The slot of a new value named `name`.
+fn slot(name: &str, shape: Shape, inner: &str, names: &mut Vec<(String, Shape)>) -> Result<usize, String> {
+    if names.iter().any(|(n, _)| n == name) {
+        return Err(format!("{{{inner}}}: {name} is drawn twice (repeat it as {{{name}}})"));
+    }
+    if names.len() == MAX_FIELDS {
+        return Err(format!("{{{inner}}}: at most {MAX_FIELDS} values per request"));
+    }
+    names.push((name.to_string(), shape));
+    Ok(names.len() - 1)
+}
+
+/// What a field asks for.
+enum Spec {
+    Range(u64, u64),
+    Token(Shape),
+    Ref,
+}
+
+/// `name:lo..hi`, `name:hex:N`, `name:token:N`, `name:uuid`, or `name` (a repeat); anything else:
+/// not a field.
+fn field(inner: &str) -> Option<(&str, Spec)> {
     let (name, range) = match inner.split_once(':') {
         Some((name, range)) => (name, Some(range)),
         None => (inner, None),
@@ -110,15 +200,27 @@ fn field(inner: &str) -> Option<(&str, Option<(u64, u64)>)> {
     if !ident {
         return None;
     }
+    let digits = |s: &str, most: usize| !s.is_empty() && s.len() <= most && s.bytes().all(|b| b.is_ascii_digit());
     match range {
-        None => Some((name, None)),
+        None => Some((name, Spec::Ref)),
+        Some("uuid") => Some((name, Spec::Token(Shape::Uuid))),
         Some(r) => {
+            if let Some((kind, n)) = r.split_once(':') {
+                if !digits(n, 2) {
+                    return None;
+                }
+                let n = n.parse().ok()?;
+                return match kind {
+                    "hex" => Some((name, Spec::Token(Shape::Hex(n)))),
+                    "token" => Some((name, Spec::Token(Shape::Word(n)))),
+                    _ => None,
+                };
+            }
             let (lo, hi) = r.split_once("..")?;
-            let digits = |s: &str| !s.is_empty() && s.len() <= 19 && s.bytes().all(|b| b.is_ascii_digit());
-            if !digits(lo) || !digits(hi) {
+            if !digits(lo, 19) || !digits(hi, 19) {
                 return None;
             }
-            Some((name, Some((lo.parse().ok()?, hi.parse().ok()?))))
+            Some((name, Spec::Range(lo.parse().ok()?, hi.parse().ok()?)))
         }
     }
 }
@@ -161,7 +263,9 @@ impl Template {
             rest.extend_from_slice(tail.as_bytes());
             let mut start = method.as_bytes().to_vec();
             start.push(b' ');
-            return Ok(Template { head: start, fields: Some(Fields { target: target_pieces, rest, body: body_pieces, length }),
+            let shapes = names.iter().map(|(_, shape)| *shape).collect();
+            return Ok(Template { head: start, fields: Some(Fields { target: target_pieces, rest, body: body_pieces, length,
+                                                                    shapes }),
                                  ..base });
         }
         let mut head = format!("{method} {target}{rest}");
@@ -188,23 +292,25 @@ impl Template {
         };
         let mut values = [0u64; MAX_FIELDS];
         for piece in f.target.iter().chain(&f.body) {
-            if let Piece::Draw { slot, lo, hi } = *piece {
-                values[slot] = lo + rng.next_u64() % (hi - lo + 1);
+            match *piece {
+                Piece::Draw { slot, lo, hi } => values[slot] = lo + rng.next_u64() % (hi - lo + 1),
+                Piece::Token(slot) => values[slot] = rng.next_u64(),
+                _ => {}
             }
         }
-        push_pieces(&f.target, &values, out);
+        push_pieces(&f.target, &values, &f.shapes, out);
         out.extend_from_slice(&f.rest);
         if f.length {
             let len: usize = f.body.iter().map(|p| match p {
                 Piece::Lit(b) => b.len(),
-                Piece::Draw { slot, .. } | Piece::Ref(slot) => digits(values[*slot]),
+                Piece::Draw { slot, .. } | Piece::Token(slot) | Piece::Ref(slot) => f.shapes[*slot].len(values[*slot]),
             }).sum();
             out.extend_from_slice(b"Content-Length: ");
             push_decimal(out, len as u64);
             out.extend_from_slice(b"\r\n");
         }
         finish_head(stamp_us, out);
-        push_pieces(&f.body, &values, out);
+        push_pieces(&f.body, &values, &f.shapes, out);
     }
 }
 
@@ -217,11 +323,11 @@ fn finish_head(stamp_us: Option<u64>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn push_pieces(pieces: &[Piece], values: &[u64; MAX_FIELDS], out: &mut Vec<u8>) {
+fn push_pieces(pieces: &[Piece], values: &[u64; MAX_FIELDS], shapes: &[Shape], out: &mut Vec<u8>) {
     for p in pieces {
         match p {
             Piece::Lit(b) => out.extend_from_slice(b),
-            Piece::Draw { slot, .. } | Piece::Ref(slot) => push_decimal(out, values[*slot]),
+            Piece::Draw { slot, .. } | Piece::Token(slot) | Piece::Ref(slot) => shapes[*slot].push(values[*slot], out),
         }
     }
 }
@@ -712,6 +818,37 @@ mod tests {
         // the same seed draws the same requests
         let (mut a, mut b) = (crate::pacer::SplitMix64::new(7), crate::pacer::SplitMix64::new(7));
         assert!((0..20).all(|_| drawn(&t, &mut a) == drawn(&t, &mut b)));
+    }
+
+    #[test]
+    fn tokens_are_drawn_in_their_shape_each_send_and_repeated_by_name() {
+        let body = br#"{"session": "{s:token:22}", "again": "{s}"}"#;
+        let t = Template::new(1, "PUT", "h", "/files/{f:uuid}/v/{v:hex:12}", &[], body, true).unwrap();
+        let mut rng = crate::pacer::SplitMix64::new(3);
+        let mut files = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let text = drawn(&t, &mut rng);
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            let path = head["PUT /files/".len()..].split(' ').next().unwrap();
+            let (uuid, hex) = path.split_once("/v/").unwrap();
+            let groups: Vec<_> = uuid.split('-').map(str::len).collect();
+            assert_eq!(groups, vec![8, 4, 4, 4, 12], "{uuid}");
+            assert!(uuid.bytes().all(|b| b == b'-' || HEX.contains(&b)) && &uuid[14..15] == "4", "{uuid}");
+            assert!("89ab".contains(&uuid[19..20]), "{uuid}");
+            assert!(hex.len() == 12 && hex.bytes().all(|b| HEX.contains(&b)), "{hex}");
+            let s = &body[r#"{"session": ""#.len()..][..22];
+            assert!(s.bytes().all(|b| WORD.contains(&b)), "{s}");
+            assert_eq!(body, format!(r#"{{"session": "{s}", "again": "{s}"}}"#));
+            assert!(head.ends_with(&format!("\r\nContent-Length: {}", body.len())), "{head}");
+            files.insert(uuid.to_string());
+        }
+        assert_eq!(files.len(), 200); // a fresh one at each send
+        let mut names = Vec::new();
+        assert!(parse_pieces("/a/{t:hex:0}", &mut names).unwrap_err().contains("1 to 64 characters"));
+        let mut names = Vec::new();
+        assert!(parse_pieces("/a/{t:token:65}", &mut names).unwrap_err().contains("{t:token:65}"));
+        let mut names = Vec::new();
+        assert_eq!(parse_pieces("/a/{t:base32:8}", &mut names).unwrap(), vec![Piece::Lit(b"/a/{t:base32:8}".to_vec())]);
     }
 
     #[test]

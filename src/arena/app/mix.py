@@ -109,7 +109,7 @@ def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: s
     if not built.kept:
         raise ArenaError(f"{', '.join(files)}: {built.read:,} requests read, none left to write (static assets "
                          f"{built.static:,}, health checks {built.health:,}, excluded {built.excluded:,}, "
-                         f"opaque tokens {built.tokens:,}, 5xx only {built.failed_only:,})")
+                         f"tokens too long {built.tokens:,}, 5xx only {built.failed_only:,})")
     times = [t for t in first + last if t is not None]
     write_file(output, mix_toml(built, ", ".join(Path(f).name for f in files)), "-o")
     load_mix(output, "-o")  # what was written reads back as a mix, or the error says why

@@ -41,7 +41,7 @@ def run(args, out) -> int:
               + (f" (first: {r.first_skip})" if r.first_skip else ""), highlight=False, markup=False)
     left = [(n, what) for n, what in ((b.static, "static assets"), (b.health, "health checks"),
                                        (b.excluded, "excluded by --include/--exclude"),
-                                       (b.tokens, "with an opaque token (UUID, hex, base64): no generator for it"),
+                                       (b.tokens, "with a token longer than arena-load draws (64 characters)"),
                                        (b.failed_only, "of templates that only answered 5xx")) if n]
     if left:
         out.print("left out: " + "; ".join(f"{n:,} {what}" for n, what in left), highlight=False, markup=False)

@@ -3,11 +3,12 @@ weights are the log's counts. Pure.
 
 A path's numeric segments become ``{name:lo..hi}`` over the range the log shows (named after the
 segment before them: ``/posts/{post_id:1..9999}``), and so do a query's numeric values
-(``?page={page:1..40}``); requests that differ only there are one template. What is not a number
-stays as it is in the path; in a query, a value that is no number is user data (a search, an
-e-mail): it is not written unless ``keep_values``, and the parameter is then dropped from the
-template (the summary names it). Opaque tokens (UUIDs, long hex or base64 strings) have no
-generator in arena-load's mix grammar yet: their templates are left out and counted.
+(``?page={page:1..40}``); opaque tokens become arena-load's random tokens of their shape
+(``{file_id:uuid}``, ``{commit_id:hex:40}``, ``{key:token:22}`` for base64url); requests that
+differ only there are one template. What is neither stays as it is in the path; in a query, a
+value that is neither is user data (a search, an e-mail): it is not written unless
+``keep_values``, and the parameter is then dropped from the template (the summary names it). A
+token longer than arena-load draws (mix.MAX_TOKEN) leaves its request out, counted.
 
 Left out by default: static assets (by extension, or under /assets, /static, /packs), health
 checks, and templates that only ever answered 5xx. The templates covering ``coverage`` of the
@@ -23,23 +24,43 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from urllib.parse import parse_qsl, quote
 
+from arena.mix import MAX_TOKEN
 from arena.traffic.logs import Entry
 
 STATIC = re.compile(r"^/(assets|static|packs|public|favicon)(/|$)|\.(css|js|mjs|map|png|jpe?g|gif|svg|ico|webp|avif|"
                     r"woff2?|ttf|otf|eot|txt|xml|json|mp4|webm|mp3|pdf|zip|gz)$", re.IGNORECASE)
 HEALTH = re.compile(r"^/(health|healthz|healthcheck|health_check|livez|readyz|ready|alive|up|ping|status|_health)/?$",
                     re.IGNORECASE)
-TOKEN = re.compile(r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{16,}|"
-                   r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{24,}={0,2})$")
+UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+HEX_TOKEN = re.compile(r"^[0-9a-fA-F]{16,}$")
+WORD_TOKEN = re.compile(r"^(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}={0,2}$")
+NUMBER_FIELD = "#"  # a field's kind in a template's key: a number drawn from a range, else a token's mix kind
 NUMBER = re.compile(r"^[0-9]{1,15}$")
 DEFAULT_COVERAGE = 0.99
+
+
+def token(text: str) -> str | None:
+    """The mix's token kind that draws values of ``text``'s shape ("uuid", "hex:40", "token:22"),
+    "" for a token too long to draw, None where ``text`` is no opaque token."""
+    if len(text) < 16:
+        return None
+    if UUID.match(text):
+        return "uuid"
+    kind = "hex" if HEX_TOKEN.match(text) else "token" if WORD_TOKEN.match(text) else None
+    if kind is None:
+        return None
+    length = len(text.rstrip("="))
+    return f"{kind}:{length}" if length <= MAX_TOKEN else ""
+
+
+Field = tuple[str, str]  # (kind: NUMBER_FIELD or a token's, name)
 
 
 @dataclass
 class Template:
     method: str
-    pieces: tuple[str, ...]  # the path's segments, "\0name" where a number is drawn
-    params: tuple[str, ...]  # the query's parameters in order, "name\0" where a number is drawn
+    pieces: tuple[str | Field, ...]  # the path's segments: text, or a field
+    params: tuple[str | tuple[str, str, str], ...]  # the query's: "key=value" text, or (key, kind, name)
     count: int = 0
     statuses: Counter = field(default_factory=Counter)
     low: dict[str, int] = field(default_factory=dict)
@@ -59,11 +80,11 @@ class Template:
     @property
     def path(self) -> str:
         """The template as a mix's path: ``/posts/{post_id:1..9999}?page={page:1..40}``."""
-        def draw(name: str) -> str:
-            return f"{{{name}:{self.low[name]}..{self.high[name]}}}"
+        def draw(kind: str, name: str) -> str:
+            return f"{{{name}:{self.low[name]}..{self.high[name]}}}" if kind == NUMBER_FIELD else f"{{{name}:{kind}}}"
 
-        path = "/".join(draw(p[1:]) if p.startswith("\0") else p for p in self.pieces) or "/"
-        query = [f"{p[:-1]}={draw(p[:-1])}" if p.endswith("\0") else p for p in self.params]
+        path = "/".join(p if isinstance(p, str) else draw(*p) for p in self.pieces) or "/"
+        query = [p if isinstance(p, str) else f"{p[0]}={draw(p[1], p[2])}" for p in self.params]
         return path + ("?" + "&".join(query) if query else "")
 
     @property
@@ -81,7 +102,7 @@ class Built:
     static: int = 0
     health: int = 0
     excluded: int = 0  # by --exclude, or not matching --include
-    tokens: int = 0  # with an opaque token (no generator for it)
+    tokens: int = 0  # with a token longer than arena-load draws
     failed_only: int = 0  # requests of templates that only answered 5xx
     dropped_params: Counter = field(default_factory=Counter)  # query parameters left out, by name
 
@@ -113,30 +134,36 @@ def _name(before: str, taken: set[str]) -> str:
 
 def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str, int], set[str]] | None:
     """(the template's key, the numbers drawn by name, the query parameters dropped); None where the
-    target holds an opaque token."""
+    target holds a token longer than arena-load draws."""
     path, _, query = target.partition("?")
-    path = path.partition("#")[0]
-    pieces, numbers, taken = [], {}, set()
+    path = re.sub(r"^[a-z]+://[^/]*", "", path.partition("#")[0])  # a proxy's absolute target
+    pieces: list[str | Field] = []
+    numbers, taken = {}, set()
     before = ""
     for seg in path.split("/"):
         if seg.isdigit() and seg.isascii() and len(seg) <= 15:  # NUMBER, without a regular expression
             name = _name(before, taken)
             numbers[name] = int(seg)
-            pieces.append("\0" + name)
-        elif len(seg) >= 16 and TOKEN.match(seg):
-            return None
+            pieces.append((NUMBER_FIELD, name))
+        elif (kind := token(seg)) is not None:
+            if not kind:
+                return None
+            pieces.append((kind, _name(before, taken)))
         else:
             pieces.append(seg)
             before = seg
-    params, dropped = [], set()
+    params: list[str | tuple[str, str, str]] = []
+    dropped = set()
     for key, value in parse_qsl(query, keep_blank_values=True) if query else ():
         ident = re.sub(r"[^A-Za-z0-9_]", "_", key).strip("_").lower() or "q"
-        if NUMBER.match(value) and ident not in taken:
-            taken.add(ident)
-            numbers[ident] = int(value)
-            params.append(quote(key, safe="[]") + "\0")
-        elif TOKEN.match(value):
+        kind = NUMBER_FIELD if NUMBER.match(value) else token(value)
+        if kind == "":
             return None
+        if kind is not None and ident not in taken:
+            taken.add(ident)
+            if kind == NUMBER_FIELD:
+                numbers[ident] = int(value)
+            params.append((quote(key, safe="[]"), kind, ident))
         elif keep_values or value == "":
             params.append(f"{quote(key, safe='[]')}={quote(value, safe='')}")
         else:
