@@ -1,11 +1,13 @@
 """`arena mix from-log`: access logs of known weights and id ranges become the mix they were made
 from; user data stays out; bad lines are counted, bad input is one line."""
 
+import contextlib
 import gzip
 import json
 import random
 import time
 
+import numpy as np
 import pytest
 
 from arena.cli import main
@@ -47,6 +49,36 @@ def combined_log(n: int, seed: int = 1) -> tuple[list[str], dict[str, int], dict
         lines.append(f'10.1.{i % 200}.{i % 250} - frank [{stamp}] "{req}" {status} {rng.randint(100, 9000)} '
                      f'"https://example.com/ref?x=\\"y\\"" "Mozilla/5.0 (X11; Linux x86_64)"')
     return lines, counts, {k: (min(v), max(v)) for k, v in seen.items()}
+
+
+@contextlib.contextmanager
+def recording_server():
+    """A loopback HTTP server in this process answering 200 to every GET: (its URL, the paths asked)."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_combined_log_of_known_weights_becomes_its_templates_with_exact_ranges():
@@ -158,9 +190,7 @@ def test_a_mix_from_a_log_replays_its_shapes_through_arena_load(tmp_path):
     """from-log's mix sent by arena-load to a server that records what it is asked: every request
     has its template's shape (ids in range, tokens of the log's kinds, drawn afresh), in the log's
     proportions."""
-    import http.server
     import re
-    import threading
 
     lines = []
     for i in range(600):
@@ -171,29 +201,8 @@ def test_a_mix_from_a_log_replays_its_shapes_through_arena_load(tmp_path):
         lines.append(f'127.0.0.1 - - [14/Nov/2023:22:13:20 +0000] "GET {target} HTTP/1.1" 200 5 "-" "curl"')
     (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
     assert main(["mix", "from-log", str(tmp_path / "access.log"), "-o", str(tmp_path / "mix.toml")]) == 0
-    seen: list[str] = []
-
-    class Recorder(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):
-            seen.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with recording_server() as (url, seen):
         assert main(["load", url, "-c", "2", "-n", "300", "--mix", str(tmp_path / "mix.toml")]) == 0
-    finally:
-        server.shutdown()
-        server.server_close()
     posts = [p for p in seen if p.startswith("/posts/")]
     files = [p for p in seen if p.startswith("/files/")]
     assert len(posts) + len(files) == len(seen) >= 300
@@ -202,3 +211,53 @@ def test_a_mix_from_a_log_replays_its_shapes_through_arena_load(tmp_path):
     uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
     assert all(re.fullmatch(f"/files/{uuid}/raw", p) for p in files), files[:5]
     assert len(set(files)) == len(files)  # drawn afresh, not the log's
+
+
+def bursty_log(seconds: int, seed: int = 4) -> tuple[list[str], list[int]]:
+    """A combined log whose requests per second swing: 20 a second, 90 every seventh second, none in
+    the 13th; and the counts."""
+    rng = random.Random(seed)
+    counts = [0 if s == 12 else 90 if s % 7 == 3 else 20 + rng.randint(-5, 5) for s in range(seconds)]
+    lines = []
+    for s, n in enumerate(counts):
+        stamp = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(1_700_000_000 + s))
+        lines += [f'10.0.0.1 - - [{stamp}] "GET /posts/{rng.randint(1, 99)} HTTP/1.1" 200 10 "-" "x"'] * n
+    return lines, counts
+
+
+def test_a_profile_keeps_the_logs_seconds_and_bursts_and_scales_to_a_speed_or_a_rate():
+    from arena.traffic.profile import schedule
+
+    lines, counts = bursty_log(60)
+    times = logs.arrival_times(e for e in logs.read(lines, "combined"))
+    s = schedule(times)
+    assert s.per_second().tolist() == counts  # spread within each second, never out of it
+    assert s.peak() == pytest.approx(float(np.percentile(counts, 99)), rel=0.05)
+    assert len(set(s.times.tolist())) == len(s.times)  # not all at the second's start
+    fast = schedule(times, speed=10)
+    assert fast.span_s == pytest.approx(s.span_s / 10) and len(fast.times) == sum(counts)
+    to_rate = schedule(times, rate=500)
+    assert to_rate.mean_rate == pytest.approx(500, rel=0.02)
+    busiest = schedule(times, window_kind="busiest", window_s=10)  # any 10 s, not only whole seconds
+    assert max(sum(counts[i:i + 10]) for i in range(51)) <= len(busiest.times) <= max(
+        sum(counts[i:i + 11]) for i in range(50))
+    with pytest.raises(ValueError, match="longer than the log"):
+        schedule(times, window_kind="first", window_s=3600)
+
+
+def test_a_profile_is_sent_at_its_times_by_arena_load(tmp_path, capsys):
+    """A 30-second bursty log at 10x against a recording server: each second of the run sends what
+    ten seconds of the log held, within 2%."""
+    lines, counts = bursty_log(30)
+    (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
+    with recording_server() as (url, _):
+        assert main(["load", url + "/posts/1", "--profile", str(tmp_path / "access.log"), "--speed", "10x",
+                     "--json", str(tmp_path / "r.json")]) == 0
+    said = capsys.readouterr().out
+    assert f"profile: {sum(counts):,} sends over" in said and "at 10x" in said
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["config"]["arrival"] == "schedule"
+    sent = [p["sent"] for p in doc["series"]][:3]
+    assert sent == pytest.approx([sum(counts[i:i + 10]) for i in (0, 10, 20)], rel=0.02)
+    assert main(["load", "http://127.0.0.1:9/", "--speed", "2"]) == 2
+    assert capsys.readouterr().err.strip() == "arena: error: --speed: applies to --profile (a log's arrival times)"

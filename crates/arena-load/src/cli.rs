@@ -3,6 +3,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Parser;
 
@@ -25,6 +26,10 @@ pub struct Args {
     /// Open model arrivals: constant spacing or poisson
     #[arg(long, default_value = "constant")]
     pub arrival: String,
+    /// Open model at given times instead of a rate: a file of send times in seconds from the start,
+    /// one per line, ascending (a traffic profile: arena load --profile writes one)
+    #[arg(long, conflicts_with_all = ["rate", "arrival"])]
+    pub schedule: Option<PathBuf>,
     /// Measured duration, e.g. 10s, 500ms, 2m (after the warm-up)
     #[arg(short = 'd', long)]
     pub duration: Option<String>,
@@ -314,13 +319,19 @@ pub fn config(a: &Args) -> Result<Config, String> {
     if !(1..=256).contains(&a.threads) {
         return Err(format!("--threads: must be from 1 to 256, got '{}'", a.threads));
     }
-    let model = match a.rate {
+    let schedule = a.schedule.as_deref().map(read_schedule).transpose()?;
+    let rate = match &schedule {
+        Some(times) => Some(schedule_rate(times)),
+        None => a.rate,
+    };
+    let model = match rate {
         Some(rate) if !(rate > 0.0 && rate <= 10_000_000.0) => {
             return Err(format!("--rate: must be a number of requests per second above 0 (at most 1e7), got '{rate}'"));
         }
         Some(rate) => Model::Open {
             rate,
             arrival: match a.arrival.as_str() {
+                _ if schedule.is_some() => Arrival::Schedule,
                 "constant" => Arrival::Constant,
                 "poisson" => Arrival::Poisson,
                 other => return Err(format!("--arrival: must be 'constant' or 'poisson', got '{other}'")),
@@ -382,7 +393,43 @@ pub fn config(a: &Args) -> Result<Config, String> {
         expect,
         max_error_rate: a.max_error_rate,
         live: a.live,
+        schedule: Arc::new(schedule.unwrap_or_default()),
     })
+}
+
+/// Most send times a schedule may hold.
+const MAX_SCHEDULE: usize = 100_000_000;
+
+/// A schedule file: send times in seconds from the start, one per line, ascending -> ns.
+fn read_schedule(path: &std::path::Path) -> Result<Vec<u64>, String> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--schedule {name}: cannot read it ({e})"))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let t: f64 = line.trim().parse().map_err(|_| format!("--schedule {name}: line {}: not a number of seconds", i + 1))?;
+        if !(t >= 0.0 && t < 1e7) {
+            return Err(format!("--schedule {name}: line {}: a time from 0 to 1e7 seconds, got {t}", i + 1));
+        }
+        let ns = (t * 1e9).round() as u64;
+        if out.last().is_some_and(|&last| ns < last) {
+            return Err(format!("--schedule {name}: line {}: times must not go back ({t} s after a later one)", i + 1));
+        }
+        out.push(ns);
+        if out.len() > MAX_SCHEDULE {
+            return Err(format!("--schedule {name}: more than {MAX_SCHEDULE} send times"));
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("--schedule {name}: no send times in it"));
+    }
+    Ok(out)
+}
+
+/// A schedule's mean rate (per second), as the result reports it: its sends over its span (at
+/// least a second).
+fn schedule_rate(times: &[u64]) -> f64 {
+    let span = (times[times.len() - 1] - times[0]) as f64 / 1e9;
+    times.len() as f64 / span.max(1.0)
 }
 
 #[cfg(test)]
@@ -393,6 +440,25 @@ mod tests {
         let mut argv = vec!["arena-load"];
         argv.extend_from_slice(extra);
         config(&Args::try_parse_from(argv).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn a_schedule_file_is_an_open_model_at_its_times() {
+        let dir = std::env::temp_dir().join(format!("arena-load-schedule-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (good, back, empty) = (dir.join("good"), dir.join("back"), dir.join("empty"));
+        std::fs::write(&good, "0\n0.25\n\n0.25\n1.5\n3\n").unwrap();
+        std::fs::write(&back, "0\n2\n1\n").unwrap();
+        std::fs::write(&empty, "\n").unwrap();
+        let cfg = args(&["http://127.0.0.1:1/", "--schedule", good.to_str().unwrap(), "-d", "4s"]).unwrap();
+        assert_eq!(*cfg.schedule, vec![0, 250_000_000, 250_000_000, 1_500_000_000, 3_000_000_000]);
+        assert_eq!(cfg.model, Model::Open { rate: 5.0 / 3.0, arrival: Arrival::Schedule, max_connections: 1000 });
+        let e = args(&["http://127.0.0.1:1/", "--schedule", back.to_str().unwrap(), "-d", "4s"]).unwrap_err();
+        assert!(e.ends_with("line 3: times must not go back (1 s after a later one)"), "{e}");
+        let e = args(&["http://127.0.0.1:1/", "--schedule", empty.to_str().unwrap(), "-d", "4s"]).unwrap_err();
+        assert!(e.ends_with("no send times in it"), "{e}");
+        assert!(args(&["http://127.0.0.1:1/", "--schedule", good.to_str().unwrap(), "-r", "5", "-d", "1s"]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
 use hdrhistogram::Histogram;
@@ -44,6 +45,8 @@ pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub enum Arrival {
     Constant,
     Poisson,
+    /// At the times of `Config::schedule` (a traffic profile).
+    Schedule,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,6 +106,8 @@ pub struct Config {
     pub max_error_rate: f64,
     /// Print each completed interval of the series on stderr (one JSON line) while running.
     pub live: bool,
+    /// The open model's intended send times (ns since the start, sorted) with Arrival::Schedule.
+    pub schedule: Arc<Vec<u64>>,
 }
 
 /// A set of HTTP statuses as inclusive ranges: "2xx,3xx" is [(200, 299), (300, 399)].
@@ -329,6 +334,7 @@ impl<'a> Worker<'a> {
                     // threads interleave: thread k is offset by k / rate
                     Arrival::Constant => Pacer::constant(share, id as f64 * 1e9 / rate),
                     Arrival::Poisson => Pacer::poisson(share, cfg.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                    Arrival::Schedule => Pacer::schedule(cfg.schedule.clone(), id, cfg.threads),
                 };
                 (Some(pacer), split(max_connections, cfg.threads, id).max(1), 0, 0)
             }

@@ -245,6 +245,7 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
         Model::Open { rate, arrival, max_connections } => (max_connections, Some(rate), Some(match arrival {
             Arrival::Constant => "constant",
             Arrival::Poisson => "poisson",
+            Arrival::Schedule => "schedule",
         }), None),
     };
     Document {

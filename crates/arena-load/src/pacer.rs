@@ -6,6 +6,8 @@
 //! down (the "coordinated omission" of closed-loop tools). After a stall every request whose time
 //! has passed is due at once: the pacer catches up, it never skips or shifts the schedule.
 
+use std::sync::Arc;
+
 /// A schedule of intended send times, in nanoseconds since the start of the run.
 #[derive(Debug, Clone)]
 pub enum Pacer {
@@ -13,6 +15,8 @@ pub enum Pacer {
     Constant { rate: f64, offset_ns: f64, taken: u64 },
     /// Exponentially distributed gaps with mean `1 / rate` (a Poisson process).
     Poisson { rate: f64, next_ns: f64, rng: SplitMix64 },
+    /// Given times (a traffic profile: `--schedule`), this thread's every `step`-th from `next`.
+    Schedule { times: Arc<Vec<u64>>, next: usize, step: usize },
 }
 
 impl Pacer {
@@ -29,11 +33,18 @@ impl Pacer {
         Pacer::Poisson { rate, next_ns: first, rng }
     }
 
-    /// The intended send time of the next request.
+    /// Thread `id` of `threads`: the times `id`, `id + threads`, ... of a sorted schedule (ns).
+    pub fn schedule(times: Arc<Vec<u64>>, id: usize, threads: usize) -> Pacer {
+        assert!(threads > 0);
+        Pacer::Schedule { times, next: id, step: threads }
+    }
+
+    /// The intended send time of the next request (past a schedule's end: never).
     pub fn peek(&self) -> u64 {
         match self {
             Pacer::Constant { rate, offset_ns, taken } => (offset_ns + *taken as f64 * 1e9 / rate) as u64,
             Pacer::Poisson { next_ns, .. } => *next_ns as u64,
+            Pacer::Schedule { times, next, .. } => times.get(*next).copied().unwrap_or(u64::MAX),
         }
     }
 
@@ -46,6 +57,7 @@ impl Pacer {
         match self {
             Pacer::Constant { taken, .. } => *taken += 1,
             Pacer::Poisson { rate, next_ns, rng } => *next_ns += rng.exponential(1e9 / *rate),
+            Pacer::Schedule { next, step, .. } => *next += *step,
         }
         Some(t)
     }
@@ -131,6 +143,18 @@ mod tests {
         assert_eq!(due[0], 15_000_000);
         assert!(due.windows(2).all(|w| w[1] - w[0] == 10_000_000));
         assert_eq!(p.peek(), 1_015_000_000); // 101 taken: the next is the 102nd
+    }
+
+    #[test]
+    fn a_given_schedule_is_split_over_the_threads_and_kept_to_its_times() {
+        let times = Arc::new(vec![0, 5, 5, 7, 100, 101, 2_000]);
+        let mut a = Pacer::schedule(times.clone(), 0, 2);
+        let mut b = Pacer::schedule(times, 1, 2);
+        assert_eq!(drain(&mut a, 100), vec![0, 5, 100]);
+        assert_eq!(drain(&mut b, 100), vec![5, 7]);
+        assert_eq!((a.peek(), b.peek()), (2_000, 101));
+        assert_eq!(drain(&mut b, u64::MAX - 1), vec![101]);
+        assert_eq!(b.peek(), u64::MAX); // past its end: nothing more is ever due
     }
 
     #[test]

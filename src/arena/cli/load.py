@@ -4,7 +4,10 @@ from arena.app.load import load
 from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, add_share, count, cpus, duration, positive, rate
 from arena.cpus import format_cpu_list
 from arena.results.runs import SHARED
-from arena.drivers.spec import ARRIVALS, LoadSpec
+from arena.app.traffic import profile
+from arena.drivers.spec import ARRIVALS, SCHEDULE, LoadSpec
+from arena.errors import ArenaError
+from arena.traffic.logs import FORMATS
 from arena.clients import MAX_DELAY_S
 from arena.plan.reader import MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S
 from arena.mix import load_mix
@@ -50,17 +53,48 @@ def add(sub) -> None:
                          "resource, each with its share, started together, their histograms merged exactly; the URL "
                          "is loopback or one of the cluster's hosts")
     lo.add_argument("--expect-status", help="statuses that count as success, e.g. 2xx,404 (default 2xx,3xx)")
+    lo.add_argument("--profile", nargs="+", metavar="LOG",
+                    help="open model at the arrival times of access logs (the formats of arena mix from-log): "
+                         "their requests per second over time and their bursts within each second; --rate is "
+                         "then the mean rate to scale it to")
+    lo.add_argument("--speed", type=speed, help="--profile: send the log this many times faster, e.g. 10x")
+    lo.add_argument("--window", help="--profile: busiest:DURATION (the span with the most requests) or "
+                                     "first:DURATION, e.g. busiest:10m (default: the whole log)")
+    lo.add_argument("--log-format", choices=FORMATS, help="--profile: the logs' format (default: detected)")
+
+
+def speed(text: str) -> float:
+    """``10x``, ``0.5x`` or ``10``: how many times faster than the log."""
+    return positive("--speed", hi=1e6, what="a speed-up such as 10x")(text.removesuffix("x"))
 
 
 def run(args, out) -> int:
     reap_first(out)
+    for flag, given in (("--speed", args.speed), ("--window", args.window), ("--log-format", args.log_format)):
+        if given is not None and not args.profile:
+            raise ArenaError(f"{flag}: applies to --profile (a log's arrival times)")
+    if args.profile and args.cluster:
+        raise ArenaError("--profile, --cluster: a profile is sent from one load host")
+    if args.profile and args.speed is not None and args.rate is not None:
+        raise ArenaError("--speed, --rate: give one (with --profile, --rate is the mean rate to scale it to)")
+    shaped = (profile(args.profile, fmt=args.log_format, speed=args.speed or 1.0, rate=args.rate, window=args.window,
+                      seed=args.seed) if args.profile else None)
+    if shaped is not None:
+        s = shaped.schedule
+        out.print(f"profile: {len(s.times):,} sends over {s.span_s:.1f} s ({s.source_span_s:.0f} s of the log"
+                  f"{' ' + shaped.window if shaped.window else ''} at {s.speed:.3g}x), mean {s.mean_rate:.1f}/s, "
+                  f"p99 of sends per second {s.peak():.0f} (the log's own: {shaped.source.peak():.0f} at 1x)",
+                  highlight=False, markup=False)
     spec = LoadSpec(
-        url=args.url, connections=args.connections, rate=args.rate, arrival=args.arrival, duration_s=args.duration,
+        url=args.url, connections=args.connections,
         requests=args.requests, warmup_s=args.warmup, think_ms=args.think * 1000, threads=args.threads,
         method=args.method, headers=args.headers, body=args.body, mix=load_mix(args.mix) if args.mix else None,
         keep_alive=not args.no_keepalive, delay_s=args.delay, upload_bps=args.upload, download_bps=args.download,
         request_start=args.request_start, connect_timeout_s=args.connect_timeout,
-        timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status)
+        timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status,
+        **(dict(rate=shaped.schedule.mean_rate, arrival=SCHEDULE, schedule=shaped.schedule.times.tolist(),
+                duration_s=args.duration or max(0.001, shaped.schedule.span_s + 0.001 - args.warmup))
+           if shaped else dict(rate=args.rate, arrival=args.arrival, duration_s=args.duration)))
     loaded = load(spec, cpus=args.cpus, json_path=args.json, cluster=args.cluster, share=args.share_cpus)
     print(load_summary(loaded.result))
     if loaded.shared:

@@ -1,6 +1,6 @@
-"""``arena mix from-log``: a request mix from access logs (app/mix.py)."""
+"""``arena mix from-log``: a request mix from access logs (app/traffic.py)."""
 
-from arena.app.mix import from_log
+from arena.app.traffic import from_log
 from arena.cli.args import positive
 from arena.traffic.logs import FIELDS, FORMATS
 from arena.traffic.templates import DEFAULT_COVERAGE

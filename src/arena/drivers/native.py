@@ -16,7 +16,7 @@ from typing import Any, Callable
 from arena import paths
 from arena.drivers.external import child_setup
 from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
-from arena.drivers.spec import ARRIVALS, Capabilities, LoadSpec
+from arena.drivers.spec import ARRIVALS, SCHEDULE, Capabilities, LoadSpec
 from arena.errors import ArenaError, DriverFailed, Terminated, forking, stop_if_asked
 from arena.servers.cgroup import owned_name
 
@@ -38,11 +38,13 @@ def binary() -> Path:
 CAPABILITIES = Capabilities("arena-load", models=("closed", "open"), bounds=("duration", "requests"),
                             methods=("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), bodies=True,
                             keep_alive_off=True, live=True, server_timing=True, balance=True, hdr=True,
-                            expect_status=True, mixes=True, link=True, arrivals=ARRIVALS)
+                            expect_status=True, mixes=True, link=True, arrivals=(*ARRIVALS, SCHEDULE))
 
 
-def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = None) -> list[str]:
-    """Pure: the arena-load command line for ``spec``; its mix (if any) written as ``mix_json``."""
+def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = None,
+               schedule_txt: Path | None = None) -> list[str]:
+    """Pure: the arena-load command line for ``spec``; its mix (if any) written as ``mix_json``, its
+    schedule (if any) as ``schedule_txt``."""
     argv = [str(exe), spec.url, "-o", str(output), "--warmup", f"{spec.warmup_s}s", "-t", str(spec.threads),
             "-m", spec.method, "--connect-timeout", f"{spec.connect_timeout_s}s", "--timeout", f"{spec.timeout_s}s",
             "--interval", f"{spec.interval_s}s", "--seed", str(spec.seed)]
@@ -53,7 +55,9 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = 
         argv += ["-n", str(spec.requests)]
     if spec.connections is not None:
         argv += ["-c", str(spec.connections)]
-    if spec.rate is not None:
+    if spec.schedule is not None:
+        argv += ["--schedule", str(schedule_txt)]
+    elif spec.rate is not None:
         argv += ["-r", str(spec.rate), "--arrival", spec.arrival]
     elif spec.think_ms:
         argv += ["--think", f"{spec.think_ms}ms"]
@@ -88,10 +92,12 @@ def run(spec: LoadSpec, cpus: list[int] | None = None, live: Callable[[SeriesPoi
     arena-load's one-shot SIGINT handler is spent, and another SIGINT would kill it unwritten."""
     exe = binary()
     with tempfile.TemporaryDirectory(prefix=owned_name("load") + "-") as tmp:  # reaped if Arena dies
-        out, mix_json = Path(tmp) / "result.json", Path(tmp) / "mix.json"
+        out, mix_json, schedule_txt = Path(tmp) / "result.json", Path(tmp) / "mix.json", Path(tmp) / "schedule.txt"
         if spec.mix is not None:
             mix_json.write_text(json.dumps(spec.mix.arena_load()))
-        argv = build_argv(spec, exe, out, mix_json) + (["--live"] if live else [])
+        if spec.schedule is not None:
+            schedule_txt.write_text("".join(f"{t:.6f}\n" for t in spec.schedule))
+        argv = build_argv(spec, exe, out, mix_json, schedule_txt) + (["--live"] if live else [])
         with forking():
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     preexec_fn=child_setup(cpus))

@@ -5,6 +5,7 @@ the same declaration before it starts its tool."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from arena.errors import ArenaError
@@ -12,6 +13,7 @@ from arena.clients import Clients
 from arena.mix import Mix
 
 ARRIVALS = ("constant", "poisson")  # how an open model spaces its sends: evenly, or as a Poisson process
+SCHEDULE = "schedule"  # an open model sent at given times (LoadSpec.schedule: a traffic profile)
 
 
 @dataclass
@@ -21,7 +23,8 @@ class LoadSpec:
     url: str
     connections: int | None = None
     rate: float | None = None  # open model when set
-    arrival: str = "constant"  # one of ARRIVALS
+    arrival: str = "constant"  # one of ARRIVALS, or SCHEDULE with ``schedule``
+    schedule: Sequence[float] | None = None  # the open model's send times, seconds from the start, sorted
     duration_s: float | None = None
     requests: int | None = None
     warmup_s: float = 0.0

@@ -1,6 +1,7 @@
-"""``arena mix from-log``: access logs -> a request mix file (traffic.logs reads them,
-traffic.templates groups them). Files are read as they are (gzip by its magic bytes); nothing is
-written but the mix."""
+"""A user's traffic from their access logs (traffic.logs reads them): ``arena mix from-log``, a
+request mix file (traffic.templates groups them), and ``arena load --profile``, an open model's send
+times (traffic.profile). Files are read as they are (gzip by its magic bytes); nothing is written
+but the mix."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from arena.atomic import writable, write_file
 from arena.errors import ArenaError
 from arena.mix import MAX_REQUESTS, load_mix
 from arena.traffic import logs
+from arena.traffic.profile import Schedule, parse_window, schedule
 from arena.traffic.templates import DEFAULT_COVERAGE, Built, build, mix_toml
 
 
@@ -66,17 +68,11 @@ def _regex(flag: str, text: str | None) -> re.Pattern | None:
         raise ArenaError(f"{flag} {text}: not a regular expression ({e})") from None
 
 
-def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: str | None = None,
-             coverage: float = DEFAULT_COVERAGE, include: str | None = None, exclude: str | None = None,
-             keep_values: bool = False, all_paths: bool = False) -> FromLog:
-    writable(output, "-o")
-    field_map = parse_fields(fields)
-    if fields and fmt not in (None, "jsonl"):
-        raise ArenaError(f"--fields: names a JSON line's keys; --format {fmt} has none")
-    inc, exc = _regex("--include", include), _regex("--exclude", exclude)
+def read_logs(files: list[str], fmt: str | None,
+              field_map: dict[str, str]) -> tuple[list[logs.Entry], dict[str, str], int, int, str | None]:
+    """Every file's entries: (entries, file -> format, lines, lines skipped, the first skip)."""
     entries: list[logs.Entry] = []
     formats, lines, skipped, first_skip = {}, 0, 0, None
-    first, last = [], []
     for name in files:
         text = _lines(Path(name))
         kind = fmt or logs.detect(text)
@@ -87,21 +83,68 @@ def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: s
             raise ArenaError(f"{name}: not a known log format ({', '.join(logs.FORMATS)}; or give --format): "
                              f"lines {', '.join(numbers)} parse as none of them")
         formats[name] = kind
-        mine = []
         for item in logs.read(text, kind, field_map):
             if isinstance(item, logs.Entry):
-                mine.append(item)
+                entries.append(item)
             else:
                 skipped += 1
                 first_skip = first_skip or f"{name}:{item.line}: {item.why}"
         lines += sum(1 for line in text if line.strip())
-        if mine:
-            first.append(logs.seconds(mine[0].time))
-            last.append(logs.seconds(mine[-1].time))
-        entries += mine
     if not entries:
         raise ArenaError(f"{', '.join(files)}: no requests read" + (f" (first line skipped: {first_skip})"
                                                                      if first_skip else ": empty"))
+    return entries, formats, lines, skipped, first_skip
+
+
+def _seconds(text: str) -> float:
+    from arena.plan.reader import parse_duration
+
+    value = parse_duration(text)
+    if not value:
+        raise ValueError(f"{text!r} is not a duration such as 10m or 30s")
+    return value
+
+
+@dataclass(frozen=True)
+class Profile:
+    schedule: Schedule
+    source: Schedule  # the same arrivals at the log's own speed (its burstiness)
+    files: tuple[str, ...]
+    window: str | None
+
+
+def profile(files: list[str], *, fmt: str | None = None, fields: str | None = None, speed: float = 1.0,
+            rate: float | None = None, window: str | None = None, seed: int = 1) -> Profile:
+    """``arena load --profile``: the logs' arrivals as an open model's send times (traffic.profile),
+    time-scaled by ``speed`` or to a mean ``rate``, within ``window`` (busiest:10m, first:30s)."""
+    entries = read_logs(files, fmt, parse_fields(fields))[0]
+    times = [t for t in logs.arrival_times(entries) if t is not None]
+    if len(times) < 2:
+        raise ArenaError(f"--profile {', '.join(files)}: {len(times)} of {len(entries):,} requests have a time "
+                         "(vegeta targets have none): a profile needs the log's times")
+    kind = length = None
+    if window is not None:
+        try:
+            kind, length = parse_window(window, _seconds)
+        except ValueError as e:
+            raise ArenaError(f"--window {window}: {e}") from None
+    try:
+        own = schedule(times, window_kind=kind, window_s=length, seed=seed)
+    except ValueError as e:
+        raise ArenaError(f"--window {window}: {e}") from None
+    scaled = schedule(times, speed=speed, rate=rate, window_kind=kind, window_s=length, seed=seed)
+    return Profile(scaled, own, tuple(files), window)
+
+
+def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: str | None = None,
+             coverage: float = DEFAULT_COVERAGE, include: str | None = None, exclude: str | None = None,
+             keep_values: bool = False, all_paths: bool = False) -> FromLog:
+    writable(output, "-o")
+    field_map = parse_fields(fields)
+    if fields and fmt not in (None, "jsonl"):
+        raise ArenaError(f"--fields: names a JSON line's keys; --format {fmt} has none")
+    inc, exc = _regex("--include", include), _regex("--exclude", exclude)
+    entries, formats, lines, skipped, first_skip = read_logs(files, fmt, field_map)
     built = build(entries, include=inc, exclude=exc, coverage=coverage, keep_values=keep_values, all_paths=all_paths)
     if len(built.kept) > MAX_REQUESTS:
         built.beyond[:0] = built.kept[MAX_REQUESTS:]
@@ -110,7 +153,7 @@ def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: s
         raise ArenaError(f"{', '.join(files)}: {built.read:,} requests read, none left to write (static assets "
                          f"{built.static:,}, health checks {built.health:,}, excluded {built.excluded:,}, "
                          f"tokens too long {built.tokens:,}, 5xx only {built.failed_only:,})")
-    times = [t for t in first + last if t is not None]
+    times = [t for t in logs.arrival_times(entries) if t is not None]
     write_file(output, mix_toml(built, ", ".join(Path(f).name for f in files)), "-o")
     load_mix(output, "-o")  # what was written reads back as a mix, or the error says why
     return FromLog(built, formats, lines, skipped, first_skip, max(times) - min(times) if len(times) > 1 else None,
