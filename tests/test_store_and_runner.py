@@ -302,6 +302,31 @@ def test_drift_must_be_beyond_counting_noise():
     assert throughput_drift(result(series=(900,) * 5 + (620,) * 5)) == pytest.approx(280 / 900)
 
 
+
+def test_a_profiles_rise_and_fall_is_neither_drift_nor_a_stall_but_answers_falling_behind_it_are():
+    """Sent at a log's times (arrival "schedule"), a run's completions follow its sends: a ramp
+    from 50 to 400 a second and a silent second are the profile's; a second half answering half
+    of what it sent is drift, and a second without answers while 300 were sent in it is a stall."""
+    import dataclasses
+
+    from arena.results.validity import stall
+
+    def scheduled(sent, completed):
+        r = result(series=completed, duration=float(len(completed)))
+        points = [dataclasses.replace(p, sent=n) for p, n in zip(r.series, sent)]
+        return dataclasses.replace(r, series=points, config={"arrival": "schedule", "interval_s": 1.0})
+
+    ramp = (50, 100, 150, 200, 0, 300, 350, 400)
+    assert scheduled(ramp, ramp).settings.arrival == "schedule"
+    assert throughput_drift(scheduled(ramp, ramp)) is None and stall(scheduled(ramp, ramp)) is None
+    assert throughput_drift(result(series=ramp, duration=8.0)) == pytest.approx(1 - 500 / 1050)  # as a rate: drift
+    behind = ramp[:4] + tuple(n // 2 for n in ramp[4:])
+    assert throughput_drift(scheduled(ramp, behind)) == pytest.approx(0.5, abs=0.01)
+    frozen = ramp[:5] + (0,) + ramp[6:]
+    assert stall(scheduled(ramp, frozen)).startswith("stalled: 0 completions in the interval at 5 s against 300 "
+                                                     "sent in it")
+
+
 # ---------------------------------------------------------------------- a real sweep
 
 SWEEP = """

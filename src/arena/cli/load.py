@@ -5,7 +5,8 @@ from arena.cli.args import reap_first, EXIT_FAILED, EXIT_INTERRUPTED, add_share,
 from arena.cpus import format_cpu_list
 from arena.results.runs import SHARED
 from arena.app.traffic import profile
-from arena.drivers.spec import ARRIVALS, SCHEDULE, LoadSpec
+from arena.drivers.spec import LoadSpec
+from arena.results.settings import ARRIVALS, SCHEDULE
 from arena.errors import ArenaError
 from arena.traffic.logs import FORMATS
 from arena.clients import MAX_DELAY_S

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from arena.errors import ArenaError
 from arena.clients import Clients
 from arena.mix import Mix
+from arena.results.settings import ARRIVALS
 
-ARRIVALS = ("constant", "poisson")  # how an open model spaces its sends: evenly, or as a Poisson process
-SCHEDULE = "schedule"  # an open model sent at given times (LoadSpec.schedule: a traffic profile)
 
 
 @dataclass

@@ -24,7 +24,6 @@ from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits
 from arena.results import validity
 from arena.servers import catalog
 from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
-from arena.drivers.spec import ARRIVALS
 from arena.services import KINDS, ServiceSpec, check_settings
 from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, measured_health, user_app
@@ -33,6 +32,7 @@ from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
 from arena.results.answer import Goal
 from arena.results.runs import level_label
+from arena.results.settings import ARRIVALS
 from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
 from arena.plan.reader import (MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, element,
@@ -164,7 +164,7 @@ class Experiment:
     services: tuple[ServiceSpec, ...] = ()  # started before the servers, stopped after them
     service_cpus: tuple[int, ...] = ()  # where they run (default: the servers' CPUs, as on one box)
     load_threads: int = 1  # the load tool's threads (wrk -t; arena-load's workers)
-    arrival: str = "constant"  # how an open model's requests are spaced ([load] arrival; drivers.spec.ARRIVALS)
+    arrival: str = "constant"  # how an open model's requests are spaced ([load] arrival; results.settings.ARRIVALS)
     reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
     goal: Goal = Goal()  # what the answer must keep within ([goal]); flags override it
     thresholds: tuple[Threshold, ...] = ()  # pass/fail criteria for CI (thresholds = [...]), on each cell
@@ -547,7 +547,7 @@ def _soak(ld: Reader, find: str | None) -> tuple[float | None, float | None]:
 
 
 def _arrival(ld: Reader, open_model: bool) -> str:
-    """``[load] arrival``: how the open model's requests are spaced (drivers.spec.ARRIVALS)."""
+    """``[load] arrival``: how the open model's requests are spaced (results.settings.ARRIVALS)."""
     if "arrival" in ld.table and not open_model:
         raise ld.fail("arrival", ld.get("arrival"), "applies to model = \"open\" (a closed model's clients "
                                                     "send when answered)")

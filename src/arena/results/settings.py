@@ -68,13 +68,17 @@ class Launch:
                    Limits(**limits), d.get("keep_alive", True), d.get("language"))
 
 
+ARRIVALS = ("constant", "poisson")  # how an open model spaces its sends: evenly, or as a Poisson process
+SCHEDULE = "schedule"  # an open model sent at given times (a traffic profile: arena load --profile)
+
+
 @dataclass(frozen=True)
 class LoadSettings:
     """What a load tool was asked to do, from its result's config (the defaults of a tool that does
     not say: connections kept alive, constant arrivals, one-second intervals, no emulated link)."""
 
     keep_alive: bool = True
-    arrival: str = "constant"  # an open load's arrivals: "constant" or "poisson"
+    arrival: str = "constant"  # an open load's arrivals: one of ARRIVALS, or SCHEDULE
     interval_s: float = 1.0  # the per-interval series' step
     link_delay_s: float = 0.0  # the emulated client link: one-way delay
     upload_bps: int | None = None

@@ -10,6 +10,7 @@ from typing import Callable, Mapping
 
 from arena.limits import MiB, memory_text
 from arena.results.load import LoadResult
+from arena.results.settings import SCHEDULE
 
 # The experiment's thresholds by default (plan/experiment.py reads them from the file)
 ERROR_THRESHOLD = 0.01  # errors over answered requests
@@ -325,6 +326,7 @@ def stall(result: LoadResult) -> str | None:
         return None
     from arena.stats import quantile
 
+    scheduled = result.settings.arrival == SCHEDULE  # a profile's quiet seconds are its own, not stalls
     counts = [p.completed for p in points]
     usual = quantile(counts, 0.75)
     spread = dispersion([c for c in counts if usual / 2 <= c <= 2 * usual])
@@ -336,12 +338,14 @@ def stall(result: LoadResult) -> str | None:
         outstanding = result.model == "closed" or sent + (p.sent or 0) > answered
         sent += p.sent or 0
         answered += p.completed + p.errors
-        expected = usual * (1 - min(1.0, max(0.0, (first_s - p.t) / step)))
-        d = spread if p.completed else 1.0
+        base = (p.sent or 0) if scheduled else usual
+        expected = base * (1 - min(1.0, max(0.0, (first_s - p.t) / step)))
+        d = spread if p.completed and not scheduled else 1.0
         if (outstanding and p.completed < expected / 2
                 and poisson_cdf(math.floor(p.completed / d), expected / d) < STALL_P):
-            return (f"stalled: {p.completed} completions in the interval at {p.t:g} s against a usual {usual} per "
-                    f"interval, with requests outstanding")
+            against = f"{base} sent in it" if scheduled else f"a usual {usual} per interval"
+            return (f"stalled: {p.completed} completions in the interval at {p.t:g} s against {against}, with "
+                    f"requests outstanding")
     return None
 
 
@@ -352,11 +356,21 @@ def throughput_drift(result: LoadResult) -> float | None:
     Completions in a half are counts: with a and b of them, Poisson noise alone gives |a - b| a
     standard deviation of sqrt(a + b), so a difference under 3 of those is not called drift (at
     ~45 completions a half that is about 40%: slow workloads need longer runs to show drift)."""
-    whole = [p.completed for p in result.whole_intervals]
+    points = result.whole_intervals
+    whole = [p.completed for p in points]
     if len(whole) < 2:
         return None
     half = len(whole) // 2
     a, b = sum(whole[:half]), sum(whole[-half:])
+    if result.settings.arrival == SCHEDULE:  # a profile rises and falls by design: its answers against its sends
+        sa, sb = sum(p.sent or 0 for p in points[:half]), sum(p.sent or 0 for p in points[-half:])
+        if sa <= 0 or sb <= 0 or a + b <= 0:
+            return None
+        share = sa / (sa + sb)  # of the answers, the first half's if both kept up alike (binomial noise)
+        if abs(a - (a + b) * share) <= 3 * math.sqrt((a + b) * share * (1 - share)):
+            return None
+        ra, rb = a / sa, b / sb
+        return abs(ra - rb) / max(ra, rb)
     if abs(a - b) <= 3 * math.sqrt(a + b):
         return None
     return abs(a - b) / max(a, b)
