@@ -261,3 +261,61 @@ def test_a_profile_is_sent_at_its_times_by_arena_load(tmp_path, capsys):
     assert sent == pytest.approx([sum(counts[i:i + 10]) for i in (0, 10, 20)], rel=0.02)
     assert main(["load", "http://127.0.0.1:9/", "--speed", "2"]) == 2
     assert capsys.readouterr().err.strip() == "arena: error: --speed: applies to --profile (a log's arrival times)"
+
+
+def test_an_experiments_profile_is_read_scaled_to_each_rate_and_refused_where_it_cannot_be(tmp_path):
+    from arena.drivers.native import build_argv
+    from arena.errors import ArenaError
+    from arena.plan.experiment import RunSpec, parse_experiment
+    from arena.runner import load_spec
+
+    lines, counts = bursty_log(20)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "access.log").write_text("\n".join(lines) + "\n")
+    file = str(tmp_path / "e.toml")
+    base = {"name": "p", "servers": [{"server": "puma"}], "workload": {"path": "/"}, "duration": "3s", "warmup": "1s"}
+    exp = parse_experiment({**base, "load": {"model": "open", "rates": [100], "profile": "logs/access.log",
+                                             "window": "first:2s"}}, file)
+    assert exp.arrival == "schedule" and exp.profile == (str(tmp_path / "logs" / "access.log"),)
+    spec = load_spec(exp, RunSpec(exp.servers[0], exp.levels[0], 1, exp.workloads[0]), "http://127.0.0.1:1")
+    times = np.array(spec.schedule)
+    # the log's first 2 s (about 40 requests) at a mean 100/s, over and over to cover the warm-up and the run
+    assert times[-1] < 4.0 and len(times) == pytest.approx(400, rel=0.03)
+    argv = build_argv(spec, tmp_path / "arena-load", tmp_path / "out.json", None, tmp_path / "s.txt")
+    assert argv[argv.index("--schedule") + 1] == str(tmp_path / "s.txt") and "-r" not in argv
+    for load, where, text in (
+            ({"concurrency": [4], "profile": "logs/access.log"}, "load.profile", "applies to model = \"open\""),
+            ({"model": "open", "rates": [5], "profile": "logs/none.log"}, "load.profile",
+             f"{tmp_path}/logs/none.log: no such log file"),
+            ({"model": "open", "rates": [5], "profile": "logs/access.log", "arrival": "poisson"}, "load.arrival",
+             "a profile sends at its log's times: give arrival or profile"),
+            ({"model": "open", "rates": [5], "profile": "logs/access.log", "window": "busiest"}, "load.window",
+             "must be busiest:DURATION or first:DURATION"),
+            ({"model": "open", "rates": [5], "window": "first:1m"}, "load.window", "applies to a profile")):
+        with pytest.raises(ArenaError) as e:
+            parse_experiment({**base, "load": load}, file)
+        assert str(e.value).startswith(f"{file}: {where} = ") and text in str(e.value), str(e.value)
+    with pytest.raises(ArenaError, match=r'load.profile = "a profile": driver "jmeter": jmeter spaces an open model'):
+        parse_experiment({**base, "driver": "jmeter", "load": {"model": "open", "rates": [5],
+                                                               "profile": "logs/access.log"}}, file)
+
+
+def test_an_experiment_runs_a_real_server_under_a_profile(tmp_path, capsys):
+    from arena.app.store import results
+    from arena.results.store import Store
+    from tests.conftest import require_server
+
+    require_server("gunicorn-sync")
+    lines, _ = bursty_log(20)
+    (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "p.toml").write_text(
+        'name = "profiled"\nduration = "2s"\nwarmup = "0.5s"\nrepetitions = 1\n'
+        '[workload]\npath = "/work?cpu_ms=1"\n'
+        '[load]\nmodel = "open"\nrates = [60]\nprofile = "access.log"\n'
+        '[[servers]]\nserver = "gunicorn-sync"\nprocesses = 2\n')
+    store = str(tmp_path / "a.db")
+    assert main(["run", str(tmp_path / "p.toml"), "--store", store]) == 0
+    with Store(store) as s:
+        [run] = results(s, "profiled").runs
+    assert run.valid and run.arrival == "schedule"
+

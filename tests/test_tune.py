@@ -289,3 +289,21 @@ def test_tune_under_a_containers_limits_measures_every_configuration_under_them(
     assert all(c.name.endswith(" cpu=1 mem=512MiB") for c in exp.servers), [c.name for c in exp.servers]
     assert definition(req, ["puma"], 1.0)["name"] != definition(Request((0, 1), (0,), 200.0, servers=("puma",)),
                                                                 ["puma"], 1.0)["name"]
+
+
+
+def test_tune_under_a_logs_profile_searches_capacity_at_its_shape(tmp_path, capsys):
+    """--profile: the capacity search's open loads follow the log's arrival times (the experiment's
+    [load] profile, its paths made absolute); refused with a closed load, and where the log is not."""
+    from arena.app.tune import definition
+    from arena.cli import main
+
+    log = tmp_path / "access.log"
+    log.write_text("".join(f'1.2.3.4 - - [14/Nov/2023:22:13:{s:02d} +0000] "GET / HTTP/1.1" 200 2\n' for s in range(9)))
+    req = Request((1,), (0,), 200.0, servers=("puma",), profile=(str(log),))
+    exp = parse_experiment(definition(req, ["puma"], 1.0), "tune")
+    assert exp.find == "capacity" and exp.profile == (str(log),) and exp.arrival == "schedule"
+    assert main(["tune", "--cpus", "1", "--p99-max", "200ms", "--profile", str(tmp_path / "none.log")]) == 2
+    assert capsys.readouterr().err.strip() == f"arena: error: --profile {tmp_path}/none.log: no such log file"
+    assert main(["tune", "--cpus", "1", "--p99-max", "200ms", "--profile", str(log), "--concurrency", "4"]) == 2
+    assert "--profile, --concurrency: a profile shapes an open load" in capsys.readouterr().err

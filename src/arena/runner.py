@@ -14,7 +14,7 @@ import re
 import subprocess
 import threading
 import time
-from functools import partial
+from functools import lru_cache, partial
 from dataclasses import asdict, dataclass, field, replace
 from contextlib import ExitStack
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -29,6 +29,7 @@ from arena.plan.expand import plan
 from arena.plan.shard import Shard, share
 from arena.model.estimate import group_s
 from arena.plan.experiment import Experiment, Group, RunSpec, ServerConfig
+from arena.plan.reader import parse_duration
 from arena.probe import Probe
 from arena.results.load import LoadResult, SeriesPoint, to_dict
 from arena.results.resources import ResourceResult
@@ -41,6 +42,8 @@ from arena.sockets import NoDelay
 from arena.services import start_service
 from arena.topology.deployment import start_deployment
 from arena.topology.front import version as front_version
+from arena.traffic.profile import parse_window, schedule
+from arena.traffic.read import arrival_times
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ def _server_version(c) -> tuple[str, str | None]:
 def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
     closed = run.level.model == "closed"
     clients = run.workload.clients
+    timed = {} if closed or not exp.profile else dict(schedule=profile_schedule(exp, run.level.value))
     return LoadSpec(
         url=url + run.workload.path, method=run.workload.method, expect_status=run.workload.expect_status,
         mix=run.workload.mix,
@@ -138,7 +142,21 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
         arrival=exp.arrival, duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=clients.keep_alive,
         delay_s=clients.delay_s, upload_bps=clients.upload_bps, download_bps=clients.download_bps,
         request_start=exp.request_start, timeout_s=exp.timeout_s, seed=exp.seed + run.repetition,
-        threads=exp.load_threads)
+        threads=exp.load_threads, **timed)
+
+
+def profile_schedule(exp: Experiment, rate: float) -> list[float]:
+    """The send times of a run at ``rate`` under the experiment's profile: the logs' arrivals in its
+    window scaled to that mean rate, repeated to cover the warm-up and the measured time."""
+    kind, length = parse_window(exp.profile_window, parse_duration) if exp.profile_window else (None, None)
+    s = schedule(_profile_times(exp.profile), rate=rate, window_kind=kind, window_s=length, seed=exp.seed)
+    return s.repeated(exp.warmup_s + (exp.duration_s or 0.0)).tolist()
+
+
+@lru_cache(maxsize=4)
+def _profile_times(files: tuple[str, ...]) -> tuple[float, ...]:
+    """The logs' arrival times, read once for every run of an experiment."""
+    return tuple(arrival_times(files, flag="[load] profile"))
 
 
 class Measured(NamedTuple):

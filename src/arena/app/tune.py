@@ -80,6 +80,7 @@ class Request:
     processes: tuple[int, ...] = ()  # only these process counts (): the model's grid
     threads: tuple[int, ...] = ()  # only these thread counts (): the model's grid
     limits: Limits = Limits()  # a container's CPU quota and memory limit, each run measured under them
+    profile: tuple[str, ...] = ()  # access logs whose arrival shape the open loads follow (capacity under it)
 
     @property
     def goal(self) -> Goal:
@@ -154,6 +155,8 @@ def definition(req: Request, servers: Sequence[str], cores: float) -> dict:
     load = ({"model": "open", "find": "capacity"} if req.load is None else
             {"model": "closed", "concurrency": int(req.load.value)} if req.load.model == "closed" else
             {"model": "open", "rates": req.load.value})
+    if req.profile:
+        load["profile"] = [str(Path(f).resolve()) for f in req.profile]
     body = {"driver": "arena-load", "duration": f"{req.duration_s:g}s", "warmup": f"{req.warmup_s:g}s",
             "repetitions": 1, "seed": 1, "goal": goal, "workload": workload, "load": load, "servers": entries,
             "layout": {"server_cpus": ",".join(map(str, req.server_cpus)), "load_cpus": ",".join(map(str, req.load_cpus)),

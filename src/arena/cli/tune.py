@@ -33,6 +33,9 @@ def add(sub) -> None:
     what.add_argument("--path", help="the request to measure (default: the subject's /work?cpu_ms=5&io_ms=10; "
                                      "your own app's /)")
     what.add_argument("--mix", help="a request mix file (TOML) instead of one path")
+    tu.add_argument("--profile", nargs="+", metavar="LOG",
+                    help="access logs whose arrival shape the open loads follow (their rate over time, their "
+                         "bursts): the capacity is then the highest mean rate within the goal under that shape")
     tu.add_argument("--cpus", type=cpus, required=True, help="the server's CPUs, e.g. 1 or 1-3")
     tu.add_argument("--load-cpus", type=cpus, help="the load generator's CPUs (default: every other CPU)")
     add_share(tu)
@@ -133,8 +136,13 @@ def _request(args) -> Request:
     if getattr(app, "user", None) is not None:  # a Python app's given or found by importing it; rack for a
         options["interface"] = app.interface  # config.ru or its directory: each server is given that one
     load = (Level("closed", args.concurrency) if args.concurrency else Level("open", args.rate) if args.rate else None)
+    for log in args.profile or ():
+        if not Path(log).is_file():
+            raise ArenaError(f"--profile {log}: no such log file")
+    if args.profile and args.concurrency:
+        raise ArenaError("--profile, --concurrency: a profile shapes an open load (a capacity, or --rate)")
     return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,
                    ERROR_PCT if args.error_max is None else args.error_max, tuple(args.servers or ()), load,
                    args.app, options, args.path, args.mix, args.budget, args.duration, name=args.name,
                    processes=tuple(sorted(set(args.processes or ()))), threads=tuple(sorted(set(args.threads or ()))),
-                   limits=limits_of(args))
+                   limits=limits_of(args), profile=tuple(args.profile or ()))

@@ -32,7 +32,8 @@ from arena.mix import Mix, load_mix
 from arena.plan.reproduce import Reproduction, reproduction
 from arena.results.answer import Goal
 from arena.results.runs import level_label
-from arena.results.settings import ARRIVALS
+from arena.results.settings import ARRIVALS, SCHEDULE
+from arena.traffic.profile import parse_window
 from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
 from arena.plan.reader import (MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, element,
@@ -165,6 +166,8 @@ class Experiment:
     service_cpus: tuple[int, ...] = ()  # where they run (default: the servers' CPUs, as on one box)
     load_threads: int = 1  # the load tool's threads (wrk -t; arena-load's workers)
     arrival: str = "constant"  # how an open model's requests are spaced ([load] arrival; results.settings.ARRIVALS)
+    profile: tuple[str, ...] = ()  # [load] profile: access logs whose arrival times the open model follows
+    profile_window: str | None = None  # [load] window: busiest:10m or first:30s of them
     reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
     goal: Goal = Goal()  # what the answer must keep within ([goal]); flags override it
     thresholds: tuple[Threshold, ...] = ()  # pass/fail criteria for CI (thresholds = [...]), on each cell
@@ -301,8 +304,12 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     load = Reader(file, _table(top, "load"), "load.")
     find, find_from = _find(load)
     levels = [] if find else _levels(load)
-    arrival = _arrival(load, find is not None or any(lv.model == "open" for lv in levels)
-                       or any(lv.model == "open" for w in workloads for lv in w.levels))
+    open_model = (find is not None or any(lv.model == "open" for lv in levels)
+                  or any(lv.model == "open" for w in workloads for lv in w.levels))
+    arrival = _arrival(load, open_model)
+    profile, window = _profile(load, open_model)
+    if profile:
+        arrival = SCHEDULE
 
     servers_raw = data["servers"]
     servers: list[ServerConfig] = []
@@ -377,7 +384,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         load_threads=top.integer("load_threads", 1, 1, 256),
         reproduce=reproduction(data["reproduce"], set(names), top.fail) if "reproduce" in data else None,
         goal=goal, thresholds=tuple(thresholds), source=data, find=find, find_from=find_from,
-        cluster=cluster, soak_every_s=soak_every, arrival=arrival,
+        cluster=cluster, soak_every_s=soak_every, arrival=arrival, profile=profile, profile_window=window,
     )
     if later is not None:  # the reader let it pass: the schema's word stands
         raise later
@@ -513,7 +520,7 @@ def _find(ld: Reader) -> tuple[str | None, float | None]:
     within [goal] p99_max) instead of fixed levels; ``rates``, if given, is where the search starts."""
     if "find" not in ld.table:
         return None, None
-    ld.unknown({"model", "find", "rates", "arrival"})
+    ld.unknown({"model", "find", "rates", "arrival", "profile", "window"})
     ld.string("find", None, ("capacity",))
     if ld.string("model", "open", MODELS) != "open":
         raise ld.fail("model", ld.get("model"), "must be \"open\" with find = \"capacity\" (a capacity is a rate)")
@@ -554,6 +561,37 @@ def _arrival(ld: Reader, open_model: bool) -> str:
     return ld.string("arrival", ARRIVALS[0], ARRIVALS)
 
 
+def _profile(ld: Reader, open_model: bool) -> tuple[tuple[str, ...], str | None]:
+    """``[load] profile = "access.log"`` (or a list of logs, relative to the experiment file) and its
+    ``window``: the open model sends at the logs' arrival times, scaled to each level's mean rate
+    (traffic.profile); (the logs' paths, the window) or ((), None)."""
+    raw = ld.get("profile")
+    if raw is None:
+        if "window" in ld.table:
+            raise ld.fail("window", ld.get("window"), "applies to a profile: give profile = \"access.log\" too")
+        return (), None
+    if not open_model:
+        raise ld.fail("profile", raw, "applies to model = \"open\": its rates are the profile's mean rates")
+    if "arrival" in ld.table:
+        raise ld.fail("arrival", ld.get("arrival"), "a profile sends at its log's times: give arrival or profile")
+    names = raw if isinstance(raw, list) else [raw]
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ld.fail("profile", raw, "must be an access log's path, or a list of them")
+    paths = []
+    for name in names:
+        where = Path(ld.file).resolve().parent / name
+        if not where.is_file():
+            raise ld.fail("profile", raw, f"{where}: no such log file")
+        paths.append(str(where))
+    window = ld.string("window")
+    if window is not None:
+        try:
+            parse_window(window, parse_duration)
+        except ValueError as e:
+            raise ld.fail("window", window, str(e)) from None
+    return tuple(paths), window
+
+
 def _levels(ld: Reader) -> list[Level]:
     """A ``[load]`` table (or a workload's ``load``): the model and its levels."""
     model = ld.string("model", "closed", MODELS)
@@ -587,6 +625,8 @@ def _check_driver(top: Reader, driver: str, levels: list[Level], requests: bool,
             where = f"workload.{key}" if key in ("method", "expect_status", "mix") else key
             if key == "load.model" and w.levels:
                 where = f"workloads[{i}].load.model"  # the workload's own load
+            if key == "load.arrival" and value == SCHEDULE:
+                where, value = "load.profile", "a profile"  # what the file says
             raise top.fail(where, value, f"driver \"{driver}\": {why} (drivers that can: {', '.join(able) or 'none'})")
 
 
@@ -595,7 +635,7 @@ def _workload(r: Reader, named: bool, read_mix: bool = True, clients: Clients = 
     relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone).
     A named workload may have its own ``clients`` over the experiment's, and its own ``load``."""
     own = Reader(r.file, _table(r, "load"), f"{r.prefix}load.")
-    for key in ("soak", "soak_every", "arrival"):
+    for key in ("soak", "soak_every", "arrival", "profile", "window"):
         if key in own.table:
             raise own.fail(key, own.get(key), "applies to the experiment's [load] only")
     levels = tuple(_levels(own)) if "load" in r.table else ()

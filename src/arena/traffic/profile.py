@@ -33,7 +33,17 @@ class Schedule:
 
     @property
     def mean_rate(self) -> float:
-        return len(self.times) / max(self.span_s, 1.0)
+        """Its sends over its span: the rate it was scaled to."""
+        return len(self.times) / self.span_s if self.span_s > 0 else float(len(self.times))
+
+    def repeated(self, until_s: float) -> np.ndarray:
+        """Its send times over and over until ``until_s`` (a run longer than the profile), each
+        repeat a mean gap after the last send of the one before."""
+        if len(self.times) == 0 or self.span_s >= until_s:
+            return self.times[self.times < until_s]
+        period = self.span_s + 1 / self.mean_rate
+        loops = np.concatenate([self.times + k * period for k in range(int(until_s // period) + 1)])
+        return loops[loops < until_s]
 
     def per_second(self) -> np.ndarray:
         """Sends in each whole second of the schedule."""
@@ -46,11 +56,14 @@ class Schedule:
 
 def parse_window(text: str, duration) -> tuple[str, float]:
     """``busiest:10m`` or ``first:30s`` -> (kind, seconds); ``duration`` parses the length
-    (plan.reader's rule). A ValueError says what is allowed."""
+    (plan.reader.parse_duration: None where it is none). A ValueError says what is allowed."""
     m = WINDOW.match(text)
     if m is None:
         raise ValueError("must be busiest:DURATION or first:DURATION, such as busiest:10m")
-    return m.group(1), duration(m.group(2))
+    length = duration(m.group(2))
+    if not length:
+        raise ValueError(f"{m.group(2)!r} is not a duration above 0, such as 10m or 30s")
+    return m.group(1), length
 
 
 def window(times: np.ndarray, kind: str, length_s: float) -> np.ndarray:
@@ -80,6 +93,6 @@ def schedule(times: list[float] | np.ndarray, *, speed: float = 1.0, rate: float
         t = window(t, window_kind, window_s)
     t = t - math.floor(t[0])  # its seconds where the log had them
     source_span = float(t[-1]) if len(t) else 0.0
-    if rate is not None:
-        speed = rate * max(source_span, 1.0) / len(t)
+    if rate is not None and source_span > 0:
+        speed = rate * source_span / len(t)
     return Schedule(t / speed, source_span, speed)
