@@ -167,7 +167,7 @@ def test_opaque_tokens_become_random_tokens_of_their_shape_and_5xx_only_template
     (["mix", "from-log", "{d}/missing.log", "-o", "{d}/m.toml"], "{d}/missing.log: no such log file"),
     (["mix", "from-log", "{d}/empty.log", "-o", "{d}/m.toml"], "{d}/empty.log: empty: no requests in it"),
     (["mix", "from-log", "{d}/prose.log", "-o", "{d}/m.toml"],
-     "{d}/prose.log: not a known log format (combined, common, jsonl, vegeta; or give --format): lines 1, 3, 4 "
+     "{d}/prose.log: not a known log format (combined, common, jsonl, vegeta, har; or give --format): lines 1, 3, 4 "
      "parse as none of them"),
     (["mix", "from-log", "{d}/prose.log", "-o", "{d}/m.toml", "--format", "jsonl", "--fields", "verb=x"],
      "--fields verb=x: 'verb=x' must be FIELD=KEY with FIELD one of method, path, status, time, request"),
@@ -319,3 +319,39 @@ def test_an_experiment_runs_a_real_server_under_a_profile(tmp_path, capsys):
         [run] = results(s, "profiled").runs
     assert run.valid and run.arrival == "schedule"
 
+
+
+def test_a_har_becomes_templates_with_headers_and_bodies_of_the_same_shape_and_no_user_data(tmp_path, capsys):
+    def entry(method, url, status, headers=(), mime=None, text=None):
+        req = {"method": method, "url": url, "httpVersion": "HTTP/1.1",
+               "headers": [{"name": k, "value": v} for k, v in headers], "queryString": [], "cookies": []}
+        if text is not None:
+            req["postData"] = {"mimeType": mime, "text": text}
+        return {"startedDateTime": "2024-05-01T10:00:00.000Z", "time": 12, "request": req,
+                "response": {"status": status, "headers": [], "content": {"size": 0}}}
+
+    common = [("Accept", "text/html"), ("Cookie", "sessionid=s3cr3tcookie"), ("Host", "shop.example.com"),
+              ("Authorization", "Bearer t0ken"), (":authority", "shop.example.com")]
+    entries = [entry("GET", f"https://shop.example.com/posts/{i}", 200, common) for i in (3, 9, 12)]
+    entries += [entry("POST", "https://shop.example.com/api/posts", 201,
+                      [("Content-Type", "application/json"), ("Cookie", "sessionid=s3cr3tcookie")], "application/json",
+                      json.dumps({"title": f"Hello world {i}", "author_id": i, "tags": ["alpha"], "draft": False}))
+                for i in (7, 40)]
+    entries += [entry("POST", "https://shop.example.com/login", 302,
+                      [("Content-Type", "application/x-www-form-urlencoded")], "application/x-www-form-urlencoded",
+                      "username=alice&password=hunter22&remember=1")]
+    har = tmp_path / "browse.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "test"}, "entries": entries}}, indent=2))
+    out = tmp_path / "mix.toml"
+    assert main(["mix", "from-log", str(har), "-o", str(out)]) == 0
+    assert "(har)" in capsys.readouterr().out
+    mix = load_mix(out)
+    by_path = {r.path: r for r in mix.requests}
+    assert set(by_path) == {"/posts/{post_id:3..12}", "/api/posts", "/login"}
+    assert dict(by_path["/posts/{post_id:3..12}"].headers) == {"Accept": "text/html"}
+    assert by_path["/api/posts"].body == ('{"title":"{title:token:14}","author_id":{author_id:7..40},'
+                                          '"tags":["{tags:token:5}"],"draft":false}')  # 13.5 characters on average
+    assert by_path["/login"].body == "username={username:token:5}&password={password:token:8}&remember={remember:1..1}"
+    text = out.read_text()
+    for secret in ("s3cr3tcookie", "t0ken", "alice", "hunter22", "Hello", "shop.example.com", "alpha"):
+        assert secret not in text, secret

@@ -12,7 +12,7 @@ def add(sub) -> None:
     p = sub.add_parser(NAME, help="make a request mix file from your own traffic")
     actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
     f = actions.add_parser("from-log", help="access logs (nginx/Apache combined or common, JSON lines, vegeta "
-                                            "targets; gzipped too) -> a mix of request templates weighted by "
+                                            "targets, HAR files; gzipped too) -> a mix of request templates weighted by "
                                             "their counts")
     f.add_argument("files", nargs="+", metavar="FILE")
     f.add_argument("-o", "--output", required=True, help="the mix file to write (TOML)")
@@ -49,6 +49,9 @@ def run(args, out) -> int:
     out.print(f"{len(b.kept)} template{'s' if len(b.kept) != 1 else ''} cover{'s' if len(b.kept) == 1 else ''} {b.written:,} of {kept:,} requests ({100 * b.written / kept:.1f}%)"
               + (f"; {len(b.beyond)} rarer ones left out ({kept - b.written:,} requests)" if b.beyond else ""),
               highlight=False, markup=False)
+    if b.bodies_dropped:
+        out.print(f"request bodies left out (neither JSON nor a form; --keep-values writes them): "
+                  f"{b.bodies_dropped:,}", highlight=False, markup=False)
     if b.dropped_params:
         out.print("query values left out (user data; --keep-values writes them): "
                   + ", ".join(f"{k} ({n:,})" for k, n in b.dropped_params.most_common(8)), highlight=False, markup=False)

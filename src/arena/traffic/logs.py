@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import orjson
 
-FORMATS = ("combined", "common", "jsonl", "vegeta")
+FORMATS = ("combined", "common", "jsonl", "vegeta", "har")
 FIELDS = ("method", "path", "status", "time", "request")  # what --fields maps to a JSON line's keys
 # a JSON line's keys tried where --fields names none (nginx escape=json, lograge, Caddy, Traefik)
 DEFAULT_KEYS = {
@@ -45,6 +45,9 @@ class Entry(NamedTuple):  # a tuple: made once per line of a log, at 200,000 lin
     target: str  # the path with its query, as the log has it
     status: int | None  # None: the format has none (vegeta's targets)
     time: str | None  # as the log writes it (only a file's first and last are parsed: seconds)
+    headers: tuple[tuple[str, str], ...] = ()  # a HAR's request headers
+    body: str | None = None  # a HAR's request body
+    mime: str | None = None  # its type
 
 
 class Skipped(NamedTuple):
@@ -57,6 +60,8 @@ def detect(lines: list[str]) -> str | None:
     sample = [x for x in lines if x.strip()][:20]
     if not sample:
         return None
+    if sample[0].lstrip().startswith("{") and '"log"' in "".join(sample)[:2000]:
+        return "har"
     best, most = None, 0
     for fmt in ("common", "jsonl", "vegeta"):
         parsed = sum(isinstance(e, Entry) for e in read(sample, fmt))
@@ -71,7 +76,9 @@ def detect(lines: list[str]) -> str | None:
 
 def read(lines: Iterable[str], fmt: str, fields: dict[str, str] | None = None) -> Iterator[Entry | Skipped]:
     """Each line of a log in ``fmt`` (FORMATS) as an Entry, or a Skipped with its line number."""
-    if fmt == "jsonl":
+    if fmt == "har":
+        yield from _har(lines)
+    elif fmt == "jsonl":
         yield from _jsonl(lines, fields or {})
     elif fmt == "vegeta":
         yield from _vegeta(lines)
@@ -124,6 +131,34 @@ def _jsonl(lines: Iterable[str], fields: dict[str, str]) -> Iterator[Entry | Ski
             continue
         time = get(doc, "time")
         yield Entry(method.upper(), path, status, None if time is None else str(time))
+
+
+def _har(lines: Iterable[str]) -> Iterator[Entry | Skipped]:
+    """HAR 1.2 (a browser's devtools, Playwright, Gatling's recorder): each entry's request with its
+    headers and body, its response's status and its start."""
+    try:
+        doc = orjson.loads("\n".join(lines))
+        entries = doc["log"]["entries"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        yield Skipped(1, "not a HAR document ({\"log\": {\"entries\": [...]}})")
+        return
+    for n, e in enumerate(entries if isinstance(entries, list) else [], 1):
+        try:
+            req = e["request"]
+            method, url = req["method"].upper(), req["url"]
+        except (KeyError, TypeError, AttributeError):
+            yield Skipped(n, "an entry without request.method and request.url")
+            continue
+        target = re.sub(r"^[a-z]+://[^/?#]*", "", url) or "/"
+        status = (e.get("response") or {}).get("status")
+        post = req.get("postData") or {}
+        headers = tuple((h["name"], h["value"]) for h in req.get("headers") or ()
+                        if isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("value"), str))
+        body = post.get("text")
+        if body is None and post.get("params"):
+            body = "&".join(f"{p.get('name', '')}={p.get('value', '')}" for p in post["params"])
+        yield Entry(method, target.partition("#")[0], int(status) if isinstance(status, int) and status > 0 else None,
+                    e.get("startedDateTime"), headers, body or None, post.get("mimeType"))
 
 
 def _vegeta(lines: Iterable[str]) -> Iterator[Entry | Skipped]:

@@ -8,7 +8,9 @@ segment before them: ``/posts/{post_id:1..9999}``), and so do a query's numeric 
 differ only there are one template. What is neither stays as it is in the path; in a query, a
 value that is neither is user data (a search, an e-mail): it is not written unless
 ``keep_values``, and the parameter is then dropped from the template (the summary names it). A
-token longer than arena-load draws (mix.MAX_TOKEN) leaves its request out, counted.
+token longer than arena-load draws (mix.MAX_TOKEN) leaves its request out, counted. A HAR's
+request headers go with its template, less cookies, credentials and where it was recorded
+(DROPPED_HEADERS), and its JSON or form body as a template of the same shape (body_shape).
 
 Left out by default: static assets (by extension, or under /assets, /static, /packs), health
 checks, and templates that only ever answered 5xx. The templates covering ``coverage`` of the
@@ -35,6 +37,12 @@ UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 HEX_TOKEN = re.compile(r"^[0-9a-fA-F]{16,}$")
 WORD_TOKEN = re.compile(r"^(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}={0,2}$")
 NUMBER_FIELD = "#"  # a field's kind in a template's key: a number drawn from a range, else a token's mix kind
+BODY_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):([#~])\}")
+# request headers never carried into a mix: credentials, the session, the connection's own, and where
+# the recording was made (the mix is sent to another host)
+DROPPED_HEADERS = frozenset(("cookie", "authorization", "proxy-authorization", "x-csrf-token", "x-xsrf-token",
+                             "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te",
+                             "upgrade", "referer", "origin"))
 NUMBER = re.compile(r"^[0-9]{1,15}$")
 DEFAULT_COVERAGE = 0.99
 
@@ -66,9 +74,16 @@ class Template:
     low: dict[str, int] = field(default_factory=dict)
     high: dict[str, int] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)  # query parameters whose values are user data
+    headers: tuple[tuple[str, str], ...] = ()  # a HAR's, less cookies, credentials and the connection's own
+    body: str | None = None  # a HAR's body, its values as fields: "{name:#}" a number drawn, "{name:~}" a text
+    lengths: dict[str, list[int]] = field(default_factory=dict)  # each text field's lengths: [sum, count]
 
-    def add(self, numbers: dict[str, int], status: int | None) -> None:
+    def add(self, numbers: dict[str, int], status: int | None, lengths: dict[str, int] | None = None) -> None:
         self.count += 1
+        for name, n in (lengths or {}).items():
+            seen = self.lengths.setdefault(name, [0, 0])
+            seen[0] += n
+            seen[1] += 1
         if status is not None:
             self.statuses[status] += 1
         for name, value in numbers.items():
@@ -88,6 +103,20 @@ class Template:
         return path + ("?" + "&".join(query) if query else "")
 
     @property
+    def body_text(self) -> str | None:
+        """The body as a mix's: each number's field with the range seen."""
+        if self.body is None:
+            return None
+        def field_text(m: re.Match) -> str:
+            name = m.group(1)
+            if m.group(2) == "#":
+                return f"{{{name}:{self.low[name]}..{self.high[name]}}}"
+            total, n = self.lengths[name]
+            return f"{{{name}:token:{min(MAX_TOKEN, max(1, round(total / n)))}}}"  # their mean length
+
+        return BODY_FIELD.sub(field_text, self.body)
+
+    @property
     def failed_only(self) -> bool:
         return bool(self.statuses) and all(s >= 500 for s in self.statuses)
 
@@ -105,6 +134,7 @@ class Built:
     tokens: int = 0  # with a token longer than arena-load draws
     failed_only: int = 0  # requests of templates that only answered 5xx
     dropped_params: Counter = field(default_factory=Counter)  # query parameters left out, by name
+    bodies_dropped: int = 0  # request bodies left out: neither JSON nor a form (unless keep_values)
 
     @property
     def written(self) -> int:
@@ -171,6 +201,68 @@ def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str,
     return (method, tuple(pieces), tuple(params)), numbers, dropped
 
 
+def _ident(word: str, taken: set[str]) -> str:
+    """A field's name from a key: its identifier, a repeat with 2, 3, ..."""
+    base = re.sub(r"[^A-Za-z0-9_]", "_", word).strip("_").lower() or "v"
+    base = base if not base[0].isdigit() else "v" + base
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def body_shape(body: str, mime: str | None, numbers: dict[str, int], lengths: dict[str, int], taken: set[str],
+               keep_values: bool) -> str | None:
+    """A request body as a template: JSON or a form, each number a field drawn from the range seen,
+    each token one of its kind, and each other text a random token of the texts' mean length
+    (``lengths``: this one's, by field) unless ``keep_values`` (the shape of what users sent, not
+    what they sent); None for any other body, unless ``keep_values``."""
+    kind = (mime or "").split(";")[0].strip().lower()
+
+    def text(value: str, key: str) -> str:
+        shape = token(value)
+        if shape:
+            return f"{{{_ident(key, taken)}:{shape}}}"
+        if keep_values or not value:
+            return value
+        name = _ident(key, taken)
+        lengths[name] = len(value)
+        return f"{{{name}:~}}"
+
+    def walk(value, key: str) -> str:
+        if isinstance(value, bool) or value is None or isinstance(value, float):
+            return json.dumps(value)
+        if isinstance(value, int):
+            if keep_values or not 0 <= value <= 10**15:
+                return json.dumps(value)
+            name = _ident(key, taken)
+            numbers[name] = value
+            return f"{{{name}:#}}"
+        if isinstance(value, str):
+            return json.dumps(text(value, key)) if "{" not in value else json.dumps(value if keep_values else "")
+        if isinstance(value, list):
+            return "[" + ",".join(walk(v, key) for v in value) + "]"
+        return "{" + ",".join(f"{json.dumps(k)}:{walk(v, k)}" for k, v in value.items()) + "}"
+
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            return walk(json.loads(body), "v")
+        except ValueError:
+            return None
+    if kind == "application/x-www-form-urlencoded":
+        out = []
+        for key, value in parse_qsl(body, keep_blank_values=True):
+            if NUMBER.match(value) and not keep_values:
+                name = _ident(key, taken)
+                numbers[name] = int(value)
+                out.append(f"{quote(key, safe='[]')}={{{name}:#}}")
+            else:
+                out.append(f"{quote(key, safe='[]')}={quote(text(value, key), safe='{}:')}")
+        return "&".join(out)
+    return body if keep_values else None
+
+
 def build(entries: list[Entry], *, include: re.Pattern | None = None, exclude: re.Pattern | None = None,
           coverage: float = DEFAULT_COVERAGE, keep_values: bool = False, all_paths: bool = False) -> Built:
     """The log's templates (``all_paths``: static assets and health checks kept too)."""
@@ -195,10 +287,18 @@ def build(entries: list[Entry], *, include: re.Pattern | None = None, exclude: r
             out.tokens += 1
             continue
         key, numbers, dropped = shaped
+        headers = tuple((k, v) for k, v in e.headers if not k.startswith(":") and k.lower() not in DROPPED_HEADERS)
+        body, lengths = None, {}
+        if e.body and e.method not in ("GET", "HEAD"):
+            taken = {p[-1] for p in (*key[1], *key[2]) if isinstance(p, tuple)}
+            body = body_shape(e.body, e.mime, numbers, lengths, taken, keep_values)
+            if body is None:
+                out.bodies_dropped += 1
+        key = (*key, headers, body)
         t = templates.get(key)
         if t is None:
-            t = templates[key] = Template(key[0], key[1], key[2])
-        t.add(numbers, e.status)
+            t = templates[key] = Template(key[0], key[1], key[2], headers=headers, body=body)
+        t.add(numbers, e.status, lengths)
         t.dropped |= dropped
         for name in dropped:
             out.dropped_params[name] += 1
@@ -223,5 +323,8 @@ def mix_toml(built: Built, source: str) -> str:
         lines += ["[[requests]]",
                   f"# {100 * t.count / total:.1f}% of the requests" + (f"; statuses: {seen}" if seen else ""),
                   *([f"# query values left out (user data): {', '.join(sorted(t.dropped))}"] if t.dropped else []),
-                  f"weight = {t.count}", f"method = {json.dumps(t.method)}", f"path = {json.dumps(t.path)}", ""]
+                  f"weight = {t.count}", f"method = {json.dumps(t.method)}", f"path = {json.dumps(t.path)}",
+                  *([f"headers = {{ {', '.join(f'{json.dumps(k)} = {json.dumps(v)}' for k, v in t.headers)} }}"]
+                    if t.headers else []),
+                  *([f"body = {json.dumps(t.body_text)}"] if t.body is not None else []), ""]
     return "\n".join(lines)
