@@ -175,6 +175,12 @@ def test_opaque_tokens_become_random_tokens_of_their_shape_and_5xx_only_template
      "--exclude (: not a regular expression"),
     (["mix", "from-log", "{d}/health.log", "-o", "{d}/m.toml"],
      "{d}/health.log: 2 requests read, none left to write (static assets 0, health checks 2"),
+    (["load", "http://127.0.0.1:9/", "--profile", "{d}/health.log", "--window", "busiest:1h"],
+     "--window busiest:1h: 3600s is longer than the log's"),
+    (["load", "http://127.0.0.1:9/", "--profile", "{d}/health.log", "--window", "most:1m"],
+     "--window most:1m: must be busiest:DURATION or first:DURATION"),
+    (["load", "http://127.0.0.1:9/", "--profile", "{d}/health.log", "--speed", "2", "-r", "5"],
+     "--speed, --rate: give one"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, text):
     (tmp_path / "empty.log").write_text("\n\n")
