@@ -97,6 +97,42 @@ def stopped_under_load(tmp_path, send, experiment: str = EXPERIMENT) -> int:
     return proc.returncode
 
 
+def test_a_stop_raised_inside_a_weakref_callback_is_kept_not_printed():
+    """A second Ctrl-C can land while the garbage collector runs a weakref callback: Python cannot
+    raise there and prints "Exception ignored in ..." with a traceback. Arena's hook keeps it silent
+    where the stop is recorded (it is acted on later), and prints anything else as Python would."""
+    import subprocess
+    import sys
+
+    code = """
+import gc, sys, weakref
+import arena.cli
+from arena.errors import ask_to_stop
+
+class Thing:
+    pass
+
+def callback(ref):
+    raise {kind}
+
+ask_to_stop(KeyboardInterrupt) if {asked} else None
+t = Thing()
+r = weakref.ref(t, callback)
+del t
+gc.collect()
+print("went on")
+"""
+    def run(kind: str, asked: bool) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code.format(kind=kind, asked=asked)], capture_output=True,
+                              text=True, timeout=60)
+
+    quiet = run("KeyboardInterrupt()", True)
+    assert quiet.stdout == "went on\n" and quiet.stderr == ""
+    for kind, asked in (("KeyboardInterrupt()", False), ("ValueError('x')", True)):
+        loud = run(kind, asked)
+        assert loud.stdout == "went on\n" and "Exception ignored in" in loud.stderr, (kind, asked, loud.stderr)
+
+
 @pytest.mark.integration
 def test_repeated_ctrl_c_leaves_nothing_and_exits_130(tmp_path):
     def impatient(proc) -> None:  # five Ctrl-Cs 20-80 ms apart

@@ -76,6 +76,19 @@ EXAMPLES = {
 }
 
 
+def _unraisable(u) -> None:
+    """A stop raised where Python cannot raise it (a destructor, a weakref callback run by the
+    garbage collector: "Exception ignored in ...", a traceback on stderr after a second Ctrl-C) is
+    already recorded (errors.ask_to_stop) and acted on where the run next looks (stop_if_asked):
+    not printed. Anything else goes to Python's own hook."""
+    if isinstance(u.exc_value, (KeyboardInterrupt, Terminated)) and asked_to_stop():
+        return
+    sys.__unraisablehook__(u)
+
+
+sys.unraisablehook = _unraisable
+
+
 def _on_sigterm(signum, frame):
     _stop(Terminated)
 
