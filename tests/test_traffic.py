@@ -160,6 +160,9 @@ def test_opaque_tokens_become_random_tokens_of_their_shape_and_5xx_only_template
     assert [(t.path, t.count) for t in built.kept] == [
         ("/files/{file_id:uuid}", 2), ("/commits/{commit_id:hex:40}?key={key:token:26}", 1), ("/ok", 1)]
     assert shape("GET", "/a/b?sort=desc&page=3", keep_values=False)[2] == {"sort"}
+    # names are identifiers: after a segment that starts with a digit, for a repeat, for a query key
+    key, numbers, _ = shape("GET", "/2024-archive/7/posts/3/posts/4?Page-No=2", keep_values=False)
+    assert numbers == {"v2024_archive_id": 7, "post_id": 3, "post_id2": 4, "page_no": 2}
     assert shape("GET", "/a/b?sort=desc&page=3", keep_values=True)[0][2] == ("sort=desc", ("page", "#", "page"))
 
 

@@ -144,22 +144,30 @@ class Built:
 @lru_cache(maxsize=4096)
 def _base(before: str) -> str:
     """A field's name from the segment before it: posts -> post_id, categories -> category_id."""
-    word = re.sub(r"[^A-Za-z0-9_]", "_", before).strip("_").lower()
+    word = _identifier(before, "")
     if word.endswith("ies") and len(word) > 4:
         word = word[:-3] + "y"
     elif word.endswith("s") and not word.endswith("ss") and len(word) > 3:
         word = word[:-1]
-    return f"{word}_id" if word and not word[0].isdigit() else "id"
+    return f"{word}_id" if word else "id"
 
 
-def _name(before: str, taken: set[str]) -> str:
-    """_base's name, a repeat in one path with 2, 3, ..."""
-    base = _base(before)
+def _unique(base: str, taken: set[str]) -> str:
+    """``base``, or base2, base3, ... where a request has it already; now taken."""
     name, k = base, 2
     while name in taken:
         name, k = f"{base}{k}", k + 1
     taken.add(name)
     return name
+
+
+def _identifier(word: str, default: str) -> str:
+    """``word`` as a field's name: its letters, digits and underscores, lower case, never starting
+    with a digit; ``default`` where it has none of them."""
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", word).strip("_").lower()
+    if not ident:
+        return default
+    return "v" + ident if ident[0].isdigit() else ident
 
 
 def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str, int], set[str]] | None:
@@ -172,20 +180,20 @@ def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str,
     before = ""
     for seg in path.split("/"):
         if seg.isdigit() and seg.isascii() and len(seg) <= 15:  # NUMBER, without a regular expression
-            name = _name(before, taken)
+            name = _unique(_base(before), taken)
             numbers[name] = int(seg)
             pieces.append((NUMBER_FIELD, name))
         elif (kind := token(seg)) is not None:
             if not kind:
                 return None
-            pieces.append((kind, _name(before, taken)))
+            pieces.append((kind, _unique(_base(before), taken)))
         else:
             pieces.append(seg)
             before = seg
     params: list[str | tuple[str, str, str]] = []
     dropped = set()
     for key, value in parse_qsl(query, keep_blank_values=True) if query else ():
-        ident = re.sub(r"[^A-Za-z0-9_]", "_", key).strip("_").lower() or "q"
+        ident = _identifier(key, "q")
         kind = NUMBER_FIELD if NUMBER.match(value) else token(value)
         if kind == "":
             return None
@@ -201,17 +209,6 @@ def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str,
     return (method, tuple(pieces), tuple(params)), numbers, dropped
 
 
-def _ident(word: str, taken: set[str]) -> str:
-    """A field's name from a key: its identifier, a repeat with 2, 3, ..."""
-    base = re.sub(r"[^A-Za-z0-9_]", "_", word).strip("_").lower() or "v"
-    base = base if not base[0].isdigit() else "v" + base
-    name, k = base, 2
-    while name in taken:
-        name, k = f"{base}{k}", k + 1
-    taken.add(name)
-    return name
-
-
 def body_shape(body: str, mime: str | None, numbers: dict[str, int], lengths: dict[str, int], taken: set[str],
                keep_values: bool) -> str | None:
     """A request body as a template: JSON or a form, each number a field drawn from the range seen,
@@ -220,13 +217,16 @@ def body_shape(body: str, mime: str | None, numbers: dict[str, int], lengths: di
     what they sent); None for any other body, unless ``keep_values``."""
     kind = (mime or "").split(";")[0].strip().lower()
 
+    def field_name(key: str) -> str:
+        return _unique(_identifier(key, "v"), taken)
+
     def text(value: str, key: str) -> str:
         shape = token(value)
         if shape:
-            return f"{{{_ident(key, taken)}:{shape}}}"
+            return f"{{{field_name(key)}:{shape}}}"
         if keep_values or not value:
             return value
-        name = _ident(key, taken)
+        name = field_name(key)
         lengths[name] = len(value)
         return f"{{{name}:~}}"
 
@@ -236,7 +236,7 @@ def body_shape(body: str, mime: str | None, numbers: dict[str, int], lengths: di
         if isinstance(value, int):
             if keep_values or not 0 <= value <= 10**15:
                 return json.dumps(value)
-            name = _ident(key, taken)
+            name = field_name(key)
             numbers[name] = value
             return f"{{{name}:#}}"
         if isinstance(value, str):
@@ -254,7 +254,7 @@ def body_shape(body: str, mime: str | None, numbers: dict[str, int], lengths: di
         out = []
         for key, value in parse_qsl(body, keep_blank_values=True):
             if NUMBER.match(value) and not keep_values:
-                name = _ident(key, taken)
+                name = field_name(key)
                 numbers[name] = int(value)
                 out.append(f"{quote(key, safe='[]')}={{{name}:#}}")
             else:
