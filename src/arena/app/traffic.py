@@ -13,6 +13,7 @@ from arena.atomic import writable, write_file
 from arena.errors import ArenaError
 from arena.mix import MAX_REQUESTS, load_mix
 from arena.plan.reader import parse_duration
+from arena.results.settings import SCHEDULE
 from arena.traffic import logs
 from arena.traffic.read import arrival_times, parse_fields, read_logs
 from arena.traffic.profile import Schedule, parse_window, schedule
@@ -45,6 +46,13 @@ class Profile:
     source: Schedule  # the same arrivals at the log's own speed (its burstiness)
     files: tuple[str, ...]
     window: str | None
+
+    def load(self, duration_s: float | None, warmup_s: float) -> dict:
+        """The LoadSpec fields that send it: its times, its mean rate, and a duration that ends with
+        its last send where none is given (the warm-up is its first seconds)."""
+        s = self.schedule
+        return dict(rate=s.mean_rate, arrival=SCHEDULE, schedule=s.times.tolist(),
+                    duration_s=duration_s or max(0.001, s.span_s + 0.001 - warmup_s))
 
 
 def profile(files: list[str], *, fmt: str | None = None, fields: str | None = None, speed: float = 1.0,

@@ -6,7 +6,7 @@ from arena.cpus import format_cpu_list
 from arena.results.runs import SHARED
 from arena.app.traffic import profile
 from arena.drivers.spec import LoadSpec
-from arena.results.settings import ARRIVALS, SCHEDULE
+from arena.results.settings import ARRIVALS
 from arena.errors import ArenaError
 from arena.traffic.logs import FORMATS
 from arena.clients import MAX_DELAY_S
@@ -93,9 +93,8 @@ def run(args, out) -> int:
         keep_alive=not args.no_keepalive, delay_s=args.delay, upload_bps=args.upload, download_bps=args.download,
         request_start=args.request_start, connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status,
-        **(dict(rate=shaped.schedule.mean_rate, arrival=SCHEDULE, schedule=shaped.schedule.times.tolist(),
-                duration_s=args.duration or max(0.001, shaped.schedule.span_s + 0.001 - args.warmup))
-           if shaped else dict(rate=args.rate, arrival=args.arrival, duration_s=args.duration)))
+        **(shaped.load(args.duration, args.warmup) if shaped
+           else dict(rate=args.rate, arrival=args.arrival, duration_s=args.duration)))
     loaded = load(spec, cpus=args.cpus, json_path=args.json, cluster=args.cluster, share=args.share_cpus)
     print(load_summary(loaded.result))
     if loaded.shared:
