@@ -9,6 +9,7 @@ use clap::Parser;
 
 use crate::engine::{Arrival, Config, Link, Model, StatusSet};
 use crate::http::Template;
+use crate::session::{Capture, Session, Step};
 use crate::pacer::Stop;
 
 #[derive(Parser, Debug)]
@@ -54,7 +55,11 @@ pub struct Args {
     /// Request body
     #[arg(long)]
     pub body: Option<String>,
-    /// JSON file with a weighted request mix: [{"weight": 2, "method": "GET", "path": "/a", "headers": {}, "body": ""}]
+    /// JSON file with a weighted request mix: [{"weight": 2, "method": "GET", "path": "/a", "headers": {}, "body": ""}],
+    /// or {"requests": [...], "sessions": [{"name": "login", "weight": 1, "think": "1s", "steps": [{"path": "/login",
+    /// "capture": [{"name": "csrf", "regex": "name=\"csrf\" value=\"([^\"]+)\""}]}, {"method": "POST", ...}]}]}:
+    /// each user draws a session by weight and sends its steps in order, with its own cookie jar,
+    /// a later step using a captured value as {csrf}. In the open model, --rate is sessions started per second
     #[arg(long)]
     pub mix: Option<PathBuf>,
     /// A new connection for every request (Connection: close)
@@ -230,7 +235,42 @@ struct MixEntry {
     headers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     body: String,
+    /// A session's step: values to capture from its answer.
+    #[serde(default)]
+    capture: Vec<CaptureEntry>,
 }
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaptureEntry {
+    name: String,
+    regex: Option<String>,
+    json: Option<String>,
+    header: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionEntry {
+    name: String,
+    #[serde(default = "one")]
+    weight: u32,
+    think: Option<String>,
+    steps: Vec<MixEntry>,
+}
+
+/// A mix file's object form (its other form is a bare list of requests).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MixFile {
+    #[serde(default)]
+    requests: Vec<MixEntry>,
+    #[serde(default)]
+    sessions: Vec<SessionEntry>,
+}
+
+/// Most steps in one session.
+const MAX_STEPS: usize = 100;
 
 fn one() -> u32 {
     1
@@ -285,36 +325,11 @@ pub fn config(a: &Args) -> Result<Config, String> {
         headers.push(header("--header", h)?);
     }
     method("--method", &a.method)?;
-    let templates = match &a.mix {
-        None => vec![Template::new(1, &a.method, &target.host_header, &target.path, &headers,
-                                   a.body.as_deref().unwrap_or("").as_bytes(), keep_alive)
-            .map_err(|e| format!("URL or --body: {e}"))?],
-        Some(file) => {
-            let name = file.display();
-            let text = std::fs::read_to_string(file).map_err(|e| format!("--mix {name}: cannot read: {e}"))?;
-            let entries: Vec<MixEntry> = serde_json::from_str(&text).map_err(|e| format!("--mix {name}: {e}"))?;
-            if entries.is_empty() || entries.iter().all(|e| e.weight == 0) {
-                return Err(format!("--mix {name}: must hold at least one entry with a weight above 0"));
-            }
-            let mut out = Vec::new();
-            for (i, e) in entries.iter().enumerate() {
-                method(&format!("--mix {name}: entry {i}: method"), &e.method)?;
-                if !e.path.starts_with('/') {
-                    return Err(format!("--mix {name}: entry {i}: path must start with /, got '{}'", e.path.escape_debug()));
-                }
-                plain(&format!("--mix {name}: entry {i}: path"), &e.path)?;
-                for (k, v) in &e.headers {
-                    header(&format!("--mix {name}: entry {i}: headers"), &format!("{k}: {v}"))?;
-                }
-                let mut hs = headers.clone();
-                hs.extend(e.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-                if e.weight > 0 {
-                    out.push(Template::new(e.weight, &e.method, &target.host_header, &e.path, &hs, e.body.as_bytes(), keep_alive)
-                        .map_err(|err| format!("--mix {name}: entry {i}: {err}"))?);
-                }
-            }
-            out
-        }
+    let (templates, sessions) = match &a.mix {
+        None => (vec![Template::new(1, &a.method, &target.host_header, &target.path, &headers,
+                                    a.body.as_deref().unwrap_or("").as_bytes(), keep_alive, &[])
+            .map_err(|e| format!("URL or --body: {e}"))?], vec![Session::single(0, 1)]),
+        Some(file) => read_mix(file, &target.host_header, &headers, keep_alive)?,
     };
     if !(1..=256).contains(&a.threads) {
         return Err(format!("--threads: must be from 1 to 256, got '{}'", a.threads));
@@ -379,6 +394,7 @@ pub fn config(a: &Args) -> Result<Config, String> {
     Ok(Config {
         addr: target.addr,
         templates,
+        sessions,
         model,
         warmup_ns,
         stop: Stop { end_ns: duration.map(|d| warmup_ns + d), requests: a.requests },
@@ -395,6 +411,79 @@ pub fn config(a: &Args) -> Result<Config, String> {
         live: a.live,
         schedule: Arc::new(schedule.unwrap_or_default()),
     })
+}
+
+/// A `--mix` file's templates and sessions (a plain request: a session of one step).
+fn read_mix(file: &std::path::Path, host: &str, headers: &[(String, String)], keep_alive: bool)
+            -> Result<(Vec<Template>, Vec<Session>), String> {
+    let name = file.display();
+    let text = std::fs::read_to_string(file).map_err(|e| format!("--mix {name}: cannot read: {e}"))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("--mix {name}: {e}"))?;
+    let (requests, entries) = if doc.is_array() {
+        (serde_json::from_value(doc).map_err(|e| format!("--mix {name}: {e}"))?, Vec::new())
+    } else {
+        let full: MixFile = serde_json::from_value(doc).map_err(|e| format!("--mix {name}: {e}"))?;
+        (full.requests, full.sessions)
+    };
+    let (mut templates, mut sessions) = (Vec::new(), Vec::new());
+    for (i, e) in requests.iter().enumerate() {
+        let at = format!("--mix {name}: entry {i}");
+        if !e.capture.is_empty() {
+            return Err(format!("{at}: capture: only a session's step captures (declare it in sessions)"));
+        }
+        if e.weight > 0 {
+            templates.push(template(e, &at, host, headers, keep_alive, &[])?);
+            sessions.push(Session::single(templates.len() - 1, e.weight));
+        }
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        let at = format!("--mix {name}: session {i} ({})", entry.name.escape_debug());
+        if entry.steps.is_empty() || entry.steps.len() > MAX_STEPS {
+            return Err(format!("{at}: steps: must be 1 to {MAX_STEPS} requests"));
+        }
+        let think_ns = entry.think.as_deref().map(|t| parse_duration(&format!("{at}: think"), t)).transpose()?;
+        let (mut names, mut steps) = (Vec::<String>::new(), Vec::new());
+        for (k, e) in entry.steps.iter().enumerate() {
+            let at = format!("{at}: step {k}");
+            // a step uses what the steps before it captured
+            templates.push(template(e, &at, host, headers, keep_alive, &names)?);
+            let mut captures = Vec::new();
+            for c in &e.capture {
+                let capture = Capture::new(&c.name, c.regex.as_deref(), c.json.as_deref(), c.header.as_deref())
+                    .map_err(|err| format!("{at}: capture {err}"))?;
+                let index = names.iter().position(|n| *n == c.name).unwrap_or_else(|| {
+                    names.push(c.name.clone());
+                    names.len() - 1
+                });
+                captures.push((index, capture));
+            }
+            steps.push(Step { template: templates.len() - 1, captures });
+        }
+        if entry.weight > 0 {
+            sessions.push(Session::new(entry.name.clone(), entry.weight, think_ns, steps, names));
+        }
+    }
+    if sessions.is_empty() {
+        return Err(format!("--mix {name}: must hold at least one request or session with a weight above 0"));
+    }
+    Ok((templates, sessions))
+}
+
+/// One request of a mix file, checked.
+fn template(e: &MixEntry, at: &str, host: &str, headers: &[(String, String)], keep_alive: bool, captures: &[String])
+            -> Result<Template, String> {
+    method(&format!("{at}: method"), &e.method)?;
+    if !e.path.starts_with('/') {
+        return Err(format!("{at}: path must start with /, got '{}'", e.path.escape_debug()));
+    }
+    plain(&format!("{at}: path"), &e.path)?;
+    for (k, v) in &e.headers {
+        header(&format!("{at}: headers"), &format!("{k}: {v}"))?;
+    }
+    let mut hs = headers.to_vec();
+    hs.extend(e.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Template::new(e.weight, &e.method, host, &e.path, &hs, e.body.as_bytes(), keep_alive, captures)
+        .map_err(|err| format!("{at}: {err}"))
 }
 
 /// Most send times a schedule may hold.

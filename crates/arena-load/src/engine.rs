@@ -35,6 +35,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::http::{Head, Malformed, Parser, Step, Template};
 use crate::pacer::{Pacer, SplitMix64, Stop};
+use crate::session::{Session, User};
 use crate::source::{Request, Source};
 use crate::record::{histogram, us, ErrorKind, IntervalPart, Phase};
 
@@ -87,6 +88,8 @@ pub const SLOW_RCVBUF: usize = 8 * 1024;
 pub struct Config {
     pub addr: SocketAddr,
     pub templates: Vec<Template>,
+    /// The mix's sessions (a plain mix: one per template, of one step), over `templates`.
+    pub sessions: Vec<Session>,
     pub model: Model,
     pub warmup_ns: u64,
     /// Ends of the run, warm-up included (`end_ns`), and measured requests to issue.
@@ -173,6 +176,8 @@ pub struct WorkerResult {
     pub issue_end_ns: u64,
     /// Time of the last measured completion (ns since start).
     pub last_done_ns: u64,
+    /// Answers whose session's capture was not found, by (session, capture).
+    pub missed: std::collections::BTreeMap<(String, String), u64>,
 }
 
 /// Monotonic nanoseconds (the clock the timerfd runs on).
@@ -307,6 +312,10 @@ pub struct Worker<'a> {
     source: Source<'a>,
     /// Draws the values of templated requests (`/posts/{id:1..10000}`), seeded from --seed.
     values: SplitMix64,
+    /// The state of each user of a session that keeps one (its jar and captures), by user.
+    users: Vec<User>,
+    /// Answers whose session's capture was not found, by session and capture name.
+    missed: std::collections::BTreeMap<(String, String), u64>,
     /// The deadline the timerfd is armed for (0: none): re-arming costs a syscall and, in a VM,
     /// an exit to the hypervisor, so it is done only when the deadline changes.
     armed: u64,
@@ -346,21 +355,20 @@ impl<'a> Worker<'a> {
         let poll = Poll::new()?;
         let timer = TimerFd::new()?;
         poll.registry().register(&mut SourceFd(&timer.raw()), TIMER, Interest::READABLE)?;
-        let weights: Vec<u32> = cfg.templates.iter().map(|t| t.weight).collect();
-        let source = Source::new(pacer, think_ns, cfg.stop, cfg.warmup_ns, &weights, cfg.seed.wrapping_add(1 + id as u64),
+        let plans = cfg.sessions.iter().map(|s| s.plan.clone()).collect();
+        let source = Source::new(pacer, think_ns, cfg.stop, cfg.warmup_ns, plans, cfg.seed.wrapping_add(1 + id as u64),
                                  issued_measured);
         let mut w = Worker {
             cfg, start, poll, timer, conns: Vec::new(), free_slots: Vec::new(), idle: Vec::new(),
             open_conns: 0, max_conns, pending: VecDeque::new(), dialing: VecDeque::new(), wakes: BinaryHeap::new(),
             source, armed: 0,
             values: SplitMix64::new(cfg.seed ^ 0x7E3A_11C5_D1B5_4A32u64.wrapping_mul(2 + id as u64)),
+            users: Vec::new(), missed: Default::default(),
             warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
             interval: IntervalPart::new(0), intervals, unsent: 0, last_done: 0, peak_conns: 0, open_failure: None,
         };
-        for _ in 0..users {
-            if let Some(req) = w.source.issue(0) {
-                w.enqueue(req);
-            }
+        for req in w.source.start(users) {
+            w.enqueue(req);
         }
         Ok(w)
     }
@@ -454,6 +462,7 @@ impl<'a> Worker<'a> {
             warmup: self.warmup, measured: self.measured, schedule_lag: self.schedule_lag, unsent: self.unsent,
             in_flight, loop_late_ns: loop_late, issue_end_ns: self.source.issue_end().unwrap_or(end),
             last_done_ns: self.last_done, peak_conns: self.peak_conns, open_failure: self.open_failure, cut,
+            missed: self.missed,
         })
     }
 
@@ -594,10 +603,24 @@ impl<'a> Worker<'a> {
     fn send(&mut self, slot: usize, req: Request, now: u64) {
         let stamp = self.cfg.request_start.then(epoch_us);
         let template = &self.cfg.templates[req.template];
+        let session = &self.cfg.sessions[req.session as usize];
+        let user = if session.stateful {
+            let u = req.user as usize;
+            if self.users.len() <= u {
+                self.users.resize_with(u + 1, User::default);
+            }
+            if req.step == 0 {
+                self.users[u].begin(session.names.len());
+            }
+            Some(&mut self.users[u])
+        } else {
+            None
+        };
         let conn = self.conns[slot].as_mut().expect("live");
         conn.wbuf.clear();
         conn.wpos = 0;
-        template.render(stamp, &mut self.values, &mut conn.wbuf);
+        conn.parser.keep = session.stateful;
+        template.render(stamp, &mut self.values, user, &mut conn.wbuf);
         conn.flight = Some(InFlight { req, sent: now });
         conn.rbytes = 0;
         conn.state = State::Writing;
@@ -802,13 +825,27 @@ impl<'a> Worker<'a> {
     }
 
     fn complete(&mut self, flight: InFlight, now: u64, head: &crate::http::Head, bytes: u64) {
+        let req = flight.req;
         if !self.cfg.expect.contains(head.status) {
             // an answer, but not a success: an error of its own class, kept out of the latencies
-            self.phase(flight.req.warm).record_unexpected(head.status, bytes);
-            if !flight.req.warm {
+            self.phase(req.warm).record_unexpected(head.status, bytes, ErrorKind::Status);
+            if !req.warm {
                 self.interval_at(now).errors += 1;
             }
-            return self.next_for_user(now);
+            return self.next_for_user(now, req, false);
+        }
+        let session = &self.cfg.sessions[req.session as usize];
+        if session.stateful {
+            let captures = &session.steps[req.step as usize].captures;
+            if let Err(name) = self.users[req.user as usize].answer(head, captures) {
+                // what the session's next steps need is not in the answer: an error of this request
+                *self.missed.entry((session.name.clone(), name)).or_default() += 1;
+                self.phase(req.warm).record_unexpected(head.status, bytes, ErrorKind::Capture);
+                if !req.warm {
+                    self.interval_at(now).errors += 1;
+                }
+                return self.next_for_user(now, req, false);
+            }
         }
         self.phase(flight.req.warm).record_response(flight.req.intended, flight.sent, now, head, bytes);
         if !flight.req.warm {
@@ -818,13 +855,14 @@ impl<'a> Worker<'a> {
             part.response.saturating_record(us(now.saturating_sub(flight.req.intended)));
             part.count_worker(head.pid);
         }
-        self.next_for_user(now);
+        self.next_for_user(now, req, true);
     }
 
-    /// Closed model: the user whose request just ended issues its next one (after think time).
-    fn next_for_user(&mut self, now: u64) {
-        if let Some(req) = self.source.answered(now) {
-            self.enqueue(req);
+    /// The user whose request just ended (`ok`: answered as its session needs) issues its next
+    /// one: the session's next step, or a closed user's next session (after think time).
+    fn next_for_user(&mut self, now: u64, req: Request, ok: bool) {
+        if let Some(next) = self.source.answered(now, &req, ok) {
+            self.enqueue(next);
         }
     }
 
@@ -834,7 +872,7 @@ impl<'a> Worker<'a> {
         if !req.warm {
             self.interval_at(now).errors += 1;
         }
-        self.next_for_user(now);
+        self.next_for_user(now, req, false);
     }
 
     /// Close a connection; with `error`, the request on it (if any) failed with that error.

@@ -6,9 +6,12 @@
 
 use std::fmt::Write as _;
 
+use crate::session::User;
+
 /// One request of the mix. A fixed request is rendered once: `head` ends just before the blank
-/// line, so a per-send `X-Request-Start` header can be appended without re-rendering. A request
-/// whose path or body draws values (`/posts/{id:1..10000}`) is rendered at each send from `fields`.
+/// line, so a per-send `X-Request-Start` (or a session's `Cookie`) header can be appended without
+/// re-rendering. A request whose path or body draws values (`/posts/{id:1..10000}`), or that uses
+/// a value its session captured (`{csrf}`), is rendered at each send from `fields`.
 #[derive(Debug, Clone)]
 pub struct Template {
     pub weight: u32,
@@ -18,6 +21,8 @@ pub struct Template {
     pub body: Vec<u8>,
     /// HEAD responses have no body whatever their Content-Length says.
     pub is_head: bool,
+    /// `http://host[:port]`: a session's cookies are matched against this origin and the target.
+    origin: String,
     fields: Option<Fields>,
 }
 
@@ -31,7 +36,62 @@ pub enum Piece {
     Token(usize),
     /// `{name}`: the value the same request drew for `name` earlier (in its path or body).
     Ref(usize),
+    /// `{name}`: the value its session captured as `name` from an earlier answer, encoded for
+    /// where it goes.
+    Capture(usize, Encode),
 }
+
+/// How a captured value is written where it goes: percent-encoded in a path, a query or a form
+/// body; escaped inside a JSON string; as it is in a header or any other body.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Encode {
+    Raw,
+    Url,
+    Json,
+}
+
+impl Encode {
+    /// A body's encoding, from its Content-Type.
+    pub fn for_body(headers: &[(String, String)]) -> Encode {
+        let kind = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.to_ascii_lowercase());
+        match kind.as_deref() {
+            Some(k) if k.contains("x-www-form-urlencoded") => Encode::Url,
+            Some(k) if k.contains("json") => Encode::Json,
+            _ => Encode::Raw,
+        }
+    }
+
+    /// Bytes `push` writes for `value`.
+    fn len(self, value: &str) -> usize {
+        match self {
+            Encode::Raw => value.bytes().filter(|b| !b.is_ascii_control()).count(),
+            Encode::Url => value.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { 1 } else { 3 }).sum(),
+            Encode::Json => serde_json::to_string(value).expect("a string serializes").len() - 2,
+        }
+    }
+
+    fn push(self, value: &str, out: &mut Vec<u8>) {
+        match self {
+            // a header value holds no control character (a captured CR or LF would end it)
+            Encode::Raw => out.extend(value.bytes().filter(|b| !b.is_ascii_control())),
+            Encode::Url => {
+                for b in value.bytes() {
+                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                        out.push(b);
+                    } else {
+                        out.extend_from_slice(&[b'%', HEX_UPPER[usize::from(b >> 4)], HEX_UPPER[usize::from(b & 15)]]);
+                    }
+                }
+            }
+            Encode::Json => {
+                let quoted = serde_json::to_string(value).expect("a string serializes");
+                out.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
+            }
+        }
+    }
+}
+
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 /// How a drawn value is written: a whole number, or a token of random characters (a hex or
 /// base64url string of N characters, or a version 4 UUID): the ids of apps whose URLs are not
@@ -100,21 +160,36 @@ fn push_token(out: &mut Vec<u8>, seed: u64, n: usize, alphabet: &[u8], bits: u32
 }
 
 /// A request rendered at each send: the request line's start, the templated target, the rest of
-/// the head (without Content-Length), and the templated body.
+/// the head (without Content-Length; its header values may use captures), and the templated body.
 #[derive(Debug, Clone)]
 struct Fields {
     target: Vec<Piece>,
-    rest: Vec<u8>,
+    rest: Vec<Piece>,
     body: Vec<Piece>,
     length: bool,
     shapes: Vec<Shape>, // how each slot's value is written
 }
 
+/// Where a text is parsed: the values its session captured before (by name), how one is encoded
+/// there, and whether the text may draw values of its own (a header's may not).
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    pub captures: &'a [String],
+    pub encode: Encode,
+    pub draws: bool,
+}
+
+impl Scope<'_> {
+    /// A path or body without a session's captures.
+    pub const PLAIN: Scope<'static> = Scope { captures: &[], encode: Encode::Raw, draws: true };
+}
+
 /// Parse `text` into pieces: `{name:lo..hi}` draws a whole number, `{name:hex:N}`,
-/// `{name:token:N}` and `{name:uuid}` a token, `{name}` repeats a value drawn before it; any other
-/// brace is text (a JSON body keeps its own). `names` holds the names drawn so far in this request
-/// and how each is written (the path is parsed before the body).
-pub fn parse_pieces(text: &str, names: &mut Vec<(String, Shape)>) -> Result<Vec<Piece>, String> {
+/// `{name:token:N}` and `{name:uuid}` a token, `{name}` repeats a value drawn before it or, failing
+/// that, uses a value the session captured; any other brace is text (a JSON body keeps its own).
+/// `names` holds the names drawn so far in this request and how each is written (the path is
+/// parsed before the body).
+pub fn parse_pieces(text: &str, names: &mut Vec<(String, Shape)>, scope: Scope) -> Result<Vec<Piece>, String> {
     let mut out = Vec::new();
     let mut lit = Vec::new();
     let mut rest = text;
@@ -122,10 +197,11 @@ pub fn parse_pieces(text: &str, names: &mut Vec<(String, Shape)>) -> Result<Vec<
         let after = &rest[open + 1..];
         let found = after.find('}').and_then(|close| field(&after[..close]).map(|f| (close, f)));
         let piece = match found {
-            Some((close, (name, Spec::Range(lo, hi)))) => Some(draw(name, lo, hi, &after[..close], names)?),
-            Some((close, (name, Spec::Token(shape)))) => Some(token(name, shape, &after[..close], names)?),
-            Some((_, (name, Spec::Ref))) => names.iter().position(|(n, _)| n == name).map(Piece::Ref),
-            None => None,
+            Some((close, (name, Spec::Range(lo, hi)))) if scope.draws => Some(draw(name, lo, hi, &after[..close], names)?),
+            Some((close, (name, Spec::Token(shape)))) if scope.draws => Some(token(name, shape, &after[..close], names)?),
+            Some((_, (name, Spec::Ref))) => names.iter().position(|(n, _)| n == name).map(Piece::Ref)
+                .or_else(|| scope.captures.iter().position(|n| n == name).map(|i| Piece::Capture(i, scope.encode))),
+            _ => None,
         };
         match (found, piece) {
             (Some((close, _)), Some(piece)) => {
@@ -235,15 +311,17 @@ fn digits(mut n: u64) -> usize {
 }
 
 impl Template {
-    /// A request of the mix; its target and body may draw values (parse_pieces).
+    /// A request of the mix; its target and body may draw values (parse_pieces), and its target,
+    /// header values and body may use the values `captures` names (its session's, captured by the
+    /// steps before it).
     pub fn new(weight: u32, method: &str, host: &str, target: &str, headers: &[(String, String)], body: &[u8],
-               keep_alive: bool) -> Result<Template, String> {
+               keep_alive: bool, captures: &[String]) -> Result<Template, String> {
         let mut names = Vec::new();
-        let target_pieces = parse_pieces(target, &mut names)?;
-        let body_text = std::str::from_utf8(body).ok();
-        let body_pieces = match body_text {
-            Some(text) => parse_pieces(text, &mut names)?,
-            None => vec![Piece::Lit(body.to_vec())],
+        let target_pieces = parse_pieces(target, &mut names, Scope { captures, encode: Encode::Url, draws: true })?;
+        let body_scope = Scope { captures, encode: Encode::for_body(headers), draws: true };
+        let body_pieces = match std::str::from_utf8(body) {
+            Ok(text) => parse_pieces(text, &mut names, body_scope)?,
+            Err(_) => vec![Piece::Lit(body.to_vec())],
         };
         let length = !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH");
         let mut rest = String::new();
@@ -251,41 +329,44 @@ impl Template {
         for (name, value) in headers {
             let _ = write!(rest, "{name}: {value}\r\n");
         }
-        let mut tail = String::new();
-        if !keep_alive {
-            tail.push_str("Connection: close\r\n");
-        }
+        let tail = if keep_alive { "" } else { "Connection: close\r\n" };
+        let rest_pieces = parse_pieces(&format!("{rest}{tail}"), &mut names,
+                                       Scope { captures, encode: Encode::Raw, draws: false })?;
         let is_head = method.eq_ignore_ascii_case("HEAD");
         let base = Template { weight, method: method.to_string(), target: target.to_string(), head: Vec::new(),
-                              body: body.to_vec(), is_head, fields: None };
-        if !names.is_empty() {
-            let mut rest = rest.into_bytes();
-            rest.extend_from_slice(tail.as_bytes());
+                              body: body.to_vec(), is_head, origin: format!("http://{host}"), fields: None };
+        let fixed = |pieces: &[Piece]| pieces.iter().all(|p| matches!(p, Piece::Lit(_)));
+        if !names.is_empty() || ![&target_pieces, &rest_pieces, &body_pieces].iter().all(|p| fixed(p)) {
             let mut start = method.as_bytes().to_vec();
             start.push(b' ');
             let shapes = names.iter().map(|(_, shape)| *shape).collect();
-            return Ok(Template { head: start, fields: Some(Fields { target: target_pieces, rest, body: body_pieces, length,
-                                                                    shapes }),
+            return Ok(Template { head: start, fields: Some(Fields { target: target_pieces, rest: rest_pieces,
+                                                                    body: body_pieces, length, shapes }),
                                  ..base });
         }
         let mut head = format!("{method} {target}{rest}");
         if length {
             let _ = write!(head, "Content-Length: {}\r\n", body.len());
         }
-        head.push_str(&tail);
+        head.push_str(tail);
         Ok(Template { head: head.into_bytes(), ..base })
     }
 
-    /// Whether the request draws values at each send.
+    /// Whether the request is rendered at each send (it draws values or uses captured ones).
     pub fn templated(&self) -> bool {
         self.fields.is_some()
     }
 
     /// Append the request to `out`; with `stamp_us`, an `X-Request-Start: t=<µs since epoch>` header.
-    /// A templated request draws its values from `rng`.
-    pub fn render(&self, stamp_us: Option<u64>, rng: &mut crate::pacer::SplitMix64, out: &mut Vec<u8>) {
+    /// A templated request draws its values from `rng`. A session's request (`user`) takes its
+    /// captured values and its cookie jar's `Cookie` header from the user, and tells it its URL.
+    pub fn render(&self, stamp_us: Option<u64>, rng: &mut crate::pacer::SplitMix64, user: Option<&mut User>,
+                  out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
         let Some(f) = &self.fields else {
+            if let Some(user) = user {
+                self.cookies(&self.target, user, out);
+            }
             finish_head(stamp_us, out);
             out.extend_from_slice(&self.body);
             return;
@@ -298,19 +379,43 @@ impl Template {
                 _ => {}
             }
         }
-        push_pieces(&f.target, &values, &f.shapes, out);
-        out.extend_from_slice(&f.rest);
+        let captured = user.as_deref().map_or(&[][..], User::values);
+        let target_at = out.len();
+        push_pieces(&f.target, &values, &f.shapes, captured, out);
+        let target_end = out.len();
+        push_pieces(&f.rest, &values, &f.shapes, captured, out);
         if f.length {
             let len: usize = f.body.iter().map(|p| match p {
                 Piece::Lit(b) => b.len(),
                 Piece::Draw { slot, .. } | Piece::Token(slot) | Piece::Ref(slot) => f.shapes[*slot].len(values[*slot]),
+                Piece::Capture(i, encode) => encode.len(captured_value(captured, *i)),
             }).sum();
             out.extend_from_slice(b"Content-Length: ");
             push_decimal(out, len as u64);
             out.extend_from_slice(b"\r\n");
         }
+        let url = user.is_some().then(|| self.url(&String::from_utf8_lossy(&out[target_at..target_end]))).flatten();
+        if let (Some(user), Some(url)) = (user.as_deref(), &url) {
+            user.cookie_header(url, out);
+        }
         finish_head(stamp_us, out);
-        push_pieces(&f.body, &values, &f.shapes, out);
+        push_pieces(&f.body, &values, &f.shapes, captured, out);
+        if let (Some(user), Some(url)) = (user, url) {
+            user.sent(url);
+        }
+    }
+
+    /// The URL of a request to `target`: a session's cookies are matched against it.
+    fn url(&self, target: &str) -> Option<url::Url> {
+        url::Url::parse(&format!("{}{target}", self.origin)).ok()
+    }
+
+    /// A fixed request of a session's: its `Cookie` header, and the user told where it goes.
+    fn cookies(&self, target: &str, user: &mut User, out: &mut Vec<u8>) {
+        if let Some(url) = self.url(target) {
+            user.cookie_header(&url, out);
+            user.sent(url);
+        }
     }
 }
 
@@ -323,13 +428,21 @@ fn finish_head(stamp_us: Option<u64>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn push_pieces(pieces: &[Piece], values: &[u64; MAX_FIELDS], shapes: &[Shape], out: &mut Vec<u8>) {
+/// ``captured``: the session's values by capture index (a step is sent only once the captures it
+/// uses were found, so each is there).
+fn push_pieces(pieces: &[Piece], values: &[u64; MAX_FIELDS], shapes: &[Shape], captured: &[Option<String>],
+               out: &mut Vec<u8>) {
     for p in pieces {
         match p {
             Piece::Lit(b) => out.extend_from_slice(b),
             Piece::Draw { slot, .. } | Piece::Token(slot) | Piece::Ref(slot) => shapes[*slot].push(values[*slot], out),
+            Piece::Capture(i, encode) => encode.push(captured_value(captured, *i), out),
         }
     }
+}
+
+fn captured_value(captured: &[Option<String>], i: usize) -> &str {
+    captured.get(i).and_then(Option::as_deref).unwrap_or("")
 }
 
 fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
@@ -356,7 +469,14 @@ pub struct Head {
     pub pid: Option<u32>,
     /// The server will close the connection after this response.
     pub close: bool,
+    /// With `Parser::keep` (a session's step): the head as received, and the body's first
+    /// `MAX_KEPT_BODY` bytes, for its cookies and captures. Empty otherwise.
+    pub raw: Vec<u8>,
+    pub body: Vec<u8>,
 }
+
+/// Most body bytes kept for a session's captures (a capture looks no further).
+pub const MAX_KEPT_BODY: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Malformed {
@@ -401,6 +521,9 @@ pub struct Parser {
     /// The last response's Server-Timing buffer, given back (`recycle`) to hold the next one's: no
     /// allocation per response.
     spare: Vec<u8>,
+    /// Keep the next response's head and body (`Head::raw`, `Head::body`): a session's step.
+    pub keep: bool,
+    kept: Vec<u8>,
 }
 
 /// Largest response head accepted (status line and headers).
@@ -428,6 +551,11 @@ impl Parser {
                     }
                     return Ok(Step::More(used));
                 };
+                let mut head = head;
+                if self.keep && head.status >= 200 {
+                    head.raw = buf[used..used + n].to_vec();
+                    self.kept.clear();
+                }
                 used += n;
                 if head.status >= 200 {
                     self.head = Some(head);
@@ -440,10 +568,21 @@ impl Parser {
         used += self.body_step(&buf[used..])?;
         if matches!(self.body, Some(Body::Length(0) | Body::Chunk(Chunk::Done))) {
             self.body = None;
-            return Ok(Step::Done(self.head.take().expect("head parsed"), used));
+            return Ok(Step::Done(self.take_head(), used));
         }
         Ok(Step::More(used))
     }
+
+    /// The finished response's head, with its kept body.
+    fn take_head(&mut self) -> Head {
+        let mut head = self.head.take().expect("head parsed");
+        if self.keep {
+            head.body = std::mem::take(&mut self.kept);
+        }
+        head
+    }
+
+
 
     /// Give back a finished response's head: its Server-Timing buffer holds the next one's.
     pub fn recycle(&mut self, head: Head) {
@@ -453,10 +592,13 @@ impl Parser {
     /// The connection closed: a response delimited by the close ends here; a partly received one
     /// is truncated. Returns the finished head, if any.
     pub fn eof(&mut self) -> Result<Option<Head>, Malformed> {
-        match (self.head.take(), self.body.take()) {
-            (None, _) => Ok(None),
-            (Some(head), Some(Body::UntilClose)) => Ok(Some(head)),
-            _ => Err(Malformed::Truncated),
+        match (self.head.is_some(), self.body.take()) {
+            (false, _) => Ok(None),
+            (true, Some(Body::UntilClose)) => Ok(Some(self.take_head())),
+            _ => {
+                self.head = None;
+                Err(Malformed::Truncated)
+            }
         }
     }
 
@@ -466,10 +608,12 @@ impl Parser {
                 let take = (*left).min(buf.len() as u64);
                 *left -= take;
                 self.body_bytes += take;
+                keep_body(&mut self.kept, self.keep, &buf[..take as usize]);
                 Ok(take as usize)
             }
             Body::UntilClose => {
                 self.body_bytes += buf.len() as u64;
+                keep_body(&mut self.kept, self.keep, buf);
                 Ok(buf.len())
             }
             Body::Chunk(state) => {
@@ -486,6 +630,7 @@ impl Parser {
                         Chunk::Data(left) => {
                             let take = left.min((buf.len() - i) as u64);
                             self.body_bytes += take;
+                            keep_body(&mut self.kept, self.keep, &buf[i..i + take as usize]);
                             i += take as usize;
                             if left == take { Chunk::DataCr } else { Chunk::Data(left - take) }
                         }
@@ -498,6 +643,13 @@ impl Parser {
                 Ok(i)
             }
         }
+    }
+}
+
+/// Body bytes, kept for a session's captures (`keep`), up to MAX_KEPT_BODY.
+fn keep_body(kept: &mut Vec<u8>, keep: bool, data: &[u8]) {
+    if keep && kept.len() < MAX_KEPT_BODY {
+        kept.extend_from_slice(&data[..data.len().min(MAX_KEPT_BODY - kept.len())]);
     }
 }
 
@@ -777,29 +929,29 @@ mod tests {
     #[test]
     fn templates_render_once_and_stamp_per_send() {
         let mut rng = crate::pacer::SplitMix64::new(1);
-        let t = Template::new(1, "POST", "127.0.0.1:8080", "/work?cpu_ms=1", &[("X-A".into(), "b".into())], b"{}", false)
+        let t = Template::new(1, "POST", "127.0.0.1:8080", "/work?cpu_ms=1", &[("X-A".into(), "b".into())], b"{}", false, &[])
             .unwrap();
         assert!(!t.templated());
         let mut out = Vec::new();
-        t.render(Some(1_700_000_000_123_456), &mut rng, &mut out);
+        t.render(Some(1_700_000_000_123_456), &mut rng, None, &mut out);
         assert_eq!(String::from_utf8(out).unwrap(),
                    "POST /work?cpu_ms=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: arena-load\r\nX-A: b\r\n\
                     Content-Length: 2\r\nConnection: close\r\nX-Request-Start: t=1700000000123456\r\n\r\n{}");
         let mut out = Vec::new();
-        Template::new(1, "GET", "h", "/", &[], b"", true).unwrap().render(None, &mut rng, &mut out);
+        Template::new(1, "GET", "h", "/", &[], b"", true, &[]).unwrap().render(None, &mut rng, None, &mut out);
         assert_eq!(out, b"GET / HTTP/1.1\r\nHost: h\r\nUser-Agent: arena-load\r\n\r\n");
     }
 
     fn drawn(t: &Template, rng: &mut crate::pacer::SplitMix64) -> String {
         let mut out = Vec::new();
-        t.render(None, rng, &mut out);
+        t.render(None, rng, None, &mut out);
         String::from_utf8(out).unwrap()
     }
 
     #[test]
     fn templates_draw_values_in_their_ranges_each_send_and_repeat_them_by_name() {
         let body = br#"{"title": "post {n:1..9}", "again": "{n}", "keep": {"x": "{word}"}}"#;
-        let t = Template::new(1, "POST", "h", "/posts/{id:5..7}/c?n={n2:10..10}", &[], body, true).unwrap();
+        let t = Template::new(1, "POST", "h", "/posts/{id:5..7}/c?n={n2:10..10}", &[], body, true, &[]).unwrap();
         assert!(t.templated());
         let mut rng = crate::pacer::SplitMix64::new(42);
         let mut ids = std::collections::BTreeSet::new();
@@ -823,7 +975,7 @@ mod tests {
     #[test]
     fn tokens_are_drawn_in_their_shape_each_send_and_repeated_by_name() {
         let body = br#"{"session": "{s:token:22}", "again": "{s}"}"#;
-        let t = Template::new(1, "PUT", "h", "/files/{f:uuid}/v/{v:hex:12}", &[], body, true).unwrap();
+        let t = Template::new(1, "PUT", "h", "/files/{f:uuid}/v/{v:hex:12}", &[], body, true, &[]).unwrap();
         let mut rng = crate::pacer::SplitMix64::new(3);
         let mut files = std::collections::BTreeSet::new();
         for _ in 0..200 {
@@ -844,20 +996,57 @@ mod tests {
         }
         assert_eq!(files.len(), 200); // a fresh one at each send
         let mut names = Vec::new();
-        assert!(parse_pieces("/a/{t:hex:0}", &mut names).unwrap_err().contains("1 to 64 characters"));
+        assert!(parse_pieces("/a/{t:hex:0}", &mut names, Scope::PLAIN).unwrap_err().contains("1 to 64 characters"));
         let mut names = Vec::new();
-        assert!(parse_pieces("/a/{t:token:65}", &mut names).unwrap_err().contains("{t:token:65}"));
+        assert!(parse_pieces("/a/{t:token:65}", &mut names, Scope::PLAIN).unwrap_err().contains("{t:token:65}"));
         let mut names = Vec::new();
-        assert_eq!(parse_pieces("/a/{t:base32:8}", &mut names).unwrap(), vec![Piece::Lit(b"/a/{t:base32:8}".to_vec())]);
+        assert_eq!(parse_pieces("/a/{t:base32:8}", &mut names, Scope::PLAIN).unwrap(), vec![Piece::Lit(b"/a/{t:base32:8}".to_vec())]);
+    }
+
+    #[test]
+    fn a_sessions_request_uses_its_captures_encoded_for_their_place_and_its_cookies() {
+        let captures = ["csrf".to_string(), "id".to_string()];
+        let form = [("Content-Type".to_string(), "application/x-www-form-urlencoded".to_string()),
+                    ("X-CSRF-Token".to_string(), "{csrf}".to_string())];
+        let t = Template::new(1, "POST", "h:1", "/posts/{id}/edit?t={csrf}", &form, b"token={csrf}&title={x}", true,
+                              &captures).unwrap();
+        assert!(t.templated());
+        let mut user = User::default();
+        user.begin(2);
+        user.sent(url::Url::parse("http://h:1/").unwrap());
+        let head = Head { raw: b"HTTP/1.1 200 OK\r\nSet-Cookie: sid=9; Path=/posts\r\n\r\n".to_vec(),
+                          body: br#"{"csrf": "a+b/c=\"\r\n", "id": 7}"#.to_vec(), ..Head::default() };
+        let caps = [(0, crate::session::Capture::new("csrf", None, Some("/csrf"), None).unwrap()),
+                    (1, crate::session::Capture::new("id", None, Some("/id"), None).unwrap())];
+        user.answer(&head, &caps).unwrap();
+        let mut out = Vec::new();
+        t.render(None, &mut crate::pacer::SplitMix64::new(1), Some(&mut user), &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("POST /posts/7/edit?t=a%2Bb%2Fc%3D%22%0D%0A HTTP/1.1\r\n"), "{head}");
+        assert!(head.contains("\r\nX-CSRF-Token: a+b/c=\"\r\n"), "{head}"); // a header holds no CR or LF
+        assert!(head.ends_with("\r\nCookie: sid=9"), "{head}");
+        assert_eq!(body, "token=a%2Bb%2Fc%3D%22%0D%0A&title={x}"); // {x}: neither drawn nor captured
+        assert!(head.contains(&format!("\r\nContent-Length: {}\r\n", body.len())), "{head}");
+        // in a JSON body a captured value is escaped inside its string
+        let json = [("Content-Type".to_string(), "application/json".to_string())];
+        let t = Template::new(1, "POST", "h:1", "/p", &json, br#"{"t": "{csrf}"}"#, true, &captures).unwrap();
+        let mut out = Vec::new();
+        t.render(None, &mut crate::pacer::SplitMix64::new(1), Some(&mut user), &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let body = text.split_once("\r\n\r\n").unwrap().1;
+        assert_eq!(serde_json::from_str::<serde_json::Value>(body).unwrap()["t"], "a+b/c=\"\r\n");
+        assert!(text.contains(&format!("Content-Length: {}\r\n", body.len())));
+        assert!(!text.contains("Cookie:")); // /p is outside the cookie's path
     }
 
     #[test]
     fn bad_templates_are_refused_with_the_field() {
         let mut names = Vec::new();
-        assert!(parse_pieces("/a/{id:9..1}", &mut names).unwrap_err().contains("{id:9..1}"));
+        assert!(parse_pieces("/a/{id:9..1}", &mut names, Scope::PLAIN).unwrap_err().contains("{id:9..1}"));
         let mut names = Vec::new();
-        assert!(parse_pieces("/a/{id:1..2}/{id:1..2}", &mut names).unwrap_err().contains("drawn twice"));
+        assert!(parse_pieces("/a/{id:1..2}/{id:1..2}", &mut names, Scope::PLAIN).unwrap_err().contains("drawn twice"));
         let mut names = Vec::new();
-        assert_eq!(parse_pieces("/a/{x}{1:2..3}{", &mut names).unwrap(), vec![Piece::Lit(b"/a/{x}{1:2..3}{".to_vec())]);
+        assert_eq!(parse_pieces("/a/{x}{1:2..3}{", &mut names, Scope::PLAIN).unwrap(), vec![Piece::Lit(b"/a/{x}{1:2..3}{".to_vec())]);
     }
 }

@@ -1,8 +1,8 @@
 //! arena-load: a load generator whose numbers are true and that is never the bottleneck.
 //!
 //! `pacer` (when requests are due, when a run stops), `source` (which request comes next: the
-//! pacer or the closed users, think time, the stop rule) and `http` (requests and responses on the
-//! wire) are pure; `record` keeps histograms and counts; `engine` drives connections on a mio
+//! pacer or the closed users, their sessions' steps, think time, the stop rule), `http` (requests
+//! and responses on the wire) and `session` (a user's cookie jar and captured values) are pure; `record` keeps histograms and counts; `engine` drives connections on a mio
 //! event loop; `run` starts the workers and merges their results; `output` is the JSON result
 //! (schemas/load-result.schema.json); `cli` turns flags into a checked Config.
 
@@ -13,4 +13,5 @@ pub mod output;
 pub mod pacer;
 pub mod record;
 pub mod run;
+pub mod session;
 pub mod source;

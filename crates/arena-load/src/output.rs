@@ -44,7 +44,17 @@ pub struct Document {
     pub warmup: Option<PhaseOut>,
     pub series: Vec<SeriesPoint>,
     pub generator: Generator,
+    /// Answers in which a session's capture was not found (each an error of class capture).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub captures_missed: Vec<Missed>,
     pub validity: Validity,
+}
+
+#[derive(Serialize)]
+pub struct Missed {
+    pub session: String,
+    pub capture: String,
+    pub answers: u64,
 }
 
 /// arena-load's own verdict on the run (its exit status follows it: 1 when invalid).
@@ -290,6 +300,9 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             open_failure: out.open_failure.clone(),
             cut_at_bound: out.cut,
         },
+        captures_missed: out.missed.iter()
+            .map(|((session, capture), n)| Missed { session: session.clone(), capture: capture.clone(), answers: *n })
+            .collect(),
         validity: validity(cfg, out, &reasons),
     }
 }
@@ -301,11 +314,18 @@ pub fn validity(cfg: &Config, out: &Outcome, saturation: &[String]) -> Validity 
     let m = &out.measured;
     let mut reasons: Vec<String> = saturation.iter().map(|r| format!("generator saturated: {r}")).collect();
     let errors = m.errors.total();
+    let share = 100.0 * errors as f64 / (m.completed + errors).max(1) as f64;
+    let too_many = errors as f64 > cfg.max_error_rate * (m.completed + errors) as f64;
     if m.completed == 0 {
         reasons.push(format!("no request succeeded ({errors} errors)"));
-    } else if errors as f64 > cfg.max_error_rate * (m.completed + errors) as f64 {
-        reasons.push(format!("errors {:.1}% of the answered requests (limit {:.1}%)",
-                             100.0 * errors as f64 / (m.completed + errors) as f64, 100.0 * cfg.max_error_rate));
+    } else if too_many {
+        reasons.push(format!("errors {share:.1}% of the answered requests (limit {:.1}%)", 100.0 * cfg.max_error_rate));
+    }
+    if too_many {
+        // what a session looked for and did not find: the likeliest cause of its errors
+        reasons.extend(out.missed.iter().map(|((session, capture), n)| {
+            format!("session '{session}': capture '{capture}' not found in {n} answers")
+        }));
     }
     if let Some(why) = &out.open_failure {
         reasons.push(format!("could not open every connection asked for: {} requests failed here ({why}); \

@@ -47,6 +47,8 @@ pub enum ErrorKind {
     Status,
     /// The generator could not open a connection on its own side (descriptors, ports).
     Local,
+    /// A session's answer without a value one of its next steps needs (a capture not found).
+    Capture,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -58,6 +60,7 @@ pub struct ErrorCounts {
     pub malformed: u64,
     pub status: u64,
     pub local: u64,
+    pub capture: u64,
 }
 
 impl ErrorCounts {
@@ -70,11 +73,13 @@ impl ErrorCounts {
             ErrorKind::Malformed => &mut self.malformed,
             ErrorKind::Status => &mut self.status,
             ErrorKind::Local => &mut self.local,
+            ErrorKind::Capture => &mut self.capture,
         } += 1;
     }
 
     pub fn total(&self) -> u64 {
         self.refused + self.connect_timeout + self.reset + self.response_timeout + self.malformed + self.status + self.local
+            + self.capture
     }
 
     fn merge(&mut self, o: &ErrorCounts) {
@@ -85,6 +90,7 @@ impl ErrorCounts {
         self.malformed += o.malformed;
         self.status += o.status;
         self.local += o.local;
+        self.capture += o.capture;
     }
 }
 
@@ -175,12 +181,13 @@ impl Phase {
         }
     }
 
-    /// An answer that is not a success (its status is not expected): counted by status and as an
-    /// error, not as a completed request, and kept out of the latency histograms.
-    pub fn record_unexpected(&mut self, status: u16, bytes: u64) {
+    /// An answer that is not a success (its status is not expected, or it lacks what its session
+    /// captures): counted by status and as an error of `kind`, not as a completed request, and
+    /// kept out of the latency histograms.
+    pub fn record_unexpected(&mut self, status: u16, bytes: u64, kind: ErrorKind) {
         self.bytes_received += bytes;
         *self.status.entry(status).or_default() += 1;
-        self.errors.add(ErrorKind::Status);
+        self.errors.add(kind);
     }
 
     pub fn merge(&mut self, o: &Phase) {
@@ -325,7 +332,7 @@ mod tests {
     #[test]
     fn a_response_is_recorded_from_its_intended_time() {
         let mut p = Phase::default();
-        let head = Head { status: 200, timing: b"queue;dur=0.1, app;dur=0.9".to_vec(), pid: Some(7), close: false };
+        let head = Head { status: 200, timing: b"queue;dur=0.1, app;dur=0.9".to_vec(), pid: Some(7), close: false, ..Head::default() };
         // intended at 0, sent 2 ms late, answered 5 ms after the send
         p.record_response(0, 2_000_000, 7_000_000, &head, 10);
         assert_eq!(p.response.max(), p.response.highest_equivalent(7000));
@@ -337,7 +344,7 @@ mod tests {
 
     #[test]
     fn every_server_timing_name_is_kept_up_to_the_bound_and_merged_by_name() {
-        let head = |t: &str| Head { status: 200, timing: t.as_bytes().to_vec(), pid: None, close: false };
+        let head = |t: &str| Head { status: 200, timing: t.as_bytes().to_vec(), pid: None, close: false, ..Head::default() };
         let mut a = Phase::default();
         a.record_response(0, 0, 1000, &head("sql.active_record;dur=2, App;dur=5"), 0);
         let mut b = Phase::default();

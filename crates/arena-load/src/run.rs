@@ -32,6 +32,8 @@ pub struct Outcome {
     pub cut: bool,
     /// The longest time a worker's loop woke past its own deadline (ns): the generator not running.
     pub loop_late_ns: u64,
+    /// Answers whose session's capture was not found, by (session, capture), all threads.
+    pub missed: std::collections::BTreeMap<(String, String), u64>,
 }
 
 fn rusage() -> (f64, f64) {
@@ -76,7 +78,7 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         started_at, warmup: Phase::default(), measured: Phase::default(), series, schedule_lag: histogram(),
         unsent: 0, in_flight: 0, window_ns: (cfg.warmup_ns, cfg.warmup_ns), wall_s, cpu_user_s: user1 - user0,
         cpu_system_s: sys1 - sys0, interrupted: crate::engine::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed),
-        peak_connections: 0, open_failure: None, cut: false, loop_late_ns: 0,
+        peak_connections: 0, open_failure: None, cut: false, loop_late_ns: 0, missed: Default::default(),
     };
     let (mut issue_end, mut last_done) = (0, 0);
     for r in results {
@@ -92,6 +94,9 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         out.open_failure = out.open_failure.or(r.open_failure);
         out.cut |= r.cut;
         out.loop_late_ns = out.loop_late_ns.max(r.loop_late_ns);
+        for (key, n) in r.missed {
+            *out.missed.entry(key).or_default() += n;
+        }
     }
     // A run bounded by time measures its schedule's window; one bounded by count (or cut short)
     // measures until its last answer.

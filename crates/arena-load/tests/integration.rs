@@ -574,3 +574,149 @@ fn the_output_path_stays_what_it_is() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A site with a login: GET /login sets a `csrftoken` cookie and puts the same token in its form;
+/// POST /login wants both (cookie and form field) and answers 303 with a `sid` cookie; GET /me
+/// wants the `sid` cookie and answers 202 with the user's id as JSON; GET /posts/<id> answers 204
+/// when the id is that user's. Anything else, or a missing token or cookie: 403.
+fn login_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let tokens = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1000));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let tokens = tokens.clone();
+            std::thread::spawn(move || serve_login(stream, &tokens));
+        }
+    });
+    url
+}
+
+fn serve_login(mut s: TcpStream, tokens: &std::sync::atomic::AtomicU64) {
+    let _ = s.set_nodelay(true);
+    let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let (head, body) = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..i]).into_owned();
+                let len: usize = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ")
+                    .map(|v| v.trim().parse().unwrap())).unwrap_or(0);
+                if buf.len() >= i + 4 + len {
+                    let body = String::from_utf8_lossy(&buf[i + 4..i + 4 + len]).into_owned();
+                    buf.drain(..i + 4 + len);
+                    break (head, body);
+                }
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let line = head.lines().next().unwrap_or("").to_string();
+        let cookies: Vec<String> = head.lines().filter_map(|l| l.strip_prefix("Cookie: "))
+            .flat_map(|v| v.split("; ").map(str::to_string).collect::<Vec<_>>()).collect();
+        let cookie = |name: &str| cookies.iter().find_map(|c| c.strip_prefix(&format!("{name}=")).map(str::to_string));
+        let (status, extra, body) = if line.starts_with("GET /login ") {
+            let t = format!("t{}+/=", tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            (200, format!("Set-Cookie: csrftoken={}; Path=/\r\n", t.replace(['+', '/', '='], "_")),
+             format!(r#"<form><input type="hidden" name="csrf" value="{t}"></form>"#))
+        } else if line.starts_with("POST /login ") {
+            // the form field is percent-encoded; the cookie held the same token with _ for +/=
+            let field = body.strip_prefix("csrf=").and_then(|b| b.split('&').next()).unwrap_or("")
+                .replace("%2B", "+").replace("%2F", "/").replace("%3D", "=");
+            match cookie("csrftoken") {
+                Some(c) if !field.is_empty() && c == field.replace(['+', '/', '='], "_") => {
+                    (303, "Location: /me\r\nSet-Cookie: sid=user7; Path=/; HttpOnly\r\n".to_string(), String::new())
+                }
+                _ => (403, String::new(), String::new()),
+            }
+        } else if line.starts_with("GET /me ") && cookie("sid").as_deref() == Some("user7") {
+            (202, "Content-Type: application/json\r\n".to_string(), r#"{"user": {"id": 7}}"#.to_string())
+        } else if line.starts_with("GET /posts/7 ") && cookie("sid").is_some() {
+            (204, String::new(), String::new())
+        } else {
+            (403, String::new(), String::new())
+        };
+        let resp = format!("HTTP/1.1 {status} X\r\n{extra}Content-Length: {}\r\n\r\n{body}", body.len());
+        if s.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+const LOGIN: &str = r#"{"sessions": [{"name": "login", "steps": [
+    {"path": "/login", "capture": [{"name": "csrf", "regex": "name=\"csrf\" value=\"([^\"]+)\""}]},
+    {"method": "POST", "path": "/login", "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+     "body": "csrf={csrf}&user=alice"},
+    {"path": "/me", "capture": [{"name": "id", "json": "/user/id"}]},
+    {"path": "/posts/{id}"}]}]}"#;
+
+fn mix_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("arena-load-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mix = dir.join("mix.json");
+    std::fs::write(&mix, text).unwrap();
+    mix
+}
+
+#[test]
+fn a_session_logs_in_with_its_cookie_and_a_captured_token_in_either_model() {
+    let url = login_server();
+    let mix = mix_file("session", LOGIN);
+    for flags in [vec!["-c", "3", "-n", "400"], vec!["-r", "100", "-d", "1s"]] {
+        let mut all = flags.clone();
+        all.extend(["--mix", mix.to_str().unwrap()]);
+        let r = load(&url, &all);
+        let (m, status) = (&r["measured"], &r["measured"]["status"]);
+        assert_eq!(n(&m["requests"]["errors"]), 0, "{flags:?}: {m}");
+        assert!(status.get("403").is_none(), "{flags:?}: {status}");
+        // every step in its order: a session's later steps only after its earlier ones
+        let (form, login, me, post) = (n(&status["200"]), n(&status["303"]), n(&status["202"]), n(&status["204"]));
+        assert!(form >= login && login >= me && me >= post && form - post <= 3 * 4, "{flags:?}: {status}");
+        assert!(post > 20, "{flags:?}: {status}");
+        // (in this process the server's threads count as the generator's CPU: only the errors' verdict holds)
+        assert!(!r["validity"]["reasons"].to_string().contains("error"), "{flags:?}: {}", r["validity"]);
+    }
+    // without the jar's cookie the same form post is refused: the server checks what it says
+    let bare = mix_file("bare", r#"[{"method": "POST", "path": "/login", "body": "csrf=t1&user=a"}]"#);
+    let r = load(&url, &["-c", "1", "-n", "5", "--mix", bare.to_str().unwrap()]);
+    assert_eq!(n(&r["measured"]["status"]["403"]), 5);
+    for m in [mix, bare] {
+        std::fs::remove_dir_all(m.parent().unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn a_capture_that_never_matches_is_an_error_of_its_request_named_in_the_verdict() {
+    let url = login_server();
+    let mix = mix_file("missed", &LOGIN.replace(r#"name=\"csrf\""#, r#"name=\"token\""#));
+    let r = load(&url, &["-c", "2", "-n", "50", "--mix", mix.to_str().unwrap()]);
+    let m = &r["measured"];
+    // each session ends at its first step: 50 answers, each an error of class capture
+    assert_eq!((n(&m["errors"]["capture"]), n(&m["requests"]["errors"]), n(&m["status"]["200"])), (50, 50, 50));
+    assert!(m["status"].get("303").is_none());
+    assert_eq!(r["captures_missed"], serde_json::json!([{"session": "login", "capture": "csrf", "answers": 50}]));
+    let reasons = r["validity"]["reasons"].to_string();
+    assert!(reasons.contains("session 'login': capture 'csrf' not found in 50 answers"), "{reasons}");
+    let errors: Vec<String> = schema().iter_errors(&r).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    std::fs::remove_dir_all(mix.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn bad_sessions_are_one_line_naming_the_session_step_and_key() {
+    for (text, want) in [
+        (r#"{"sessions": [{"name": "s", "steps": []}]}"#, "session 0 (s): steps: must be 1 to 100 requests"),
+        (r#"{"sessions": [{"name": "s", "steps": [{"path": "/", "capture": [{"name": "a", "regex": "("}]}]}]}"#,
+         "session 0 (s): step 0: capture a: regex '(' does not compile"),
+        (r#"{"sessions": [{"name": "s", "think": "soon", "steps": [{"path": "/"}]}]}"#, "session 0 (s): think: must be a duration"),
+        (r#"[{"path": "/", "capture": [{"name": "a", "regex": "x"}]}]"#, "entry 0: capture: only a session's step captures"),
+        (r#"{"requests": [], "session": []}"#, "unknown field `session`"),
+    ] {
+        let mix = mix_file("bad", text);
+        let argv = ["arena-load", "http://127.0.0.1:1/", "-n", "1", "--mix", mix.to_str().unwrap()];
+        let err = config(&Args::try_parse_from(argv).unwrap()).err().unwrap();
+        assert!(err.contains(want) && !err.contains('\n'), "{text}: {err}");
+        std::fs::remove_dir_all(mix.parent().unwrap()).unwrap();
+    }
+}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from arena.results.load import ERROR_CLASSES, Histogram, LoadResult
+from arena.results.load import ERROR_CLASSES, SESSION_ERROR_CLASSES, Histogram, LoadResult
 from arena.clients import Clients
 
 PERCENTILES = ("50", "75", "90", "99", "99.9", "99.99", "100")
@@ -39,9 +39,14 @@ def load_summary(r: LoadResult) -> str:
     keep = Clients(s.keep_alive, s.link_delay_s, s.upload_bps, s.download_bps).text
     lines = [f"{r.tool} {r.tool_version or ''}: {m.duration_s:.2f}s @ {r.url} ({model}, {keep})"
              + ("  [INTERRUPTED: partial result]" if r.interrupted else "")]
-    classes = ERROR_CLASSES if set(m.error_counts) <= set(ERROR_CLASSES) else tuple(m.error_counts)  # a tool's own
+    sessions = tuple(k for k in SESSION_ERROR_CLASSES if m.error_counts.get(k))
+    known = set(ERROR_CLASSES + SESSION_ERROR_CLASSES)
+    classes = ERROR_CLASSES + sessions if set(m.error_counts) <= known else tuple(m.error_counts)  # a tool's own
     errors = ", ".join(f"{k.replace('_', ' ')} {m.error_counts.get(k, 0)}" for k in classes)
     lines.append(f"Requests:     {m.completed} completed, {m.errors} errors ({errors})")
+    for miss in (r.raw or {}).get("captures_missed", []):  # arena-load's, with a mix of sessions
+        lines.append(f"              session '{miss['session']}': capture '{miss['capture']}' not found in "
+                     f"{miss['answers']} answers (each an error, its session ended)")
     if m.unsent is not None:
         lines.append(f"              {m.issued} issued, {m.sent} sent, {m.unsent} never sent, {m.in_flight} unanswered at the end")
     offered = f" (offered {m.offered_rps:.1f})" if m.offered_rps is not None else ""

@@ -14,6 +14,8 @@ from arena.results.settings import LoadSettings
 # Transport errors, and two more: "status" (an answer whose status is not expected: by default
 # anything but 2xx and 3xx) and "local" (a connection the generator could not open on its side).
 ERROR_CLASSES = ("refused", "connect_timeout", "reset", "response_timeout", "malformed", "status", "local")
+# Classes arena-load reports only where they can occur: capture, with a mix of sessions.
+SESSION_ERROR_CLASSES = ("capture",)
 # The precomputed percentiles of a Histogram, by name (as arena-load's output.rs PERCENTILES).
 PERCENTILES = (("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999),
                ("99.99", 0.9999), ("100", 1.0))

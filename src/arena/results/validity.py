@@ -268,7 +268,8 @@ def method(settings: Mapping[str, float] | None = None) -> str:
 # How the error classes (results/load.py ERROR_CLASSES) read in a sentence
 ERROR_WORDS = {"refused": "connections refused", "connect_timeout": "connections timed out", "reset": "resets",
                "response_timeout": "responses timed out", "malformed": "malformed responses",
-               "status": "answers with an unexpected status", "local": "errors on the generator's side"}
+               "status": "answers with an unexpected status", "local": "errors on the generator's side",
+               "capture": "answers without a value their session captures"}
 
 
 def _most_errors(m) -> str:
