@@ -55,7 +55,7 @@ def test_a_json_mix_may_be_arena_loads_own_list(tmp_path):
     ([{"path": "posts"}], 'm: requests[0].path = "posts": must start with /'),
     ([{"path": "/a b"}], 'm: requests[0].path = "/a b": must start with / and be printable ASCII'),
     ([{"path": "/a", "weight": -1}], "m: requests[0].weight = -1: must be a whole number from 0 to 1000000"),
-    ([{"path": "/a", "weight": 0}], "m: requests: at least one request needs a weight above 0"),
+    ([{"path": "/a", "weight": 0}], "m: requests: at least one request or session needs a weight above 0"),
     ([{"path": "/a", "method": "BREW"}], 'm: requests[0].method = "BREW": must be one of GET, HEAD, POST'),
     ([{"path": "/a", "body": "x"}], 'm: requests[0].method = "GET": a request with a body is POST'),
     ([{"path": "/a", "method": "POST", "body": "x", "json": {}}], "m: requests[0].json = {}: give one of body, form or json"),
@@ -79,6 +79,78 @@ def test_a_json_mix_may_be_arena_loads_own_list(tmp_path):
 def test_bad_mixes_are_one_line_errors_naming_the_request_and_key(requests, message):
     with pytest.raises(ArenaError) as e:
         parse_mix({"requests": requests}, "m")
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+SESSIONS = """
+[[requests]]
+path = "/"
+weight = 3
+
+[[sessions]]
+name = "writer"
+weight = 2
+think = "200ms"
+[[sessions.steps]]
+path = "/posts/new"
+capture = [{ name = "csrf", regex = 'name="csrf" value="([^"]+)"' }]
+[[sessions.steps]]
+method = "POST"
+path = "/posts/new"
+form = { csrf = "{csrf}", title = "T {n:1..9}" }
+capture = [{ name = "post", header = "Location", regex = '/posts/([0-9]+)' }, { name = "etag", header = "ETag" }]
+[[sessions.steps]]
+path = "/posts/{post}"
+headers = { "If-None-Match" = "{etag}" }
+
+[[sessions]]
+name = "unused"
+weight = 0
+steps = [{ path = "/x" }]
+"""
+
+
+def test_sessions_become_arena_loads_object_with_their_steps_and_captures(tmp_path):
+    (tmp_path / "m.toml").write_text(SESSIONS)
+    mix = load_mix(tmp_path / "m.toml")
+    doc = mix.arena_load()
+    assert doc["requests"] == [{"weight": 3, "method": "GET", "path": "/", "headers": {}, "body": ""}]
+    (writer,) = doc["sessions"]  # weight 0: left out
+    assert (writer["name"], writer["weight"], writer["think"], len(writer["steps"])) == ("writer", 2, "200ms", 3)
+    form, post = writer["steps"][1], writer["steps"][2]
+    # a captured value stays a {name} in the form: arena-load percent-encodes it when it sends it
+    assert form["body"] == "csrf={csrf}&title=T%20{n:1..9}"
+    assert form["capture"] == [{"name": "post", "regex": "/posts/([0-9]+)", "header": "Location"},
+                               {"name": "etag", "header": "ETag"}]
+    assert post["headers"] == {"If-None-Match": "{etag}"} and "capture" not in post
+    assert mix.methods == ("GET", "POST") and mix.first_get() == "/"
+    only = parse_mix({"sessions": [{"name": "s", "steps": [{"path": "/s/{i:4..9}"}]}]}, "m")
+    assert only.requests == () and only.first_get() == "/s/4"
+
+
+@pytest.mark.parametrize("session, message", [
+    ({"steps": [{"path": "/"}]}, "m: sessions[0].name: missing: a session needs a name"),
+    ({"name": "s", "steps": []}, "m: sessions[0].steps = []: must be 1 to 100 [[sessions.steps]] tables"),
+    ({"name": "s", "think": "soon", "steps": [{"path": "/"}]}, 'm: sessions[0].think = "soon": must be a duration'),
+    ({"name": "s", "colour": 1, "steps": [{"path": "/"}]}, "m: sessions[0].colour = 1: unknown key"),
+    ({"name": "s", "steps": [{"path": "/", "weight": 2}]}, "m: sessions[0].steps[0].weight = 2: unknown key"),
+    ({"name": "s", "steps": [{"path": "/", "capture": [{"name": "1a", "regex": "x"}]}]},
+     "m: sessions[0].steps[0].capture = "),
+    ({"name": "s", "steps": [{"path": "/", "capture": [{"name": "a"}]}]}, "a: give regex or json"),
+    ({"name": "s", "steps": [{"path": "/", "capture": [{"name": "a", "regex": "("}]}]},
+     "a: regex does not compile"),
+    ({"name": "s", "steps": [{"path": "/", "capture": [{"name": "a", "regex": "x", "json": "/x"}]}]},
+     "a: give regex or json, not both"),
+    ({"name": "s", "steps": [{"path": "/", "capture": [{"name": "a", "json": "id"}]}]},
+     "a: json is a JSON pointer into the body, such as /id"),
+    ({"name": "s", "steps": [{"path": "/", "capture": [{"name": "a", "regex": "(?<=v=)\\w+"}]}]},
+     "a: arena-load's regexes (Rust's regex crate) have no look-around or back-reference"),
+    ({"name": "s", "steps": [{"path": "/", "capture": [{"name": "a", "regex": "x", "from": "body"}]}]},
+     "from: unknown key (allowed: header, json, name, regex)"),
+])
+def test_bad_sessions_are_one_line_errors_naming_the_session_step_and_key(session, message):
+    with pytest.raises(ArenaError) as e:
+        parse_mix({"sessions": [session]}, "m")
     assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 

@@ -364,3 +364,26 @@ def test_a_har_becomes_templates_with_headers_and_bodies_of_the_same_shape_and_n
     text = out.read_text()
     for secret in ("s3cr3tcookie", "t0ken", "alice", "hunter22", "Hello", "shop.example.com", "alpha"):
         assert secret not in text, secret
+
+
+def test_a_sessions_capture_feeds_its_next_step_and_one_never_found_is_named(tmp_path, capsys):
+    """`arena load --mix` with sessions: a value captured from one answer is in the next request's
+    path; a capture never found is an error of its request, named on the output, and the run is
+    invalid (exit 1), not a traceback."""
+    def session(pattern: str) -> str:
+        return ('[[sessions]]\nname = "reader"\n[[sessions.steps]]\npath = "/first"\n'
+                f'capture = [{{ name = "v", regex = \'{pattern}\' }}]\n[[sessions.steps]]\npath = "/next/{{v}}"\n')
+
+    (tmp_path / "found.toml").write_text(session("(o)k"))
+    (tmp_path / "never.toml").write_text(session("token=([a-z]+)"))
+    with recording_server() as (url, seen):
+        assert main(["load", url, "-c", "2", "-n", "100", "--mix", str(tmp_path / "found.toml")]) == 0
+        firsts, nexts = seen.count("/first"), seen.count("/next/o")
+        assert firsts + nexts == len(seen) == 100 and 0 <= firsts - nexts <= 2  # a user may end on a first step
+        seen.clear()
+        capsys.readouterr()
+        assert main(["load", url, "-c", "2", "-n", "40", "--mix", str(tmp_path / "never.toml")]) == 1
+    out = capsys.readouterr()
+    assert seen == ["/first"] * 40  # every session ended at its first step
+    assert "capture 40" in out.out and "session 'reader': capture 'v' not found in 40 answers" in out.out, out.out
+    assert "Traceback" not in out.out + out.err

@@ -15,7 +15,31 @@ the weights and each templated value per send, both from the run's seed.
     path = "/posts"
     form = { title = "Post {n:1..1000000}", body = "Text of {n}" }   # or json = {...}, or body = "..."
 
-A JSON file holds the same: ``{"requests": [...]}`` (or the bare list, arena-load's own format).
+A session is what one virtual user does in order: each user draws a session by weight (plain
+requests count as sessions of one step), keeps its own cookie jar through it (Set-Cookie kept, sent
+back and expired as a browser does), and captures values from answers that later steps use as
+``{name}`` (percent-encoded in a path, query or form, escaped in JSON, as it is in a header):
+
+    [[sessions]]
+    name = "new post"                  # how its errors are named
+    weight = 1                         # against the other sessions' and requests' weights
+    think = "500ms"                    # optional: between its steps (default: the run's think time)
+    [[sessions.steps]]
+    path = "/posts/new"
+    capture = [{ name = "csrf", regex = 'name="csrfmiddlewaretoken" value="([^"]+)"' }]
+    [[sessions.steps]]
+    method = "POST"
+    path = "/posts/new"
+    form = { csrfmiddlewaretoken = "{csrf}", title = "Post {n:1..1000}" }
+    capture = [{ name = "post", header = "Location", regex = '/posts/([0-9]+)' }]  # or json = "/id"
+    [[sessions.steps]]
+    path = "/posts/{post}"
+
+A step whose capture is not found is an error of its own class (capture) and ends its session. In an
+open model the rate is of sessions started: a session's arrival sends its first step.
+
+A JSON file holds the same: ``{"requests": [...], "sessions": [...]}`` (or the bare list of requests,
+arena-load's own format).
 """
 
 from __future__ import annotations
@@ -32,6 +56,12 @@ from arena.errors import ArenaError
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 REQUEST_KEYS = {"name", "weight", "method", "path", "headers", "body", "form", "json"}
+STEP_KEYS = REQUEST_KEYS - {"weight"} | {"capture"}
+SESSION_KEYS = {"name", "weight", "think", "steps"}
+CAPTURE_KEYS = {"name", "regex", "json", "header"}
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# what Python's re reads and the regex crate refuses: look-around and back-references
+NOT_RUST = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
 # arena-load's template grammar (crates/arena-load/src/http.rs, parse_pieces): the same limits;
 # groups: name, lo, hi (a range), kind and length (hex or token: N characters), uuid
 FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::(?:([0-9]{1,19})\.\.([0-9]{1,19})|(hex|token):([0-9]{1,2})|(uuid)))?\}")
@@ -40,6 +70,21 @@ MAX_VALUE = 10**15
 MAX_TOKEN = 64
 LOWEST_TOKEN = {"hex": "0", "token": "A", "uuid": "00000000-0000-4000-8000-000000000000"}
 MAX_REQUESTS = 1000
+MAX_STEPS = 100  # in one session (arena-load's cli.rs MAX_STEPS)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A value a session's step takes from its answer: by ``regex`` (its first group) or by the JSON
+    pointer ``json``, from the body or, with ``header``, from that header's value."""
+    name: str
+    regex: str | None = None
+    json: str | None = None
+    header: str | None = None
+
+    def arena_load(self) -> dict[str, str]:
+        return {k: v for k, v in (("name", self.name), ("regex", self.regex), ("json", self.json),
+                                  ("header", self.header)) if v is not None}
 
 
 @dataclass(frozen=True)
@@ -50,17 +95,35 @@ class MixRequest:
     headers: tuple[tuple[str, str], ...]
     body: str
     name: str
+    captures: tuple[Capture, ...] = ()
+
+    def arena_load(self) -> dict[str, Any]:
+        out = {"weight": self.weight, "method": self.method, "path": self.path, "headers": dict(self.headers),
+               "body": self.body}
+        if self.captures:
+            out["capture"] = [c.arena_load() for c in self.captures]
+        return out
+
+
+@dataclass(frozen=True)
+class Session:
+    name: str
+    weight: int
+    think: str | None
+    steps: tuple[MixRequest, ...]
 
 
 @dataclass(frozen=True)
 class Mix:
     file: str
     requests: tuple[MixRequest, ...]
+    sessions: tuple[Session, ...] = ()
 
     def first_get(self) -> str | None:
         """The path of the first GET the mix sends, each drawn value at its lowest (a token all zeros
         or As; a repeated field as the value it repeats); None where it sends no GET."""
-        for r in self.requests:
+        firsts = [s.steps[0] for s in self.sessions if s.weight > 0]
+        for r in (*self.requests, *firsts):
             if r.weight > 0 and r.method == "GET":
                 drawn: dict[str, str] = {}
 
@@ -76,14 +139,19 @@ class Mix:
                 return FIELD.sub(low, r.path)
         return None
 
-    def arena_load(self) -> list[dict[str, Any]]:
-        """The mix as arena-load's ``--mix`` JSON reads it."""
-        return [{"weight": r.weight, "method": r.method, "path": r.path, "headers": dict(r.headers), "body": r.body}
-                for r in self.requests if r.weight > 0]
+    def arena_load(self) -> list[dict[str, Any]] | dict[str, Any]:
+        """The mix as arena-load's ``--mix`` JSON reads it (a plain mix: the bare list)."""
+        requests = [r.arena_load() for r in self.requests if r.weight > 0]
+        if not self.sessions:
+            return requests
+        sessions = [{"name": s.name, "weight": s.weight, "steps": [r.arena_load() for r in s.steps]}
+                    | ({"think": s.think} if s.think is not None else {}) for s in self.sessions if s.weight > 0]
+        return {"requests": requests, "sessions": sessions}
 
     @property
     def methods(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(r.method for r in self.requests if r.weight > 0))
+        sent = [r for r in self.requests if r.weight > 0] + [r for s in self.sessions if s.weight > 0 for r in s.steps]
+        return tuple(dict.fromkeys(r.method for r in sent))
 
 
 def load_mix(path: str | Path, flag: str = "--mix") -> Mix:
@@ -104,16 +172,22 @@ def load_mix(path: str | Path, flag: str = "--mix") -> Mix:
 
 
 def parse_mix(data: Any, file: str) -> Mix:
-    raw = data.get("requests") if isinstance(data, dict) else data
-    if isinstance(data, dict) and set(data) - {"requests"}:
-        key = sorted(set(data) - {"requests"})[0]
-        raise ArenaError(f"{file}: {key}: unknown key (a mix file holds [[requests]])")
-    if not isinstance(raw, list) or not raw or len(raw) > MAX_REQUESTS or not all(isinstance(r, dict) for r in raw):
-        raise ArenaError(f"{file}: requests: must be 1 to {MAX_REQUESTS} [[requests]] tables")
+    raw = data.get("requests", []) if isinstance(data, dict) else data
+    if isinstance(data, dict) and set(data) - {"requests", "sessions"}:
+        key = sorted(set(data) - {"requests", "sessions"})[0]
+        raise ArenaError(f"{file}: {key}: unknown key (a mix file holds [[requests]] and [[sessions]])")
+    raw_sessions = data.get("sessions", []) if isinstance(data, dict) else []
+    if not isinstance(raw_sessions, list) or len(raw_sessions) > MAX_REQUESTS \
+            or not all(isinstance(s, dict) for s in raw_sessions):
+        raise ArenaError(f"{file}: sessions: must be up to {MAX_REQUESTS} [[sessions]] tables")
+    if not isinstance(raw, list) or not (raw or raw_sessions) or len(raw) > MAX_REQUESTS \
+            or not all(isinstance(r, dict) for r in raw):
+        raise ArenaError(f"{file}: requests: must be 1 to {MAX_REQUESTS} [[requests]] tables (or give [[sessions]])")
     requests = tuple(_request(r, f"{file}: requests[{i}].") for i, r in enumerate(raw))
-    if not any(r.weight > 0 for r in requests):
-        raise ArenaError(f"{file}: requests: at least one request needs a weight above 0")
-    return Mix(file, requests)
+    sessions = tuple(_session(s, f"{file}: sessions[{i}].") for i, s in enumerate(raw_sessions))
+    if not any(r.weight > 0 for r in (*requests, *sessions)):
+        raise ArenaError(f"{file}: requests: at least one request or session needs a weight above 0")
+    return Mix(file, requests, sessions)
 
 
 def _fail(where: str, key: str, value: Any, allowed: str) -> ArenaError:
@@ -121,13 +195,68 @@ def _fail(where: str, key: str, value: Any, allowed: str) -> ArenaError:
     return ArenaError(f"{where}{key} = {shown[:120]}: {allowed}")
 
 
-def _request(r: dict[str, Any], where: str) -> MixRequest:
-    for key in r:
-        if key not in REQUEST_KEYS:
-            raise _fail(where, key, r[key], f"unknown key (allowed: {', '.join(sorted(REQUEST_KEYS))})")
+def _weight(r: dict[str, Any], where: str) -> int:
     weight = r.get("weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 1_000_000:
         raise _fail(where, "weight", weight, "must be a whole number from 0 to 1000000")
+    return weight
+
+
+def _session(s: dict[str, Any], where: str) -> Session:
+    for key in s:
+        if key not in SESSION_KEYS:
+            raise _fail(where, key, s[key], f"unknown key (allowed: {', '.join(sorted(SESSION_KEYS))})")
+    name = s.get("name")
+    if name is None:
+        raise ArenaError(f"{where}name: missing: a session needs a name, by which its errors are told")
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        raise _fail(where, "name", name, "a session needs a name (up to 100 characters): its errors are named by it")
+    think = s.get("think")
+    if think is not None and (not isinstance(think, str) or not re.fullmatch(r"[0-9]+(\.[0-9]+)?(us|ms|s|m|h)?", think)):
+        raise _fail(where, "think", think, "must be a duration such as 500ms or 2s")
+    steps = s.get("steps")
+    if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_STEPS or not all(isinstance(t, dict) for t in steps):
+        raise _fail(where, "steps", steps, f"must be 1 to {MAX_STEPS} [[sessions.steps]] tables")
+    parsed = tuple(_request(t, f"{where}steps[{k}].", STEP_KEYS) for k, t in enumerate(steps))
+    return Session(name, _weight(s, where), think, parsed)
+
+
+def _captures(raw: Any, where: str) -> tuple[Capture, ...]:
+    if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
+        raise _fail(where, "capture", raw, "must be a list of tables such as { name = \"csrf\", regex = '...' }")
+    out = []
+    for c in raw:
+        for key in c:
+            if key not in CAPTURE_KEYS:
+                raise _fail(where, "capture", c, f"{key}: unknown key (allowed: {', '.join(sorted(CAPTURE_KEYS))})")
+        name, regex, pointer, header = (c.get(k) for k in ("name", "regex", "json", "header"))
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise _fail(where, "capture", c, "name: must be a name such as csrf or post_id")
+        if any(v is not None and not isinstance(v, str) for v in (regex, pointer, header)):
+            raise _fail(where, "capture", c, "regex, json and header are strings")
+        if regex is not None and pointer is not None:
+            raise _fail(where, "capture", c, f"{name}: give regex or json, not both")
+        if regex is None and pointer is None and header is None:
+            raise _fail(where, "capture", c, f"{name}: give regex or json (or header, for a header's value)")
+        if pointer is not None and (header is not None or not (pointer == "" or pointer.startswith("/"))):
+            raise _fail(where, "capture", c, f"{name}: json is a JSON pointer into the body, such as /id")
+        if regex is not None:
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise _fail(where, "capture", c, f"{name}: regex does not compile ({e})") from None
+            if NOT_RUST.search(regex):
+                raise _fail(where, "capture", c, f"{name}: arena-load's regexes (Rust's regex crate) have no "
+                                                 "look-around or back-reference: capture the value in a group")
+        out.append(Capture(name, regex, pointer, header))
+    return tuple(out)
+
+
+def _request(r: dict[str, Any], where: str, keys: set[str] = REQUEST_KEYS) -> MixRequest:
+    for key in r:
+        if key not in keys:
+            raise _fail(where, key, r[key], f"unknown key (allowed: {', '.join(sorted(keys))})")
+    weight = _weight(r, where)
     method = r.get("method", "GET")
     if method not in METHODS:
         raise _fail(where, "method", method, f"must be one of {', '.join(METHODS)}")
@@ -168,7 +297,8 @@ def _request(r: dict[str, Any], where: str) -> MixRequest:
     name = r.get("name", f"{method} {path}")
     if not isinstance(name, str):
         raise _fail(where, "name", name, "must be a string")
-    return MixRequest(weight, method, path, tuple(headers.items()), body, name)
+    captures = _captures(r["capture"], where) if "capture" in r else ()
+    return MixRequest(weight, method, path, tuple(headers.items()), body, name, captures)
 
 
 # What starts a template: "{name:" anywhere (a drawn value), and in a path any "{" (a brace is not
