@@ -1,13 +1,17 @@
 """The example apps (examples/): each served by a real server from its directory on Arena's own
 PostgreSQL, answering its pages as HTML and JSON, creating a post, with its own Server-Timing metric
-beside Arena's; and their experiment files read."""
+beside Arena's, and a writer's session (session.toml) posting its form with the CSRF token it
+captured; and their experiment files read."""
 
 import json
 from pathlib import Path
 
 import pytest
 
+from arena.drivers import native
+from arena.drivers.spec import LoadSpec
 from arena.http_client import Client
+from arena.mix import load_mix
 from arena.plan.experiment import load_experiment
 from arena.servers.launch import ServerSpec, start
 from arena.services import started_services
@@ -27,11 +31,11 @@ def test_the_example_experiments_read_and_use_the_mix():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("server, source, metric", [
-    ("puma", {"source": "examples/rails/config.ru"}, "sql.active_record"),
-    ("gunicorn-gthread", {"source": "blog.wsgi:application", "chdir": "examples/django"}, "sql"),
+@pytest.mark.parametrize("server, source, metric, example, forged", [
+    ("puma", {"source": "examples/rails/config.ru"}, "sql.active_record", "rails", 422),
+    ("gunicorn-gthread", {"source": "blog.wsgi:application", "chdir": "examples/django"}, "sql", "django", 403),
 ])
-def test_an_example_app_serves_its_pages_from_postgres(server, source, metric):
+def test_an_example_app_serves_its_pages_from_postgres(server, source, metric, example, forged):
     require_server(server)
     app = user_app(base=ROOT, health="/up", serves=("rack", "wsgi"), interface=None if server == "puma" else "wsgi",
                    **source)
@@ -50,3 +54,14 @@ def test_an_example_app_serves_its_pages_from_postgres(server, source, metric):
                                          headers={"Accept": "application/json",
                                                   "Content-Type": "application/x-www-form-urlencoded"})
                 assert created.status == 201 and json.loads(created.body)["author"]["id"] == 7
+                # the new-post form is checked: without its token and cookie the post is refused
+                form = b"title=t&body=b&author_id=7"
+                assert client.request("POST", "/posts/new", body=form, headers={
+                    "Content-Type": "application/x-www-form-urlencoded"}).status == forged
+            # a writer's session: the form's token captured, its cookie kept, the new post read back
+            url = f"http://{running.host}:{running.port}/"
+            mix = load_mix(EXAMPLES / example / "session.toml")
+            m = native.run(LoadSpec(url=url, connections=2, requests=60, mix=mix), cpus=[0]).measured
+            assert (m.errors, m.error_counts.get("capture", 0)) == (0, 0), m.error_counts
+            assert set(m.status) == {200, 303} and m.status[303] >= 18, m.status  # 20 sessions, 2 perhaps cut
+            assert 2 * m.status[303] <= m.status[200] <= 2 * m.status[303] + 2, m.status

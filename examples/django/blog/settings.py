@@ -9,7 +9,9 @@ SECRET_KEY = "an-example-app-has-no-secrets"
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
 INSTALLED_APPS = ["django.contrib.contenttypes", "blog"]
-MIDDLEWARE = ["blog.timing.ServerTiming", "django.middleware.common.CommonMiddleware"]
+# CSRF: the new-post form (/posts/new) carries Django's token, checked against its csrftoken cookie
+MIDDLEWARE = ["blog.timing.ServerTiming", "django.middleware.common.CommonMiddleware",
+              "django.middleware.csrf.CsrfViewMiddleware"]
 ROOT_URLCONF = "blog.urls"
 TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
               "OPTIONS": {"debug": False}}]

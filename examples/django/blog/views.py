@@ -39,6 +39,14 @@ def show(request, post_id: int):
     return render(request, "blog/show.html", {"post": post})
 
 
+def new_post(request):
+    """The new-post form (GET) and its submission (POST), which Django's CSRF middleware checks: the
+    form's csrfmiddlewaretoken against the csrftoken cookie set with the form."""
+    if request.method == "POST":
+        return create(request)
+    return render(request, "blog/new.html")
+
+
 def create(request):
     data = request.POST
     if not data.get("title") or not data.get("body") or not data.get("author_id", "").isdigit():

@@ -1,5 +1,7 @@
 class PostsController < ApplicationController
   PER_PAGE = 20
+  # the form's submission only: its authenticity_token against the one in the session cookie
+  protect_from_forgery with: :exception, only: :publish
 
   def up
     ActiveRecord::Base.connection.select_value("SELECT 1")
@@ -21,6 +23,15 @@ class PostsController < ApplicationController
       format.html
       format.json { render json: @post }
     end
+  end
+
+  def new; end
+
+  def publish
+    post = Post.create!(params.permit(:author_id, :title, :body))
+    redirect_to post_path(post), status: :see_other
+  rescue ActiveRecord::RecordInvalid, ActiveRecord::InvalidForeignKey => e
+    render plain: e.message, status: :unprocessable_entity
   end
 
   def create
