@@ -19,6 +19,24 @@ def require_server(name: str) -> None:
         pytest.skip(message)
 
 
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def require_browser() -> None:
+    """Skip when Debian's Chromium or Playwright is missing (fail under ARENA_REQUIRE_ALL=1, as above)."""
+    missing = []
+    if not os.access(CHROMIUM, os.X_OK):
+        missing.append("chromium (apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("playwright (uv sync)")
+    if missing:
+        if os.environ.get("ARENA_REQUIRE_ALL") == "1":
+            pytest.fail("browser test needs: " + ", ".join(missing))
+        pytest.skip("browser test needs: " + ", ".join(missing))
+
+
 _copies: dict[str, str] = {}
 
 

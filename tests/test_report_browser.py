@@ -3,21 +3,16 @@ download: Playwright launches /usr/bin/chromium). The page must load offline wit
 error, every chart must have drawn its data points, and a screenshot is kept in
 target/test-artifacts/report.png (and report-charts.png, the charts part) to look at."""
 
-import os
-import shutil
 from pathlib import Path
 
-import pytest
-
 from arena.app.store import results
-from tests.conftest import report_store
+from tests.conftest import CHROMIUM, report_store, require_browser
 from arena.app.report import build_report
 from arena.report.html import render
 from arena.results.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "report"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "target" / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 # Data points a chart has drawn: markers and bars (plotly's .point), heatmap cells (drawn as an image)
 COUNT_POINTS = """() => Array.from(document.querySelectorAll('.chart')).map(el => ({
@@ -25,20 +20,6 @@ COUNT_POINTS = """() => Array.from(document.querySelectorAll('.chart')).map(el =
     expected: Number(el.dataset.points),
     drawn: el.querySelectorAll('.point').length + el.querySelectorAll('.hm image').length,
 }))"""
-
-
-def _require_browser():
-    missing = []
-    if not os.access(CHROMIUM, os.X_OK):
-        missing.append("chromium (apt-get install chromium)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("playwright (uv sync)")
-    if missing:
-        if os.environ.get("ARENA_REQUIRE_ALL") == "1":
-            pytest.fail("browser test needs: " + ", ".join(missing))
-        pytest.skip("browser test needs: " + ", ".join(missing))
 
 
 def _open(report: Path, shots: dict[str, str], evaluate: str = COUNT_POINTS):
@@ -79,7 +60,7 @@ ANSWER = """() => ({
 
 
 def test_the_report_renders_in_chromium(tmp_path):
-    _require_browser()
+    require_browser()
     with Store(report_store()) as s:
         res = results(s, "tiny-grid")
     built = build_report(res)
@@ -120,7 +101,7 @@ def test_a_reproduced_study_shows_published_vs_here_in_chromium(tmp_path):
     """The report of a study's experiment (a recorded run of fake-work.toml, rochkind-heroku) has
     the "Published vs here" section: its charts drawn, its table with the published figures and
     the verdicts."""
-    _require_browser()
+    require_browser()
     from tests.test_reproduce import _copy
 
     with Store(_copy(tmp_path)) as s:
@@ -154,7 +135,7 @@ FILTERED = """() => {
 def test_a_report_of_500_configurations_renders_scrolls_and_filters(tmp_path):
     """A grid of 500 configurations (the fixture grown: tests/stores.py): a page under 5 MB whose
     charts draw the best and whose tables list every cell, filtered by what is typed."""
-    _require_browser()
+    require_browser()
     from tests.stores import grow
 
     grow(tmp_path / "big.db", 1000, 500)
