@@ -9,7 +9,9 @@ under a 0.5-core quota against none. OOM kills: gunicorn-sync 2 workers retainin
 Worker restarts: a 1.5 s request under gunicorn's --timeout 1 against 30. Connection churn:
 gunicorn gthread with a keep-alive of 0 against its 2 s. Listen-queue overflow: one gunicorn sync
 worker at 32 reconnecting clients with a backlog of 1 against 2048. GC pauses: a WSGI app whose
-lists reach the old generation against one that makes bytes the collector does not track. Then the detectors over the demo's store (``--demo-store``, default
+lists reach the old generation against one that makes bytes the collector does not track.
+Event-loop blocking: Arena's ASGI subject under one uvicorn process at 4 clients, a 20 ms wait that
+holds the loop (io=block) against one that yields (io=sleep): one configuration, two workloads. Then the detectors over the demo's store (``--demo-store``, default
 arena.db where `make demo` left it: skipped where there is none), and their cost: diagnose() over
 each store against the runs' measured seconds, and one read of the sockets (sockets.nodelay) per run.
 
@@ -34,7 +36,7 @@ from arena.results.store import Store  # noqa: E402
 from arena.results.why.diagnose import diagnose  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "why"  # each detector's reproduction beside its control (docs/why.md)
-CASES = {  # detector: (experiment file, the configuration that has it, the control)
+CASES = {  # detector: (experiment file, the configuration that has it, the control; or the workload's too)
     "nagle": ("nagle.toml", "uvicorn[twomsg:app] p=2 loop=asyncio http=h11", "uvicorn[twomsg:app] p=1 loop=asyncio http=h11"),
     "throttling": ("quota.toml", "puma[rack] p=2 t=4 cpu=0.5", "puma[rack] p=2 t=4"),
     "oom": ("leak.toml", "gunicorn-sync[wsgi] p=2 mem=120MiB", "gunicorn-sync[wsgi] p=2 mem=512MiB"),
@@ -44,7 +46,13 @@ CASES = {  # detector: (experiment file, the configuration that has it, the cont
     "gc": ("gc.toml", "gunicorn-gthread[gcapp:heavy] p=1 t=2", "gunicorn-gthread[gcapp:light] p=1 t=2"),
     "churn": ("churn.toml", "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=0",
               "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=2"),
+    "loop": ("loop.toml", "uvicorn[asgi] p=1 block", "uvicorn[asgi] p=1 yield"),
 }
+
+
+def at(finding) -> tuple[str, str]:
+    """Where a finding is, as CASES names it: its configuration, or its configuration and workload."""
+    return finding.label, f"{finding.label} {finding.workload}"
 
 
 def cost(store: Store, name: str) -> tuple[float, float]:
@@ -79,8 +87,8 @@ def main() -> int:
                 found = diagnose(results(store, name).cells).found
                 took, window = cost(store, name)
             spent, measured = spent + took, measured + window
-            hit = any(f.key == key and f.label == sick for f in found)
-            false = [f for f in found if f.label == healthy or f.key != key]
+            hit = any(f.key == key and sick in at(f) for f in found)
+            false = [f for f in found if healthy in at(f) or f.key != key]
             ok = ok and hit and not false
             print(f"{key:<11} {sick:<{w}} {'yes' if hit else 'MISSED':>6} | {healthy:<{w}} "
                   f"{'yes' if not false else 'NO: ' + ', '.join(f.key for f in false):>6}")

@@ -110,3 +110,36 @@ def test_healthy_stores_name_no_pathology():
 
     for a in analyses(report_store()):
         assert a.why.found == (), [f.line for f in a.why.found]
+
+
+@pytest.mark.integration
+def test_event_loop_blocking_is_named_where_a_call_holds_the_loop_and_not_where_it_yields(tmp_path):
+    """Arena's ASGI subject under one uvicorn process at 4 clients: a 20 ms wait that holds the event
+    loop (io=block) makes every other request wait behind it, and the subject reports that wait
+    (Server-Timing loop); the same wait with asyncio.sleep (io=sleep) is named nothing."""
+    require_server("uvicorn")
+    (f,), _ = found_in(tmp_path, "loop")
+    assert (f["key"], f["label"], f["workload"]) == ("loop", "uvicorn[asgi] p=1", "block"), f
+    figures = {e["what"]: e["value"] for e in f["evidence"]}
+    # four clients, one 21 ms request at a time: each waits for about two others' blocking calls
+    assert figures["requests that waited behind a blocked loop"] >= 50, f
+    assert 20 <= figures["wait per request"] <= 80 and figures["their wait p99"] >= 40, f
+    assert "asyncio.to_thread" in f["fix"] and "asyncio-dev" in f["reference"], f
+
+
+def test_the_answer_schema_names_every_detector():
+    """show --json's why.found keys: the schema's enum is the detectors' own keys, no more, no fewer."""
+    from arena.results.why.diagnose import DETECTORS
+
+    def enums(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("key"), dict) and "enum" in node["key"]:
+                yield node["key"]["enum"]
+            for v in node.values():
+                yield from enums(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from enums(v)
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "answer.schema.json").read_text())
+    assert list(enums(schema)) == [[d.KEY for d in DETECTORS]]

@@ -187,3 +187,30 @@ def test_leak_keeps_resident_memory_until_reset_and_refuses_past_its_bound(monke
     assert kept("/leak?kb=10") == w.LEAK_BOUND_KB
     assert kept("/leak?reset=1") == 0 and w._kept == []
     assert serve("/leak?kb=1048577").status == 400 and serve("/leak?reset=2").status == 400
+
+
+def test_a_requests_loop_wait_is_the_blocked_part_of_the_stretches_it_was_in_flight_for():
+    """LoopLag: each late timer's stretch holds its blocked seconds (lateness less the process's CPU);
+    a request gets them in proportion to its overlap, and the stretch still running when it ends."""
+    import asyncio
+
+    from arena.subjects.python.workload import LoopLag
+
+    lag = LoopLag.__new__(LoopLag)
+    lag.stretches = [(1.0, 1.1, 0.1), (2.0, 2.2, 0.05)]  # 100 ms all blocked; 200 ms of which 50 blocked
+    lag.due, lag.cpu = 10.0, 0.0
+    assert lag.during(0.5, 3.0) == pytest.approx(0.15)
+    assert lag.during(1.05, 2.1) == pytest.approx(0.05 + 0.025)  # half of each
+    assert lag.during(2.3, 3.0) == 0.0
+    # a real loop: a 60 ms time.sleep in a callback holds it; a request in flight across it waits it
+    async def main():
+        loop = asyncio.get_running_loop()
+        real = LoopLag.of(loop)
+        assert LoopLag.of(loop) is real  # one a loop
+        await asyncio.sleep(0.02)
+        began = loop.time()
+        loop.call_soon(time.sleep, 0.06)
+        await asyncio.sleep(0.03)
+        return real.during(began, loop.time())
+
+    assert 0.04 <= asyncio.run(main()) <= 0.1  # (time the machine did not run the process counts too)

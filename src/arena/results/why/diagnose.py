@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from arena.results.aggregate import Cell
-from arena.results.why import backlog, churn, gc, nagle, oom, restarts, throttling
+from arena.results.why import backlog, churn, gc, loop, nagle, oom, restarts, throttling
 from arena.results.why.finding import Finding, Unchecked, Why
 
-DETECTORS = (nagle, throttling, oom, restarts, churn, backlog, gc)
+DETECTORS = (nagle, throttling, oom, restarts, churn, backlog, gc, loop)
 
 
 def diagnose(cells: Sequence[Cell]) -> Why:

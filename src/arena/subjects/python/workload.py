@@ -103,6 +103,7 @@ class Response:
     body: bytes
     content_type: str = "text/plain"
     headers: list[tuple[str, str]] = field(default_factory=list)
+    blocked_s: float = 0.0  # an event loop's driver: the request's own blocking waits (LoopLag)
 
 
 @dataclass
@@ -493,9 +494,81 @@ def run_sync(path: str, query: str, request_start: str | None, app_kind: str) ->
         return done.value
 
 
+class LoopLag:
+    """How long an event loop sat blocked by calls that waited without yielding, and when.
+
+    A timer set every TICK_S runs late by whatever the loop did meanwhile: other requests' CPU, or a
+    call that waited (a blocking read, ``time.sleep``) while the process used no CPU. Each late run
+    keeps its stretch (due, ran) and the blocked part of it: the lateness less the process's CPU
+    time over the stretch. A request's share is the blocked part of the stretches it was in flight
+    for, in proportion to the overlap (and of the stretch still running when it ends)."""
+
+    TICK_S = 0.005
+    LATE_S = 0.001  # lateness below this is the loop's own jitter
+    KEPT = 4096  # stretches remembered (a request far longer than KEPT ticks sees the latest only)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        from collections import deque
+
+        self.loop, self.stretches = loop, deque(maxlen=self.KEPT)
+        self.ran, self.cpu = loop.time(), time.process_time()
+        self.due = self.ran + self.TICK_S
+        loop.call_at(self.due, self._tick)
+
+    def _blocked(self, now: float, cpu: float) -> float:
+        return max(0.0, (now - self.due) - (cpu - self.cpu))
+
+    def _tick(self) -> None:
+        now, cpu = self.loop.time(), time.process_time()
+        if now - self.due > self.LATE_S and (blocked := self._blocked(now, cpu)) > self.LATE_S:
+            self.stretches.append((self.due, now, blocked))
+        self.ran, self.cpu, self.due = now, cpu, now + self.TICK_S
+        self.loop.call_at(self.due, self._tick)
+
+    def during(self, start: float, end: float) -> float:
+        """Seconds of blocked loop while a request was in flight from ``start`` to ``end`` (loop.time())."""
+        spans = list(self.stretches)
+        if end - self.due > self.LATE_S:  # the loop is late right now: the stretch is still running
+            spans.append((self.due, end, self._blocked(end, time.process_time())))
+        total = 0.0
+        for due, ran, blocked in reversed(spans):
+            if ran <= start:
+                break
+            total += blocked * max(0.0, min(ran, end) - max(due, start)) / (ran - due)
+        return total
+
+    _of: dict = {}
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> "LoopLag":
+        """The loop's own, started at its first request."""
+        lag = cls._of.get(id(loop))
+        if lag is None or lag.loop is not loop:
+            lag = cls._of[id(loop)] = cls(loop)
+        return lag
+
+
 async def run_async(path: str, query: str, request_start: str | None, app_kind: str) -> Response:
-    """Drive :func:`handle` in an event loop (ASGI): blocking waits block the loop on purpose."""
-    gen = handle(path, query, request_start, app_kind)
+    """Drive :func:`handle` in an event loop (ASGI): blocking waits block the loop on purpose. A
+    request that waited behind another's blocking call, from its X-Request-Start (else its
+    handler's start) to its answer, says how long in Server-Timing (``loop``)."""
+    loop = asyncio.get_running_loop()
+    lag, began = LoopLag.of(loop), loop.time()
+    if request_start is not None:  # from its arrival: a blocked loop holds a request before its handler too
+        try:
+            began -= max(0.0, time.time() - parse_request_start(request_start))
+        except BadRequest:
+            pass  # handle() answers it
+    resp = await _drive_async(handle(path, query, request_start, app_kind))
+    waited = lag.during(began, loop.time()) - resp.blocked_s
+    if waited >= LoopLag.LATE_S:  # only a request that met it says so: the metric's count is how many did
+        resp.headers = [(k, f"{v}, loop;dur={waited * 1000:.3f}" if k == "Server-Timing" else v)
+                        for k, v in resp.headers]
+    return resp
+
+
+async def _drive_async(gen) -> Response:
+    blocked = 0.0
     try:
         op = next(gen)
         while True:
@@ -506,6 +579,8 @@ async def run_async(path: str, query: str, request_start: str | None, app_kind: 
                         time.sleep(left)
                     else:
                         await asyncio.sleep(left)
+                if op.blocking:
+                    blocked += op.seconds  # the request's own blocking call: not a wait behind another's
                 op = gen.send(None)
             else:
                 from arena.subjects.python.backends import async_io
@@ -517,6 +592,7 @@ async def run_async(path: str, query: str, request_start: str | None, app_kind: 
                 else:
                     op = gen.send(result)
     except StopIteration as done:
+        done.value.blocked_s = blocked
         return done.value
 
 
