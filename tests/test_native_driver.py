@@ -55,6 +55,12 @@ def test_a_closed_run_against_a_real_server(puma):
     assert 3000 <= m.server_timing["cpu"].p("50") <= 3300  # the app's CPU, measured by the app
     assert "queue" in m.server_timing
     assert r.warmup is not None and r.warmup.completed > 0
+    # each kept-alive connection's own requests, summed up: four connections, every answer counted
+    spread = r.connection_spread
+    assert spread.connections == 4 and sum(r.raw["per_connection"]["requests"]) == m.completed
+    assert spread.rest_p99_us <= spread.worst_p99_us and spread.worst_requests > 0
+    from arena.results.load import from_dict, to_dict
+    assert from_dict(json.loads(json.dumps(to_dict(r)))).connection_spread == spread  # stored and read back
     # the encoded histogram decodes to the same percentiles
     h = m.response_time.decode()
     assert h.get_total_count() == m.response_time.count
@@ -138,3 +144,16 @@ def test_ctrl_c_to_arena_load_keeps_the_partial_result(puma):
     doc = json.loads(text[: text.index("arena-load 0")])  # the --json copy comes first
     native.validate(doc)
     assert doc["interrupted"] is True and doc["measured"]["requests"]["completed"] == completed
+
+
+def test_the_connection_spread_sets_the_worst_tenth_against_the_rest():
+    from arena.results.load import ConnectionSpread
+
+    per = {"requests": [50] * 18 + [3, 4], "p50_us": [1000] * 20, "p99_us": [2000 + i for i in range(18)] + [90_000, 250_000],
+           "untracked": 0}
+    s = ConnectionSpread.of(per)
+    # twenty connections: the worst tenth is two, their median p99 170 ms; the others' median 2.0085 ms
+    assert (s.connections, s.worst_p99_us, s.rest_p99_us, s.worst_requests, s.rest_requests) == (
+        20, 170_000, 2008.5, 3.5, 50)
+    assert ConnectionSpread.of({"requests": [1], "p50_us": [1], "p99_us": [1], "untracked": 0}) is None
+    assert ConnectionSpread.of(None) is None

@@ -37,7 +37,7 @@ use crate::http::{Head, Malformed, Parser, Step, Template};
 use crate::pacer::{Pacer, SplitMix64, Stop};
 use crate::session::{Session, User};
 use crate::source::{Request, Source};
-use crate::record::{histogram, us, ErrorKind, IntervalPart, Phase};
+use crate::record::{histogram, us, ConnStat, ErrorKind, IntervalPart, Phase, MAX_TRACKED_CONNECTIONS};
 
 /// Set by SIGINT/SIGTERM: workers stop issuing, stop waiting, and report what they have.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -178,6 +178,10 @@ pub struct WorkerResult {
     pub last_done_ns: u64,
     /// Answers whose session's capture was not found, by (session, capture).
     pub missed: std::collections::BTreeMap<(String, String), u64>,
+    /// Each kept-alive connection's measured requests, in the order they opened (up to this
+    /// worker's share of MAX_TRACKED_CONNECTIONS), and how many more opened untracked.
+    pub connections: Vec<ConnStat>,
+    pub untracked: u64,
 }
 
 /// Monotonic nanoseconds (the clock the timerfd runs on).
@@ -284,6 +288,8 @@ struct Conn {
     /// Link on: the peer closed while a response was still being taken in.
     peer_closed: bool,
     done: Option<Delivery>,
+    /// Its own latencies' index in the worker's `connections` (None: not tracked).
+    stat: Option<usize>,
 }
 
 impl Conn {
@@ -316,6 +322,10 @@ pub struct Worker<'a> {
     users: Vec<User>,
     /// Answers whose session's capture was not found, by session and capture name.
     missed: std::collections::BTreeMap<(String, String), u64>,
+    /// Kept-alive connections' own latencies (see WorkerResult), and the cap on how many.
+    connections: Vec<ConnStat>,
+    untracked: u64,
+    most_tracked: usize,
     /// The deadline the timerfd is armed for (0: none): re-arming costs a syscall and, in a VM,
     /// an exit to the hypervisor, so it is done only when the deadline changes.
     armed: u64,
@@ -363,7 +373,8 @@ impl<'a> Worker<'a> {
             open_conns: 0, max_conns, pending: VecDeque::new(), dialing: VecDeque::new(), wakes: BinaryHeap::new(),
             source, armed: 0,
             values: SplitMix64::new(cfg.seed ^ 0x7E3A_11C5_D1B5_4A32u64.wrapping_mul(2 + id as u64)),
-            users: Vec::new(), missed: Default::default(),
+            users: Vec::new(), missed: Default::default(), connections: Vec::new(), untracked: 0,
+            most_tracked: split(MAX_TRACKED_CONNECTIONS, cfg.threads, id),
             warmup: Phase::default(), measured: Phase::default(), schedule_lag: histogram(),
             interval: IntervalPart::new(0), intervals, unsent: 0, last_done: 0, peak_conns: 0, open_failure: None,
         };
@@ -462,7 +473,7 @@ impl<'a> Worker<'a> {
             warmup: self.warmup, measured: self.measured, schedule_lag: self.schedule_lag, unsent: self.unsent,
             in_flight, loop_late_ns: loop_late, issue_end_ns: self.source.issue_end().unwrap_or(end),
             last_done_ns: self.last_done, peak_conns: self.peak_conns, open_failure: self.open_failure, cut,
-            missed: self.missed,
+            missed: self.missed, connections: self.connections, untracked: self.untracked,
         })
     }
 
@@ -537,7 +548,17 @@ impl<'a> Worker<'a> {
             req: Some(req), flight: None, wbuf: Vec::with_capacity(512), wpos: 0, rbuf: vec![0; READ_BUF], rlen: 0,
             parser: Parser::default(), rbytes: 0, writable_interest: true,
             link_at: 0, link_idle: false, wake: 0, dialed: self.cfg.link.delay_ns > 0, peer_closed: false, done: None,
+            stat: None,
         };
+        // a kept-alive connection's own latencies, up to the cap (a connection per request has none)
+        if self.cfg.keep_alive {
+            if self.connections.len() < self.most_tracked {
+                conn.stat = Some(self.connections.len());
+                self.connections.push(ConnStat::default());
+            } else {
+                self.untracked += 1;
+            }
+        }
         if let Err(_e) = self.poll.registry().register(&mut conn.stream, Token(slot), Interest::READABLE | Interest::WRITABLE) {
             self.fail(req, ErrorKind::Reset, now);
             self.free_slots.push(slot);
@@ -760,7 +781,8 @@ impl<'a> Worker<'a> {
     /// next request.
     fn finish(&mut self, slot: usize, delivery: Delivery, now: u64) {
         let Delivery { flight, head, bytes, close } = delivery;
-        self.complete(flight, now, &head, bytes);
+        let stat = self.conns[slot].as_ref().and_then(|c| c.stat);
+        self.complete(flight, now, &head, bytes, stat);
         let Some(conn) = self.conns[slot].as_mut() else { return };
         conn.parser.recycle(head);
         if close || conn.peer_closed {
@@ -824,7 +846,8 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn complete(&mut self, flight: InFlight, now: u64, head: &crate::http::Head, bytes: u64) {
+    /// `stat`: the connection's own latencies, where it has them.
+    fn complete(&mut self, flight: InFlight, now: u64, head: &crate::http::Head, bytes: u64, stat: Option<usize>) {
         let req = flight.req;
         if !self.cfg.expect.contains(head.status) {
             // an answer, but not a success: an error of its own class, kept out of the latencies
@@ -850,6 +873,9 @@ impl<'a> Worker<'a> {
         self.phase(flight.req.warm).record_response(flight.req.intended, flight.sent, now, head, bytes);
         if !flight.req.warm {
             self.last_done = now;
+            if let Some(i) = stat {
+                self.connections[i].response.saturating_record(us(now.saturating_sub(flight.req.intended)));
+            }
             let part = self.interval_at(now);
             part.completed += 1;
             part.response.saturating_record(us(now.saturating_sub(flight.req.intended)));

@@ -47,7 +47,33 @@ pub struct Document {
     /// Answers in which a session's capture was not found (each an error of class capture).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub captures_missed: Vec<Missed>,
+    /// Each kept-alive connection's own measured requests (None: a connection per request).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_connection: Option<PerConnection>,
     pub validity: Validity,
+}
+
+/// Kept-alive connections side by side, in the order they opened: how many measured requests
+/// each had and their response times' p50 and p99 (µs, at one significant digit), for those with
+/// at least one; `untracked`: connections opened past MAX_TRACKED_CONNECTIONS.
+#[derive(Serialize)]
+pub struct PerConnection {
+    pub requests: Vec<u64>,
+    pub p50_us: Vec<u64>,
+    pub p99_us: Vec<u64>,
+    pub untracked: u64,
+}
+
+impl PerConnection {
+    fn of(stats: &[crate::record::ConnStat], untracked: u64) -> PerConnection {
+        let used: Vec<_> = stats.iter().filter(|s| s.response.len() > 0).collect();
+        PerConnection {
+            requests: used.iter().map(|s| s.response.len()).collect(),
+            p50_us: used.iter().map(|s| s.response.value_at_quantile(0.5)).collect(),
+            p99_us: used.iter().map(|s| s.response.value_at_quantile(0.99)).collect(),
+            untracked,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -300,6 +326,7 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             open_failure: out.open_failure.clone(),
             cut_at_bound: out.cut,
         },
+        per_connection: cfg.keep_alive.then(|| PerConnection::of(&out.connections, out.untracked)),
         captures_missed: out.missed.iter()
             .map(|((session, capture), n)| Missed { session: session.clone(), capture: capture.clone(), answers: *n })
             .collect(),

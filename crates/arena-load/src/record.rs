@@ -21,6 +21,23 @@ pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("valid histogram bounds")
 }
 
+/// Most connections whose own latencies a run keeps (bounded memory: about 2 KiB each).
+pub const MAX_TRACKED_CONNECTIONS: usize = 4096;
+
+/// One kept-alive connection's measured requests: how many, and their response times at one
+/// significant digit (enough to tell a connection served in milliseconds from one kept waiting for
+/// seconds, in a tenth of a full histogram's memory).
+#[derive(Debug, Clone)]
+pub struct ConnStat {
+    pub response: Histogram<u32>,
+}
+
+impl Default for ConnStat {
+    fn default() -> ConnStat {
+        ConnStat { response: Histogram::new_with_bounds(1, MAX_US, 1).expect("valid histogram bounds") }
+    }
+}
+
 /// A histogram in HdrHistogram's compressed V2 encoding, base64 (what `encodeIntoCompressedByteBuffer`
 /// and base64 give in the Java and Python libraries, and what a .hlog line holds).
 pub fn encode(h: &Histogram<u64>) -> String {

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use hdrhistogram::Histogram;
 
 use crate::engine::{mono_ns, Config, Worker};
-use crate::record::{histogram, Phase, SeriesMerger, SeriesPoint};
+use crate::record::{histogram, ConnStat, Phase, SeriesMerger, SeriesPoint};
 
 pub struct Outcome {
     pub started_at: f64,
@@ -34,6 +34,9 @@ pub struct Outcome {
     pub loop_late_ns: u64,
     /// Answers whose session's capture was not found, by (session, capture), all threads.
     pub missed: std::collections::BTreeMap<(String, String), u64>,
+    /// Kept-alive connections' own measured latencies (all threads), and those opened untracked.
+    pub connections: Vec<ConnStat>,
+    pub untracked: u64,
 }
 
 fn rusage() -> (f64, f64) {
@@ -79,6 +82,7 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         unsent: 0, in_flight: 0, window_ns: (cfg.warmup_ns, cfg.warmup_ns), wall_s, cpu_user_s: user1 - user0,
         cpu_system_s: sys1 - sys0, interrupted: crate::engine::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed),
         peak_connections: 0, open_failure: None, cut: false, loop_late_ns: 0, missed: Default::default(),
+        connections: Vec::new(), untracked: 0,
     };
     let (mut issue_end, mut last_done) = (0, 0);
     for r in results {
@@ -97,6 +101,8 @@ pub fn run(cfg: &Config) -> io::Result<Outcome> {
         for (key, n) in r.missed {
             *out.missed.entry(key).or_default() += n;
         }
+        out.connections.extend(r.connections);
+        out.untracked += r.untracked;
     }
     // A run bounded by time measures its schedule's window; one bounded by count (or cut short)
     // measures until its last answer.

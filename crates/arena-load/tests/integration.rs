@@ -720,3 +720,29 @@ fn bad_sessions_are_one_line_naming_the_session_step_and_key() {
         std::fs::remove_dir_all(mix.parent().unwrap()).unwrap();
     }
 }
+
+#[test]
+fn each_kept_alive_connection_has_its_own_latencies_and_a_slow_one_stands_out() {
+    // the first connection accepted is answered after 40 ms, the others at once
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for (i, stream) in listener.incoming().flatten().enumerate() {
+            let delay = if i == 0 { Duration::from_millis(40) } else { Duration::ZERO };
+            std::thread::spawn(move || serve(stream, Mode::Answer { delay, chunked: false }));
+        }
+    });
+    let r = load(&url, &["-c", "5", "-d", "1s", "--warmup", "200ms"]);
+    let pc = &r["per_connection"];
+    let (requests, p50, p99) = (pc["requests"].as_array().unwrap(), pc["p50_us"].as_array().unwrap(), pc["p99_us"].as_array().unwrap());
+    assert_eq!((requests.len(), p50.len(), p99.len(), n(&pc["untracked"])), (5, 5, 5, 0), "{pc}");
+    // in the order they opened: the first is the slow one, with a fortieth of the others' requests or so
+    assert!(n(&p50[0]) >= 35_000 && n(&p99[0]) >= 35_000, "{pc}");
+    assert!(p50[1..].iter().all(|v| n(v) < 10_000), "{pc}");
+    assert!(requests[1..].iter().all(|v| n(v) > 5 * n(&requests[0])), "{pc}");
+    let total: u64 = requests.iter().map(n).sum();
+    assert_eq!(total, n(&r["measured"]["requests"]["completed"]));
+    // a connection per request has no connection of its own to tell
+    let closing = load(&url, &["-c", "2", "-n", "20", "--no-keepalive"]);
+    assert!(closing.get("per_connection").is_none(), "{closing}");
+}

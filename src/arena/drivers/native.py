@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from arena import paths
 from arena.drivers.external import child_setup
-from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load import ConnectionSpread, Histogram, LoadResult, Phase, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.results.settings import ARRIVALS, SCHEDULE
 from arena.errors import ArenaError, DriverFailed, Terminated, forking, stop_if_asked
@@ -203,4 +203,5 @@ def parse(doc: dict[str, Any]) -> LoadResult:
         saturated=g["saturated"], saturation_reasons=list(g["saturation_reasons"]), config=c, raw=doc,
         open_failure=g["open_failure"], generator_paused_ms=g.get("paused_ms"),
         generator_pause_limit_ms=g.get("pause_limit_ms"),
+        connection_spread=ConnectionSpread.of(doc.get("per_connection")),
     )

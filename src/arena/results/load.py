@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.results.settings import LoadSettings
+from arena.stats import median
 
 # Transport errors, and two more: "status" (an answer whose status is not expected: by default
 # anything but 2xx and 3xx) and "local" (a connection the generator could not open on its side).
@@ -138,6 +139,7 @@ class LoadResult:
     generator_paused_ms: float | None = None  # the longest the generator itself did not run (arena-load)
     generator_pause_limit_ms: float | None = None  # the pause beyond which the generator counts itself saturated
     hosts: list[dict[str, Any]] = field(default_factory=list)  # several load hosts: each one's figures (combine.py)
+    connection_spread: ConnectionSpread | None = None  # kept-alive connections side by side (arena-load)
 
     @property
     def settings(self) -> LoadSettings:
@@ -202,6 +204,31 @@ def summary(d: dict[str, Any]) -> dict[str, Any]:
             "series": [{**p, "hdr": None} if p.get("hdr") else p for p in d.get("series") or []]}
 
 
+@dataclass(frozen=True)
+class ConnectionSpread:
+    """Kept-alive connections side by side (arena-load's per_connection): the worst tenth by their
+    own p99 against the rest. A server that serves some connections before others (Puma 5's
+    keep-alive order) shows it here and not in the run's percentiles."""
+
+    connections: int  # with at least one measured request
+    worst_p99_us: float  # the median of the worst tenth's own p99s (at least one connection)
+    rest_p99_us: float  # the median of the others' p99s
+    worst_requests: float  # requests per connection, the worst tenth's mean and the others' median
+    rest_requests: float
+    untracked: int = 0  # connections past the generator's cap
+
+    @classmethod
+    def of(cls, per_connection: dict[str, Any] | None) -> "ConnectionSpread | None":
+        """From arena-load's ``per_connection`` (None: none, or fewer than 2 connections to set apart)."""
+        if not per_connection or len(per_connection.get("p99_us") or ()) < 2:
+            return None
+        rows = sorted(zip(per_connection["p99_us"], per_connection["requests"]))
+        k = max(1, len(rows) // 10)
+        worst, rest = rows[-k:], rows[:-k]
+        return cls(len(rows), median([p for p, _ in worst]), median([p for p, _ in rest]),
+                   sum(n for _, n in worst) / k, median([n for _, n in rest]), per_connection.get("untracked", 0))
+
+
 def from_dict(d: dict[str, Any]) -> LoadResult:
     """The inverse of :func:`to_dict`."""
 
@@ -223,4 +250,6 @@ def from_dict(d: dict[str, Any]) -> LoadResult:
     d["measured"], d["warmup"] = phase(d["measured"]), phase(d["warmup"])
     d["series"] = [SeriesPoint.of(s) for s in d["series"]]
     d["schedule_lag"] = hist(d["schedule_lag"])
+    if d.get("connection_spread") is not None:
+        d["connection_spread"] = ConnectionSpread(**d["connection_spread"])
     return LoadResult(**d)
