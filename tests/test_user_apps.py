@@ -552,3 +552,43 @@ def test_a_rack_apps_failed_health_names_the_exception_its_rails_log_ends_in(tmp
     first = str(e.value).splitlines()[0]
     assert first.startswith("puma (blog): GET / answered 500: We're sorry, but something went wrong.: "
                             "ActiveRecord::NoDatabaseError: database \"blog\" does not exist"), first
+
+
+BLOCKING_ASGI = """\
+import time
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    time.sleep(0.02)  # a blocking call inside the event loop
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"blocked"})
+"""
+
+
+@pytest.mark.integration
+def test_a_users_asgi_app_that_blocks_its_loop_is_timed_with_the_wait_it_caused(apps):
+    """Four clients at once on a user's ASGI app under one uvicorn process: where the app blocks its
+    event loop 20 ms a request, those waiting behind it carry Server-Timing `loop` (their wait, not
+    their own block); where it awaits its wait, none does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    require_server("uvicorn")
+    (apps / "pyapp" / "blocking.py").write_text(BLOCKING_ASGI)
+
+    def waits(source: str) -> list[float]:
+        app = user_app(source, base=apps, chdir=str(apps / "pyapp"), serves=("asgi",))
+        with start(ServerSpec("uvicorn", app, strict_knobs=False)) as running:
+            def ask(_):
+                with Client(running.host, running.port) as client:
+                    return [timing(client.get("/", {"X-Request-Start": f"t={int(time.time() * 1e6)}"})).get("loop", 0.0)
+                            for _ in range(10)]
+            with ThreadPoolExecutor(4) as pool:
+                return [w for got in pool.map(ask, range(4)) for w in got]
+
+    blocked, awaited = waits("blocking:app"), waits("hello_asgi:app")
+    assert sum(w >= 15 for w in blocked) >= 10, blocked  # about one in two waits one block or more
+    # typically one or two of the three others' 20 ms blocks ahead of it (time the machine did not run
+    # the server, shared with this test's clients, counts too: no exact bound)
+    assert 15 <= sorted(blocked)[len(blocked) // 2] <= 65, blocked
+    assert awaited == [0.0] * 40, awaited

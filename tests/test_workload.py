@@ -194,7 +194,7 @@ def test_a_requests_loop_wait_is_the_blocked_part_of_the_stretches_it_was_in_fli
     a request gets them in proportion to its overlap, and the stretch still running when it ends."""
     import asyncio
 
-    from arena.subjects.python.workload import LoopLag
+    from arena.subjects.wrap.arena_wrap import LoopLag
 
     lag = LoopLag.__new__(LoopLag)
     lag.stretches = [(1.0, 1.1, 0.1), (2.0, 2.2, 0.05)]  # 100 ms all blocked; 200 ms of which 50 blocked
@@ -214,3 +214,22 @@ def test_a_requests_loop_wait_is_the_blocked_part_of_the_stretches_it_was_in_fli
         return real.during(began, loop.time())
 
     assert 0.04 <= asyncio.run(main()) <= 0.1  # (time the machine did not run the process counts too)
+
+
+def test_a_request_during_which_the_collector_ran_says_how_long_and_one_without_says_nothing():
+    """Server-Timing gc: the process's time in the collector while the request was in flight (the
+    wrapper's clock, gc.callbacks), only where a collection ran."""
+    import gc
+
+    def gc_ms(path: str, query: str) -> float | None:
+        st = dict(w.run_sync(path, query, None, "wsgi").headers)["Server-Timing"]
+        found = [p for p in st.split(", ") if p.startswith("gc;dur=")]
+        return float(found[0].removeprefix("gc;dur=")) if found else None
+
+    built = gc_ms("/json", "min=20000&max=20000")  # 20,000 container objects: gen0 collections run
+    assert built is not None and built > 0
+    gc.disable()
+    try:
+        assert gc_ms("/json", "min=20000&max=20000") is None  # no collection, no metric
+    finally:
+        gc.enable()

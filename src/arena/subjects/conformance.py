@@ -272,6 +272,12 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
         doc = _json(c, "json", r) or {}
         c.expect("json", sorted(doc) == sorted(f"item{i}" for i in range(7)), f"keys {sorted(doc)[:8]}")
         c.expect("json", doc.get("item3", {}).get("name") == "item-3", f"item3 {doc.get('item3')}")
+    # 20,000 container objects: the collector runs during the request, which says how long (spec: gc)
+    r = c.get("json", "/json?min=20000&max=20000")
+    if r:
+        gc_ms = r.timing().get("gc")
+        c.expect("json", gc_ms is not None and 0 < gc_ms <= r.timing().get("app", 0) + 0.5,
+                 f"gc {gc_ms} ms for 20,000 objects, expected the collector's time (0 < gc <= app)")
     r = c.get("sleep", "/sleep?ms=20")
     if r:
         c.expect("sleep", r.timing().get("io", 0) >= 20 and r.body == b"", f"io {r.timing().get('io')} ms, body {r.body[:20]!r}")

@@ -2,8 +2,8 @@
 
 An event loop runs one callback at a time: a request that calls something blocking (a synchronous
 database driver, ``requests``, ``time.sleep``, a file read) holds every other request of the process
-until it returns, although the process uses no CPU meanwhile. Arena's ASGI subject reports ``loop``
-in Server-Timing: the loop's blocked time while the request was in flight, less its own blocking
+until it returns, although the process uses no CPU meanwhile. Arena's ASGI subject and its timing
+around a user's ASGI app report ``loop`` in Server-Timing (arena_wrap.LoopLag): the loop's blocked time while the request was in flight, less its own blocking
 waits, on the requests that met some (so the metric's count is how many did). Found where at least
 ``least_share`` of the requests waited behind one and their wait at p99 was ``least_ms`` or more;
 its cost at p99 is that wait."""
@@ -37,4 +37,4 @@ def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
                 Evidence("their wait p99", p99, "ms"), Evidence("wait per request", mean, "ms on average"))
     return Finding(KEY, NAME, cell.label, cell.workload, cell.level_label, evidence, mean, p99, None,
                    "measured: the event loop's timer ran late while the process used no CPU, during each "
-                   "request's flight (Arena's ASGI subject)", REFERENCE, FIX)
+                   "request's flight (Arena's timing)", REFERENCE, FIX)

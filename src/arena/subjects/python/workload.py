@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
+from arena.subjects.wrap.arena_wrap import LoopLag, gc_clock, waits
 from arena.subjects.python.ops import (BadGateway, BadRequest, Call, InsufficientStorage, NotFound, Query, Unavailable,
                                       Wait)
 
@@ -346,13 +347,13 @@ def parse_request_start(value: str) -> float:
     raise BadRequest(f"X-Request-Start: must be t=<microseconds since the epoch>, got '{value}'")
 
 
-def server_timing(phases: _Phases, app_s: float, queue_s: float | None) -> str:
+def server_timing(phases: _Phases, app_s: float, queue_s: float | None, gc_s: float = 0.0) -> str:
     parts = [] if queue_s is None else [f"queue;dur={max(queue_s, 0.0) * 1000:.3f}"]
     parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={phases.cpu * 1000:.3f}",
               f"cpuwall;dur={phases.cpuwall * 1000:.3f}", f"io;dur={phases.io * 1000:.3f}"]
     parts += [f"{name};dur={v * 1000:.3f}" for name, v in (("pool", phases.pool), ("db", phases.db), ("api", phases.api))
               if v is not None]
-    return ", ".join(parts)
+    return ", ".join(parts + waits(gc_s, 0.0))
 
 
 # ---------------------------------------------------------------- database and downstream calls
@@ -403,7 +404,7 @@ def api_call(args: dict) -> Call:
 def handle(path: str, query: str, request_start: str | None,
            app_kind: str) -> Generator[Wait, None, Response]:
     """Serve one request. Yields the waits to perform; returns the Response."""
-    start_wall, start = time.time(), time.perf_counter()
+    start_wall, start, gc0 = time.time(), time.perf_counter(), gc_clock.total_s
     phases = _Phases()
     endpoint = path.strip("/") or "/"
     queue_s = None
@@ -445,7 +446,7 @@ def handle(path: str, query: str, request_start: str | None,
     except BadRequest as e:
         status, body, content_type = e.status, (str(e) + "\n").encode(), "text/plain"
     headers = [
-        ("Server-Timing", server_timing(phases, time.perf_counter() - start, queue_s)),
+        ("Server-Timing", server_timing(phases, time.perf_counter() - start, queue_s, gc_clock.total_s - gc0)),
         ("X-Arena-Pid", str(os.getpid())),
         ("X-Arena-Thread", str(threading.get_native_id())),
         ("X-Arena-Endpoint", endpoint if status == 200 else "none"),
@@ -494,60 +495,6 @@ def run_sync(path: str, query: str, request_start: str | None, app_kind: str) ->
         return done.value
 
 
-class LoopLag:
-    """How long an event loop sat blocked by calls that waited without yielding, and when.
-
-    A timer set every TICK_S runs late by whatever the loop did meanwhile: other requests' CPU, or a
-    call that waited (a blocking read, ``time.sleep``) while the process used no CPU. Each late run
-    keeps its stretch (due, ran) and the blocked part of it: the lateness less the process's CPU
-    time over the stretch. A request's share is the blocked part of the stretches it was in flight
-    for, in proportion to the overlap (and of the stretch still running when it ends)."""
-
-    TICK_S = 0.005
-    LATE_S = 0.001  # lateness below this is the loop's own jitter
-    KEPT = 4096  # stretches remembered (a request far longer than KEPT ticks sees the latest only)
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        from collections import deque
-
-        self.loop, self.stretches = loop, deque(maxlen=self.KEPT)
-        self.ran, self.cpu = loop.time(), time.process_time()
-        self.due = self.ran + self.TICK_S
-        loop.call_at(self.due, self._tick)
-
-    def _blocked(self, now: float, cpu: float) -> float:
-        return max(0.0, (now - self.due) - (cpu - self.cpu))
-
-    def _tick(self) -> None:
-        now, cpu = self.loop.time(), time.process_time()
-        if now - self.due > self.LATE_S and (blocked := self._blocked(now, cpu)) > self.LATE_S:
-            self.stretches.append((self.due, now, blocked))
-        self.ran, self.cpu, self.due = now, cpu, now + self.TICK_S
-        self.loop.call_at(self.due, self._tick)
-
-    def during(self, start: float, end: float) -> float:
-        """Seconds of blocked loop while a request was in flight from ``start`` to ``end`` (loop.time())."""
-        spans = list(self.stretches)
-        if end - self.due > self.LATE_S:  # the loop is late right now: the stretch is still running
-            spans.append((self.due, end, self._blocked(end, time.process_time())))
-        total = 0.0
-        for due, ran, blocked in reversed(spans):
-            if ran <= start:
-                break
-            total += blocked * max(0.0, min(ran, end) - max(due, start)) / (ran - due)
-        return total
-
-    _of: dict = {}
-
-    @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> "LoopLag":
-        """The loop's own, started at its first request."""
-        lag = cls._of.get(id(loop))
-        if lag is None or lag.loop is not loop:
-            lag = cls._of[id(loop)] = cls(loop)
-        return lag
-
-
 async def run_async(path: str, query: str, request_start: str | None, app_kind: str) -> Response:
     """Drive :func:`handle` in an event loop (ASGI): blocking waits block the loop on purpose. A
     request that waited behind another's blocking call, from its X-Request-Start (else its
@@ -560,10 +507,9 @@ async def run_async(path: str, query: str, request_start: str | None, app_kind: 
         except BadRequest:
             pass  # handle() answers it
     resp = await _drive_async(handle(path, query, request_start, app_kind))
-    waited = lag.during(began, loop.time()) - resp.blocked_s
-    if waited >= LoopLag.LATE_S:  # only a request that met it says so: the metric's count is how many did
-        resp.headers = [(k, f"{v}, loop;dur={waited * 1000:.3f}" if k == "Server-Timing" else v)
-                        for k, v in resp.headers]
+    loop_wait = waits(0.0, lag.during(began, loop.time()) - resp.blocked_s)
+    if loop_wait:
+        resp.headers = [(k, ", ".join([v, *loop_wait]) if k == "Server-Timing" else v) for k, v in resp.headers]
     return resp
 
 

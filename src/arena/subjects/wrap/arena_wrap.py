@@ -10,10 +10,12 @@ imported from ``ARENA_USER_DIR`` (first on sys.path). Every HTTP response gains
   request's code was running or ready to run: WSGI, its thread's CPU time plus its wait for a core,
   from /proc/thread-self/schedstat; ASGI, the wall time of the request's coroutine steps). So
   ``cpuwall - cpu`` is the wait for a core (and, in ASGI, for the GIL during a step); a WSGI thread's
-  wait for the GIL is off-CPU like I/O and stays in ``app - cpuwall``; and ``gc``, the process's time
-  in the garbage collector while the request was in flight, where a collection ran. The app's own
-  Server-Timing metrics are kept (its header is left as it is; the names queue, app, cpu, cpuwall and
-  gc are Arena's).
+  wait for the GIL is off-CPU like I/O and stays in ``app - cpuwall``; ``gc``, the process's time
+  in the garbage collector while the request was in flight, where a collection ran; and, in ASGI,
+  ``loop``, the time its event loop sat blocked by another request's call that did not yield, where
+  it did (LoopLag). The app's own Server-Timing metrics are kept (its header is left as it is; the
+  names queue, app, cpu, cpuwall, gc and loop are Arena's). Arena's subject apps use the same gc
+  clock and LoopLag.
 - ``X-Arena-Pid`` and ``X-Arena-Thread``.
 
 The body is collected before the headers go out (the timing covers it), so a streamed response is
@@ -104,7 +106,7 @@ def _queue_ms(value: str | None, now: float) -> float | None:
     return max(0.0, (now - at) * 1000)
 
 
-class _GcClock:
+class GcClock:
     """The process's time in the garbage collector so far (gc.callbacks: each collection's start and
     stop). A collection holds the GIL: every thread of the process waits for it, so a request's share
     is the collections that ran while it was in flight, whichever thread triggered them."""
@@ -120,15 +122,75 @@ class _GcClock:
             self.total_s += time.perf_counter() - self.began
 
 
-_gc_clock = _GcClock()
+gc_clock = GcClock()
 
 
-def _timing(queue_ms: float | None, app_s: float, cpu_s: float, cpuwall_s: float, gc_s: float = 0.0) -> str:
+class LoopLag:
+    """How long an event loop sat blocked by calls that waited without yielding, and when.
+
+    A timer set every TICK_S runs late by whatever the loop did meanwhile: other requests' CPU, or a
+    call that waited (a blocking read, ``time.sleep``) while the process used no CPU. Each late run
+    keeps its stretch (due, ran) and the blocked part of it: the lateness less the process's CPU
+    time over the stretch. A request's share is the blocked part of the stretches it was in flight
+    for, in proportion to the overlap (and of the stretch still running when it ends)."""
+
+    TICK_S = 0.005
+    LATE_S = 0.001  # lateness below this is the loop's own jitter
+    KEPT = 4096  # stretches remembered (a request far longer than KEPT ticks sees the latest only)
+
+    def __init__(self, loop):
+        from collections import deque
+
+        self.loop, self.stretches = loop, deque(maxlen=self.KEPT)
+        self.ran, self.cpu = loop.time(), time.process_time()
+        self.due = self.ran + self.TICK_S
+        loop.call_at(self.due, self._tick)
+
+    def _blocked(self, now: float, cpu: float) -> float:
+        return max(0.0, (now - self.due) - (cpu - self.cpu))
+
+    def _tick(self) -> None:
+        now, cpu = self.loop.time(), time.process_time()
+        if now - self.due > self.LATE_S and (blocked := self._blocked(now, cpu)) > self.LATE_S:
+            self.stretches.append((self.due, now, blocked))
+        self.ran, self.cpu, self.due = now, cpu, now + self.TICK_S
+        self.loop.call_at(self.due, self._tick)
+
+    def during(self, start: float, end: float) -> float:
+        """Seconds of blocked loop while a request was in flight from ``start`` to ``end`` (loop.time())."""
+        spans = list(self.stretches)
+        if end - self.due > self.LATE_S:  # the loop is late right now: the stretch is still running
+            spans.append((self.due, end, self._blocked(end, time.process_time())))
+        total = 0.0
+        for due, ran, blocked in reversed(spans):
+            if ran <= start:
+                break
+            total += blocked * max(0.0, min(ran, end) - max(due, start)) / (ran - due)
+        return total
+
+    _of: dict = {}
+
+    @classmethod
+    def of(cls, loop) -> "LoopLag":
+        """The loop's own, started at its first request."""
+        lag = cls._of.get(id(loop))
+        if lag is None or lag.loop is not loop:
+            lag = cls._of[id(loop)] = cls(loop)
+        return lag
+
+
+def _timing(queue_ms: float | None, app_s: float, cpu_s: float, cpuwall_s: float, gc_s: float = 0.0,
+            loop_s: float = 0.0) -> str:
     parts = [] if queue_ms is None else [f"queue;dur={queue_ms:.3f}"]
     parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={cpu_s * 1000:.3f}", f"cpuwall;dur={max(cpuwall_s, cpu_s) * 1000:.3f}"]
-    if gc_s > 0:  # only a request that met a collection says so: the metric's count is how many did
-        parts.append(f"gc;dur={gc_s * 1000:.3f}")
-    return ", ".join(parts)
+    return ", ".join(parts + waits(gc_s, loop_s))
+
+
+def waits(gc_s: float, loop_s: float) -> list[str]:
+    """``gc`` and ``loop`` for a request that met a collection or waited behind a blocked event loop:
+    only such requests say so, so each metric's count is how many did."""
+    return ([f"gc;dur={gc_s * 1000:.3f}"] if gc_s > 0 else []) + (
+        [f"loop;dur={loop_s * 1000:.3f}"] if loop_s >= LoopLag.LATE_S else [])
 
 
 def _ids() -> list[tuple[str, str]]:
@@ -138,7 +200,7 @@ def _ids() -> list[tuple[str, str]]:
 def wrap_wsgi(app):
     def timed(environ, start_response):
         now, start, cpu0, rq0 = time.time(), time.perf_counter(), time.thread_time(), _schedstat.run_queue_s()
-        gc0 = _gc_clock.total_s
+        gc0 = gc_clock.total_s
         queue = _queue_ms(environ.get("HTTP_X_REQUEST_START"), now)
         answer: list = []
         chunks: list[bytes] = []
@@ -157,7 +219,7 @@ def wrap_wsgi(app):
         wall = time.perf_counter() - start
         status, headers = answer
         headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _schedstat.run_queue_s() - rq0,
-                                              _gc_clock.total_s - gc0)), *_ids()]
+                                              gc_clock.total_s - gc0)), *_ids()]
         if _unframed(environ, status, headers):
             headers.append(("Content-Length", str(sum(map(len, chunks)))))
         start_response(status, headers)
@@ -214,10 +276,14 @@ def wrap_asgi(app):
     async def timed(scope, receive, send):
         if scope.get("type") != "http":
             return await app(scope, receive, send)
-        now, start, gc0 = time.time(), time.perf_counter(), _gc_clock.total_s
+        now, start, gc0 = time.time(), time.perf_counter(), gc_clock.total_s
         request_start = next((v.decode("latin-1") for k, v in scope.get("headers", ())
                               if k.lower() == b"x-request-start"), None)
         queue = _queue_ms(request_start, now)
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        lag, began = LoopLag.of(loop), loop.time() - (queue or 0.0) / 1000  # from its arrival
         held: list[dict] = []
 
         async def send_later(message):
@@ -226,12 +292,14 @@ def wrap_asgi(app):
         steps = _Steps(app(scope, receive, send_later))
         await steps
         wall = time.perf_counter() - start
+        # the loop's blocked time while it was in flight, less its own steps' blocking (their wall beyond CPU)
+        waited = lag.during(began, loop.time()) - max(0.0, steps.wall - steps.cpu)
         for message in held:
             if message["type"] == "http.response.start":
                 message = dict(message)
                 message["headers"] = [*message.get("headers", ()),
                                       (b"server-timing", _timing(queue, wall, steps.cpu, steps.wall,
-                                                                 _gc_clock.total_s - gc0).encode()),
+                                                                 gc_clock.total_s - gc0, waited).encode()),
                                       *((k.lower().encode(), v.encode()) for k, v in _ids())]
             await send(message)
 
