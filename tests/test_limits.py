@@ -62,6 +62,12 @@ def test_a_cpu_quota_holds_a_real_server_back_and_its_throttling_is_stored(tmp_p
     (found,) = diagnose(list(cells.values())).found
     assert (found.key, found.label) == ("throttling", "puma[rack] p=2 t=4 cpu=0.5")
     assert found.effect_p99_ms == pytest.approx((held.p99_us.median - cells["puma[rack] p=2 t=4"].p99_us.median) / 1000)
+    # the share of requests that met it, from the timing around each (Server-Timing throttled): a
+    # fraction of them, each held back at most one period's unspent part (0.1 s - 0.05 s) or so
+    figures = {e.what: e.value for e in found.evidence}
+    assert 5 <= figures["requests that met it"] <= 100 and 5 <= figures["their time held back p99"] <= 80, figures
+    (free_run,) = cells["puma[rack] p=2 t=4"].runs
+    assert "throttled" not in free_run.load.measured.server_timing  # no quota, no metric
     assert "CPU throttling by the container's CPU quota" in shown.stdout and "sched-bwc" in shown.stdout
 
 

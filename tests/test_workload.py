@@ -233,3 +233,17 @@ def test_a_request_during_which_the_collector_ran_says_how_long_and_one_without_
         assert gc_ms("/json", "min=20000&max=20000") is None  # no collection, no metric
     finally:
         gc.enable()
+
+
+def test_the_throttle_clock_reads_either_cgroups_cpu_stat_and_is_zero_without_one(tmp_path):
+    from arena.subjects.wrap.arena_wrap import ThrottleClock
+
+    (tmp_path / "v1").write_text("nr_periods 40\nnr_throttled 12\nthrottled_time 1500000000\n")
+    (tmp_path / "v2").write_text("usage_usec 9\nuser_usec 5\nsystem_usec 4\nnr_periods 40\nnr_throttled 12\n"
+                                 "throttled_usec 250000\n")
+    assert ThrottleClock(str(tmp_path / "v1")).seconds() == 1.5
+    v2 = ThrottleClock(str(tmp_path / "v2"))
+    assert v2.seconds() == 0.25
+    (tmp_path / "v2").write_text((tmp_path / "v2").read_text().replace("250000", "400000"))  # re-read in place
+    assert v2.seconds() == 0.4
+    assert ThrottleClock(None).seconds() == 0.0 and ThrottleClock(str(tmp_path / "missing")).seconds() == 0.0

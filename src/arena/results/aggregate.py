@@ -79,7 +79,7 @@ CPU_CHECK_RATIO = 1.2
 IO_PARTS = (("pool wait", "pool"), ("database", "db"), ("downstream API", "api"))
 # Server-Timing names with a meaning in Arena (the subject contract and the timing around a user's
 # app); any other a response carries is the app's own (a Rails app's sql.active_record)
-ARENA_METRICS = ("queue", "app", "cpu", "cpuwall", "io", "gc", "loop", *(metric for _, metric in IO_PARTS))
+ARENA_METRICS = ("queue", "app", "cpu", "cpuwall", "io", "gc", "loop", "throttled", *(metric for _, metric in IO_PARTS))
 
 
 def decomposition(server_timing: dict[str, float], response_ms: float,

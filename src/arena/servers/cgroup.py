@@ -88,6 +88,11 @@ class ProcessSet(ABC):
         """The CPU quota's throttling so far (cpu.stat), where the backend has a cpu controller."""
         return None
 
+    def cpu_stat(self) -> Path | None:
+        """The cpu controller's cpu.stat (its throttled time: v1's throttled_time in ns, v2's
+        throttled_usec), which the timing around each request reads under a quota; None: none."""
+        return None
+
     def memory_events(self) -> MemoryEvents | None:
         """The memory limit's events so far (limit reached, OOM kills), where the backend has a
         memory controller that counts them."""
@@ -275,6 +280,10 @@ class CgroupV1(ProcessSet):
             if (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():
                 _write(self.dirs["memory"] / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
 
+    def cpu_stat(self) -> Path | None:
+        d = self.dirs.get("cpu")
+        return None if d is None else d / "cpu.stat"
+
     def throttling(self) -> Throttling | None:
         d = self.dirs.get("cpu")
         if d is None:
@@ -390,6 +399,9 @@ class CgroupV2(ProcessSet):
             _write(self.dir / "memory.max", str(limits.memory_bytes))
             if (self.dir / "memory.swap.max").exists():
                 _write(self.dir / "memory.swap.max", "0")
+
+    def cpu_stat(self) -> Path | None:
+        return self.dir / "cpu.stat"
 
     def throttling(self) -> Throttling | None:
         stat = _keyed(self.dir / "cpu.stat")

@@ -421,6 +421,8 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: see reap_stale_workdirs
     try:
         procset.limit(spec.limits)  # before anything joins it
+        if spec.limits.cpu is not None and (stat := procset.cpu_stat()) is not None:
+            env["ARENA_CPU_STAT"] = str(stat)  # the timing reads the quota's throttling around each request
         (workdir / "home").mkdir()
         (workdir / "tmp").mkdir()
         served, app_env, prefix = user_app_launch(app, workdir, bundle)

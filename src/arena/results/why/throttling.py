@@ -4,7 +4,9 @@ The runnable threads spend the period's quota in parallel; once it is spent, eve
 waits for the next period, however idle the CPUs are. The cgroup's cpu.stat counts the time (summed
 over the CPUs held back): found where it held the server back at least ``least_ms_per_s`` a second.
 Its cost: the decomposition's wait for the quota (ms a request), and where the same configuration
-ran without the quota at the same load, the p99 and throughput beside it."""
+ran without the quota at the same load, the p99 and throughput beside it. The share of requests that
+met it comes from the timing around each request (Server-Timing ``throttled``: the group's throttled
+time while the request was in flight, on the requests that met some), where the app reports it."""
 
 from __future__ import annotations
 
@@ -39,6 +41,11 @@ def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
         evidence.append(Evidence("periods throttled", 100 * throttled / periods, "%"))
     if cell.cpu_cores.median is not None:
         evidence.append(Evidence("CPU used", cell.cpu_cores.median, "cores on average"))
+    met = [(h, r.figures.completed) for r in runs if r.figures and r.figures.completed
+           and (h := r.load.measured.server_timing.get("throttled")) is not None]
+    if met:
+        evidence.append(Evidence("requests that met it", 100 * sum(h.count for h, _ in met) / sum(n for _, n in met), "%"))
+        evidence.append(Evidence("their time held back p99", max(h.p("99") or 0 for h, _ in met) / 1000, "ms"))
     wait = (cell.decomposition or {}).get(QUOTA_WAIT)
     free = _unlimited(cell, cells)
     p99 = lost = None

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
-from arena.subjects.wrap.arena_wrap import LoopLag, gc_clock, waits
+from arena.subjects.wrap.arena_wrap import LoopLag, gc_clock, throttle_clock, waits
 from arena.subjects.python.ops import (BadGateway, BadRequest, Call, InsufficientStorage, NotFound, Query, Unavailable,
                                       Wait)
 
@@ -347,13 +347,14 @@ def parse_request_start(value: str) -> float:
     raise BadRequest(f"X-Request-Start: must be t=<microseconds since the epoch>, got '{value}'")
 
 
-def server_timing(phases: _Phases, app_s: float, queue_s: float | None, gc_s: float = 0.0) -> str:
+def server_timing(phases: _Phases, app_s: float, queue_s: float | None, gc_s: float = 0.0,
+                  throttled_s: float = 0.0) -> str:
     parts = [] if queue_s is None else [f"queue;dur={max(queue_s, 0.0) * 1000:.3f}"]
     parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={phases.cpu * 1000:.3f}",
               f"cpuwall;dur={phases.cpuwall * 1000:.3f}", f"io;dur={phases.io * 1000:.3f}"]
     parts += [f"{name};dur={v * 1000:.3f}" for name, v in (("pool", phases.pool), ("db", phases.db), ("api", phases.api))
               if v is not None]
-    return ", ".join(parts + waits(gc_s, 0.0))
+    return ", ".join(parts + waits(gc_s, 0.0, min(throttled_s, app_s)))
 
 
 # ---------------------------------------------------------------- database and downstream calls
@@ -404,7 +405,7 @@ def api_call(args: dict) -> Call:
 def handle(path: str, query: str, request_start: str | None,
            app_kind: str) -> Generator[Wait, None, Response]:
     """Serve one request. Yields the waits to perform; returns the Response."""
-    start_wall, start, gc0 = time.time(), time.perf_counter(), gc_clock.total_s
+    start_wall, start, gc0, held0 = time.time(), time.perf_counter(), gc_clock.total_s, throttle_clock.seconds()
     phases = _Phases()
     endpoint = path.strip("/") or "/"
     queue_s = None
@@ -446,7 +447,8 @@ def handle(path: str, query: str, request_start: str | None,
     except BadRequest as e:
         status, body, content_type = e.status, (str(e) + "\n").encode(), "text/plain"
     headers = [
-        ("Server-Timing", server_timing(phases, time.perf_counter() - start, queue_s, gc_clock.total_s - gc0)),
+        ("Server-Timing", server_timing(phases, time.perf_counter() - start, queue_s, gc_clock.total_s - gc0,
+                                        throttle_clock.seconds() - held0)),
         ("X-Arena-Pid", str(os.getpid())),
         ("X-Arena-Thread", str(threading.get_native_id())),
         ("X-Arena-Endpoint", endpoint if status == 200 else "none"),

@@ -3,6 +3,7 @@
 
 require "json"
 require "uri"
+require_relative "../wrap/arena_timing" # ArenaClocks: the clocks its timing shares with a user app's
 
 module ArenaWorkload
   ENDPOINTS = %w[work fib pi sort json sleep db api leak server health].freeze
@@ -189,9 +190,8 @@ module ArenaWorkload
   # ---------------------------------------------------------------- the work
 
   def self.thread_cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
-  # The process's time in the garbage collector so far (a collection holds the GVL: every thread
-  # waits for it); 0 where this Ruby does not count it (before 3.1).
-  def self.gc_s = GC.respond_to?(:total_time) ? GC.total_time / 1e9 : 0.0
+  def self.gc_s = ArenaClocks.gc_s
+  def self.throttled_s = ArenaClocks.throttled_s
   def self.mono = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
   def self.burn_cpu(seconds)
@@ -407,6 +407,7 @@ module ArenaWorkload
     start_wall = Time.now.to_f
     start = mono
     gc0 = gc_s
+    held0 = throttled_s
     cpu = cpuwall = io = 0.0
     extra = []
     endpoint = path.delete_prefix("/").delete_suffix("/")
@@ -463,6 +464,8 @@ module ArenaWorkload
     timing.concat(extra)
     in_gc = gc_s - gc0
     timing << "gc;dur=#{ms(in_gc)}" if in_gc.positive? # only a request that met a collection says so
+    held = [throttled_s - held0, mono - start].min
+    timing << "throttled;dur=#{ms(held)}" if held.positive? # only a request that met the quota's throttling
     headers = {
       "Content-Type" => type, "Content-Length" => body.bytesize.to_s, "Server-Timing" => timing.join(", "),
       "X-Arena-Pid" => Process.pid.to_s, "X-Arena-Thread" => thread_id.to_s,

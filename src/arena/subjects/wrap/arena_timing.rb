@@ -11,6 +11,30 @@
 #
 # The body is collected before the response goes out (the timing covers it), so a streamed
 # response is measured whole. Loaded by the config.ru Arena writes for a user's app (ArenaTiming.rackup).
+# The process-wide clocks a request's timing reads before and after it (Arena's Ruby subject too).
+module ArenaClocks
+  # The process's time in the garbage collector so far (a collection holds the GVL: every thread of
+  # the process waits for it); 0 where this Ruby does not count it (before 3.1).
+  def self.gc_s = GC.respond_to?(:total_time) ? GC.total_time / 1e9 : 0.0
+
+  # Under a CPU quota, the server's cgroup's throttled time so far (the cpu.stat Arena names in
+  # ARENA_CPU_STAT: v1's throttled_time in ns, v2's throttled_usec), re-read in place; 0 without.
+  CPU_STAT = (File.open(ENV["ARENA_CPU_STAT"]) if ENV["ARENA_CPU_STAT"] && File.readable?(ENV["ARENA_CPU_STAT"]))
+
+  def self.throttled_s
+    return 0.0 unless CPU_STAT
+
+    CPU_STAT.pread(4096, 0).each_line do |line|
+      key, value = line.split
+      return value.to_i / 1e6 if key == "throttled_usec"
+      return value.to_i / 1e9 if key == "throttled_time"
+    end
+    0.0
+  rescue SystemCallError, IOError
+    0.0
+  end
+end
+
 class ArenaTiming
   SCHEDSTAT = "/proc/thread-self/schedstat"
 
@@ -30,6 +54,7 @@ class ArenaTiming
     cpu0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
     rq0 = run_queue_s
     gc0 = gc_s
+    held0 = throttled_s
     queue = queue_ms(env["HTTP_X_REQUEST_START"], now)
     status, headers, body = @app.call(env)
     chunks = []
@@ -46,6 +71,8 @@ class ArenaTiming
     timing << format("app;dur=%.3f, cpu;dur=%.3f, cpuwall;dur=%.3f", wall * 1000, cpu * 1000, cpuwall * 1000)
     in_gc = gc_s - gc0
     timing << format("gc;dur=%.3f", in_gc * 1000) if in_gc > 0 # only a request that met a collection
+    held = [throttled_s - held0, wall].min
+    timing << format("throttled;dur=%.3f", held * 1000) if held > 0 # only a request that met the quota
     headers = headers.dup
     own = headers.keys.find { |k| k.casecmp?("server-timing") }
     if own
@@ -60,11 +87,8 @@ class ArenaTiming
 
   private
 
-  # The process's time in the garbage collector so far (a collection holds the GVL: every thread of the
-  # process waits for it); 0 where this Ruby does not count it (before 3.1).
-  def gc_s
-    GC.respond_to?(:total_time) ? GC.total_time / 1e9 : 0.0
-  end
+  def gc_s = ArenaClocks.gc_s
+  def throttled_s = ArenaClocks.throttled_s
 
   # This thread's time waiting for a core so far (schedstat's second field, ns); 0 where absent.
   # The file is opened once per thread (a thread variable, not a fiber-local one) and re-read in

@@ -125,6 +125,39 @@ class GcClock:
 gc_clock = GcClock()
 
 
+class ThrottleClock:
+    """The server's cgroup's throttled time so far, under a CPU quota: the cpu.stat Arena names in
+    ARENA_CPU_STAT (cgroup v1's throttled_time in ns, v2's throttled_usec), opened once and re-read
+    in place (a pread: a few microseconds). 0 without a quota. The time is the group's: a request
+    during which it grew met the quota, whichever thread spent it."""
+
+    def __init__(self, path: str | None):
+        self.fd = None
+        if path:
+            try:
+                self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.fd = None
+
+    def seconds(self) -> float:
+        if self.fd is None:
+            return 0.0
+        try:
+            text = os.pread(self.fd, 4096, 0).decode()
+        except OSError:
+            return 0.0
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "throttled_usec":
+                return int(value) / 1e6
+            if key == "throttled_time":
+                return int(value) / 1e9
+        return 0.0
+
+
+throttle_clock = ThrottleClock(os.environ.get("ARENA_CPU_STAT"))
+
+
 class LoopLag:
     """How long an event loop sat blocked by calls that waited without yielding, and when.
 
@@ -180,17 +213,19 @@ class LoopLag:
 
 
 def _timing(queue_ms: float | None, app_s: float, cpu_s: float, cpuwall_s: float, gc_s: float = 0.0,
-            loop_s: float = 0.0) -> str:
+            loop_s: float = 0.0, throttled_s: float = 0.0) -> str:
     parts = [] if queue_ms is None else [f"queue;dur={queue_ms:.3f}"]
     parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={cpu_s * 1000:.3f}", f"cpuwall;dur={max(cpuwall_s, cpu_s) * 1000:.3f}"]
-    return ", ".join(parts + waits(gc_s, loop_s))
+    return ", ".join(parts + waits(gc_s, loop_s, min(throttled_s, app_s)))
 
 
-def waits(gc_s: float, loop_s: float) -> list[str]:
-    """``gc`` and ``loop`` for a request that met a collection or waited behind a blocked event loop:
-    only such requests say so, so each metric's count is how many did."""
+def waits(gc_s: float, loop_s: float, throttled_s: float = 0.0) -> list[str]:
+    """``gc``, ``loop`` and ``throttled`` for a request that met a collection, waited behind a blocked
+    event loop or met its CPU quota's throttling (the group's throttled time while it was in flight,
+    at most its own time): only such requests say so, so each metric's count is how many did."""
     return ([f"gc;dur={gc_s * 1000:.3f}"] if gc_s > 0 else []) + (
-        [f"loop;dur={loop_s * 1000:.3f}"] if loop_s >= LoopLag.LATE_S else [])
+        [f"loop;dur={loop_s * 1000:.3f}"] if loop_s >= LoopLag.LATE_S else []) + (
+        [f"throttled;dur={throttled_s * 1000:.3f}"] if throttled_s > 0 else [])
 
 
 def _ids() -> list[tuple[str, str]]:
@@ -200,7 +235,7 @@ def _ids() -> list[tuple[str, str]]:
 def wrap_wsgi(app):
     def timed(environ, start_response):
         now, start, cpu0, rq0 = time.time(), time.perf_counter(), time.thread_time(), _schedstat.run_queue_s()
-        gc0 = gc_clock.total_s
+        gc0, held0 = gc_clock.total_s, throttle_clock.seconds()
         queue = _queue_ms(environ.get("HTTP_X_REQUEST_START"), now)
         answer: list = []
         chunks: list[bytes] = []
@@ -219,7 +254,8 @@ def wrap_wsgi(app):
         wall = time.perf_counter() - start
         status, headers = answer
         headers += [("Server-Timing", _timing(queue, wall, cpu, cpu + _schedstat.run_queue_s() - rq0,
-                                              gc_clock.total_s - gc0)), *_ids()]
+                                              gc_clock.total_s - gc0, 0.0, throttle_clock.seconds() - held0)),
+                    *_ids()]
         if _unframed(environ, status, headers):
             headers.append(("Content-Length", str(sum(map(len, chunks)))))
         start_response(status, headers)
@@ -276,7 +312,7 @@ def wrap_asgi(app):
     async def timed(scope, receive, send):
         if scope.get("type") != "http":
             return await app(scope, receive, send)
-        now, start, gc0 = time.time(), time.perf_counter(), gc_clock.total_s
+        now, start, gc0, held0 = time.time(), time.perf_counter(), gc_clock.total_s, throttle_clock.seconds()
         request_start = next((v.decode("latin-1") for k, v in scope.get("headers", ())
                               if k.lower() == b"x-request-start"), None)
         queue = _queue_ms(request_start, now)
@@ -299,7 +335,8 @@ def wrap_asgi(app):
                 message = dict(message)
                 message["headers"] = [*message.get("headers", ()),
                                       (b"server-timing", _timing(queue, wall, steps.cpu, steps.wall,
-                                                                 gc_clock.total_s - gc0, waited).encode()),
+                                                                 gc_clock.total_s - gc0, waited,
+                                                                 throttle_clock.seconds() - held0).encode()),
                                       *((k.lower().encode(), v.encode()) for k, v in _ids())]
             await send(message)
 
