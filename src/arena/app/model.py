@@ -26,13 +26,13 @@ from arena.results.aggregate import Figure
 from arena.model.simulated import Simulated
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
-from arena.model.verify import measured, predict as predict_one
+from arena.model.verify import matching, measured, predict as predict_one
 from arena.plan.experiment import parse_experiment
 from arena.results.runs import level_label
 from arena.results.aggregate import Cell
 from arena.results.answer import Answer, Goal, answer
 from arena.results.why.diagnose import diagnose
-from arena.results.why.finding import Why
+from arena.results.why.finding import Finding, Why
 from arena.runner import Event, Seams, run_experiment
 from arena.servers import catalog
 from arena.servers.cgroup import die_with_parent
@@ -119,6 +119,9 @@ class Predicted:
     measured_p99_ms: float | None = None  # median p99 of those runs
     throughput_range: tuple[float, float] | None = None  # over the calibration's intervals (None: no interval)
     p99_range_ms: tuple[float, float] | None = None  # the same, with the simulator's spread where it ran
+    # pathologies found where it was measured that add a told time at p99 (the model knows none of
+    # them): its error is also given with each one's time taken out
+    explained: tuple[Finding, ...] = ()
 
 
 def _corners(cal: Calibration) -> tuple[Calibration, Calibration] | None:
@@ -206,9 +209,14 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
                          if res is not None else "--pool: give --db-ms too (the time a request holds a connection)")
     seen: dict[tuple[str, float], float] = {}
     tails: dict[tuple[str, float], float] = {}
+    found: dict[tuple[str, float], tuple[Finding, ...]] = {}
     if res is not None:
         seen = measured(res.cells, cal, processes, threads, pool)
         tails = measured(res.cells, cal, processes, threads, pool, figure="p99")
+        why = diagnose(res.cells)
+        for c in matching(res.cells, cal, processes, threads, pool):
+            found[(c.model, c.level)] = tuple(f for f in why.of(c.label, c.workload) if f.level == c.level_label
+                                              and f.without(tails.get((c.model, c.level))) is not None)
         if not loads:
             loads = [Load(c.model, c.level) for c in res.cells
                      if c.server == cal.server and c.workload == cal.workload and c.valid]
@@ -223,7 +231,7 @@ def predict(cal: Calibration, processes: int | None, threads: int | None, loads:
         point = one(cal)
         simulation = _computed(lambda: simulated.predict(cal, processes, threads, x.model, x.level, pool)) if sim else None
         rows.append(Predicted(x, point, seen.get((x.model, x.level)), simulation, tails.get((x.model, x.level)),
-                              *_ranges(cal, one, point, simulation)))
+                              *_ranges(cal, one, point, simulation), found.get((x.model, x.level), ())))
     return Predictions(cal, cal.config(processes, threads, pool), rows, res is not None,
                        extrapolations(res, cal, processes, threads, loads, cores, measured_cores))
 

@@ -121,6 +121,9 @@ def run(args, out) -> int:
         out.print("no range: the calibration has one run at its lowest load (no interval)", highlight=False)
     for where in got.extrapolated:
         out.print(f"extrapolated: {where}", highlight=False)
+    for row in got.rows:  # a gap a pathology found there explains (the model knows none of them)
+        for f in row.explained:
+            out.print(f"explained: {f.explains(row.prediction.p99_ms, row.measured_p99_ms)}", highlight=False)
     if simulated_too:
         how = discipline(got.rows[0].simulated.instance, discipline_of(got.calibration).source)
         periods = ("" if quota is None else f"; the quota as CFS enforces it, {quota * got.calibration.period_s * 1000:g} ms "

@@ -119,16 +119,26 @@ def measured(cells: list[Cell], cal: Calibration, processes: int | None, threads
     """(model, level) -> median throughput (``figure`` "p99": p99 in ms) of the valid runs of
     ``cal``'s server and workload in that configuration (knobs left unset mean the server's
     defaults, on both sides)."""
-    want = cal.config(processes, threads, pool)
     out = {}
-    for c in cells:
-        if c.server == cal.server and c.workload == cal.workload and c.throughput.median is not None:
-            have = cal.config(c.processes, c.threads, c.pool)
-            if (have.processes, have.threads, have.pool) == (want.processes, want.threads, want.pool):
-                value = c.throughput.median if figure == "throughput" else c.p99_us.median and c.p99_us.median / 1000
-                if value is not None:
-                    out[(c.model, c.level)] = value
+    for c in matching(cells, cal, processes, threads, pool):
+        value = c.throughput.median if figure == "throughput" else c.p99_us.median and c.p99_us.median / 1000
+        if value is not None:
+            out[(c.model, c.level)] = value
     return out
+
+
+def matching(cells: list[Cell], cal: Calibration, processes: int | None, threads: int | None,
+             pool: int | None = None) -> list[Cell]:
+    """The cells of ``cal``'s server and workload in that configuration that measured a throughput
+    (knobs left unset mean the server's defaults, on both sides)."""
+    want = cal.config(processes, threads, pool)
+
+    def same(c: Cell) -> bool:
+        have = cal.config(c.processes, c.threads, c.pool)
+        return (have.processes, have.threads, have.pool) == (want.processes, want.threads, want.pool)
+
+    return [c for c in cells if c.server == cal.server and c.workload == cal.workload and c.throughput.median is not None
+            and same(c)]
 
 
 def mape(points: list[Point], predictions_only: bool = True) -> float | None:

@@ -217,18 +217,9 @@ def container_lines(runs: list[Run], node_cores: int | None) -> list[str]:
 def explained(points: Sequence, why: Why) -> list[str]:
     """For each pathology found that adds a known time at p99 to a point the model predicted (from a
     calibration that left its cells out): the p99 error as measured, and with that time taken out."""
-    out = []
-    for f in why.found:
-        for p in points:
-            meas = p.measured_p99_ms
-            if (f.effect_p99_ms is None or meas is None or p.label != f.label or p.workload != f.workload
-                    or level_label(p.model, p.level) != f.level or meas <= f.effect_p99_ms):
-                continue
-            pred, without = p.predicted.p99_ms, meas - f.effect_p99_ms
-            out.append(f"{p.label} at {f.level}: the model's p99 {pred:.1f} ms against {meas:.1f} ms measured "
-                       f"({100 * (pred - meas) / meas:+.0f}%); {f.effect_p99_ms:.1f} ms of it is {f.name}: without it, "
-                       f"{without:.1f} ms ({100 * (pred - without) / without:+.0f}%).")
-    return out
+    return [line for f in why.found for p in points
+            if p.label == f.label and p.workload == f.workload and level_label(p.model, p.level) == f.level
+            and (line := f.explains(p.predicted.p99_ms, p.measured_p99_ms)) is not None]
 
 
 SHOWN_BY = {  # where the report shows each pathology's evidence

@@ -23,6 +23,8 @@ def predict_json(got) -> dict[str, Any]:
             "p99_low_ms": p99[0] if p99 else None, "p99_high_ms": p99[1] if p99 else None,
             "cpu_utilization": pr.cpu_utilization, "binds": pr.binding, "overloaded": pr.overloaded,
             "measured_throughput": row.measured, "measured_p99_ms": row.measured_p99_ms,
+            "explained": [{"key": f.key, "name": f.name, "effect_p99_ms": f.effect_p99_ms,
+                           "measured_p99_without_ms": f.without(row.measured_p99_ms)} for f in row.explained],
             "simulated": None if sim is None else {"throughput": sim.prediction.throughput,
                                                    "p50_ms": sim.prediction.p50_ms, "p99_ms": sim.prediction.p99_ms,
                                                    "p99_low_ms": sim.p99_lo_ms, "p99_high_ms": sim.p99_hi_ms,

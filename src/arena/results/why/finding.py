@@ -53,6 +53,23 @@ class Finding:
         return (f"{self.label} at {self.level}: {self.name} ({evidence}): {self.effect}; {self.confidence}. "
                 f"Avoid it: {self.fix} ({self.reference})")
 
+    def without(self, measured_p99_ms: float | None) -> float | None:
+        """The p99 measured with the time this pathology added at p99 taken out (None: it adds no
+        told time, or as much as was measured): what a model that does not know it should meet."""
+        if self.effect_p99_ms is None or measured_p99_ms is None or measured_p99_ms <= self.effect_p99_ms:
+            return None
+        return measured_p99_ms - self.effect_p99_ms
+
+    def explains(self, predicted_p99_ms: float, measured_p99_ms: float | None) -> str | None:
+        """One line: the model's p99 error as measured and with this pathology's time taken out."""
+        without = self.without(measured_p99_ms)
+        if without is None:
+            return None
+        pred, meas = predicted_p99_ms, measured_p99_ms
+        return (f"{self.label} at {self.level}: the model's p99 {pred:.1f} ms against {meas:.1f} ms measured "
+                f"({100 * (pred - meas) / meas:+.0f}%); {self.effect_p99_ms:.1f} ms of it is {self.name}: without it, "
+                f"{without:.1f} ms ({100 * (pred - without) / without:+.0f}%).")
+
     def json(self) -> dict[str, Any]:
         return {"key": self.key, "name": self.name, "label": self.label, "workload": self.workload, "level": self.level,
                 "evidence": [{"what": e.what, "value": e.value, "unit": e.unit} for e in self.evidence],
