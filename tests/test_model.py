@@ -440,3 +440,36 @@ def test_a_users_apps_time_off_its_cpu_in_the_app_is_its_io():
     assert users.io_ms.median == pytest.approx(4.0) and users.app_other_ms.median == pytest.approx(0.0)
     subject = calibrate([seen({"app": 12.0, "cpu": 1.0, "cpuwall": 1.0, "io": 10.0}, 12.5)] * 3, "uvicorn")
     assert subject.io_ms.median == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("shape, draw, want", [
+    # 8 ms of CPU then an exponential 30 ms wait; a lognormal of median 30 ms and sigma 0.5 above 8 ms;
+    # a gamma of shape 2 and mean 20 ms above 4 ms
+    ("exponential", lambda rng, n: 0.008 + rng.exponential(0.030, n), {"shift": 0.008, "mean": 0.030}),
+    ("lognormal", lambda rng, n: 0.008 + rng.lognormal(math.log(0.030), 0.5, n), {"shift": 0.008, "median": 0.030,
+                                                                                  "sigma": 0.5}),
+    ("gamma", lambda rng, n: 0.004 + rng.gamma(2.0, 0.010, n), {"shift": 0.004, "k": 2.0, "mean": 0.020}),
+])
+def test_a_service_distribution_is_fitted_to_its_shape_with_its_parameters_within_5_percent(shape, draw, want):
+    """model/fit.py on synthetic samples (their quantiles, as the calibration carries them): the
+    right shape fits best and its parameters come back within 5%; the wrong ones fit worse."""
+    import numpy as np
+
+    from arena.model.fit import fit
+    from arena.model.queueing import SERVICE_AT, SERVICE_WEIGHT
+
+    values = np.quantile(draw(np.random.default_rng(7), 400_000), SERVICE_AT)
+    fits = fit(values, SERVICE_AT, SERVICE_WEIGHT)
+    best = fits[0] if fits[0].shape == shape else next(f for f in fits if f.shape == shape)
+    assert best.good and best.distance <= min(f.distance for f in fits) + 0.002, [f.text for f in fits]
+    got = {"shift": best.shift, **dict(best.params)}
+    assert all(abs(got[k] - v) <= 0.05 * v for k, v in want.items()), (got, want)
+    if shape != "exponential":  # (a gamma of shape 1 is an exponential: it fits one as well)
+        assert all(f.distance > 3 * best.distance for f in fits if f.shape != shape), [f.text for f in fits]
+
+
+def test_a_fixed_service_time_has_no_shape_to_fit():
+    from arena.model.fit import fit
+    from arena.model.queueing import SERVICE_AT, SERVICE_WEIGHT
+
+    assert fit([0.01] * len(SERVICE_AT), SERVICE_AT, SERVICE_WEIGHT) == []

@@ -6,6 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from arena.app.model import Given, Load, prediction
+from arena.model.fit import GOOD
 from arena.cli.args import (MODEL_CLIENTS, MODEL_MS, add_processes_threads, add_store, say_store, count, listof, positive,
                             add_format, print_json)
 from arena.report.model_json import predict_json
@@ -70,6 +71,10 @@ def print_calibration(out, cal) -> None:
     if cal.memory_per_process_mib is not None:
         out.print(f"  {'memory, MiB':30} {cal.memory_base_mib:.1f} + {cal.memory_per_process_mib:.1f} per process"
                   f" + {cal.memory_per_thread_mib:.2f} per thread", highlight=False)
+    if cal.service_fits:
+        best = cal.service_fits[0]
+        said = (best.text if best.good else f"no shape within {GOOD} of it (closest: {best.text})")
+        out.print(f"  {'service time, fitted':30} {said}; the model uses the measured quantiles", highlight=False)
 
 
 def _ranged(value: float, between: tuple[float, float] | None, digits: int) -> str:

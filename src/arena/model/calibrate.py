@@ -30,6 +30,7 @@ import numpy as np
 
 from arena import stats
 from arena.limits import PERIOD_S
+from arena.model.fit import Fit, fit
 from arena.model.queueing import SERVICE_AT, SERVICE_WEIGHT
 from arena.model.server import Config, Demand
 from arena.model.sim import Dist, Empirical, Sampler, Work
@@ -250,6 +251,13 @@ class Calibration:
         else:
             return ()
         return tuple(np.maximum(0.0, values + floor - values @ np.array(SERVICE_WEIGHT)).tolist())
+
+    @cached_property
+    def service_fits(self) -> list[Fit]:
+        """The service distribution (``service``) fitted to each shape of model/fit.py, best first:
+        what shape it has and how well that describes it. The model itself keeps the measured
+        quantiles. Empty where there is no distribution, or it does not spread (a fixed time)."""
+        return fit(self.service, SERVICE_AT, SERVICE_WEIGHT) if self.service else []
 
     def config(self, processes: int | None, threads: int | None, pool: int | None = None) -> Config:
         """The model's configuration of this server on these cores and this database."""

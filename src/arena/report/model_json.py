@@ -31,7 +31,8 @@ def predict_json(got) -> dict[str, Any]:
                                                    "throttled_ms_per_s": sim.throttled_ms_per_s}})
     return {"schema": "arena/predict/1", "server": cal.server, "workload": cal.workload, "calibrated": got.calibrated,
             "calibration": {"cores": cal.cores, "quota": cal.quota, **{k: None if f is None else figure_json(f) for k, f in (
-                ("cpu_ms", cal.cpu_ms), ("io_ms", cal.io_ms), ("outside_ms", cal.outside_ms), ("db_ms", cal.db_ms))}},
+                ("cpu_ms", cal.cpu_ms), ("io_ms", cal.io_ms), ("outside_ms", cal.outside_ms), ("db_ms", cal.db_ms))},
+                            "service_fits": [f.json() for f in cal.service_fits]},
             "configuration": {"processes": config.processes, "threads": config.threads, "pool": config.pool,
                               "cores": config.cores, "routing": config.routing},
             "rows": rows, "extrapolated": list(got.extrapolated)}
