@@ -156,3 +156,33 @@ def test_the_answer_schema_names_every_detector():
 
     schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "answer.schema.json").read_text())
     assert list(enums(schema)) == [[d.KEY for d in DETECTORS]]
+
+
+@pytest.mark.integration
+def test_keep_alive_unfairness_is_named_for_puma_and_not_for_gthread(tmp_path):
+    """200 kept-alive clients on one process of 8 threads: Puma 5 serves the connections it already
+    holds first and closes busy ones after 10 requests, so a reconnecting client waits seconds while
+    the others are answered in tens of milliseconds; gunicorn gthread's clients all wait alike."""
+    require_server("puma")
+    require_server("gunicorn-gthread")
+    found, _ = found_in(tmp_path, "keepalive", (0, 1))
+    assert [(f["key"], f["label"]) for f in found] == [("keepalive", "puma[rack] p=1 t=8")], found
+    (f,) = found
+    figures = {e["what"]: e["value"] for e in f["evidence"]}
+    assert figures["the worst tenth's own p99"] >= 4 * figures["the others' median p99"], f
+    assert figures["requests per connection, the worst tenth"] < figures["the others"], f
+    assert f["effect_p99_ms"] >= 500 and "puma/issues/3487" in f["reference"] and "6.5" in f["fix"], f
+
+
+def test_keep_alive_unfairness_needs_connections_kept_alive_and_a_wide_gap():
+    """The detector's rule on known spreads: Puma's (6.6 s for the worst tenth, 49 ms for the others,
+    nine requests each) is unfair; a server that closes every connection (one request each: a full
+    listen queue's retransmits make some slow) and a narrow spread are not."""
+    from arena.results.load import ConnectionSpread
+    from arena.results.why.keepalive import _unfair
+
+    assert _unfair(ConnectionSpread(269, 6_684_671, 49_151, 1.0, 9))
+    assert not _unfair(ConnectionSpread(300, 3_000_000, 20_000, 1.0, 1))  # nothing kept alive
+    assert not _unfair(ConnectionSpread(200, 917_503, 884_735, 6.0, 6))  # gthread: every client alike
+    assert not _unfair(ConnectionSpread(8, 6_684_671, 49_151, 1.0, 9))  # too few connections to tell
+    assert not _unfair(ConnectionSpread(50, 45_000, 10_000, 1.0, 9))  # 4.5 times, but 35 ms apart

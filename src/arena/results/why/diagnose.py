@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from arena.results.aggregate import Cell
-from arena.results.why import backlog, churn, gc, loop, nagle, oom, restarts, throttling
+from arena.results.why import backlog, churn, gc, keepalive, loop, nagle, oom, restarts, throttling
 from arena.results.why.finding import Finding, Unchecked, Why
 
-DETECTORS = (nagle, throttling, oom, restarts, churn, backlog, gc, loop)
+DETECTORS = (nagle, throttling, oom, restarts, churn, backlog, gc, loop, keepalive)
 
 
 def diagnose(cells: Sequence[Cell]) -> Why:
