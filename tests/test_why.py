@@ -174,6 +174,25 @@ def test_keep_alive_unfairness_is_named_for_puma_and_not_for_gthread(tmp_path):
     assert f["effect_p99_ms"] >= 500 and "puma/issues/3487" in f["reference"] and "6.5" in f["fix"], f
 
 
+def test_the_guide_has_a_section_per_detector_and_each_reproduction_it_names_is_run_by_a_test():
+    """docs/why.md: one section per detector, and the experiment each one says reproduces it is a file
+    of examples/why that a test runs for real (here, test_limits or the guide's own test block)."""
+    import re
+
+    from arena.results.why.diagnose import DETECTORS
+
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "why.md").read_text()
+    sections = re.findall(r"^## (.+)$", guide, re.MULTILINE)
+    assert len(sections) == len(DETECTORS), sections
+    named = re.findall(r"arena run examples/why/(\w+)\.toml", guide)
+    assert len(set(named)) == len(DETECTORS), named
+    tests = "".join(p.read_text() for p in (root / "tests").glob("test_*.py"))
+    for name in named:
+        assert (EXAMPLES / f"{name}.toml").is_file(), name
+        assert f'found_in(tmp_path, "{name}"' in tests or f"{name}.toml" in tests.replace("/", " "), name
+
+
 def test_keep_alive_unfairness_needs_connections_kept_alive_and_a_wide_gap():
     """The detector's rule on known spreads: Puma's (6.6 s for the worst tenth, 49 ms for the others,
     nine requests each) is unfair; a server that closes every connection (one request each: a full
