@@ -353,7 +353,7 @@ def test_a_har_becomes_templates_with_headers_and_bodies_of_the_same_shape_and_n
     har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "test"}, "entries": entries}}, indent=2))
     out = tmp_path / "mix.toml"
     assert main(["mix", "from-log", str(har), "-o", str(out)]) == 0
-    assert "(har)" in capsys.readouterr().out
+    assert "read 1 HAR file over 0 s: 6 requests, 0 entries skipped" in capsys.readouterr().out
     mix = load_mix(out)
     by_path = {r.path: r for r in mix.requests}
     assert set(by_path) == {"/posts/{post_id:3..12}", "/api/posts", "/login"}

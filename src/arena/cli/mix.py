@@ -37,7 +37,9 @@ def run(args, out) -> int:
     b = r.built
     span = f" over {_span(r.span_s)}" if r.span_s is not None else ""
     formats = ", ".join(sorted(set(r.formats.values())))
-    out.print(f"read {r.lines:,} lines ({formats}){span}: {b.read:,} requests, {r.skipped:,} lines skipped"
+    read = (f"{len(r.formats)} HAR file{'s' if len(r.formats) != 1 else ''}" if formats == "har"  # one JSON document each
+            else f"{r.lines:,} line{'s' if r.lines != 1 else ''} ({formats})")
+    out.print(f"read {read}{span}: {b.read:,} requests, {r.skipped:,} {'entries' if formats == 'har' else 'lines'} skipped"
               + (f" (first: {r.first_skip})" if r.first_skip else ""), highlight=False, markup=False)
     left = [(n, what) for n, what in ((b.static, "static assets"), (b.health, "health checks"),
                                        (b.excluded, "excluded by --include/--exclude"),
