@@ -205,3 +205,10 @@ def test_keep_alive_unfairness_needs_connections_kept_alive_and_a_wide_gap():
     assert not _unfair(ConnectionSpread(200, 917_503, 884_735, 6.0, 6))  # gthread: every client alike
     assert not _unfair(ConnectionSpread(8, 6_684_671, 49_151, 1.0, 9))  # too few connections to tell
     assert not _unfair(ConnectionSpread(50, 45_000, 10_000, 1.0, 9))  # 4.5 times, but 35 ms apart
+
+
+def test_the_report_says_where_it_shows_each_detectors_evidence():
+    from arena.report.data import SHOWN_BY
+    from arena.results.why.diagnose import DETECTORS
+
+    assert set(SHOWN_BY) == {d.KEY for d in DETECTORS} and all(SHOWN_BY.values())

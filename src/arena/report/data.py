@@ -230,6 +230,8 @@ SHOWN_BY = {  # where the report shows each pathology's evidence
     "restarts": "Comparison table: the invalid runs' flags",
     "backlog": "each run's connect time (arena show --runs)",
     "gc": "each run's Server-Timing gc (arena show --runs)",
+    "loop": "each run's Server-Timing loop (arena show --runs)",
+    "keepalive": "each run's Connections line: the worst tenth against the others (arena show --runs)",
 }
 
 
