@@ -8,6 +8,17 @@ workload the study file maps the row's workload to and at the row's concurrency.
 original runs the row's own processes x threads on the original's cores, with the original's CPU
 and wait per request (the study file's [reproduce.workloads]) and the time outside the server that
 its single-client row shows (that row's mean minus the work; 0 where it has none).
+
+Where a figure differs, each cause Arena can test is tried by changing that one thing in the model
+of the conditions *here* (the configuration measured, this machine's CPUs, the server's CPU per
+request measured here, nothing outside the server): the original's cores (and the row's own
+processes x threads where the study file scaled them), its CPU per request (the CPU's speed, the
+interpreter), the time it spent outside the server (a router, a network). The measured figure
+times the model's ratio with and without the change is what that cause alone makes of it; a cause
+that lands within EXPLAINED of the published figure explains the difference (the closest, where
+several do; all of them together where none does alone). What nothing explains is "unexplained",
+with what was tried and what was not: the load tool is the original's (the study files drive the
+original's tool), the server's version and the rest of the setup cannot be changed by the model.
 """
 
 from __future__ import annotations
@@ -18,20 +29,35 @@ from dataclasses import dataclass, field, replace
 
 from arena.plan.reproduce import Original, Reproduction
 from arena.results.published import FIGURES, Row, Study
-from arena.results.aggregate import MiB, Cell
+from arena.results.aggregate import MiB, Cell, cpu_per_request_ms
 
 LATENCY = ("mean_ms", "median_ms", "p90_ms", "p99_ms")
 RANKED_LATENCY = ("p99_ms", "p90_ms", "mean_ms")  # the ranking by latency uses the highest one published
 
 
-HARDWARE, NETWORK, SETUP = "hardware", "router and network", "the server's version or setup"
+EXPLAINED = 0.15  # a cause explains a difference where the model with it lands this close to the published figure
+# the causes a difference is tested for, each one thing changed in the model of the conditions here
+CORES, CPU, NETWORK = "the original's cores", "the original's CPU per request", "router and network"
+TOGETHER, UNEXPLAINED = "these causes together", "unexplained"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One cause tried on a figure that differs: what was changed, and the figure it makes of the
+    measured one (the measured figure times the model's ratio with and without the change)."""
+
+    kind: str  # CORES, CPU, NETWORK or TOGETHER
+    change: str  # "4 cores there, 1 here"
+    estimate: float | None  # None: the model has no such figure
+    explains: bool  # within EXPLAINED of the published figure
 
 
 @dataclass(frozen=True)
 class Verdict:
     agrees: bool | None  # None: nothing measured to compare
     reason: str = ""  # why it differs (or why it could not be compared)
-    kind: str = ""  # of a difference: HARDWARE, NETWORK or SETUP
+    kind: str = ""  # of a difference: the cause that explains it, or UNEXPLAINED
+    causes: tuple[Cause, ...] = ()  # every cause tried, in order
 
     @property
     def text(self) -> str:
@@ -105,7 +131,7 @@ class Comparison:
         return mape(pairs), len(pairs)
 
     def reasons(self) -> dict[str, int]:
-        """How often each kind of reason explains a difference, the most frequent first."""
+        """How often each cause explains a difference (UNEXPLAINED: none does), the most frequent first."""
         kinds = Counter(v.kind for line in self.lines for v in line.verdicts.values() if v.agrees is False)
         return dict(kinds.most_common())
 
@@ -120,19 +146,96 @@ def overhead_ms(study: Study, rep: Reproduction, workload: str | None) -> float:
     return 0.0
 
 
-def model_for_original(row: Row, server: str, original: Original, cores: int, outside_ms: float,
-                       timeout_s: float) -> dict[str, float | None]:
-    """The mean-value model's figures for the row's configuration in the original's conditions."""
+@dataclass(frozen=True)
+class Conditions:
+    """What the mean-value model needs of where a row ran: the server's configuration and CPUs, its
+    CPU and wait per request, and the time each request spends outside it."""
+
+    cores: float
+    processes: int | None
+    threads: int | None
+    cpu_ms: float
+    io_ms: float
+    outside_ms: float = 0.0
+
+
+def model_at(server: str, at: Conditions, row: Row, timeout_s: float) -> dict[str, float | None]:
+    """The mean-value model's figures for ``row``'s load (its concurrency, its mode) in ``at``."""
     from arena.model.calibrate import server_config
     from arena.model.server import Demand, predict_closed
 
-    config = server_config(server, row.get("processes"), row.get("threads"), float(cores))
+    config = server_config(server, at.processes, at.threads, float(at.cores))
     if row.get("mode") == "serial":  # a lock around the app (Rack::Lock): one request at a time per process
         config = replace(config, threads=1)
-    w = Demand(original.cpu_ms, original.io_ms, outside_ms=outside_ms, cpu_cv2=0.0)
+    w = Demand(at.cpu_ms, at.io_ms, outside_ms=at.outside_ms, cpu_cv2=0.0)
     p = predict_closed(w, config, int(row.concurrency or 1))
     return {"rps": p.throughput, "mean_ms": p.mean_ms, "median_ms": p.p50_ms, "p90_ms": None, "p99_ms": p.p99_ms,
             "memory_mb": None, "completed": 1.0 if p.p99_ms < timeout_s * 1000 else 0.0}
+
+
+def original_conditions(row: Row, original: Original, cores: int, outside_ms: float) -> Conditions:
+    return Conditions(cores, row.get("processes"), row.get("threads"), original.cpu_ms, original.io_ms, outside_ms)
+
+
+def model_for_original(row: Row, server: str, original: Original, cores: int, outside_ms: float,
+                       timeout_s: float) -> dict[str, float | None]:
+    """The mean-value model's figures for the row's configuration in the original's conditions."""
+    return model_at(server, original_conditions(row, original, cores, outside_ms), row, timeout_s)
+
+
+@dataclass(frozen=True)
+class Here:
+    """Where a row was measured here: the configuration (scaled or not), the server's CPUs, its CPU per
+    request as measured (None: no figure), and the tool that drove the load."""
+
+    cpus: int | None
+    processes: int | None
+    threads: int | None
+    cpu_ms: float | None
+    driver: str | None = None
+
+
+def here_of(cell: Cell, cpus: int | None) -> Here:
+    """A measured cell's conditions: the median CPU per request of its valid runs."""
+    from arena import stats
+
+    cpu = [v for r in cell.valid_runs if (v := cpu_per_request_ms(r)) is not None]
+    return Here(cpus, cell.processes, cell.threads, stats.median(cpu) if cpu else None,
+                cell.runs[0].driver if cell.runs else None)
+
+
+def tried_causes(row: Row, server: str, original: Original, cores: int, outside_ms: float, here: Here,
+                 timeout_s: float) -> tuple[dict[str, float | None] | None, list[tuple[str, str, dict]]]:
+    """The model of the conditions here, and each testable cause with the model with that one change
+    (then all of them together, where more than one can be tested); (None, []) where here's CPUs are
+    not known."""
+    from arena.model.calibrate import server_config
+
+    if here.cpus is None:
+        return None, []
+    cpu_here = here.cpu_ms if here.cpu_ms is not None else original.cpu_ms
+    base = Conditions(here.cpus, here.processes, here.threads, cpu_here, original.io_ms)
+    changes: list[tuple[str, str, Conditions]] = []
+    there = server_config(server, row.get("processes"), row.get("threads"), float(cores))
+    mine = server_config(server, here.processes, here.threads, float(here.cpus))
+    rescaled = (there.processes, there.threads) != (mine.processes, mine.threads)
+    if cores != here.cpus or rescaled:
+        what = f"{cores} cores there, {here.cpus} here" + (
+            f", and its {there.processes}x{there.threads or 1} scaled to {mine.processes}x{mine.threads or 1} here"
+            if rescaled else "")
+        changes.append((CORES, what, replace(base, cores=cores, processes=row.get("processes"),
+                                             threads=row.get("threads"))))
+    if here.cpu_ms is not None and original.cpu_ms > 0 and abs(here.cpu_ms / original.cpu_ms - 1) > 0.05:
+        changes.append((CPU, f"{original.cpu_ms:g} ms of CPU a request there, {here.cpu_ms:.3g} ms here",
+                        replace(base, cpu_ms=original.cpu_ms)))
+    if outside_ms > 0:
+        changes.append((NETWORK, f"{outside_ms:.0f} ms a request outside the server there, from its single-client row",
+                        replace(base, outside_ms=outside_ms)))
+    if len(changes) > 1:
+        changes.append((TOGETHER, " + ".join(k for k, _, _ in changes),
+                        original_conditions(row, original, cores, outside_ms)))
+    return model_at(server, base, row, timeout_s), [(k, what, model_at(server, c, row, timeout_s))
+                                                    for k, what, c in changes]
 
 
 def measured(cell: Cell, requests: int | None = None) -> dict[str, float | None]:
@@ -159,30 +262,60 @@ def _agree(name: str, a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) / abs(b) <= tolerance
 
 
-def verdict(name: str, published: float, here: float | None, model: float | None, outside_ms: float,
-            rep: Reproduction, here_cpus: int | None, version: str | None, flags: tuple[str, ...]) -> Verdict:
-    """Whether a measured figure agrees with the published one, and if not, the first reason Arena can
-    show: the original's hardware (the model for its cores reproduces the published figure), the
-    time outside the server there (a router, a network: the measured latency plus the original's
-    outside time reproduces it), or neither (the server's version, the interpreter, the tool)."""
+def verdict(name: str, published: float, here: float | None, base: dict[str, float | None] | None,
+            tried: list[tuple[str, str, dict]], rep: Reproduction, untested: str, flags: tuple[str, ...]) -> Verdict:
+    """Whether a measured figure agrees with the published one, and if not, which cause explains the
+    difference (the module's docstring: each tested by changing that one thing), or that none does
+    (``untested``: what the model cannot change, said with it)."""
     if here is None:
         return Verdict(None, "; ".join(flags) or "no valid run")
-    tol = rep.tolerance
-    if _agree(name, here, published, tol):
+    if _agree(name, here, published, rep.tolerance):
         return Verdict(True)
-    if model is not None and _agree(name, model, published, tol):
-        cpus = f"{rep.cores} cores there, {here_cpus} here" if here_cpus else f"{rep.cores} cores there"
-        return Verdict(False, f"{HARDWARE}: {cpus}; the model on the original's cores gives {_fmt(name, model)}", HARDWARE)
-    if name in LATENCY and outside_ms > 0 and _agree(name, here + outside_ms, published, tol):
-        return Verdict(False, f"{NETWORK}: the original spent {outside_ms:.0f} ms per request outside the server "
-                              "(its single-client row)", NETWORK)
-    return Verdict(False, f"not the cores nor the overhead: {SETUP}" + (f" (here {version})" if version else ""), SETUP)
+    causes = []
+    for kind, what, m in tried:
+        est = _changed(name, here, (base or {}).get(name), m.get(name))
+        causes.append(Cause(kind, what, est, est is not None and _agree(name, est, published, EXPLAINED)))
+    alone = [c for c in causes if c.explains and c.kind != TOGETHER]
+    best = min(alone, key=lambda c: abs(c.estimate - published)) if alone else next(
+        (c for c in causes if c.explains), None)
+    if best is not None:
+        return Verdict(False, f"explained by {best.kind} ({best.change}): with {'them' if best.kind == TOGETHER else 'it'} "
+                              f"the {_fmt(name, here)} measured here makes {_fmt(name, best.estimate)}", best.kind,
+                       tuple(causes))
+    said = "; ".join(f"{c.kind} ({c.change}): {_fmt(name, c.estimate)}" for c in causes if c.estimate is not None)
+    tried_text = (f"no cause tried lands within {EXPLAINED:.0%} ({said})" if said else
+                  f"the model gives no {FIGURES[name][0]} to try a cause with" if causes else
+                  "no cause the model can try differs between there and here")
+    return Verdict(False, f"{UNEXPLAINED}: {tried_text}; {untested}", UNEXPLAINED, tuple(causes))
+
+
+def _changed(name: str, here: float, base: float | None, changed: float | None) -> float | None:
+    """The measured figure with one thing changed: times the model's ratio with and without it (an
+    outcome, "completed": the model's own with the change)."""
+    if changed is None:
+        return None
+    if name == "completed":
+        return changed
+    if base is None or base <= 0 or not math.isfinite(base) or not math.isfinite(changed):
+        return None
+    return here * changed / base
+
+
+def untested_text(study: Study, driver: str | None, version: str | None) -> str:
+    """What the model cannot change, as said beside an unexplained difference: the load tool (the
+    original's where the study file drives it), the server's version, the rest of the setup."""
+    tool = str(study.conditions.get("load", {}).get("tool", ""))
+    same = driver is not None and driver.lower() in tool.lower()
+    tool_text = f"the load tool is the original's ({driver})" if same else (
+        f"the load tool differs ({driver} here, {tool or 'not stated'} there)" if driver else "")
+    rest = "not tested: the server's version" + (f" (here {version})" if version else "") + " and the rest of the setup"
+    return f"{tool_text}; {rest}" if tool_text else rest
 
 
 def _fmt(name: str, v: float) -> str:
     if name == "completed":
         return "completes" if v else "does not complete"
-    return f"{v:.3g} {FIGURES[name][1]}".strip()
+    return f"{v:.0f} {FIGURES[name][1]}".strip() if abs(v) >= 100 else f"{v:.3g} {FIGURES[name][1]}".strip()
 
 
 def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[str, str], timeout_s: float,
@@ -216,8 +349,10 @@ def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[st
         cell = by_key.get((label, original.workload, float(row.concurrency)))
         here = measured(cell, requests) if cell else {}
         flags = cell.flags if cell else ("not run yet",)
-        verdicts = {k: verdict(k, v, here.get(k), model.get(k), outside, rep, here_cpus,
-                               versions.get(servers[label]), flags) for k, v in figures.items()}
+        at = here_of(cell, here_cpus) if cell else None
+        base, tried = tried_causes(row, servers[label], original, rep.cores, outside, at, timeout_s) if at else (None, [])
+        untested = untested_text(study, at.driver if at else None, versions.get(servers[label]))
+        verdicts = {k: verdict(k, v, here.get(k), base, tried, rep, untested, flags) for k, v in figures.items()}
         measured_ok = any(v.agrees is not None for v in verdicts.values())  # an outcome counts invalid runs too
         lines.append(Line(row, "compared" if measured_ok else "not measured", "" if measured_ok else "; ".join(flags),
                           label, float(row.concurrency), figures, here, model, verdicts))
