@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Callable
@@ -76,12 +76,20 @@ def run_study(study_id: str, store_path: str, on_plan: Callable[[Planned], None]
 
 def comparison_of(definition: StoredExperiment, cells, runs, file: str | None = None) -> Comparison | None:
     """The comparison of a stored experiment with its study (None when its definition reproduces
-    none); ``file``: where its paths resolve, if not its own file."""
+    none); ``file``: where its paths resolve, if not its own file. What the stored definition ran
+    is what is compared; the rows the model for the original cannot reach, and why, are the study
+    file's word as it is now (a store made before the file named them shows them too)."""
     if not definition.reproduces:
         return None
     exp = parse_experiment(definition.document, file or definition.named)
     rep = exp.reproduce
     assert rep is not None
+    try:
+        now = study_file(rep.study).experiment.reproduce
+    except ArenaError:  # no study file here (an installed core without the scenarios): the stored word
+        now = None
+    if now is not None and now.beyond_model:
+        rep = replace(rep, beyond_model=now.beyond_model)
     servers = {c.name: c.server for c in exp.servers}
     versions = {k: v for r in runs for k, v in r.environment.servers.items()}
     cpus = len(exp.server_cpus)

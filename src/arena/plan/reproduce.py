@@ -1,6 +1,7 @@
 """A study file's ``[reproduce]`` table: which published study it reproduces, the original's
 conditions the model needs to predict the published figures (its cores, each workload's CPU and
-wait per request), how close a figure must be to agree, and the published rows it does not run.
+wait per request), how close a figure must be to agree, the published rows it does not run, and
+those the model for the original conditions cannot reach, with why.
 
 One owner of those keys and their checks. The published rows themselves are
 arena.results.published's; a configuration measures a row when its label is the row's key.
@@ -13,7 +14,7 @@ from typing import Any, Callable
 
 from arena.results import published
 
-KEYS = ("study", "cores", "tolerance", "workloads", "not_run", "measured_by")
+KEYS = ("study", "cores", "tolerance", "workloads", "not_run", "measured_by", "beyond_model")
 WORKLOAD_KEYS = ("workload", "cpu_ms", "io_ms")
 
 
@@ -34,6 +35,8 @@ class Reproduction:
     workloads: tuple[tuple[str, Original], ...]  # published workload name -> what stands for it here
     not_run: tuple[tuple[str, str], ...] = ()  # a row's key, workload or table -> why it is not run here
     measured_by: tuple[tuple[str, str], ...] = ()  # a row's key -> the label of the configuration that measures it
+    # a published row (its text) the model for the original conditions cannot reach -> why
+    beyond_model: tuple[tuple[str, str], ...] = ()
 
     def label(self, row_key: str) -> str:
         """The configuration that measures a published row: the one labelled with the row's key, unless
@@ -101,4 +104,14 @@ def reproduction(table: Any, workload_names: set[str], fail: Fail) -> Reproducti
     if not isinstance(same, dict) or not all(isinstance(v, str) and v for v in same.values()):
         raise fail("reproduce.measured_by", same, "must be a table of row key = \"the label of the configuration that "
                                                   "measures it\"")
-    return Reproduction(study, cores, float(tolerance), tuple(workloads), tuple(skip.items()), tuple(same.items()))
+    beyond = table.get("beyond_model", {})
+    if not isinstance(beyond, dict) or not all(isinstance(v, str) and v for v in beyond.values()):
+        raise fail("reproduce.beyond_model", beyond, "must be a table of published row = \"why the model for the "
+                                                     "original cannot reach it\"")
+    rows = {r.text for r in published.study(study).rows} if beyond else set()
+    for row in beyond:
+        if row not in rows:
+            raise fail(f"reproduce.beyond_model.{row}", beyond[row], f"names no published row of {study} "
+                                                                     "(a row as arena reproduce prints it)")
+    return Reproduction(study, cores, float(tolerance), tuple(workloads), tuple(skip.items()), tuple(same.items()),
+                        tuple(beyond.items()))

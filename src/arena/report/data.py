@@ -389,10 +389,21 @@ def published_section(comparison) -> Section:
     section.paragraphs.append(f"{n['agree']} figures agree, {n['differ']} differ, {n['not measured']} were not measured"
                               + (f" (why they differ: {reasons})." if reasons else "."))
     section.paragraphs += [f"Rank agreement {t.text}." for t in c.taus]
-    error, n_rows = c.model_error("rps")
+    error, n_rows = c.model_error(c.figure)
     if error is not None:
-        section.paragraphs.append(f"The model for the original conditions against the published throughput: mean "
-                                  f"absolute percentage error {error:.1f}% over {n_rows} rows.")
+        beyond = [[ln.row.text, ln.beyond_model] for ln in c.lines if ln.beyond_model]
+        reached, n_reached = c.model_error(c.figure, reached=True)
+        what = "rows whose outcome it gets wrong" if c.figure == "completed" else "mean absolute percentage error"
+        section.paragraphs.append(
+            f"The model for the original conditions against the published "
+            f"{'throughput' if c.figure == 'rps' else FIGURES[c.figure][0]}: {what} "
+            f"{error:.1f}% over {n_rows} rows" + (
+                f"; {reached:.1f}% over the {n_reached} it can reach (the table of the {len(beyond)} it cannot "
+                "says why)."
+                if beyond and reached is not None else "."))
+        if beyond:
+            section.tables.append(Table(["published row", "why the model for the original cannot reach it"], beyond,
+                                        "beyond-model", "Published rows beyond the model for the original"))
     return section
 
 

@@ -18,6 +18,7 @@ def reproduce_json(c: Comparison) -> dict[str, Any]:
         "rows": [{"published_row": line.row.index, "row": line.row.text, "status": line.status,
                   "why": line.why, "configuration": line.label or None, "level": line.level,
                   "published": dict(line.published), "measured": dict(line.measured), "model": dict(line.model),
+                  "beyond_model": line.beyond_model or None,
                   "verdicts": {figure: {"agrees": v.agrees, "reason": v.reason, "kind": v.kind or None,
                                         "causes": [{"kind": c.kind, "change": c.change, "estimate": c.estimate,
                                                     "explains": c.explains} for c in v.causes]}

@@ -79,6 +79,7 @@ class Line:
     measured: dict[str, float | None] = field(default_factory=dict)
     model: dict[str, float | None] = field(default_factory=dict)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    beyond_model: str = ""  # why the model for the original cannot reach this row (the study file's word)
 
     @property
     def run_here(self) -> bool:
@@ -121,14 +122,35 @@ class Comparison:
                 out["agree" if v.agrees else "differ" if v.agrees is False else "not measured"] += 1
         return out
 
-    def model_error(self, name: str = "rps") -> tuple[float | None, int]:
+    def model_error(self, name: str = "rps", reached: bool = False) -> tuple[float | None, int]:
         """The model for the original against the published figure: MAPE (%) over the rows that
-        publish it (whether or not they ran here), and how many."""
+        publish it (whether or not they ran here; ``reached``: less those the study file says it
+        cannot reach), and how many. Of an outcome ("completed"), the share of rows it gets wrong (%)."""
         from arena.stats import mape
 
         pairs = [(ln.model[name], ln.published[name]) for ln in self.lines
-                 if name in ln.published and ln.model.get(name) is not None]
+                 if name in ln.published and ln.model.get(name) is not None and not (reached and ln.beyond_model)]
+        if name == "completed":
+            return (100 * sum(m != p for m, p in pairs) / len(pairs) if pairs else None), len(pairs)
         return mape(pairs), len(pairs)
+
+    def beyond(self, name: str, within: float = 0.25) -> list[Line]:
+        """The rows the model for the original misses by more than ``within`` of the published figure
+        (an outcome: gets wrong)."""
+        out = []
+        for ln in self.lines:
+            m, p = ln.model.get(name), ln.published.get(name)
+            if m is None or p is None:
+                continue
+            if (m != p) if name == "completed" else (p > 0 and abs(m - p) > within * p):
+                out.append(ln)
+        return out
+
+    @property
+    def figure(self) -> str:
+        """The figure the model for the original is judged by: throughput, or the outcome where a
+        study published no throughput."""
+        return "rps" if any("rps" in ln.published for ln in self.lines) else "completed"
 
     def reasons(self) -> dict[str, int]:
         """How often each cause explains a difference (UNEXPLAINED: none does), the most frequent first."""
@@ -355,7 +377,8 @@ def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[st
         verdicts = {k: verdict(k, v, here.get(k), base, tried, rep, untested, flags) for k, v in figures.items()}
         measured_ok = any(v.agrees is not None for v in verdicts.values())  # an outcome counts invalid runs too
         lines.append(Line(row, "compared" if measured_ok else "not measured", "" if measured_ok else "; ".join(flags),
-                          label, float(row.concurrency), figures, here, model, verdicts))
+                          label, float(row.concurrency), figures, here, model, verdicts,
+                          dict(rep.beyond_model).get(row.text, "")))
     return Comparison(study, rep, lines, taus(lines), here_cpus)
 
 
