@@ -10,7 +10,8 @@ by about 10% per configuration), races the best and finds the finalists' capacit
 app/tune.py's race field). Printed per app and in all: the runs each took (tune's share of the
 grid's; tune's with its calibration's, three runs a server), whether tune's choice is in the grid's
 tied-best group, its true capacity against the best true capacity, the best true capacity among the
-configurations raced ("raced": below 95%, the model ranked none within 5% of the best among them), and
+configurations raced ("raced": the best predicted, and those the race's runs lifted into it; below
+95%, none within 5% of the best was among them), and
 how far the model tune ranks with is off the true capacities from one configuration to the next
 ("model": past each server's median error, the sd over the tied group; tune's misses are where it is wide).
 
@@ -66,7 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.model import given_calibration, over_the_cpus  # noqa: E402
-from arena.app.tune import RACE, Request, _calibration_points, _race_field, ranked, saturation_start  # noqa: E402
+from arena.app.tune import (RACE, Request, _calibration_points, _race_field, learner, ranked,  # noqa: E402
+                            saturation_start)
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.search import Contender, highest_rate, search  # noqa: E402
@@ -163,12 +165,16 @@ def true_capacities(a: dict, truth, goal: Goal) -> dict:
             for k in grid(a["cores"])}
 
 
-def model_ranking(a: dict, seed: int, goal: Goal) -> list[Contender]:
-    """The grid as tune ranks it: by the model's capacity, from a calibration a few percent off, as
-    measured figures are."""
+def model_calibrations(a: dict, seed: int) -> dict:
+    """What tune's model knows of each server: a calibration a few percent off, as measured figures are."""
     rng = random.Random(seed)
-    off = {s: given_calibration(s, a["cores"], a["cpu_ms"] * rng.uniform(0.95, 1.05), a["io_ms"] * rng.uniform(0.9, 1.1),
-                                cpu_cv2=a["cv2"]) for s in SERVERS}
+    return {s: given_calibration(s, a["cores"], a["cpu_ms"] * rng.uniform(0.95, 1.05),
+                                 a["io_ms"] * rng.uniform(0.9, 1.1), cpu_cv2=a["cv2"]) for s in SERVERS}
+
+
+def model_ranking(a: dict, seed: int, goal: Goal) -> list[Contender]:
+    """The grid as tune ranks it: by the model's capacity, from its calibrations."""
+    off = model_calibrations(a, seed)
     return ranked([Contender(k, f"{k[0]} p={k[1]} t={k[2]}", slo_capacity(off[k[0]], k[1], k[2], goal.p99_ms, sim=True))
                    for k in grid(a["cores"])])
 
@@ -199,7 +205,8 @@ def one(a: dict, seed: int, noise: float, off: float) -> dict:
 
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S, memory_mib=memory_mib)
     field = _race_field(ranking)
-    t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock)
+    t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock,
+               others=[c for c in ranking if c not in field], learn=learner(model_calibrations(a, seed), ranking))
     choice = t.choice
     tune_runs = tuned.made + sum(len(_calibration_points(Request((), (), 0.0), s, a["cores"])) for s in SERVERS)  # its calibration's too
     grid_runs, found = full_grid(seed)
@@ -224,7 +231,7 @@ def one(a: dict, seed: int, noise: float, off: float) -> dict:
     again_best = max(third.values(), key=lambda c: c.lo).key if third else None  # None: it found none
     spread = model_off({c.key: c.predicted for c in ranking}, true_cap, lambda k: k[0], tied_group)[1]
     return {"grid_runs": grid_runs, "tune_runs": tune_runs, "in_group": choice in tied_group, "group": len(tied_group),
-            "model_spread": spread, "raced": best_raced(true_cap, field),
+            "model_spread": spread, "raced": best_raced(true_cap, t.raced), "lifted": len(t.lifted),
             "share": true_cap[choice] / best_true if choice else 0.0, "choice": choice,
             "aa_in_group": again_best in tied_group, "tol": tol,
             "aa_share": true_cap[again_best] / best_true if again_best else 0.0,
@@ -274,7 +281,9 @@ def simulated_bench(args) -> int:
           f"{sum(r['in_group'] for r in rows)}/{n}, within 5% of the best true capacity in "
           f"{sum(r['share'] >= 0.95 for r in rows)}/{n} (worst {min(r['share'] for r in rows):.1%})")
     raced = [r for r in rows if r["raced"] >= 0.95]
-    print(f"the {RACE} raced held a configuration within 5% of the best true capacity in {len(raced)}/{n}; tune's "
+    print(f"the race (the {RACE} best predicted, and {sum(r['lifted'] for r in rows)} its runs lifted into it in "
+          f"{sum(r['lifted'] > 0 for r in rows)} apps) held a configuration within 5% of the best true capacity in "
+          f"{len(raced)}/{n}; tune's "
           f"choice was within 5% in {sum(r['share'] >= 0.95 for r in raced)} of those, in "
           f"{sum(r['share'] >= 0.95 for r in rows if r not in raced)} of the other {n - len(raced)}")
     spreads = [r["model_spread"] for r in rows]

@@ -2,10 +2,15 @@
 found within 5%, the budget kept, only surely-worse contenders dropped, a resumed search repeating
 no run."""
 
+import functools
+import math
+
+import pytest
+
 from arena.app.model import given_calibration
 from arena.model import simulated
-from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, WITHIN, Contender, Sample, bracket,
-                                highest_rate, least_p99, next_rate, passes, rounded, search)
+from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, LEARN_MOST, WITHIN, Contender, Sample, bracket,
+                                highest_rate, learned, least_p99, next_rate, passes, rounded, search)
 from arena.plan.experiment import Level
 from arena.results.answer import Goal
 from tests.doubles import Modelled
@@ -292,3 +297,67 @@ def test_a_rate_passes_by_the_goals_own_judgement_memory_included():
     assert not passes([Sample(False, None, None, None, None)], goal)
     # the median decides: two of three runs within
     assert passes([Sample(True, 100.0, p, 0.0, 40.0) for p in (90.0, 95.0, 300.0)], goal)
+
+
+def analytic(saturation: dict):
+    """p99 (ms) of an open rate against a server saturating at ``saturation[key]`` req/s: 20 ms alone,
+    growing as rho / (1 - rho); the goal's 100 ms at half the saturation; inf beyond it."""
+    def p99(key, rate: float) -> float:
+        rho = rate / saturation[key]
+        return 20.0 + 80.0 * rho / (1 - rho) if rho < 1 else math.inf
+
+    return p99
+
+
+def test_the_model_learns_each_configuration_from_its_runs_and_its_neighbours_from_theirs():
+    """Four threads of server a are 15% better than the model says, one thread 10% worse: each
+    configuration run learns its own factor from its p99 at the race's rate, one not run its thread
+    count's, else its server's (their geometric mean), else none."""
+    true = {("a", 1, 4): 230.0, ("a", 2, 4): 260.0, ("a", 2, 1): 100.0, ("a", 3, 1): 120.0, ("a", 1, 2): 150.0,
+            ("b", 1, 1): 100.0}
+    model = {k: v / 1.15 if k[2] == 4 else v * 1.1 if k[0] == "a" else v for k, v in true.items()}
+    predicted = {k: 0.5 * v for k, v in model.items()}  # the goal's capacity: half the saturation
+    truth = analytic(true)
+    ran = [("a", 1, 4), ("a", 2, 1)]
+    got = learned(predicted, analytic(model), model.get, 90.0, {k: truth(k, 90.0) for k in ran})
+    assert got[("a", 1, 4)] == pytest.approx(0.5 * 230, rel=1e-3)  # its own factor, 1.15
+    assert got[("a", 2, 1)] == pytest.approx(0.5 * 100, rel=1e-3)  # its own, 1 / 1.1
+    assert got[("a", 2, 4)] == pytest.approx(0.5 * 260, rel=1e-3)  # its thread count's
+    assert got[("a", 3, 1)] == pytest.approx(0.5 * 120, rel=1e-3)
+    assert got[("a", 1, 2)] == pytest.approx(predicted[("a", 1, 2)] * (1.15 / 1.1) ** 0.5, rel=1e-3)  # its server's
+    assert got[("b", 1, 1)] == predicted[("b", 1, 1)]  # nothing of its server measured: as predicted
+    # a p99 no rate of the model reaches: at most LEARN_MOST either way
+    far = learned(predicted, analytic(model), model.get, 90.0, {("a", 1, 4): 1.0, ("a", 2, 1): 1e9})
+    assert far[("a", 1, 4)] == pytest.approx(LEARN_MOST * predicted[("a", 1, 4)])
+    assert far[("a", 2, 1)] == pytest.approx(predicted[("a", 2, 1)] * 90 / 110, rel=1e-3)  # as slow as saturation
+
+
+def test_a_contender_better_than_predicted_past_the_race_reaches_the_final():
+    """Server b is 15% better than its calibration says, and only its best predicted is raced (its
+    share of the race field); its second, truly 13% above server a's best, waits outside. The race's
+    runs show b's first 15% better than predicted: the model learns it, lifts b's second among the
+    finalists, and it joins the race and reaches the final. Without learning it never runs."""
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    true = {("a", 1, 1): 200.0, ("a", 2, 1): 190.0, ("a", 3, 1): 180.0, ("b", 1, 1): 230.0, ("b", 2, 1): 226.0}
+    model = {k: v / 1.15 if k[0] == "b" else v for k, v in true.items()}
+    p99_true = analytic(true)
+
+    def truth(key, level):
+        p99 = p99_true(key, level.value)
+        return p99, level.value if math.isfinite(p99) else true[key]
+
+    predicted = {k: 0.5 * v for k, v in model.items()}
+    field = [Contender(k, f"{k[0]} p={k[1]}", predicted[k]) for k in (("a", 1, 1), ("b", 1, 1), ("a", 2, 1))]
+    waiting = [Contender(k, f"{k[0]} p={k[1]}", predicted[k]) for k in (("b", 2, 1), ("a", 3, 1))]
+    learn = functools.partial(learned, predicted, analytic(model), model.get)
+    for seed in range(3):
+        fake = Modelled(truth, noise=0.03, seed=seed, run_s=RUN_S)
+        t = search(field, goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock, others=waiting, learn=learn)
+        assert t.lifted == [("b", 2, 1)] and ("b", 2, 1) in t.finalists, (t.finalists, [s.text for s in t.steps])
+        said = next(s.text for s in t.steps if "joins the race" in s.text)
+        assert said.startswith("b p=2 joins the race: the runs at ") and "(predicted 98)" in said, said
+        assert t.choice[0] == "b"
+        alone = Modelled(truth, noise=0.03, seed=seed, run_s=RUN_S)
+        t = search(field, goal, None, alone, budget_s=3600, run_s=RUN_S, clock=alone.clock, others=waiting)
+        assert t.lifted == [] and ("b", 2, 1) not in t.finalists
+        assert not any(k == ("b", 2, 1) for k, _ in alone.stored)

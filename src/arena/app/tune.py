@@ -6,7 +6,8 @@ to deploy, measured, within a time budget.
 2. predict: every processes x threads of each server's grid (model/recommend.py) that fits the memory
    limit, ranked by its capacity within the p99 target as the simulator predicts it (its p99 is the
    closer; about 10 ms a rate tried), or by the model's throughput at the load given;
-3. race the best RACE of them and find the finalists' capacity (model/search.py) on the real server.
+3. race the best RACE of them, the model learning from each round (a configuration it ranked low
+   may join), and find the finalists' capacity (model/search.py) on the real server.
 
 Every run is stored as it ends, in one experiment whose definition is the request (its name a hash
 of it), so the same ``arena tune`` again resumes: the search asks for runs by contender, level and
@@ -33,8 +34,8 @@ from arena.limits import Limits
 from arena.model.calibrate import Calibration, Observation, calibrate, server_config
 from arena.model.estimate import START_S
 from arena.model.observe import observations
-from arena.model.recommend import grid, slo_capacity
-from arena.model.search import Ask, Contender, Key, Measurer, Sample, Tuning, sample_of, search
+from arena.model.recommend import grid, open_p99, saturation, slo_capacity
+from arena.model.search import Ask, Contender, Key, Learn, Measurer, Sample, Tuning, learned, sample_of, search
 from arena.model.verify import predict
 from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, goal_table,
                                    parse_experiment)
@@ -55,6 +56,7 @@ ERROR_PCT = 1.0  # errors allowed at a capacity unless the goal says
 RACE = 6  # contenders raced
 PER_SERVER = 2  # at most this many of one server in the race
 CALIBRATION_THREADS = 4
+LEARN_STEPS = 12  # halvings of the rate the race learns a contender's factor at (1/4096 of its saturation)
 CALIBRATION = Level("closed", 1)
 
 
@@ -386,7 +388,8 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     # 3. race and find capacity
     spent = clock() - start
     tuning = search(raced, exp.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
-                    clock=clock, threshold=exp.goal.threshold, on_step=lambda s: measurer.say(s.stage, s.text))
+                    clock=clock, threshold=exp.goal.threshold, on_step=lambda s: measurer.say(s.stage, s.text),
+                    others=[c for c in contenders if c not in raced], learn=learner(calibrations, contenders))
     chosen = _chosen(tuning, measurer, exp, names)
     measurer.say("choice", f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})")
     with open_store(store_path) as store:
@@ -487,6 +490,18 @@ def _predicted(req: Request, point: tuple[Calibration, int, int | None]) -> floa
         return slo_capacity(cal, p, t, req.p99_ms, sim=True)
     pred = predict(cal, p, t, req.load.model, req.load.value)
     return 0.0 if pred.overloaded or pred.p99_ms > req.p99_ms else pred.throughput
+
+
+def learner(calibrations: dict[str, Calibration], contenders: Sequence[Contender]) -> Learn:
+    """What the race learns with (search.learned): each contender's predicted capacity, and the p99
+    against the rate of the simulator that predicted it, from its server's calibration."""
+    def p99_at(key: Key, rate: float) -> float:
+        return open_p99(calibrations[key[0]], key[1], key[2], rate, sim=True)
+
+    def top(key: Key) -> float:
+        return saturation(calibrations[key[0]], key[1], key[2])
+
+    return partial(learned, {c.key: c.predicted for c in contenders}, p99_at, top, steps=LEARN_STEPS)
 
 
 def ranked(contenders: Sequence[Contender]) -> list[Contender]:

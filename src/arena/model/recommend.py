@@ -117,16 +117,24 @@ def verified(chosen: list[Candidate], cells: list[Cell]) -> list[tuple[Candidate
 SLO_SIM_REQUESTS = 4000  # per simulated rate of a capacity search: about 35 ms each here
 
 
+def open_p99(cal: Calibration, processes: int | None, threads: int | None, rate: float, pool: int | None = None,
+             sim: bool = False) -> float:
+    """The predicted p99 (ms) at an open ``rate``: the mean-value model's or, ``sim``, the simulator's
+    (SLO_SIM_REQUESTS, one replication: as a capacity search asks it)."""
+    if sim:
+        return simulated.predict(cal, processes, threads, "open", rate, pool, requests=SLO_SIM_REQUESTS,
+                                 replications=1).prediction.p99_ms
+    return predict(cal, processes, threads, "open", rate, pool).p99_ms
+
+
+def saturation(cal: Calibration, processes: int | None, threads: int | None, pool: int | None = None) -> float:
+    """The open rate (req/s) at which the configuration saturates: every slot busy."""
+    return capacity(cal.workload_model(), cal.config(processes, threads, pool))
+
+
 def slo_capacity(cal: Calibration, processes: int, threads: int | None, p99_max_ms: float,
                  pool: int | None = None, sim: bool = False) -> float:
     """The highest open rate (req/s) whose predicted p99 keeps within ``p99_max_ms`` (0: none), by the
     mean-value model or, ``sim``, the simulator (its p99 is the closer: model/sim.py)."""
-    top = capacity(cal.workload_model(), cal.config(processes, threads, pool))
-    if sim:
-        def p99(rate: float) -> float:
-            return simulated.predict(cal, processes, threads, "open", rate, pool, requests=SLO_SIM_REQUESTS,
-                                     replications=1).prediction.p99_ms
-    else:
-        def p99(rate: float) -> float:
-            return predict(cal, processes, threads, "open", rate, pool).p99_ms
-    return highest_rate(p99, p99_max_ms, top, steps=10 if sim else 12)
+    return highest_rate(lambda rate: open_p99(cal, processes, threads, rate, pool, sim), p99_max_ms,
+                        saturation(cal, processes, threads, pool), steps=10 if sim else 12)

@@ -11,7 +11,10 @@ Given contenders ranked by the model's prediction, it
    or has no valid run where others had; the race ends when at most ``finalists`` are left, every
    comparison with the leader is decided, or a contender reaches ``most`` runs (successive halving,
    with a statistical test in place of a fixed cut). With no more contenders than finalists, there
-   is no race;
+   is no race. Where the race is on capacity and the caller gives the model (``learn``), each
+   round's runs correct it per configuration (``learned``: a contender's p99 against the model's at
+   the same rate; those not raced from their server's and thread count's), and a contender not
+   raced that the correction lifts among the finalists joins the race (JOIN a round);
 2. finds each finalist's **capacity** (no load given): the highest open rate whose p99 keeps within
    the target with errors within their limit, by a bracketing search from the model's estimate and
    the race's rates (up by UP until a rate fails, down by DOWN until one passes, then halving the
@@ -53,6 +56,8 @@ RACE_LOW = 0.5  # a race where every p99 is below this share of the target moves
 RACE_NARROW = 0.15  # the race's rates too easy and too hard this close (hard / easy - 1): it stays at the easy one
 FIRST_RUNS = 2  # a contender's runs in the race's first round (two: the least that gives an interval)
 SEARCH_RUNS = 9  # runs a capacity search takes, about: a few steps each way, halvings, CONFIRM
+LEARN_MOST = 2.0  # a contender's capacity learned from the race: at most this factor off its prediction
+JOIN, JOIN_MOST = 2, 4  # contenders the race's runs may lift into it: a round, and in all
 
 Key = tuple  # a contender: (server, processes, threads)
 
@@ -123,6 +128,7 @@ class Tuning:
     race_level: Level | None = None  # the last rate the race ran at: where it ended
     race_levels: list[Level] = field(default_factory=list)  # every rate the race ran at, in order
     raced: list[Contender] = field(default_factory=list)
+    lifted: list[Key] = field(default_factory=list)  # of those raced: the ones the race's runs lifted into it
     dropped: dict[Key, str] = field(default_factory=dict)  # contender -> why
     finalists: list[Key] = field(default_factory=list)
     survivors: list[Key] = field(default_factory=list)  # in the race to its end (the finalists first)
@@ -236,6 +242,45 @@ def race_rate(easy: float | None, hard: float | None) -> float | None:
     return None if hard / easy - 1 <= RACE_NARROW else rounded(math.sqrt(easy * hard))
 
 
+def learned(predicted: dict[Key, float], p99_at: Callable[[Key, float], float], top: Callable[[Key], float],
+            rate: float, measured: dict[Key, float], steps: int = 30) -> dict[Key, float]:
+    """Each contender's predicted capacity corrected by the race's runs at ``rate`` (``measured``: the
+    median p99 of each contender run there, ms). A contender measured at ``rate`` behaves as the model
+    does at the rate ``r`` where its p99 (``p99_at(key, r)``, rising to saturation at ``top(key)``) is
+    the one measured: its capacity is the predicted one times rate / r (LEARN_MOST either way: near
+    rate 0 the model's p99 is flat, and a run's noise is no measure there; ``steps`` halvings find
+    ``r``). A contender not measured takes the geometric mean of the factors measured at its
+    server's thread count, else at its server; one of a server nothing was measured of keeps its
+    prediction. The model learns per configuration, and its neighbours with it (a contender
+    measured better than predicted lifts those of its server and thread count)."""
+    factor: dict[Key, float] = {}
+    for key, p99 in measured.items():
+        hi = top(key)
+        if key not in predicted or not hi > 0 or not math.isfinite(p99):
+            continue
+        lo, up = 0.0, hi * (1 - 1e-6)
+        if p99 >= p99_at(key, up):  # beyond the model's at saturation: as slow as it can be
+            r = up
+        else:
+            for _ in range(steps):
+                mid = (lo + up) / 2
+                lo, up = (mid, up) if p99_at(key, mid) < p99 else (lo, mid)
+            r = (lo + up) / 2
+        factor[key] = min(LEARN_MOST, max(1 / LEARN_MOST, rate / r)) if r > 0 else LEARN_MOST
+
+    def mean(keys: list[Key]) -> float | None:
+        return math.exp(sum(math.log(factor[k]) for k in keys) / len(keys)) if keys else None
+
+    out = {}
+    for key, x in predicted.items():
+        f = factor.get(key)
+        if f is None:
+            f = (mean([k for k in factor if k[0] == key[0] and k[2:] == key[2:]])
+                 or mean([k for k in factor if k[0] == key[0]]) or 1.0)
+        out[key] = x * f
+    return out
+
+
 def figure_of(load: Level | None) -> tuple[str, bool]:
     """What the race compares: throughput (higher is better) at a closed load, else p99 (lower)."""
     return ("throughput", True) if load is not None and load.model == "closed" else ("p99_ms", False)
@@ -248,11 +293,18 @@ def values(samples: Sequence[Sample], figure: str) -> list[float]:
 # ---------------------------------------------------------------------- the search
 
 
+Learn = Callable[[float, dict[Key, float]], dict[Key, float]]  # (rate, median p99 per contender) -> capacities
+
+
 def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, measurer: Measurer, *,
            budget_s: float, run_s: float, clock: Callable[[], float], finalists: int = 2, most: int = 5,
-           threshold: float = stats.THRESHOLD, on_step: Callable[[Step], None] = lambda s: None) -> Tuning:
+           threshold: float = stats.THRESHOLD, on_step: Callable[[Step], None] = lambda s: None,
+           others: Sequence[Contender] = (), learn: Learn | None = None) -> Tuning:
     """Race ``contenders`` (best predicted first), then find the finalists' capacity (``load`` None)
-    within ``budget_s`` of ``clock`` (a run taken as ``run_s`` seconds)."""
+    within ``budget_s`` of ``clock`` (a run taken as ``run_s`` seconds). With ``learn`` (no load
+    given: the race is on capacity), each round's runs correct the predictions (``learned``), and a
+    contender of ``others`` (those not raced) that the correction lifts among the finalists joins
+    the race, JOIN a round at most, where the budget has room for its runs."""
     start = clock()
     t = Tuning(load, on_step=on_step)
 
@@ -296,10 +348,11 @@ def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, meas
             rest = (budget_s - (clock() - start)) / run_s - n
             return rest >= reserve
 
-        _race(t, goal, load, measurer, ask, finalists, most, threshold, spare)
+        _race(t, goal, load, measurer, ask, finalists, most, threshold, spare,
+              list(others) if learn is not None and load is None else [], learn)
     if load is None and t.finalists and not t.stopped:
         for key in t.finalists:
-            if not _capacity(t, key, goal, measurer, ask, next(c for c in contenders if c.key == key)):
+            if not _capacity(t, key, goal, measurer, ask, next(c for c in t.raced if c.key == key)):
                 break
     _choose(t, goal, load, measurer, threshold)
     if not t.stopped:
@@ -309,7 +362,7 @@ def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, meas
 
 
 def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, finalists: int, most: int,
-          threshold: float, spare: Callable[[int], bool]) -> None:
+          threshold: float, spare: Callable[[int], bool], others: list[Contender], learn: Learn | None) -> None:
     ranked = t.raced
     lead = ranked[min(finalists, len(ranked)) - 1]
     level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))  # t.race_level once run at
@@ -397,6 +450,9 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                 t.say("drop", f"{names[k]}: {t.dropped[k]}")
             elif c.verdict == stats.UNDECIDED:
                 undecided = True
+        if others and learn is not None and _lift(t, level, measurer, alive, names, others, learn, reps, spare,
+                                                  finalists):
+            continue  # the newcomers' runs at this rate, then the comparisons again
         if len(alive) <= finalists or not undecided or reps >= most:
             break
         reps += 1
@@ -407,6 +463,35 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
     if alive:
         t.say("race", f"finalists: {', '.join(names[k] for k in t.finalists)}"
                       + (f" (of {len(alive)} not shown worse)" if len(alive) > finalists else ""))
+
+
+def _lift(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], names: dict[Key, str],
+          others: list[Contender], learn: Learn, reps: int, spare: Callable[[int], bool], finalists: int) -> list[Key]:
+    """The contenders of ``others`` the race's runs at ``level`` lift among the finalists (above the
+    ``finalists``-th best capacity learned of those still in the race), best first, JOIN a round and
+    JOIN_MOST a race at most, each while the budget has room for its ``reps`` runs: moved into the
+    race (``alive``), each said with what was learned."""
+    room = min(JOIN, JOIN_MOST - len(t.lifted))
+    measured = {c.key: stats.median(v) for c in t.raced if (v := values(measurer.samples(c.key, level), "p99_ms"))}
+    if room <= 0 or not measured:
+        return []
+    est = learn(level.value, measured)
+    ranked = sorted(alive, key=lambda k: -est.get(k, 0.0))
+    cut = ranked[min(finalists, len(ranked)) - 1]
+    bar = est.get(cut, 0.0)
+    joined: list[Key] = []
+    for c in sorted((c for c in others if est.get(c.key, 0.0) > bar), key=lambda c: -est[c.key])[:room]:
+        if not spare(reps * (len(joined) + 1)):
+            break
+        others.remove(c)
+        t.raced.append(c)
+        alive.append(c.key)
+        names[c.key] = c.name
+        joined.append(c.key)
+        t.lifted.append(c.key)
+        t.say("race", f"{c.name} joins the race: the runs at {level.label} put its capacity at about "
+                      f"{est[c.key]:.0f} req/s (predicted {c.predicted:.0f}), above {names[cut]}'s {bar:.0f}")
+    return joined
 
 
 def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None, any_valid: bool) -> str:
