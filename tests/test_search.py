@@ -8,6 +8,7 @@ import math
 import pytest
 
 from arena.app.model import given_calibration
+from arena.app.tune import FINAL_WITHIN
 from arena.model import simulated
 from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, LEARN_MOST, WITHIN, Contender, Sample, bracket,
                                 highest_rate, learned, least_p99, next_rate, passes, rounded, search)
@@ -73,18 +74,20 @@ def test_a_rate_passes_on_its_valid_runs_medians():
     assert not passes([Sample(False, None, None, None, None)], goal)  # no valid run: overload
 
 
-def test_capacity_is_found_within_five_percent_of_the_simulators():
+@pytest.mark.parametrize("within", [WITHIN, FINAL_WITHIN])
+def test_capacity_is_found_within_its_bracket_of_the_simulators(within):
+    """The experiment file's search brackets a capacity to 5%, tune's finalists to 2%."""
     goal = Goal(p99_ms=100.0, error_pct=1.0)
     keys = [("gunicorn-gthread", 1, 4), ("gunicorn-gthread", 1, 1)]
     truth = {k: true_capacity(k, goal.p99_ms) for k in keys}
     fake = Modelled(simulator, run_s=RUN_S)
     # the model's estimates are 30% off on purpose: the search must not depend on them
     contenders = [Contender(k, f"p={k[1]} t={k[2]}", 1.3 * truth[k]) for k in keys]
-    t = search(contenders, goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock)
+    t = search(contenders, goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock, within=within)
     assert t.choice == keys[0]
     cap = t.capacities[keys[0]]
     assert cap.lo <= truth[keys[0]] * 1.001 and cap.hi > truth[keys[0]] * 0.999, (cap, truth)
-    assert cap.hi / cap.lo - 1 <= WITHIN and cap.lo >= truth[keys[0]] * (1 - WITHIN)
+    assert cap.hi / cap.lo - 1 <= within and cap.lo >= truth[keys[0]] * (1 - within)
     assert cap.confirmed and cap.runs_at_lo >= CONFIRM
     assert t.stopped == "done" and t.runs == fake.made
 

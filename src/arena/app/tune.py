@@ -7,7 +7,7 @@ to deploy, measured, within a time budget.
    limit, ranked by its capacity within the p99 target as the simulator predicts it (its p99 is the
    closer; about 10 ms a rate tried), or by the model's throughput at the load given;
 3. race the best RACE of them, the model learning from each round (a configuration it ranked low
-   may join), and find the finalists' capacity (model/search.py) on the real server.
+   may join), and find the finalists' capacity to FINAL_WITHIN (model/search.py) on the real server.
 
 Every run is stored as it ends, in one experiment whose definition is the request (its name a hash
 of it), so the same ``arena tune`` again resumes: the search asks for runs by contender, level and
@@ -57,6 +57,7 @@ RACE = 6  # contenders raced
 PER_SERVER = 2  # at most this many of one server in the race
 CALIBRATION_THREADS = 4
 LEARN_STEPS = 12  # halvings of the rate the race learns a contender's factor at (1/4096 of its saturation)
+FINAL_WITHIN = 0.02  # the finalists' capacity is bracketed this narrow (hi / lo - 1): 2%, where 5% told too little apart
 CALIBRATION = Level("closed", 1)
 
 
@@ -389,7 +390,8 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     spent = clock() - start
     tuning = search(raced, exp.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
                     clock=clock, threshold=exp.goal.threshold, on_step=lambda s: measurer.say(s.stage, s.text),
-                    others=[c for c in contenders if c not in raced], learn=learner(calibrations, contenders))
+                    others=[c for c in contenders if c not in raced], learn=learner(calibrations, contenders),
+                    within=FINAL_WITHIN)
     chosen = _chosen(tuning, measurer, exp, names)
     measurer.say("choice", f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})")
     with open_store(store_path) as store:

@@ -18,8 +18,8 @@ Given contenders ranked by the model's prediction, it
 2. finds each finalist's **capacity** (no load given): the highest open rate whose p99 keeps within
    the target with errors within their limit, by a bracketing search from the model's estimate and
    the race's rates (up by UP until a rate fails, down by DOWN until one passes, then halving the
-   bracket in log space until it is within WITHIN), and confirms the highest passing rate with
-   CONFIRM runs. The choice is the highest capacity; of capacities within the threshold of it, the
+   bracket in log space until it is within ``within``: WITHIN by default), and confirms the highest
+   passing rate with CONFIRM runs. The choice is the highest capacity; of capacities within the threshold of it, the
    one that takes the least memory; a finalist whose bracket reaches above the choice's is tied;
 3. stops starting runs when the next would overrun the budget, and says what more time would buy.
 
@@ -125,6 +125,7 @@ class Tuning:
     """What the search did and found."""
 
     load: Level | None  # the load given (None: capacity was searched)
+    within: float = WITHIN  # a capacity is found where its bracket is this narrow (hi / lo - 1)
     race_level: Level | None = None  # the last rate the race ran at: where it ended
     race_levels: list[Level] = field(default_factory=list)  # every rate the race ran at, in order
     raced: list[Contender] = field(default_factory=list)
@@ -200,8 +201,8 @@ def bracket(history: dict[float, bool]) -> tuple[float | None, float | None]:
     return (max(passing) if passing else None), hi
 
 
-def next_rate(history: dict[float, bool], start: float) -> float | None:
-    """The next rate to try (None: the bracket is narrow enough, or even the floor failed)."""
+def next_rate(history: dict[float, bool], start: float, within: float = WITHIN) -> float | None:
+    """The next rate to try (None: the bracket is within ``within``, or even the floor failed)."""
     lo, hi = bracket(history)
     if lo is None and hi is None:
         return rounded(start)
@@ -210,7 +211,7 @@ def next_rate(history: dict[float, bool], start: float) -> float | None:
         return None if r < start * FLOOR or r in history else r
     if hi is None:
         return rounded(lo * UP)
-    if hi / lo - 1 <= WITHIN:
+    if hi / lo - 1 <= within:
         return None
     r = rounded(math.sqrt(lo * hi))
     return None if r in history else r  # rounding met a rate tried: as narrow as the rates go
@@ -299,14 +300,15 @@ Learn = Callable[[float, dict[Key, float]], dict[Key, float]]  # (rate, median p
 def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, measurer: Measurer, *,
            budget_s: float, run_s: float, clock: Callable[[], float], finalists: int = 2, most: int = 5,
            threshold: float = stats.THRESHOLD, on_step: Callable[[Step], None] = lambda s: None,
-           others: Sequence[Contender] = (), learn: Learn | None = None) -> Tuning:
+           others: Sequence[Contender] = (), learn: Learn | None = None, within: float = WITHIN) -> Tuning:
     """Race ``contenders`` (best predicted first), then find the finalists' capacity (``load`` None)
     within ``budget_s`` of ``clock`` (a run taken as ``run_s`` seconds). With ``learn`` (no load
     given: the race is on capacity), each round's runs correct the predictions (``learned``), and a
     contender of ``others`` (those not raced) that the correction lifts among the finalists joins
-    the race, JOIN a round at most, where the budget has room for its runs."""
+    the race, JOIN a round at most, where the budget has room for its runs. A finalist's capacity is
+    found where its bracket is ``within`` wide."""
     start = clock()
-    t = Tuning(load, on_step=on_step)
+    t = Tuning(load, within, on_step=on_step)
 
     def afford(n: int) -> bool:
         return clock() - start + n * run_s <= budget_s
@@ -564,7 +566,7 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
 
     while True:
         lo, hi = bracket(history)
-        r = None if hi is None and lo is not None and lo >= start / FLOOR else next_rate(history, start)
+        r = None if hi is None and lo is not None and lo >= start / FLOOR else next_rate(history, start, t.within)
         least = _out_of_reach(measurer, [key], list(history), goal) if lo is None and r is not None else None
         if least is not None:  # going down, and no lower rate can pass
             t.say("capacity", f"{c.name}: beyond the goal down to {min(history):g} req/s, and its p99 falls too "
@@ -699,10 +701,10 @@ def _more(t: Tuning, goal: Goal, measurer: Measurer, run_s: float) -> list[str]:
         if cap.hi is None:
             out.append(f"{names[key]}: no rate beyond {cap.lo:g} req/s failed yet: the upper end needs 1 or more runs "
                        f"(~{run_s:.0f} s each)")
-        elif cap.width is not None and cap.width > WITHIN:
-            steps = math.ceil(math.log2(math.log(1 + cap.width) / math.log(1 + WITHIN)))
+        elif cap.width is not None and cap.width > t.within:
+            steps = math.ceil(math.log2(math.log(1 + cap.width) / math.log(1 + t.within)))
             out.append(f"{names[key]}: capacity between {cap.lo:g} and {cap.hi:g} req/s; {steps} more run(s) "
-                       f"(~{steps * run_s:.0f} s) narrow it to {100 * WITHIN:g}%")
+                       f"(~{steps * run_s:.0f} s) narrow it to {100 * t.within:g}%")
         if not cap.confirmed:
             n = max(CONFIRM - cap.runs_at_lo, 1)
             out.append(f"{names[key]}: {cap.lo:g} req/s is not confirmed: {n} more run(s) there (~{n * run_s:.0f} s)")
