@@ -79,6 +79,39 @@ def test_a_version_1_store_gains_workloads_and_keeps_its_runs(tmp_path, monkeypa
         assert (old.run_key, old.workload, old.throughput) == ("old run", "default", 100.0)
 
 
+def test_a_store_from_before_the_spread_gains_it_among_its_figures_and_keepalive_reads_only_those(tmp_path):
+    """Schema 16: a run stored with its kept-alive connections' spread in its load result but not in
+    its figures (as schema 15 kept them) gains it there on upgrade, and the keep-alive detector finds
+    Puma's unfairness in runs read without any load result (show's read: the figures alone)."""
+    from tests.conftest import report_store
+    from arena.results.aggregate import aggregate
+    from arena.results.load import ConnectionSpread
+    from arena.results.why import keepalive
+
+    import shutil
+
+    path = tmp_path / "s.db"
+    shutil.copy(report_store(), path)
+    spread = ConnectionSpread(269, 6_684_671.0, 49_151.0, 1.0, 9.0)
+    with Store(path) as s:
+        (one, *_) = s.runs("tiny-grid", "whole")
+        eid = s.experiment_id("e", "e.toml", {})
+        for k in range(3):
+            s.save_run(eid, run_row(f"r{k}", load=to_dict(dataclasses.replace(one.load, connection_spread=spread))))
+        old = {k: v for k, v in json.loads(s.db.execute("SELECT figures FROM runs WHERE run_key = 'r0'").fetchone()[0]).items()
+               if k != "connection_spread"}
+        s.db.execute("UPDATE runs SET figures = ? WHERE experiment_id = ?", (json.dumps(old), eid))
+        s.db.execute("PRAGMA user_version = 15")
+        s.db.commit()
+    with Store(path) as s:
+        assert s.version == SCHEMA_VERSION == 16
+        bare = s.runs("e", "none")
+    assert all(r.load is None and r.figures.connection_spread == spread for r in bare)
+    (cell,) = aggregate(bare)
+    found = keepalive.detect(cell, [cell])
+    assert found is not None and found.effect_p99_ms == pytest.approx((6_684_671 - 49_151) / 1000)
+
+
 def test_a_run_is_read_from_its_summary_and_whole_only_when_asked(tmp_path):
     """An older store (the report fixture: schema 2, arena-load's own documents kept) gains each run's
     summary on upgrade; reading it gives the same figures as the whole document, without what only the

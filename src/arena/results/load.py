@@ -166,6 +166,7 @@ class LoadFigures:
     timing_ms: dict[str, float] | None  # mean Server-Timing per request, by metric; None: none sent
     workers: tuple[int, ...]  # the requests each server worker answered, most first
     connections: int | None = None  # connections opened in the measured phase (None: not counted, older stores)
+    connection_spread: ConnectionSpread | None = None  # kept-alive connections side by side (None: not kept)
 
     @classmethod
     def of(cls, r: LoadResult) -> "LoadFigures":
@@ -181,11 +182,13 @@ class LoadFigures:
                       if h.mean is not None and answered}
         return cls(m.completed, m.errors, rt.mean / 1000 if rt and rt.mean is not None else None, timing,
                    tuple(sorted(m.workers.values(), reverse=True)),
-                   m.connect_time.count if m.connect_time is not None else None)
+                   m.connect_time.count if m.connect_time is not None else None, r.connection_spread)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "LoadFigures":
-        return cls(d["completed"], d["errors"], d["response_ms"], d["timing_ms"], tuple(d["workers"]), d.get("connections"))
+        spread = d.get("connection_spread")
+        return cls(d["completed"], d["errors"], d["response_ms"], d["timing_ms"], tuple(d["workers"]), d.get("connections"),
+                   ConnectionSpread(**spread) if spread else None)
 
 
 def to_dict(r: LoadResult) -> dict[str, Any]:

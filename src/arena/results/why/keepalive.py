@@ -38,7 +38,7 @@ def _unfair(spread) -> bool:
 
 
 def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
-    spreads = [r.load.connection_spread for r in cell.valid_runs if r.load.connection_spread is not None]
+    spreads = [s for r in cell.valid_runs if r.figures and (s := r.figures.connection_spread) is not None]
     unfair = sorted((s for s in spreads if _unfair(s)), key=lambda s: s.worst_p99_us)
     if not spreads or 2 * len(unfair) <= len(spreads):
         return None
