@@ -299,3 +299,61 @@ def test_an_unknown_study_is_refused(tmp_path):
     with pytest.raises(ArenaError, match="no such study"):
         published.study("nope")
     assert main(["reproduce", "nope", "--no-run", "--store", _copy(tmp_path)]) == 2
+
+
+def test_the_documented_changes_between_a_studys_server_and_the_one_here():
+    """Puma 2.x (stated) at 16 threads: 4.0.0 touches every row, 3.9.0, 4.3.1 and 5.3.1 only rows with
+    more clients than threads, 3.12.0 only several processes. A study that states no version is placed
+    by its date: June 2019 is after 3.12.0 and before 4.0.0; 2013 alone leaves Passenger 4.0.0 (2013)
+    "perhaps". Nothing past the version here."""
+    from arena.results.changes import between
+
+    def versions(study, text, server, here="5.6.5"):
+        row = next(r for r in published.study(study).rows if r.text == text)
+        return [b.change.version + ("?" if b.perhaps else "") for b in between(published.study(study), row, server, here)]
+
+    assert versions("rochkind-heroku", "Puma 1x16 fake_work_50_250 c=10", "puma") == ["4.0.0"]
+    assert versions("app-server-arena", "Puma 2 server c=100", "puma") == ["3.9.0", "3.12.0", "4.0.0", "4.3.1", "5.3.1"]
+    assert versions("app-server-arena", "Puma 2 server c=100", "puma", here="4.3.1") == ["3.9.0", "3.12.0", "4.0.0", "4.3.1"]
+    assert versions("puma-processes-threads", "Puma 1x1 cpu c=30", "puma") == ["4.0.0", "4.3.1", "5.3.1"]
+    assert versions("app-server-arena", "Passenger server c=100", "passenger", "6.0.17") == ["4.0.0", "5.0.0"]  # stated: 3
+    assert versions("jmeter-fibonacci", "passenger-processes Passenger 1 c=100", "passenger", "6.0.17") == ["4.0.0?", "5.0.0"]
+    assert versions("flask-gevent", "gunicorn gevent 4 mix_40io c=100", "gunicorn-gevent", "27.0.1") == ["21.0.0"]
+    assert versions("flask-gevent", "gunicorn sync 1x1 mix_40io c=1", "gunicorn-sync", "27.0.1") == []
+    assert versions("rochkind-heroku", "Unicorn 3x1 fake_work_50_250 c=10", "unicorn", "6.0.0") == []
+
+
+def test_the_version_changes_are_said_beside_an_unexplained_difference_and_documented():
+    from arena.reproduce.compare import untested_text
+    from arena.results.changes import between, load
+
+    study = published.study("jmeter-fibonacci")
+    row = next(r for r in study.rows if r.text == "passenger-processes Passenger 1 c=100")
+    text = untested_text(study, "jmeter", "6.0.17", between(study, row, "passenger", "6.0.17"))
+    assert text.endswith("not tested: the server's version (here 6.0.17; documented changes since the study's: "
+                         "4.0.0?, 5.0.0) and the rest of the setup")
+    assert untested_text(study, None, None).startswith("not tested: the server's version and")
+    changes, searched = load()
+    for c in changes:  # the reference page is the table
+        assert f"| {c.server} | {c.version} ({c.released}) | {c.change} | {c.touches} | {c.when} | {c.source} |" in DOC
+    assert all(f"- {s.server}: {s.source}: {s.found}." in DOC for s in searched)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ('when = "sometimes"', "change 1: when must be one of any, clients > threads, processes > 1, got 'sometimes'"),
+    ('when = "any"\nreleased = "June 2019"', "change 1: version '3.9.0' or released 'June 2019' is not a version"),
+    ('when = "any"', "searched 1: found must be a string, got None"),
+])
+def test_a_bad_changes_table_is_one_line_naming_the_entry(tmp_path, entry, message):
+    from arena.results.changes import load
+
+    fields = {"server": "puma", "version": "3.9.0", "released": "2017-06-01", "change": "c", "touches": "t",
+              "source": "s"}
+    text = "schema_version = 1\n[[change]]\n" + "".join(f'{k} = "{v}"\n' for k, v in fields.items()
+                                                        if f"{k} =" not in entry) + entry + "\n"
+    if "searched" in message:
+        text += '[[searched]]\nserver = "thin"\nsource = "s"\n'  # no found
+    (tmp_path / "c.toml").write_text(text)
+    with pytest.raises(ArenaError) as e:
+        load.__wrapped__(tmp_path / "c.toml")
+    assert message in str(e.value) and "\n" not in str(e.value)

@@ -19,6 +19,9 @@ def reproduce_json(c: Comparison) -> dict[str, Any]:
                   "why": line.why, "configuration": line.label or None, "level": line.level,
                   "published": dict(line.published), "measured": dict(line.measured), "model": dict(line.model),
                   "beyond_model": line.beyond_model or None,
+                  "version_changes": [{"server": b.change.server, "version": b.change.version,
+                                       "released": b.change.released, "perhaps": b.perhaps, "change": b.change.change,
+                                       "touches": b.change.touches, "source": b.change.source} for b in line.changes],
                   "verdicts": {figure: {"agrees": v.agrees, "reason": v.reason, "kind": v.kind or None,
                                         "causes": [{"kind": c.kind, "change": c.change, "estimate": c.estimate,
                                                     "explains": c.explains} for c in v.causes]}

@@ -18,7 +18,9 @@ times the model's ratio with and without the change is what that cause alone mak
 that lands within EXPLAINED of the published figure explains the difference (the closest, where
 several do; all of them together where none does alone). What nothing explains is "unexplained",
 with what was tried and what was not: the load tool is the original's (the study files drive the
-original's tool), the server's version and the rest of the setup cannot be changed by the model.
+original's tool), the server's version and the rest of the setup cannot be changed by the model. Of
+the version, it names the documented changes between the study's and the one here that touch the
+row (results/changes.py, each with its source).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from arena.plan.reproduce import Original, Reproduction
+from arena.results.changes import Between, between
 from arena.results.published import FIGURES, Row, Study
 from arena.results.aggregate import MiB, Cell, cpu_per_request_ms
 
@@ -80,6 +83,7 @@ class Line:
     model: dict[str, float | None] = field(default_factory=dict)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     beyond_model: str = ""  # why the model for the original cannot reach this row (the study file's word)
+    changes: tuple[Between, ...] = ()  # the server's documented changes between there and here that touch it
 
     @property
     def run_here(self) -> bool:
@@ -323,14 +327,18 @@ def _changed(name: str, here: float, base: float | None, changed: float | None) 
     return here * changed / base
 
 
-def untested_text(study: Study, driver: str | None, version: str | None) -> str:
+def untested_text(study: Study, driver: str | None, version: str | None, changes: list[Between] = ()) -> str:
     """What the model cannot change, as said beside an unexplained difference: the load tool (the
-    original's where the study file drives it), the server's version, the rest of the setup."""
+    original's where the study file drives it), the server's version (with the documented changes
+    between there and here that touch the row), the rest of the setup."""
     tool = str(study.conditions.get("load", {}).get("tool", ""))
     same = driver is not None and driver.lower() in tool.lower()
     tool_text = f"the load tool is the original's ({driver})" if same else (
         f"the load tool differs ({driver} here, {tool or 'not stated'} there)" if driver else "")
-    rest = "not tested: the server's version" + (f" (here {version})" if version else "") + " and the rest of the setup"
+    documented = ("; documented changes since the study's: " + ", ".join(
+        b.change.version + ("?" if b.perhaps else "") for b in changes) if changes else "")
+    rest = ("not tested: the server's version" + (f" (here {version or 'not known'}{documented})" if version or changes
+                                                   else "") + " and the rest of the setup")
     return f"{tool_text}; {rest}" if tool_text else rest
 
 
@@ -373,12 +381,13 @@ def compare(study: Study, rep: Reproduction, cells: list[Cell], servers: dict[st
         flags = cell.flags if cell else ("not run yet",)
         at = here_of(cell, here_cpus) if cell else None
         base, tried = tried_causes(row, servers[label], original, rep.cores, outside, at, timeout_s) if at else (None, [])
-        untested = untested_text(study, at.driver if at else None, versions.get(servers[label]))
+        changes = between(study, row, servers[label], versions.get(servers[label]))
+        untested = untested_text(study, at.driver if at else None, versions.get(servers[label]), changes)
         verdicts = {k: verdict(k, v, here.get(k), base, tried, rep, untested, flags) for k, v in figures.items()}
         measured_ok = any(v.agrees is not None for v in verdicts.values())  # an outcome counts invalid runs too
         lines.append(Line(row, "compared" if measured_ok else "not measured", "" if measured_ok else "; ".join(flags),
                           label, float(row.concurrency), figures, here, model, verdicts,
-                          dict(rep.beyond_model).get(row.text, "")))
+                          dict(rep.beyond_model).get(row.text, ""), tuple(changes)))
     return Comparison(study, rep, lines, taus(lines), here_cpus)
 
 

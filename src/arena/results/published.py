@@ -101,27 +101,36 @@ class Study:
     year: int | None
     conditions: Mapping[str, Any]
     rows: tuple[Row, ...]
+    date: str | None = None  # YYYY-MM-DD, where the study gives its day
 
     @property
     def citation(self) -> str:
         return f"{self.source} ({self.year})" if self.year else self.source
 
 
-def load(path: Path = DATA) -> dict[str, Study]:
-    """Every study of the data file, by id (an unreadable file is one line naming it)."""
+def read_data(path: Path, what: str) -> dict[str, Any]:
+    """One of Arena's data files (TOML, schema_version 1); an unreadable one is one line naming it
+    and ``what`` it holds."""
     try:
         raw = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ArenaError(f"{path}: cannot read the published studies ({e})") from None
+        raise ArenaError(f"{path}: cannot read {what} ({e})") from None
     if raw.get("schema_version") != 1:
         raise ArenaError(f"{path}: schema_version {raw.get('schema_version')!r} is not 1, the version Arena reads")
+    return raw
+
+
+def load(path: Path = DATA) -> dict[str, Study]:
+    """Every study of the data file, by id (an unreadable file is one line naming it)."""
+    raw = read_data(path, "the published studies")
     out: dict[str, Study] = {}
     for i, s in enumerate(raw.get("study", [])):
         for key in ("id", "title", "source"):
             if not isinstance(s.get(key), str):
                 raise ArenaError(f"{path}: study {i + 1}: {key} must be a string, got {s.get(key)!r}")
         rows = tuple(Row(s["id"], j, r) for j, r in enumerate(s.get("result", [])))
-        out[s["id"]] = Study(s["id"], s["title"], s["source"], s.get("year"), s.get("conditions", {}), rows)
+        out[s["id"]] = Study(s["id"], s["title"], s["source"], s.get("year"), s.get("conditions", {}), rows,
+                             s.get("date"))
     return out
 
 
