@@ -473,3 +473,38 @@ def test_a_fixed_service_time_has_no_shape_to_fit():
     from arena.model.queueing import SERVICE_AT, SERVICE_WEIGHT
 
     assert fit([0.01] * len(SERVICE_AT), SERVICE_AT, SERVICE_WEIGHT) == []
+
+
+def test_pumas_inline_requests_give_one_request_in_ten_the_whole_wait():
+    """The simulator's case (tests/test_sim.py): 1 process x 2 threads, 12 kept-alive clients, 5 ms
+    CPU + 15 ms I/O. A thread serves 10 requests of one connection in a row while the other 10 wait:
+    the first of each 10 waits ten times the FCFS wait (10 / 2 x 20 ms x 10: about 1 s, the
+    simulator's 0.8-1.3 s), the next nine none. The mean is the FCFS one (the same work at the same
+    rates); the FCFS p99 has no tail of seconds. As many threads as clients: nobody waits. A client
+    thinking past 0.2 s comes too late for the thread that waited for it: FCFS again."""
+    fixed = (0.020,) * len(q.SERVICE_AT)
+    w = Demand(cpu_ms=5, io_ms=15, outside_ms=0.3, cpu_cv2=0.0, service=fixed)
+    puma, fifo = (predict_closed(w, Config(1, 2, 2, routing="per-process", inline=k), 12) for k in (10, 0))
+    assert puma.p50_ms < 25 and 800 < puma.p99_ms < 1300, puma
+    assert fifo.p99_ms < 200 and fifo.p50_ms > 90, fifo  # its wait a gamma: 169 ms, where fixed work gives 140
+    assert puma.mean_ms == pytest.approx(fifo.mean_ms) and puma.throughput == pytest.approx(fifo.throughput)
+    few = predict_closed(w, Config(1, 4, 2, routing="per-process", inline=10), 4)
+    assert few == predict_closed(w, Config(1, 4, 2, routing="per-process"), 4) and few.queued == 0
+    late = predict_closed(w, Config(1, 2, 2, routing="per-process", inline=10), 12, think_ms=250)
+    assert late.p99_ms == pytest.approx(predict_closed(w, Config(1, 2, 2, routing="per-process"), 12, 250).p99_ms)
+
+
+def test_a_calibration_serves_inline_where_its_discipline_does_and_connections_stay_open():
+    from dataclasses import replace
+
+    from arena.model.calibrate import Discipline, Observation, calibrate
+
+    def cal(server):
+        return calibrate([Observation(server, "w", 1, 4, 1, 1.0, 0.8, {"app": 0.9}, None, 1.0, None, False)] * 3,
+                         server)
+
+    puma = cal("puma")
+    assert puma.config(1, 2).inline == 10  # the catalog's: max_fast_inline
+    assert replace(puma, keep_alive=False).config(1, 2).inline == 0
+    assert replace(puma, discipline=Discipline("least-busy")).config(1, 2).inline == 0  # learned without
+    assert cal("unicorn").config(2, None).inline == 0 and cal("gunicorn-gthread").config(1, 4).inline == 0

@@ -22,7 +22,7 @@ stored runs by model/observe.py), never as storage keys.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
@@ -260,8 +260,13 @@ class Calibration:
         return fit(self.service, SERVICE_AT, SERVICE_WEIGHT) if self.service else []
 
     def config(self, processes: int | None, threads: int | None, pool: int | None = None) -> Config:
-        """The model's configuration of this server on these cores and this database."""
-        return server_config(self.server, processes, threads, self.usable_cores, pool, self.db_cores)
+        """The model's configuration of this server on these cores and this database, serving
+        requests in a row on a kept-alive connection where its discipline does (learned, else the
+        catalog's) and the connections stayed open at the calibration."""
+        c = server_config(self.server, processes, threads, self.usable_cores, pool, self.db_cores)
+        d = self.discipline or Discipline.of_catalog(self.server)
+        kept = self.keep_alive and c.routing == "per-process"
+        return replace(c, inline=d.inline) if d is not None and d.inline and kept else c
 
     def memory_mib(self, processes: int, threads: int | None) -> float | None:
         if self.memory_per_process_mib is None:

@@ -39,7 +39,9 @@ moments; the service time is the measured distribution where the demand carries 
 (``Demand.service``: then the response time's distribution is the mixture of waits convolved with
 it, queueing.convolved_quantiles), else fixed at its mean (a floor). The quantiles are roots of
 the mixture's CDF. This is an approximation: the means are exact for the model, the percentiles
-are not; but a request alone (one client) has exactly its service time's percentiles.
+are not; but a request alone (one client) has exactly its service time's percentiles. A server
+whose threads serve ``inline`` requests in a row on one kept-alive connection (Puma) gives the
+whole wait to the first of each run of them (_latency_parts).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from arena.model.queueing import (ShiftedGamma, Station, birth_death, convolved_
 from arena.model.solve import root
 
 UNBOUNDED_THREADS = 10_000  # async servers: no thread cap below the clients' own count
+INLINE_WAIT_S = 0.2  # how long a thread waits for a connection's next request (Puma 5.6's FAST_TRACK_KA_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class Config:
     routing: str = "shared"  # "shared" accept queue, or "per-process" (connections stay with a process)
     pool: int | None = None  # database connections per process; None: as many as it has threads
     db_cores: float | None = None  # the database's own cores; None: it shares the server's
+    # requests a thread serves in a row on one kept-alive connection while the others wait (Puma's
+    # max_fast_inline), under closed load whose next request comes within INLINE_WAIT_S; 0: none
+    inline: int = 0
 
     @property
     def slots(self) -> int:
@@ -226,9 +232,14 @@ def _fes_rates(w: Demand, c: Config, limit: int) -> list[float]:
     return [rates[min(n, inside) - 1] for n in range(1, limit + 1)]
 
 
-def _latency_parts(w: Demand, c: Config, rates: list[float], seen: list[float]) -> list[tuple[float, ShiftedGamma]]:
+def _latency_parts(w: Demand, c: Config, rates: list[float], seen: list[float],
+                   inline: int = 0) -> list[tuple[float, ShiftedGamma]]:
     """The response time of an arrival that finds n = 0.. others present (probabilities ``seen``), less
-    its own service time where the demand gives that as a distribution (``Demand.service``)."""
+    its own service time where the demand gives that as a distribution (``Demand.service``).
+    ``inline``: requests a thread serves in a row on one connection. Then the first of a
+    connection's k requests waits for the k requests of each connection ahead of it, and the other
+    k - 1 follow it at once: the wait of FCFS, mean conserved (the server does the same work at the
+    same rates), becomes a mixture of none (probability (k-1)/k) and k times as many departures (1/k)."""
     floor = (w.cpu_ms + w.io_ms + w.db_ms) / 1000
     shift = w.outside_ms / 1000 + (0.0 if w.service else floor)
     slots = c.slots
@@ -241,10 +252,12 @@ def _latency_parts(w: Demand, c: Config, rates: list[float], seen: list[float]) 
         inside = min(n + 1, slots, len(rates))
         in_server = inside / rates[inside - 1]  # Little's law inside, at the population it joins
         extra = max(0.0, in_server - floor)  # behind the others' bursts: a sum of inside - 1 equal parts
+        contention = extra ** 2 / max(1, inside - 1)
         waits = max(0, n + 1 - slots)
-        mean = waits / full + extra
-        var = waits * spread / full ** 2 + extra ** 2 / max(1, inside - 1)
-        parts.append((prob, ShiftedGamma(shift, mean, var)))
+        if waits and inline > 1:
+            parts.append((prob * (inline - 1) / inline, ShiftedGamma(shift, extra, contention)))
+            prob, waits = prob / inline, waits * inline
+        parts.append((prob, ShiftedGamma(shift, waits / full + extra, waits * spread / full ** 2 + contention)))
     return parts
 
 
@@ -290,8 +303,9 @@ def predict_closed(w: Demand, c: Config, clients: int, think_ms: float = 0.0, la
     if c.routing == "per-process" and c.processes > 1:
         return _split(w, c, clients, think_ms, latency)
     point, seen, rates = _closed(w, c, clients, think_ms)
+    inline = c.inline if (think_ms + w.outside_ms) / 1000 <= INLINE_WAIT_S else 0
     return _prediction(w, c, clients, point.throughput, point.response + w.outside_ms / 1000,
-                       point.marginals["server"], seen, rates, latency)
+                       point.marginals["server"], seen, rates, latency, inline)
 
 
 def _split(w: Demand, c: Config, clients: int, think_ms: float, latency: bool) -> Prediction:
@@ -326,14 +340,14 @@ def _split(w: Demand, c: Config, clients: int, think_ms: float, latency: bool) -
 
 
 def _prediction(w: Demand, c: Config, load: float, x: float, response_s: float, marginal: list[float],
-                seen: list[float], rates: list[float], latency: bool = True) -> Prediction:
+                seen: list[float], rates: list[float], latency: bool = True, inline: int = 0) -> Prediction:
     slots = c.slots
     busy = sum(min(n, slots) * p for n, p in enumerate(marginal))
     queued = sum(max(0, n - slots) * p for n, p in enumerate(marginal))
     cpu_util = min(1.0, x * server_cpu_s(w, c.db_cores) / c.cores)
     p50_ms = p99_ms = math.nan
     if latency:
-        parts = _latency_parts(w, c, rates, seen)
+        parts = _latency_parts(w, c, rates, seen, inline)
         if w.service:
             p50_ms, p99_ms = (v * 1000 for v in convolved_quantiles(parts, w.service, (0.5, 0.99)))
         else:

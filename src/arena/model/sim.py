@@ -38,6 +38,7 @@ import numpy as np
 
 from arena import paths, stats
 from arena.errors import ArenaError
+from arena.model.server import INLINE_WAIT_S
 from arena.topology import POLICIES
 
 FLEET_POLICIES = (*POLICIES, "central")
@@ -420,7 +421,7 @@ class Instance:
     accept: str = "shared"
     blocking_io: bool = False
     inline: int = 0
-    inline_wait_s: float = 0.2
+    inline_wait_s: float = INLINE_WAIT_S
     least_busy: bool = False
     pool: int | None = None
     db_cores: float | None = None
