@@ -264,6 +264,8 @@ class Calibration:
         requests in a row on a kept-alive connection where its discipline does (learned, else the
         catalog's) and the connections stayed open at the calibration."""
         c = server_config(self.server, processes, threads, self.usable_cores, pool, self.db_cores)
+        if self.usable_cores < self.cores:
+            c = replace(c, cpus=self.cores)  # a quota over them
         d = self.discipline or Discipline.of_catalog(self.server)
         kept = self.keep_alive and c.routing == "per-process"
         return replace(c, inline=d.inline) if d is not None and d.inline and kept else c

@@ -9,6 +9,9 @@ References
 - [Rei79] M. Reiser, "A Queueing Network Analysis of Computer Communication Networks with Window
   Flow Control", IEEE Trans. Commun. 27(8), 1979: FCFS stations with non-exponential service in
   MVA, the request in service having (1 + cs^2) / 2 of a service time left.
+- [BCMP75] F. Baskett, K. M. Chandy, R. R. Muntz, F. G. Palacios, "Open, Closed, and Mixed
+  Networks of Queues with Different Classes of Customers", J. ACM 22(2), 1975: product form with
+  processor-sharing and delay stations whatever their service time's distribution.
 - [Kle75] L. Kleinrock, *Queueing Systems, Vol. 1*, Wiley 1975: birth-death processes, M/M/c
   (Erlang C), the machine-repairman model M/M/1//N.
 - [AC90] A. O. Allen, *Probability, Statistics and Queueing Theory*, 2nd ed., Academic Press

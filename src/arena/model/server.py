@@ -6,9 +6,12 @@ The server (P processes x T threads on C cores) is a flow-equivalent server [QSP
   computing is min(j, C, G(j)) times one core: C cores, and one GIL/GVL per process, so at most as
   many CPU bursts at once as processes hold them. G(j) is the expected number of distinct
   processes among j requests placed evenly at random, at most T in each (a GIL-free runtime: no
-  cap). Where that is never more than one server (one process with its GIL, or at most one core)
-  the CPU is a FCFS server whose service time's variability (cpu_cv2) enters by [Rei79]'s
-  residual-time approximation; otherwise exact load-dependent MVA (exponential service). I/O is a
+  cap). Where that is never more than one server (one process with its GIL, or at most one core
+  for no more processes than CPUs: a quota over them) the CPU is a FCFS server whose service time's
+  variability (cpu_cv2) enters by [Rei79]'s residual-time approximation; otherwise exact
+  load-dependent MVA (exponential service), which is also processor sharing's, whatever the service
+  time's distribution [BCMP75]: more processes than CPUs take turns on them by the kernel's time
+  slices (CFS's few milliseconds), not a burst at a time. I/O is a
   delay inside the process (it holds a thread, not a core or the GIL); a non-yielding call in an
   event loop (``blocking_io``) holds its process like CPU, but no core;
 - ``inner_throughput(m)`` is that network's throughput with m requests in it;
@@ -83,6 +86,7 @@ class Config:
     routing: str = "shared"  # "shared" accept queue, or "per-process" (connections stay with a process)
     pool: int | None = None  # database connections per process; None: as many as it has threads
     db_cores: float | None = None  # the database's own cores; None: it shares the server's
+    cpus: float | None = None  # the CPUs the cores are a quota over, where fewer cores than CPUs; None: the cores
     # requests a thread serves in a row on one kept-alive connection while the others wait (Puma's
     # max_fast_inline), under closed load whose next request comes within INLINE_WAIT_S; 0: none
     inline: int = 0
@@ -197,10 +201,13 @@ def _pool_station(w: Demand, processes: int, threads: int | None, pool: int | No
 
 @lru_cache(maxsize=256)
 def inner_throughput(w: Demand, processes: int, threads: int | None, cores: float, gil: bool,
-                     population: int, pool: int | None = None, db_cores: float | None = None) -> tuple[float, ...]:
-    """Throughput (requests/s) of the server's inside with m = 1..population requests in service."""
+                     population: int, pool: int | None = None, db_cores: float | None = None,
+                     cpus: float | None = None) -> tuple[float, ...]:
+    """Throughput (requests/s) of the server's inside with m = 1..population requests in service
+    (``cpus``: the CPUs ``cores`` is a quota over; None: the cores)."""
     cpu_s, io_s = server_cpu_s(w, db_cores), w.io_ms / 1000
-    single = min(cores, 1.0) if gil and processes == 1 else cores if cores <= 1 else None
+    timeshared = processes > math.ceil(cpus or cores)  # more processes than CPUs: the kernel's time slices
+    single = min(cores, 1.0) if gil and processes == 1 else cores if cores <= 1 and not timeshared else None
     if single is not None:  # one CPU burst at a time: a FCFS server, its service's variability counts
         stations = [Station("cpu", cpu_s / single, "queue", cv2=w.cpu_cv2)]
     else:  # several at once: exact load-dependent MVA (exponential service)
@@ -222,7 +229,7 @@ def inner_throughput(w: Demand, processes: int, threads: int | None, cores: floa
 
 
 def _inner(w: Demand, c: Config, population: int) -> tuple[float, ...]:
-    return inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, population, c.pool, c.db_cores)
+    return inner_throughput(w, c.processes, c.threads, float(c.cores), c.gil, population, c.pool, c.db_cores, c.cpus)
 
 
 def _fes_rates(w: Demand, c: Config, limit: int) -> list[float]:
