@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import psutil
@@ -44,27 +45,52 @@ def leftovers_of(pid: int) -> list[str]:
     return found
 
 
+# `python -m arena` with a SIGUSR2 that writes where each of its threads is to $ARENA_TEST_STACKS and
+# goes on (wait_for_load's evidence while it waits)
+BOOT = ("import faulthandler, os, runpy, signal\n"
+        "faulthandler.register(signal.SIGUSR2, open(os.environ['ARENA_TEST_STACKS'], 'a'), all_threads=True)\n"
+        "runpy.run_module('arena', run_name='__main__', alter_sys=True)")
+STACKS_EVERY_S = 20  # while no load has started, its stacks this often
+LOAD_WITHIN_S = 120
+
+
 def start(tmp_path: Path, experiment: str = EXPERIMENT) -> subprocess.Popen:
     exp = tmp_path / "signals.toml"
     exp.write_text(experiment)
     # -X faulthandler: a SIGABRT makes it print where each of its threads is (wait_for_load's evidence)
-    return subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "arena", "run", str(exp), "--store",
-                             str(tmp_path / "s.db")],
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", BOOT, "run", str(exp), "--store",
+                             str(tmp_path / "s.db")], env={**os.environ, "ARENA_TEST_STACKS": str(tmp_path / "stacks")},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc.stacks = tmp_path / "stacks"
+    return proc
+
+
+def _stacks(proc: subprocess.Popen) -> str:
+    return proc.stacks.read_text() if proc.stacks.exists() else "(none taken)"
 
 
 def wait_for_load(proc: subprocess.Popen) -> None:
     """Until the first run is under way: Arena has started arena-load (after its server's ready check
-    and idle probe). Otherwise Arena is stopped, its group with it (a later test must not find it
-    running as a neighbour), and the failure says what it was doing: its processes and where its
-    threads were (faulthandler's dump at SIGABRT)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
+    and idle probe). While it has not, where Arena's threads are is taken every STACKS_EVERY_S; where
+    the load started late they are said in a warning (once, in a full suite, a start took 60 s; its
+    dump at the end showed it in servers.launch.start, past the groups' creation). Where it never
+    starts, Arena is stopped, its group with it (a later test must not find it running as a
+    neighbour), and the failure says what it was doing: its processes and where its threads were
+    (those stacks, and faulthandler's dump at SIGABRT)."""
+    began = time.monotonic()
+    look = began + STACKS_EVERY_S
+    while time.monotonic() < began + LOAD_WITHIN_S and proc.poll() is None:
         try:
             if any(child.name() == "arena-load" for child in psutil.Process(proc.pid).children()):
+                if time.monotonic() - began > STACKS_EVERY_S:
+                    warnings.warn(f"Arena started its load after {time.monotonic() - began:.0f} s; where it was "
+                                  f"every {STACKS_EVERY_S} s:\n{_stacks(proc)}")
                 return
         except psutil.NoSuchProcess:
             break
+        if time.monotonic() > look:
+            proc.send_signal(signal.SIGUSR2)
+            look += STACKS_EVERY_S
         time.sleep(0.05)
     try:
         tree = [f"{c.name()} ({c.status()})" for c in psutil.Process(proc.pid).children(recursive=True)]
@@ -80,8 +106,9 @@ def wait_for_load(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    raise AssertionError(f"Arena never started its load in 60 s; exit status {proc.returncode}; it was {state}; "
-                         f"its processes: {tree}; it said:\n{out[-4000:]}")
+    raise AssertionError(f"Arena never started its load in {LOAD_WITHIN_S} s; exit status {proc.returncode}; it was "
+                         f"{state}; its processes: {tree}; where it was every {STACKS_EVERY_S} s:\n{_stacks(proc)}\n"
+                         f"it said:\n{out[-4000:]}")
 
 
 def stopped_under_load(tmp_path, send, experiment: str = EXPERIMENT) -> int:
