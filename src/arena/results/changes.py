@@ -71,22 +71,24 @@ def version_key(text: str | None) -> tuple[float, ...] | None:
 def load(path: Path = DATA) -> tuple[tuple[Change, ...], tuple[Searched, ...]]:
     """The table (an unreadable or malformed one is one line naming it and what is wrong)."""
     raw = read_data(path, "the servers' documented changes")
-    changes = []
-    for kind, entries, fields in (("change", raw.get("change", []), Change.__dataclass_fields__),
-                                  ("searched", raw.get("searched", []), Searched.__dataclass_fields__)):
-        for i, entry in enumerate(entries):
-            missing = [k for k in fields if not isinstance(entry.get(k), str)]
+
+    def entries(kind: str, cls: type) -> tuple:
+        out = []
+        for i, entry in enumerate(raw.get(kind, [])):
+            missing = [k for k in cls.__dataclass_fields__ if not isinstance(entry.get(k), str)]
             if missing:
                 raise ArenaError(f"{path}: {kind} {i + 1}: {missing[0]} must be a string, got {entry.get(missing[0])!r}")
-    for i, c in enumerate(raw.get("change", [])):
-        if c["when"] not in WHEN:
-            raise ArenaError(f"{path}: change {i + 1}: when must be one of {', '.join(WHEN)}, got {c['when']!r}")
-        if version_key(c["version"]) is None or not re.fullmatch(r"\d{4}(-\d\d-\d\d)?", c["released"]):
-            raise ArenaError(f"{path}: change {i + 1}: version {c['version']!r} or released {c['released']!r} "
+            out.append(cls(**{k: entry[k] for k in cls.__dataclass_fields__}))
+        return tuple(out)
+
+    changes, searched = entries("change", Change), entries("searched", Searched)
+    for i, c in enumerate(changes):
+        if c.when not in WHEN:
+            raise ArenaError(f"{path}: change {i + 1}: when must be one of {', '.join(WHEN)}, got {c.when!r}")
+        if version_key(c.version) is None or not re.fullmatch(r"\d{4}(-\d\d-\d\d)?", c.released):
+            raise ArenaError(f"{path}: change {i + 1}: version {c.version!r} or released {c.released!r} "
                              "is not a version and a date (YYYY-MM-DD or YYYY)")
-        changes.append(Change(**{k: c[k] for k in Change.__dataclass_fields__}))
-    searched = tuple(Searched(s["server"], s["source"], s["found"]) for s in raw.get("searched", []))
-    return tuple(changes), searched
+    return changes, searched
 
 
 def stated_version(study: Study, row: Row, server: str) -> str | None:
