@@ -55,7 +55,9 @@ def load_summary(r: LoadResult) -> str:
     if (c := r.connection_spread) is not None:
         lines.append(f"Connections:  {c.connections} kept alive; by their own p99, the worst tenth {c.worst_p99_us / 1000:.1f} ms "
                      f"({c.worst_requests:.0f} requests each), the others {c.rest_p99_us / 1000:.1f} ms "
-                     f"({c.rest_requests:.0f})" + (f"; {c.untracked} more not tracked" if c.untracked else ""))
+                     f"({c.rest_requests:.0f})" + (f", the fastest quarter {c.fastest_p99_us / 1000:.1f} ms "
+                                                    f"({c.fastest_requests:.0f})" if c.fastest_p99_us is not None else "")
+                     + (f"; {c.untracked} more not tracked" if c.untracked else ""))
     lines.append("Status:       " + (", ".join(f"{k}: {v}" for k, v in sorted(m.status.items())) or "none"))
     latency = "from the intended send time" if r.model == "open" else "at concurrency " + str(r.connections)
     if m.unsent:  # what the percentiles cover: the requests that were sent and answered, not those never sent

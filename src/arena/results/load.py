@@ -210,8 +210,10 @@ def summary(d: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class ConnectionSpread:
     """Kept-alive connections side by side (arena-load's per_connection): the worst tenth by their
-    own p99 against the rest. A server that serves some connections before others (Puma 5's
-    keep-alive order) shows it here and not in the run's percentiles."""
+    own p99 against the rest and against the fastest quarter. A server that serves some connections
+    before others (Puma 5's keep-alive order) shows it here and not in the run's percentiles; where
+    it starves more than half of them, the rest's median is itself a starved one, and only the
+    fastest quarter still shows the connections it serves first."""
 
     connections: int  # with at least one measured request
     worst_p99_us: float  # the median of the worst tenth's own p99s (at least one connection)
@@ -219,6 +221,8 @@ class ConnectionSpread:
     worst_requests: float  # requests per connection, the worst tenth's mean and the others' median
     rest_requests: float
     untracked: int = 0  # connections past the generator's cap
+    fastest_p99_us: float | None = None  # the median of the fastest quarter's p99s (None: stored before it was kept)
+    fastest_requests: float | None = None  # their median requests per connection
 
     @classmethod
     def of(cls, per_connection: dict[str, Any] | None) -> "ConnectionSpread | None":
@@ -227,9 +231,10 @@ class ConnectionSpread:
             return None
         rows = sorted(zip(per_connection["p99_us"], per_connection["requests"]))
         k = max(1, len(rows) // 10)
-        worst, rest = rows[-k:], rows[:-k]
+        worst, rest, fastest = rows[-k:], rows[:-k], rows[:max(1, len(rows) // 4)]
         return cls(len(rows), median([p for p, _ in worst]), median([p for p, _ in rest]),
-                   sum(n for _, n in worst) / k, median([n for _, n in rest]), per_connection.get("untracked", 0))
+                   sum(n for _, n in worst) / k, median([n for _, n in rest]), per_connection.get("untracked", 0),
+                   median([p for p, _ in fastest]), median([n for _, n in fastest]))
 
 
 def from_dict(d: dict[str, Any]) -> LoadResult:
