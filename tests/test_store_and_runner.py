@@ -336,6 +336,32 @@ def test_drift_must_be_beyond_counting_noise():
 
 
 
+def test_the_answers_a_windows_lead_in_lacks_are_not_drift():
+    """32 clients queued 640 ms behind one gunicorn sync worker (examples/why/backlog.toml's control,
+    as measured): its window's first second counted 16 answers and the next two 49 each, the first
+    answers to its own requests coming 660 ms in (the median). Little's law gives the 32 back (48.7
+    req/s x 660 ms): no drift. A first half short by more is drift; the lead-in never lifts a half past the
+    other, and without a response time there is none."""
+    from dataclasses import replace
+
+    from arena.results.validity import lead_in
+
+    h = Histogram(146, 20_000, 700_000, 657_699.0, 1.0, {"50": 660_000, "99": 700_000})
+    queued = result(completed=146, series=(16, 49, 49), duration=3.0)
+    queued = replace(queued, measured=replace(queued.measured, achieved_rps=48.67, response_time=h))
+    assert lead_in(queued, 1.0) == pytest.approx(32.1, abs=0.1)
+    assert throughput_drift(queued) is None
+    assert lead_in(queued, 0.5) == pytest.approx(48.67 * 0.5)  # at most what the time holds
+    assert throughput_drift(replace(queued, measured=replace(queued.measured, response_time=None))) == \
+        pytest.approx(33 / 49)
+
+    def series(*counts):
+        return replace(queued, series=[replace(p, completed=n) for p, n in zip(queued.series, counts)])
+
+    assert throughput_drift(series(100, 300, 300)) == pytest.approx((300 - 132) / 300, abs=1e-3)  # 32 of 200
+    assert throughput_drift(series(49, 49, 16)) == pytest.approx(33 / 49)  # a server slowing down gains nothing
+
+
 def test_a_profiles_rise_and_fall_is_neither_drift_nor_a_stall_but_answers_falling_behind_it_are():
     """Sent at a log's times (arrival "schedule"), a run's completions follow its sends: a ramp
     from 50 to 400 a second and a silent second are the profile's; a second half answering half
