@@ -308,6 +308,14 @@ def dispersion(counts: list[int]) -> float:
     return max(1.0, variance / mean)
 
 
+def answers_begin_s(result: LoadResult) -> float:
+    """When the answers to the window's own requests typically begin: its median response time (from
+    the intended send), in seconds; 0 without one."""
+    rt = result.measured.response_time
+    p50 = rt.p("50") if rt is not None and rt.count else None
+    return p50 / 1e6 if p50 is not None else 0.0
+
+
 def stall(result: LoadResult) -> str | None:
     """A stall in either load model: a whole interval of the measured window whose completions are
     far below the run's usual interval, beyond counting noise (as unlikely as STALL_P for a Poisson
@@ -322,7 +330,7 @@ def stall(result: LoadResult) -> str | None:
     heavy-tailed workload slows, a freeze stops). Measured requests are sent from the window's
     start, so an interval that begins before their median response time holds fewer of their
     answers: its usual count is cut by the share of it that lies before then (a run of 3 s answers
-    has none in its first 3 s; throughput_drift() counts the same lead-in: lead_in()). None: no
+    has none in its first 3 s: answers_begin_s(), which throughput_drift() counts too). None: no
     stall."""
     points = result.whole_intervals
     if len(points) < 2:
@@ -333,8 +341,7 @@ def stall(result: LoadResult) -> str | None:
     counts = [p.completed for p in points]
     usual = quantile(counts, 0.75)
     spread = dispersion([c for c in counts if usual / 2 <= c <= 2 * usual])
-    rt = result.measured.response_time
-    first_s = rt.p("50") / 1e6 if rt is not None and rt.count else 0.0  # when measured answers begin, typically
+    first_s = answers_begin_s(result)
     step = result.settings.interval_s
     sent = answered = 0
     for p in points:
@@ -357,14 +364,10 @@ def lead_in(result: LoadResult, within_s: float) -> float:
     sent from its start: their first answers come a response time in, and the answers in between
     (to requests sent before it, in a warm-up) count with the warm-up or nowhere. A closed load of 32
     clients queued 640 ms behind one worker counted 16 answers in its first second and 49 in each
-    next. Little's law says about how many: the throughput times the response time (from the
-    intended send), its median, when answers typically begin, as stall() takes it (a freeze's long
-    answers lift the mean, and would excuse the freeze's own dip), at most what ``within_s`` holds
-    at that throughput."""
-    rt = result.measured.response_time
-    if rt is None or not rt.count or rt.p("50") is None:
-        return 0.0
-    return result.measured.achieved_rps * min(rt.p("50") / 1e6, within_s)
+    next. Little's law says about how many: the throughput times the response time, its median
+    (answers_begin_s(), as stall() takes it: a freeze's long answers lift the mean, and would excuse
+    the freeze's own dip), at most what ``within_s`` holds at that throughput."""
+    return result.measured.achieved_rps * min(answers_begin_s(result), within_s)
 
 
 def throughput_drift(result: LoadResult) -> float | None:
