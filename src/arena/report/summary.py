@@ -53,11 +53,13 @@ def load_summary(r: LoadResult) -> str:
     lines.append(f"Throughput:   {m.achieved_rps:.1f} req/s{offered}")
     lines.append(f"Transfer:     {size(m.bytes_received)} received, {size(m.bytes_sent)} sent")
     if (c := r.connection_spread) is not None:
-        lines.append(f"Connections:  {c.connections} kept alive; by their own p99, the worst tenth {c.worst_p99_us / 1000:.1f} ms "
-                     f"({c.worst_requests:.0f} requests each), the others {c.rest_p99_us / 1000:.1f} ms "
-                     f"({c.rest_requests:.0f})" + (f", the fastest quarter {c.fastest_p99_us / 1000:.1f} ms "
-                                                    f"({c.fastest_requests:.0f})" if c.fastest_p99_us is not None else "")
-                     + (f"; {c.untracked} more not tracked" if c.untracked else ""))
+        line = (f"Connections:  {c.connections} kept alive; by their own p99, the worst tenth {c.worst_p99_us / 1000:.1f} ms "
+                f"({c.worst_requests:.0f} requests each), the others {c.rest_p99_us / 1000:.1f} ms ({c.rest_requests:.0f})")
+        if c.fastest_p99_us is not None:
+            line += f", the fastest quarter {c.fastest_p99_us / 1000:.1f} ms ({c.fastest_requests:.0f})"
+        if c.untracked:
+            line += f"; {c.untracked} more not tracked"
+        lines.append(line)
     lines.append("Status:       " + (", ".join(f"{k}: {v}" for k, v in sorted(m.status.items())) or "none"))
     latency = "from the intended send time" if r.model == "open" else "at concurrency " + str(r.connections)
     if m.unsent:  # what the percentiles cover: the requests that were sent and answered, not those never sent
