@@ -2,7 +2,7 @@
 interruption, a server that does not start, one that dies mid-run, a driver error, validity flags)
 is tested deterministically and in milliseconds. The real servers are in test_store_and_runner.py."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -140,6 +140,36 @@ def test_every_run_is_stored_once_and_each_start_serves_its_levels(tmp_path):
     assert len({r.run_key for r in runs}) == 8 and all(r.valid for r in runs)
     assert sorted(r.server_reused for r in runs) == [False] * 4 + [True] * 4
     assert all(r.resources.cpu_s == pytest.approx(0.5) and r.resources.idle_cpu_cores is not None for r in runs)
+
+
+def test_a_configurations_idle_cpu_is_probed_at_its_first_start_and_kept_for_its_later_ones(tmp_path):
+    idle = []  # the figure each idle probe gave, in turn
+
+    class Probe(FakeProbe):
+        def __init__(self, procset, interval=0.5):
+            super().__init__(procset, interval)
+            self.idle = interval == 0.01  # the idle probe's (idle_s 0); a run's probe samples every 0.5 s
+
+        def stop(self):
+            got = super().stop()
+            if self.idle:  # 1 and 2 ms of CPU in a second: 0.001 and 0.002 cores
+                idle.append(0.001 * (len(idle) + 1))
+                return replace(got, window_s=1.0, cpu_user_s=idle[-1], cpu_system_s=0.0)
+            return got
+
+    m = Machine(errors_per_run=100)  # every run invalid, so that a second call retakes them all
+    seams = Seams(launch=m.launch, drivers={"arena-load": m.drive}, probe=Probe, idle_s=0.0, speed=m.speed,
+                  cpu_busy=m.cpu_busy, speed_sample=None)
+    with Store(tmp_path / "s.db") as store:
+        run_experiment(experiment(), store, seams=seams)
+        assert len(m.started) == 4 and len(idle) == 2  # 2 configurations x 2 repetitions: a probe each
+        run_experiment(experiment(), store, seams=seams, retake_invalid=True)  # 4 more starts, none probed
+        runs = store.runs("fake")
+    assert len(m.started) == 8 and len(runs) == 16 and len(idle) == 2
+    by = {}
+    for r in runs:
+        by.setdefault(r.config, set()).add(r.resources.idle_cpu_cores)
+    assert sorted(by.values()) == [{0.001}, {0.002}]  # each configuration's runs carry its own probe's figure
 
 
 def test_an_interrupted_experiment_resumes_with_only_the_missing_runs(tmp_path):

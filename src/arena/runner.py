@@ -296,8 +296,10 @@ def _others_cores(busy: list[float], groups: list[ResourceResult], window: list[
 
 
 def idle_cpu_cores(server: RunningServer, seams: Seams = Seams()) -> float | None:
-    """The server's CPU use with no load (cores): its timers, reactors and helpers. Stored with each
-    run of the start, so calibration can tell the cost of a request from the cost of being up."""
+    """The server's CPU use with no load (cores): its timers, reactors and helpers, over ``idle_s``
+    after a start. Stored with each run of the configuration, so calibration can tell the cost of a
+    request from the cost of being up; probed at the configuration's first start in an experiment
+    (its later starts, repetitions and a search's probes, take the stored figure: a second each)."""
     probe = seams.probe(server.procset, interval=max(seams.idle_s, 0.01)).start()
     time.sleep(seams.idle_s)
     return probe.stop().cpu_cores
@@ -379,6 +381,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
     progress = _Progress(total, on_event)
     todo = {g: [r for r in g.runs if r.key not in done] for g in groups}
     reference = machine_speed.Reference(store.speed_checks(experiment_id))
+    idle: dict[str, float | None] = dict(store.idle_cores(experiment_id))  # by configuration, probed once
     with ExitStack() as stack:
         services: dict[str, Any] = {}
         if any(todo.values()):  # services only when something will run
@@ -398,7 +401,7 @@ def run_experiment(exp: Experiment, store: Store, on_event: Callable[[Event], No
                 if r.key in done:
                     progress.emit("skipped", r)
             if todo[group]:
-                _run_group(exp, group, todo[group], saver, env, progress, seams, services, reference)
+                _run_group(exp, group, todo[group], saver, env, progress, seams, idle, services, reference)
     return progress.counts
 
 
@@ -523,8 +526,10 @@ def server_spec(exp: Experiment, c: ServerConfig, services: Mapping[str, Any]) -
 
 
 def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver", env: dict,
-               progress: _Progress, seams: Seams, services: Mapping[str, Any] = {},
-               reference: machine_speed.Reference | None = None) -> None:
+               progress: _Progress, seams: Seams, idle: dict[str, float | None],
+               services: Mapping[str, Any] = {}, reference: machine_speed.Reference | None = None) -> None:
+    """One server start and its runs. ``idle``: each configuration's idle CPU, by key; one not there
+    yet is probed at this start and kept there for the experiment's next starts of it."""
     c = group.config
     spec = server_spec(exp, c, services)
     try:
@@ -537,7 +542,8 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver
     pg = services.get("postgres")
     measured = {**services, c.topology.front: server.front} if c.topology.front else services
     with server:
-        idle = idle_cpu_cores(server, seams)
+        if c.key not in idle:
+            idle[c.key] = idle_cpu_cores(server, seams)
         for n, r in enumerate(todo):
             stop_if_asked()  # a Ctrl-C or SIGTERM whose exception was lost (errors.ask_to_stop): no next run
             if not server.alive():  # the rest of this start cannot run on a dead server
@@ -564,7 +570,7 @@ def _run_group(exp: Experiment, group: Group, todo: list[RunSpec], saver: "Saver
             stop_if_asked()  # a run measured while a stop was asked for is not kept either
             db = database_figures(pg, c.pool, getattr(server, "knobs", {}).get("processes"), mark)
             front = server.window(*m.window) if c.topology.front and m.window else {}
-            saver.run(row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle, db=db,
+            saver.run(row(r, exp, m, env, started_at, reused=n > 0, idle_cpu_cores=idle[c.key], db=db,
                           launch=server.described(), topology=front))
             progress.emit("run", r, result=m.result, flags=m.flags, db=db, shared=exp.shared, resources=m.resources)
             if m.flags:

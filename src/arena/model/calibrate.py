@@ -4,7 +4,7 @@
 Per server and workload, from its valid runs at the lowest load level only (a concurrency-1 run:
 no contention in the figures, and every higher level stays a prediction, not a fit):
 - CPU per request: the server's processes' CPU time (cgroup accounting over the run's window), less
-  what the server burns idle (measured for 1 s after each start), divided by the requests answered
+  what the server burns idle (probed for 1 s at its first start), divided by the requests answered
   in the window: the app's CPU *and* the server's own (parsing, framework);
 - the app's own figures from its Server-Timing (means per run): CPU, I/O, GIL/CPU wait
   (cpuwall - cpu), and the rest of the app (app - cpuwall - io);

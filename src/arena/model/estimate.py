@@ -8,7 +8,7 @@ from arena.model.server import Demand, predict_closed
 from arena.plan.expand import plan
 from arena.plan.experiment import Experiment, Group, RunSpec, ServerConfig
 
-START_S = 4.0  # a typical start (ready + settled), the 1 s idle probe and the stop, for estimates
+START_S = 4.0  # a typical start (ready + settled), a first start's 1 s idle probe and the stop, for estimates
 
 
 def estimate_s(exp: Experiment) -> float:

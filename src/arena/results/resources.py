@@ -20,7 +20,8 @@ class ResourceResult:
     processes: int  # max
     threads: int  # max
     backend: str
-    # the server's CPU use with no load, in cores, measured once per server start (runner.idle_cpu_cores)
+    # the server's CPU use with no load, in cores, probed at the configuration's first start in the
+    # experiment (runner.idle_cpu_cores)
     idle_cpu_cores: float | None = None
     # under a CPU quota (the cgroup's cpu.stat over the window): CFS periods, those throttled, time throttled
     cpu_periods: int | None = None

@@ -420,6 +420,14 @@ class Store:
         return [r[0] for r in self.db.execute("SELECT speed_ms FROM runs WHERE experiment_id = ? AND speed_ms IS NOT NULL "
                                               "ORDER BY started_at", (experiment_id,))]
 
+    def idle_cores(self, experiment_id: int) -> dict[str, float]:
+        """Each configuration's idle CPU (cores, runner.idle_cpu_cores) as its first stored run has it,
+        by configuration key; a configuration none of whose runs has one is not there."""
+        rows = self.db.execute(
+            "SELECT config, json_extract(resources, '$.idle_cpu_cores') AS idle FROM runs "
+            "WHERE experiment_id = ? AND idle IS NOT NULL ORDER BY started_at DESC", (experiment_id,))
+        return {config: idle for config, idle in rows}  # the earliest run's figure is written last
+
     def save_run(self, experiment_id: int, values: dict[str, Any], replace: bool = False) -> None:
         """Commit one finished run now (a crash or Ctrl-C later loses nothing that is saved); with
         ``replace``, in place of any run stored under its key (arena merge: a shard run again)."""
