@@ -68,7 +68,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.model import given_calibration, over_the_cpus  # noqa: E402
 from arena.app.tune import (FINAL_WITHIN, RACE, Request, _calibration_points, _race_field, learner, ranked,  # noqa: E402
-                            saturation_start)
+                            saturation_start, with_reach)
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.search import Contender, highest_rate, search  # noqa: E402
@@ -205,9 +205,10 @@ def one(a: dict, seed: int, noise: float, off: float) -> dict:
 
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S, memory_mib=memory_mib)
     field = _race_field(ranking)
+    cals = model_calibrations(a, seed)
+    others = with_reach([c for c in ranking if c not in field], field, cals, goal.p99_ms)
     t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock,
-               others=[c for c in ranking if c not in field], learn=learner(model_calibrations(a, seed), ranking),
-               within=FINAL_WITHIN)
+               others=others, learn=learner(cals, ranking), within=FINAL_WITHIN)
     choice = t.choice
     tune_runs = tuned.made + sum(len(_calibration_points(Request((), (), 0.0), s, a["cores"])) for s in SERVERS)  # its calibration's too
     grid_runs, found = full_grid(seed)

@@ -4,6 +4,7 @@ no run."""
 
 import functools
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -333,6 +334,52 @@ def test_the_model_learns_each_configuration_from_its_runs_and_its_neighbours_fr
     far = learned(predicted, analytic(model), model.get, 90.0, {("a", 1, 4): 1.0, ("a", 2, 1): 1e9})
     assert far[("a", 1, 4)] == pytest.approx(LEARN_MOST * predicted[("a", 1, 4)])
     assert far[("a", 2, 1)] == pytest.approx(predicted[("a", 2, 1)] * 90 / 110, rel=1e-3)  # as slow as saturation
+
+
+def test_a_contender_whose_flat_p99_the_model_puts_just_too_high_is_screened_and_chosen():
+    """a p=4's p99 is flat in the rate (its base and a slow rise to saturation at 400 req/s): the model
+    puts its base at 98.2 ms, just under the 100 ms target, so its capacity at 60 req/s, below the
+    race's three; in truth its base is 75 ms and its capacity 286. Its server's raced configurations
+    are as predicted: their runs teach the model nothing to lift it by, and without its reach it is
+    never run. Its reach (its capacity at a p99 target 20% wider) is 274: the race's first round
+    screens it with one run, whose p99 lifts it into the race, and it is chosen. (The race compares
+    p99 at its rate: a flat p99 above the others' there would be dropped however high its capacity.)"""
+    goal = Goal(p99_ms=100.0, error_pct=1.0)
+    saturation = {("a", 1, 1): 200.0, ("a", 2, 1): 190.0, ("a", 3, 1): 180.0, ("a", 4, 1): 400.0}
+    steep = analytic(saturation)
+
+    def p99_of(base: float):
+        def p99(key, rate: float) -> float:
+            if key != ("a", 4, 1):
+                return steep(key, rate)
+            rho = rate / saturation[key]
+            return base + 10.0 * rho / (1 - rho) if rho < 1 else math.inf
+        return p99
+
+    model, true_p99 = p99_of(100 - 10 * 0.15 / 0.85), p99_of(75.0)
+
+    def truth(key, level):
+        p99 = true_p99(key, level.value)
+        return p99, level.value if math.isfinite(p99) else saturation[key]
+
+    capacity = {k: highest_rate(lambda r, k=k: model(k, r), 100.0, saturation[k], steps=30) for k in saturation}
+    assert capacity[("a", 4, 1)] == pytest.approx(60.0, rel=0.01)
+    reach = highest_rate(lambda r: model(("a", 4, 1), r), 120.0, 400.0, steps=30)
+    field = [Contender(k, f"a p={k[1]}", capacity[k]) for k in (("a", 1, 1), ("a", 2, 1), ("a", 3, 1))]
+    flat = Contender(("a", 4, 1), "a p=4", capacity[("a", 4, 1)])
+    learn = functools.partial(learned, capacity, model, saturation.get)
+    for seed in range(3):
+        fake = Modelled(truth, noise=0.03, seed=seed, run_s=RUN_S)
+        t = search(field, goal, None, fake, budget_s=3600, run_s=RUN_S, clock=fake.clock,
+                   others=[replace(flat, reach=reach)], learn=learn)
+        assert t.screened == [("a", 4, 1)] and t.lifted == [("a", 4, 1)], [s.text for s in t.steps]
+        said = next(s.text for s in t.steps if "a run each" in s.text)
+        assert said.startswith("1 not raced could reach above ") and said.endswith("a run each at 85.5 req/s: a p=4")
+        assert t.choice == ("a", 4, 1) and t.capacities[t.choice].lo > 250
+        alone = Modelled(truth, noise=0.03, seed=seed, run_s=RUN_S)
+        t = search(field, goal, None, alone, budget_s=3600, run_s=RUN_S, clock=alone.clock, others=[flat], learn=learn)
+        assert t.screened == [] and t.lifted == [] and t.choice == ("a", 1, 1)
+        assert not any(k == ("a", 4, 1) for k, _ in alone.stored)
 
 
 def test_a_contender_better_than_predicted_past_the_race_reaches_the_final():

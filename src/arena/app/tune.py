@@ -57,6 +57,8 @@ RACE = 6  # contenders raced
 PER_SERVER = 2  # at most this many of one server in the race
 CALIBRATION_THREADS = 4
 LEARN_STEPS = 12  # halvings of the rate the race learns a contender's factor at (1/4096 of its saturation)
+REACH = 0.2  # a contender's reach: its capacity at a p99 target this much wider (twice the ~10% a
+# configuration's p99 is off the simulator's on held-out sweeps, benches/model_check.py)
 FINAL_WITHIN = 0.02  # the finalists' capacity is bracketed this narrow (hi / lo - 1): 2%, where 5% told too little apart
 CALIBRATION = Level("closed", 1)
 
@@ -382,7 +384,10 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     # fixed load is a formula, computed here)
     with over_the_cpus() if req.load is None else nullcontext(map) as map_fn:
         contenders, points = _contenders(req, calibrations, cores, names, map_fn)
-    raced = _race_field(contenders)
+        raced = _race_field(contenders)
+        others = [c for c in contenders if c not in raced]
+        if req.load is None:
+            others = with_reach(others, raced, calibrations, req.p99_ms, map_fn)
     measurer.say("predict", f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} "
                             "to race")
 
@@ -390,7 +395,7 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     spent = clock() - start
     tuning = search(raced, exp.goal, req.load, measurer, budget_s=max(0.0, req.budget_s - spent), run_s=run_s,
                     clock=clock, threshold=exp.goal.threshold, on_step=lambda s: measurer.say(s.stage, s.text),
-                    others=[c for c in contenders if c not in raced], learn=learner(calibrations, contenders),
+                    others=others, learn=learner(calibrations, contenders),
                     within=FINAL_WITHIN)
     chosen = _chosen(tuning, measurer, exp, names)
     measurer.say("choice", f"chosen: {chosen.name}" if chosen else f"no configuration chosen ({tuning.stopped})")
@@ -489,9 +494,27 @@ def _predicted(req: Request, point: tuple[Calibration, int, int | None]) -> floa
     the request's fixed load where its p99 keeps within the target (the mean-value model's; else 0)."""
     cal, p, t = point
     if req.load is None:
-        return slo_capacity(cal, p, t, req.p99_ms, sim=True)
+        return _capacity_at(req.p99_ms, point)
     pred = predict(cal, p, t, req.load.model, req.load.value)
     return 0.0 if pred.overloaded or pred.p99_ms > req.p99_ms else pred.throughput
+
+
+def with_reach(others: Sequence[Contender], raced: Sequence[Contender], calibrations: dict[str, Calibration],
+               p99_ms: float, map_fn: Callable = map) -> list[Contender]:
+    """``others`` (the contenders not raced), each that could beat the least predicted of ``raced``
+    (its saturation is above it) given its ``reach``: the simulator's capacity at a p99 target REACH
+    wider (model/search.py screens those the model may rank too low by it)."""
+    least = min((c.predicted for c in raced), default=0.0)
+    hope = [c for c in others if saturation(calibrations[c.key[0]], c.key[1], c.key[2]) > least]
+    reach = dict(zip([c.key for c in hope], map_fn(partial(_capacity_at, p99_ms * (1 + REACH)),
+                                                   [(calibrations[c.key[0]], c.key[1], c.key[2]) for c in hope])))
+    return [replace(c, reach=reach[c.key]) if c.key in reach else c for c in others]
+
+
+def _capacity_at(p99_ms: float, point: tuple[Calibration, int, int | None]) -> float:
+    """A configuration's capacity within ``p99_ms`` as the simulator predicts it."""
+    cal, p, t = point
+    return slo_capacity(cal, p, t, p99_ms, sim=True)
 
 
 def learner(calibrations: dict[str, Calibration], contenders: Sequence[Contender]) -> Learn:

@@ -14,7 +14,10 @@ Given contenders ranked by the model's prediction, it
    is no race. Where the race is on capacity and the caller gives the model (``learn``), each
    round's runs correct it per configuration (``learned``: a contender's p99 against the model's at
    the same rate; those not raced from their server's and thread count's), and a contender not
-   raced that the correction lifts among the finalists joins the race (JOIN a round);
+   raced that the correction lifts among the finalists joins the race (JOIN a round); at its first
+   round, the race runs once each of those not raced whose ``reach`` (the capacity they would have
+   were their own p99 as far below the model's as a configuration's may be) tops the finalists
+   (SCREEN at most): their neighbours cannot tell the model that, their own run can;
 2. finds each finalist's **capacity** (no load given): the highest open rate whose p99 keeps within
    the target with errors within their limit, by a bracketing search from the model's estimate and
    the race's rates (up by UP until a rate fails, down by DOWN until one passes, then halving the
@@ -58,6 +61,7 @@ FIRST_RUNS = 2  # a contender's runs in the race's first round (two: the least t
 SEARCH_RUNS = 9  # runs a capacity search takes, about: a few steps each way, halvings, CONFIRM
 LEARN_MOST = 2.0  # a contender's capacity learned from the race: at most this factor off its prediction
 JOIN, JOIN_MOST = 2, 4  # contenders the race's runs may lift into it: a round, and in all
+SCREEN = 8  # contenders not raced that the race's first round screens with a run each, at most
 
 Key = tuple  # a contender: (server, processes, threads)
 
@@ -68,6 +72,9 @@ class Contender:
     name: str
     predicted: float  # req/s: the model's capacity within the goal (or throughput at the load given)
     memory_mib: float | None = None  # the model's
+    # req/s: its capacity were its p99 as far below the model's as a configuration's may be (None: not
+    # asked); wide of ``predicted`` where its p99 is flat in the rate until near saturation
+    reach: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,7 @@ class Tuning:
     race_levels: list[Level] = field(default_factory=list)  # every rate the race ran at, in order
     raced: list[Contender] = field(default_factory=list)
     lifted: list[Key] = field(default_factory=list)  # of those raced: the ones the race's runs lifted into it
+    screened: list[Key] = field(default_factory=list)  # not raced, run once where the race first compared
     dropped: dict[Key, str] = field(default_factory=dict)  # contender -> why
     finalists: list[Key] = field(default_factory=list)
     survivors: list[Key] = field(default_factory=list)  # in the race to its end (the finalists first)
@@ -382,6 +390,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
     # where the race only passes through, one run each tells which way it goes; where it stays, a round
     # is FIRST_RUNS runs each (an interval), then one more a round
     reps, first = (FIRST_RUNS if settled else 1), True
+    screen = learn is not None and bool(others)  # once, where the race first compares
     while True:
         asks = [Ask(k, level, r, f"tune: race at {level.label}, run {r}") for k in alive
                 for r in range(1, reps + 1) if len(measurer.samples(k, level)) < r]
@@ -452,6 +461,9 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                 t.say("drop", f"{names[k]}: {t.dropped[k]}")
             elif c.verdict == stats.UNDECIDED:
                 undecided = True
+        if screen:
+            screen = False
+            _screen(t, level, measurer, alive, others, learn, ask, spare, finalists)
         if others and learn is not None and _lift(t, level, measurer, alive, names, others, learn, reps, spare,
                                                   finalists):
             continue  # the newcomers' runs at this rate, then the comparisons again
@@ -474,13 +486,11 @@ def _lift(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], names: 
     JOIN_MOST a race at most, each while the budget has room for its ``reps`` runs: moved into the
     race (``alive``), each said with what was learned."""
     room = min(JOIN, JOIN_MOST - len(t.lifted))
-    measured = {c.key: stats.median(v) for c in t.raced if (v := values(measurer.samples(c.key, level), "p99_ms"))}
+    measured = _measured(t, level, measurer)
     if room <= 0 or not measured:
         return []
     est = learn(level.value, measured)
-    ranked = sorted(alive, key=lambda k: -est.get(k, 0.0))
-    cut = ranked[min(finalists, len(ranked)) - 1]
-    bar = est.get(cut, 0.0)
+    cut, bar = _bar(alive, est, finalists)
     joined: list[Key] = []
     for c in sorted((c for c in others if est.get(c.key, 0.0) > bar), key=lambda c: -est[c.key])[:room]:
         if not spare(reps * (len(joined) + 1)):
@@ -494,6 +504,49 @@ def _lift(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], names: 
         t.say("race", f"{c.name} joins the race: the runs at {level.label} put its capacity at about "
                       f"{est[c.key]:.0f} req/s (predicted {c.predicted:.0f}), above {names[cut]}'s {bar:.0f}")
     return joined
+
+
+def _screen(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], others: list[Contender], learn: Learn,
+            ask, spare: Callable[[int], bool], finalists: int) -> None:
+    """Where the model may rank a contender of ``others`` too low, one run of it at ``level``: its
+    ``reach``, corrected as the race's runs correct its server's, above the ``finalists``-th best
+    capacity learned of those in the race; the SCREEN highest, as many as the budget leaves room for.
+    Its own run then corrects its capacity (``_lift``), where its neighbours' could not: a
+    configuration's p99 is off the model's by its own factor, and where the p99 is flat in the rate
+    that factor alone can put its capacity anywhere up to saturation."""
+    measured = _measured(t, level, measurer)
+    if not measured:
+        return
+    est = learn(level.value, measured)
+    _, bar = _bar(alive, est, finalists)
+
+    def hope(c: Contender) -> float:  # its reach, by the factor the race's runs put on its prediction
+        return c.reach * est.get(c.key, c.predicted) / c.predicted if c.predicted > 0 else c.reach
+
+    hopes = sorted((c for c in others if c.reach is not None and hope(c) > bar), key=hope, reverse=True)[:SCREEN]
+    n = len(hopes)
+    while n and not spare(n):
+        n -= 1
+    if not n:
+        return
+    chosen = hopes[:n]
+    t.say("race", f"{n} not raced could reach above {bar:.0f} req/s were their p99 as far below the model's as a "
+                  f"configuration's may be: a run each at {level.label}: " + ", ".join(c.name for c in chosen))
+    if ask([Ask(c.key, level, 1, f"tune: screen at {level.label}") for c in chosen]):
+        t.screened.extend(c.key for c in chosen)
+
+
+def _measured(t: Tuning, level: Level, measurer: Measurer) -> dict[Key, float]:
+    """The median p99 at ``level`` of each contender raced or screened that has a valid run there."""
+    keys = [c.key for c in t.raced] + t.screened
+    return {k: stats.median(v) for k in keys if (v := values(measurer.samples(k, level), "p99_ms"))}
+
+
+def _bar(alive: list[Key], est: dict[Key, float], finalists: int) -> tuple[Key, float]:
+    """Of those in the race, the ``finalists``-th best by the capacities learned, and its capacity."""
+    ranked = sorted(alive, key=lambda k: -est.get(k, 0.0))
+    cut = ranked[min(finalists, len(ranked)) - 1]
+    return cut, est.get(cut, 0.0)
 
 
 def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None, any_valid: bool) -> str:
