@@ -37,9 +37,12 @@ GENERAL = ("a server that takes kept-alive connections in turn, or a proxy in fr
            "connections and keeps few to the server")
 
 
-def _served_first(spread) -> tuple[str, float, float] | None:
-    """The connections the worst tenth is unfair against: the others, else the fastest quarter
-    (where kept), as (which, their median p99 in us, their requests per connection); None: neither."""
+def _unfair(spread) -> tuple[str, float, float] | None:
+    """The connections the worst tenth is unfair against, over enough connections: the others, else
+    the fastest quarter (where kept), as (which, their median p99 in us, their requests per
+    connection); None: fair, or too few to tell."""
+    if spread.connections < THRESHOLDS["least_connections"]:
+        return None
     groups = [("the others", spread.rest_p99_us, spread.rest_requests, THRESHOLDS["least_ratio"])]
     if spread.fastest_p99_us is not None:
         groups.append(("the fastest quarter", spread.fastest_p99_us, spread.fastest_requests,
@@ -51,17 +54,12 @@ def _served_first(spread) -> tuple[str, float, float] | None:
     return None
 
 
-def _unfair(spread) -> bool:
-    return spread.connections >= THRESHOLDS["least_connections"] and _served_first(spread) is not None
-
-
 def detect(cell: Cell, cells: Sequence[Cell]) -> Finding | None:
     spreads = [s for r in cell.valid_runs if r.figures and (s := r.figures.connection_spread) is not None]
-    unfair = sorted((s for s in spreads if _unfair(s)), key=lambda s: s.worst_p99_us)
+    unfair = sorted(((s, first) for s in spreads if (first := _unfair(s))), key=lambda u: u[0].worst_p99_us)
     if not spreads or 2 * len(unfair) <= len(spreads):
         return None
-    s = unfair[len(unfair) // 2]  # the median run of those showing it
-    which, first_p99_us, first_requests = _served_first(s)
+    s, (which, first_p99_us, first_requests) = unfair[len(unfair) // 2]  # the median run of those showing it
     evidence = (Evidence("connections", s.connections, ""),
                 Evidence("the worst tenth's own p99", s.worst_p99_us / 1000, "ms"),
                 Evidence("those served first: median p99", first_p99_us / 1000, "ms"),
