@@ -539,7 +539,11 @@ def reap_stale_workdirs(tmp: Path | None = None, doomed: Callable[[str], bool] =
     return removed
 
 
-SETTLE_S = 0.5  # the process set must stay unchanged this long to count as started
+# The process set must stay unchanged this long to count as started: about twice the largest gap
+# between two changes of a start-up burst measured (gunicorn sleeps up to 0.1 s between forking its
+# workers: 130 ms under a quota of half a CPU; benches/start_settle.py). Passenger's helpers come
+# later: its ready_floor_s waits for them.
+SETTLE_S = 0.25
 
 
 HTTP_TRANSIENT = (OSError, ValueError, http.client.HTTPException)  # not up yet: try again
