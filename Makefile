@@ -106,11 +106,15 @@ demo:
 	echo "report:  $(CURDIR)/arena-report-quick.html"
 
 # arena-load's integration tests time real connections (a 10 ms link, a 4 MiB/s reader): one at a
-# time, as the machine's two cores would otherwise be shared by up to 21 of them at once.
+# time, as the machine's two cores would otherwise be shared by up to 21 of them at once. So are
+# Arena's tests that start servers, services, load or a browser (marked integration: their runs must
+# have the CPUs to themselves, or the neighbour rule makes them invalid); the tests that start
+# nothing run first, two at a time (a file's tests on one worker, in their order).
 test: install
 	cargo test --release --locked -p arena-load -- --test-threads=1
 	$(VENV)/bin/lint-imports --no-cache
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=30
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not integration" -n 2 --dist loadfile
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m integration --durations=30
 
 # Figures, not tests: about 33 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench

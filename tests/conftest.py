@@ -8,6 +8,10 @@ import pytest
 
 from arena.servers import catalog
 
+# Commands run in-process print as piped output does (arena.cli.console: 200 columns): a COLUMNS
+# the runner's environment carries would wrap their tables (pytest-xdist's workers have 80).
+os.environ.pop("COLUMNS", None)
+
 
 def require_server(name: str) -> None:
     """Skip when ``name`` is not installed, unless ARENA_REQUIRE_ALL=1 (make test, CI): then fail,

@@ -125,6 +125,7 @@ def children(master: psutil.Process, n: int) -> list[psutil.Process]:
     return master.children()
 
 
+@pytest.mark.integration
 def test_the_written_gunicorn_conf_served_runs_the_chosen_processes_and_threads(tmp_path):
     files = deploy.files(deploy.Deployment("gunicorn-gthread", APPS["wsgi"], 2, 3), [])
     port = _free_port()
@@ -148,6 +149,7 @@ def test_the_written_gunicorn_conf_served_runs_the_chosen_processes_and_threads(
         assert all(3 <= n <= 3 + 2 for n in threads), threads
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("puma") is None, reason="puma is not installed (make install)")
 def test_the_written_puma_rb_served_runs_the_chosen_workers_and_threads(tmp_path):
     files = deploy.files(deploy.Deployment("puma", APPS["rack"], 2, 3), [])

@@ -250,6 +250,7 @@ def test_faults_of_the_generator_and_the_server_under_arena_load():
     assert cgroup.survivors(server.procset.name) == []
 
 
+@pytest.mark.integration
 def test_a_server_that_closes_connections_mid_response_makes_an_invalid_load(tmp_path):
     """A target that answers a few bytes of each response and closes: errors, one INVALID line, exit 1."""
     import socket

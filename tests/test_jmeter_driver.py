@@ -101,6 +101,7 @@ def test_an_empty_or_foreign_jtl():
                      config={})
 
 
+@pytest.mark.integration
 def test_a_short_real_run():
     require_server("puma")
     if not (jmeter.home() / "bin" / "ApacheJMeter.jar").exists() or not shutil.which("java"):

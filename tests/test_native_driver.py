@@ -45,6 +45,7 @@ def puma():
         yield running
 
 
+@pytest.mark.integration
 def test_a_closed_run_against_a_real_server(puma):
     r = native.run(LoadSpec(f"{puma.url}/work?cpu_ms=3&io_ms=2", connections=4, duration_s=1.5,
                                    warmup_s=0.3, request_start=True), cpus=[0])
@@ -68,6 +69,7 @@ def test_a_closed_run_against_a_real_server(puma):
         assert stats.hdr_value_at_quantile(h, q) == m.response_time.p(name)
 
 
+@pytest.mark.integration
 def test_live_points_arrive_during_the_run(puma):
     seen: list[tuple[float, object]] = []
     t0 = time.monotonic()
@@ -80,6 +82,7 @@ def test_live_points_arrive_during_the_run(puma):
     assert points[0].completed > 0 and points[0].p99_us is not None
 
 
+@pytest.mark.integration
 def test_an_open_run_reports_offered_and_achieved(puma):
     r = native.run(LoadSpec(f"{puma.url}/work?cpu_ms=1", rate=200, duration_s=1.0), cpus=[0])
     m = r.measured
@@ -89,6 +92,7 @@ def test_an_open_run_reports_offered_and_achieved(puma):
     assert r.generator_pause_limit_ms == 100.0 and r.generator_paused_ms < r.generator_pause_limit_ms  # its own limit
 
 
+@pytest.mark.integration
 def test_a_far_client_is_measured_through_a_real_server(puma):
     """10 ms each way in front of a 5 ms request: p50 near 25 ms, and the result says how."""
     from arena.report.summary import load_summary
@@ -120,6 +124,7 @@ def test_arena_load_errors_become_one_line_arena_errors():
         native.run(LoadSpec("http://10.9.9.9/", duration_s=1))
 
 
+@pytest.mark.integration
 def test_ctrl_c_to_arena_load_keeps_the_partial_result(puma):
     """SIGINT to the process group, as a terminal's Ctrl-C: both Arena and arena-load get it."""
     proc = subprocess.Popen([sys.executable, "-m", "arena", "load", f"{puma.url}/work?cpu_ms=1", "-c", "2", "-d", "60s",

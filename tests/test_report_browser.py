@@ -5,6 +5,8 @@ target/test-artifacts/report.png (and report-charts.png, the charts part) to loo
 
 from pathlib import Path
 
+import pytest
+
 from arena.app.store import results
 from tests.conftest import CHROMIUM, report_store, require_browser
 from arena.app.report import build_report
@@ -59,6 +61,7 @@ ANSWER = """() => ({
 })"""
 
 
+@pytest.mark.integration
 def test_the_report_renders_in_chromium(tmp_path):
     require_browser()
     with Store(report_store()) as s:
@@ -97,6 +100,7 @@ PUBLISHED = """() => {
 }"""
 
 
+@pytest.mark.integration
 def test_a_reproduced_study_shows_published_vs_here_in_chromium(tmp_path):
     """The report of a study's experiment (a recorded run of fake-work.toml, rochkind-heroku) has
     the "Published vs here" section: its charts drawn, its table with the published figures and
@@ -132,6 +136,7 @@ FILTERED = """() => {
 }"""
 
 
+@pytest.mark.integration
 def test_a_report_of_500_configurations_renders_scrolls_and_filters(tmp_path):
     """A grid of 500 configurations (the fixture grown: tests/stores.py): a page under 5 MB whose
     charts draw the best and whose tables list every cell, filtered by what is typed."""

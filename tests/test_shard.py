@@ -204,6 +204,7 @@ def test_the_slurm_array_runs_every_share_once_and_queues_the_merge_after_it(tmp
     assert got == [Shard(i, hi - lo + 1) for i in range(1, hi - lo + 2)]
 
 
+@pytest.mark.integration
 def test_a_slurm_array_job_runs_the_shards_and_merges_them_for_real(tmp_path):
     """deploy/slurm/submit on a single-node Slurm of the test's own (tests/slurm.py): two shard tasks
     run the real experiment, the merge job after them; the merged store has every cell once."""

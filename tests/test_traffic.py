@@ -195,6 +195,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, text):
     assert not (tmp_path / "m.toml").exists()
 
 
+@pytest.mark.integration
 def test_a_mix_from_a_log_replays_its_shapes_through_arena_load(tmp_path):
     """from-log's mix sent by arena-load to a server that records what it is asked: every request
     has its template's shape (ids in range, tokens of the log's kinds, drawn afresh), in the log's
@@ -254,6 +255,7 @@ def test_a_profile_keeps_the_logs_seconds_and_bursts_and_scales_to_a_speed_or_a_
         schedule(times, window_kind="first", window_s=3600)
 
 
+@pytest.mark.integration
 def test_a_profile_is_sent_at_its_times_by_arena_load(tmp_path, capsys):
     """A 30-second bursty log at 10x against a recording server: each second of the run sends what
     ten seconds of the log held, within 2%."""
@@ -309,6 +311,7 @@ def test_an_experiments_profile_is_read_scaled_to_each_rate_and_refused_where_it
                                                                "profile": "logs/access.log"}}, file)
 
 
+@pytest.mark.integration
 def test_an_experiment_runs_a_real_server_under_a_profile(tmp_path, capsys):
     from arena.app.store import results
     from arena.results.store import Store
@@ -366,6 +369,7 @@ def test_a_har_becomes_templates_with_headers_and_bodies_of_the_same_shape_and_n
         assert secret not in text, secret
 
 
+@pytest.mark.integration
 def test_a_sessions_capture_feeds_its_next_step_and_one_never_found_is_named(tmp_path, capsys):
     """`arena load --mix` with sessions: a value captured from one answer is in the next request's
     path; a capture never found is an error of its request, named on the output, and the run is
