@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -135,16 +136,21 @@ def test_the_written_gunicorn_conf_served_runs_the_chosen_processes_and_threads(
     with serving([str(gunicorn), "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"], tmp_path, port) as master:
         workers = children(master, 2)
         assert len(workers) == 2
+        def get(_: int) -> None:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/work?io_ms=50")
+            c.getresponse().read()
+            c.close()
+
+        # gthread grows a worker's pool only when a request finds no idle thread: requests one after
+        # another may all be served by its first, so 12 at once, until both workers have been busy
         threads = []
-        for _ in range(20):  # gthread starts a worker's pool lazily: send requests until both have
-            for _ in range(8):
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/work?cpu_ms=1&io_ms=20")
-                c.getresponse().read()
-                c.close()
-            threads = [w.num_threads() for w in workers]
-            if all(n >= 3 for n in threads):
-                break
+        with ThreadPoolExecutor(12) as clients:
+            for _ in range(20):
+                list(clients.map(get, range(12)))
+                threads = [w.num_threads() for w in workers]
+                if all(n >= 3 for n in threads):
+                    break
         # gunicorn's gthread worker: its main thread and a pool of ``threads``
         assert all(3 <= n <= 3 + 2 for n in threads), threads
 
