@@ -486,11 +486,10 @@ def _lift(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], names: 
     JOIN_MOST a race at most, each while the budget has room for its ``reps`` runs: moved into the
     race (``alive``), each said with what was learned."""
     room = min(JOIN, JOIN_MOST - len(t.lifted))
-    measured = _measured(t, level, measurer)
-    if room <= 0 or not measured:
+    learned = _learned(t, level, measurer, learn, alive, finalists)
+    if room <= 0 or learned is None:
         return []
-    est = learn(level.value, measured)
-    cut, bar = _bar(alive, est, finalists)
+    est, cut, bar = learned
     joined: list[Key] = []
     for c in sorted((c for c in others if est.get(c.key, 0.0) > bar), key=lambda c: -est[c.key])[:room]:
         if not spare(reps * (len(joined) + 1)):
@@ -514,11 +513,10 @@ def _screen(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], other
     Its own run then corrects its capacity (``_lift``), where its neighbours' could not: a
     configuration's p99 is off the model's by its own factor, and where the p99 is flat in the rate
     that factor alone can put its capacity anywhere up to saturation."""
-    measured = _measured(t, level, measurer)
-    if not measured:
+    learned = _learned(t, level, measurer, learn, alive, finalists)
+    if learned is None:
         return
-    est = learn(level.value, measured)
-    _, bar = _bar(alive, est, finalists)
+    est, _, bar = learned
 
     def hope(c: Contender) -> float:  # its reach, by the factor the race's runs put on its prediction
         return c.reach * est.get(c.key, c.predicted) / c.predicted if c.predicted > 0 else c.reach
@@ -536,17 +534,20 @@ def _screen(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], other
         t.screened.extend(c.key for c in chosen)
 
 
-def _measured(t: Tuning, level: Level, measurer: Measurer) -> dict[Key, float]:
-    """The median p99 at ``level`` of each contender raced or screened that has a valid run there."""
+def _learned(t: Tuning, level: Level, measurer: Measurer, learn: Learn, alive: list[Key],
+             finalists: int) -> tuple[dict[Key, float], Key, float] | None:
+    """What the runs at ``level`` teach: the capacities ``learn`` puts on the contenders from the median
+    p99 of each one raced or screened with a valid run there, and of those still in the race
+    (``alive``) the ``finalists``-th best by them with its capacity, the bar to pass. None before any
+    such run."""
     keys = [c.key for c in t.raced] + t.screened
-    return {k: stats.median(v) for k in keys if (v := values(measurer.samples(k, level), "p99_ms"))}
-
-
-def _bar(alive: list[Key], est: dict[Key, float], finalists: int) -> tuple[Key, float]:
-    """Of those in the race, the ``finalists``-th best by the capacities learned, and its capacity."""
+    measured = {k: stats.median(v) for k in keys if (v := values(measurer.samples(k, level), "p99_ms"))}
+    if not measured:
+        return None
+    est = learn(level.value, measured)
     ranked = sorted(alive, key=lambda k: -est.get(k, 0.0))
     cut = ranked[min(finalists, len(ranked)) - 1]
-    return cut, est.get(cut, 0.0)
+    return est, cut, est.get(cut, 0.0)
 
 
 def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None, any_valid: bool) -> str:
