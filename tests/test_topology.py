@@ -3,6 +3,7 @@ HAProxy (one test per option), the balancer's log read back, the servers' unix-s
 the real thing: nginx and HAProxy started, ready, stopped and crashed at start with nothing left, and
 a two-instance fleet answering through HAProxy with per-instance counts that add up."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -226,6 +227,12 @@ def test_a_front_starts_answers_through_its_instances_and_stops_leaving_nothing(
     _nothing_left(d)
 
 
+def _own_workdirs() -> set[Path]:
+    """The work dirs of this process's sets in /tmp (a set is named after the process that made it:
+    another test's, running beside this one, are not this one's to count)."""
+    return set(Path("/tmp").glob(f"arena-{os.getpid()}-*"))
+
+
 def test_a_port_in_use_is_refused_before_any_instance_starts():
     import socket
 
@@ -233,10 +240,10 @@ def test_a_port_in_use_is_refused_before_any_instance_starts():
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        before = set(Path("/tmp").glob("arena-*"))
+        before = _own_workdirs()
         with pytest.raises(ArenaError, match=rf"^--port: 127.0.0.1:{port} is in use"):
             start_deployment(ServerSpec("gunicorn-sync", cpus=[1], port=port), topology({"proxy": "nginx"}), [1])
-        assert set(Path("/tmp").glob("arena-*")) == before
+        assert _own_workdirs() == before
 
 
 @pytest.mark.integration
@@ -246,11 +253,11 @@ def test_a_front_that_crashes_at_start_is_one_error_and_leaves_nothing(kind, mon
     module = nginx if kind == "nginx" else haproxy
     monkeypatch.setattr(module, "config", lambda *a, **k: "this is not a config\n")
     given = {"proxy": "nginx"} if kind == "nginx" else {"balancer": "haproxy"}
-    before = set(Path("/tmp").glob("arena-*"))
+    before = _own_workdirs()
     with pytest.raises(ArenaError) as e:
         start_deployment(ServerSpec("gunicorn-sync", cpus=[1]), topology(given), [1])
     assert f"{kind} exited with code" in str(e.value) and "before it was ready" in str(e.value)
-    assert set(Path("/tmp").glob("arena-*")) - before == set()  # neither the front's dir nor the instance's
+    assert _own_workdirs() - before == set()  # neither the front's dir nor the instance's
 
 
 @pytest.mark.integration
