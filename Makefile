@@ -113,8 +113,8 @@ demo:
 test: install
 	cargo test --release --locked -p arena-load -- --test-threads=1
 	$(VENV)/bin/lint-imports --no-cache
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not integration" -n 2 --dist loadfile
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m integration --durations=30
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not alone" -n 2 --dist loadfile
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m alone --durations=30
 
 # Figures, not tests: about 33 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench

@@ -13,6 +13,14 @@ from arena.servers import catalog
 os.environ.pop("COLUMNS", None)
 
 
+def pytest_collection_modifyitems(items):
+    """A test marked alone is an integration test too: ``-m integration`` selects every test that
+    starts something, ``-m alone`` the ones among them that need the CPUs to themselves."""
+    for item in items:
+        if item.get_closest_marker("alone"):
+            item.add_marker(pytest.mark.integration)
+
+
 def require_server(name: str) -> None:
     """Skip when ``name`` is not installed, unless ARENA_REQUIRE_ALL=1 (make test, CI): then fail,
     so a missing install step can never pass as a skip."""

@@ -205,7 +205,7 @@ def test_what_binds_names_the_gil_only_where_threads_share_it(res, threads, wait
     assert binding(cell).startswith(expect)
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_real_aa_experiment_is_compared_as_any_pair_is(tmp_path):
     """One Puma configuration listed twice under two labels, three repetitions each, run for real:
     the pair is compared on throughput and p99 by the rule every pair is (stats.compare on the

@@ -102,7 +102,7 @@ def test_a_set_tracks_accounts_freezes_and_kills_a_daemonized_tree(procset):
 BUSY = "import time\nend = time.monotonic() + 1.0\nwhile time.monotonic() < end:\n    pass\n"
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_cpu_quota_holds_a_busy_loop_to_its_share_and_counts_its_throttling(procset):
     """A busy loop of 1 s under a 0.5-core quota (on both CPUs, as a pod on a node) gets 45-55% of
     a core, and the cgroup counts the periods it waited for the next one; without a cgroup the

@@ -293,7 +293,7 @@ def _arena(*args: str, timeout: float = 120, cpus: str | None = None) -> subproc
     return subprocess.run([*pin, sys.executable, "-m", "arena", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_two_load_hosts_in_their_own_namespaces_load_one_server_merged_exactly(cluster, server, tmp_path):
     spaces, address, _ = cluster
     out = tmp_path / "load.json"

@@ -180,7 +180,8 @@ def test_a_real_runs_seconds_export_as_one_interval_each(tmp_path):
 
     require_server("puma")
     exp, db, log = tmp_path / "s.toml", tmp_path / "arena.db", tmp_path / "s.hlog"
-    exp.write_text('name = "s"\nrepetitions = 1\nduration = "2500ms"\nwarmup = "300ms"\n[workload]\npath = "/work?cpu_ms=2"\n'
+    exp.write_text('name = "s"\nrepetitions = 1\nduration = "2500ms"\nwarmup = "300ms"\nothers_threshold = 1\n'
+                   'speed_threshold = 10\ndrift_threshold = 10\n[workload]\npath = "/work?cpu_ms=2"\n'
                    '[load]\nconcurrency = [2]\n[[servers]]\nserver = "puma"\nprocesses = 1\nthreads = 2\n')
     run = subprocess.run([sys.executable, "-m", "arena", "run", str(exp), "--store", str(db)], capture_output=True,
                          text=True, timeout=300)

@@ -264,6 +264,10 @@ def _deployed_files(server: str, app, processes, threads, bundled: bool, port: i
 # puma with the app's own bundle (a Gemfile naming it)
 OWN = [(*d, own) for d in DEPLOYED for own in (("venv", "no-venv") if d[1] != "rack" else
                                               ("bundle", "no-bundle") if d[0] == "puma" else ("no-bundle",))]
+# Passenger run as run.sh runs it, outside Arena's launcher: its watchdog failed to start ("Daemon
+# 'PassengerAgent watchdog' failed to start") in two of two runs beside the other integration tests,
+# never alone, nor beside Passenger's other tests or two busy CPUs: it runs alone
+OWN = [pytest.param(*o, marks=pytest.mark.alone) if o[0] == "passenger" else o for o in OWN]
 
 
 @pytest.mark.integration

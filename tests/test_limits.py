@@ -16,7 +16,7 @@ from tests.conftest import leak_experiment, require_server
 QUOTA = (Path(__file__).resolve().parents[1] / "examples" / "why" / "quota.toml").read_text()
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_cpu_quota_holds_a_real_server_back_and_its_throttling_is_stored(tmp_path):
     """Puma 2x4 on CPU 1 with four clients of 5 ms CPU each keeps the CPU busy; under a 0.5-core
     quota it serves about half as much, with a higher p99, and its runs store the time it was

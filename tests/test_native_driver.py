@@ -82,7 +82,7 @@ def test_live_points_arrive_during_the_run(puma):
     assert points[0].completed > 0 and points[0].p99_us is not None
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_an_open_run_reports_offered_and_achieved(puma):
     r = native.run(LoadSpec(f"{puma.url}/work?cpu_ms=1", rate=200, duration_s=1.0), cpus=[0])
     m = r.measured
@@ -92,7 +92,7 @@ def test_an_open_run_reports_offered_and_achieved(puma):
     assert r.generator_pause_limit_ms == 100.0 and r.generator_paused_ms < r.generator_pause_limit_ms  # its own limit
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_far_client_is_measured_through_a_real_server(puma):
     """10 ms each way in front of a 5 ms request: p50 near 25 ms, and the result says how."""
     from arena.report.summary import load_summary

@@ -393,6 +393,7 @@ name = "tiny"
 duration = "1s"
 speed_threshold = 10  # not about the machine (test_runner_seams.py is): a spell must not fail it,
 others_threshold = 1  # nor a neighbour
+drift_threshold = 10  # nor the drift a neighbour makes
 warmup = "200ms"
 repetitions = 1
 [workload]
@@ -474,8 +475,8 @@ def test_the_same_study_with_ab_and_arena_load_lands_in_one_store(tmp_path):
     db = tmp_path / "arena.db"
     for name, driver in (("by-arena-load", "arena-load"), ("by-ab", "ab")):
         exp = tmp_path / f"{name}.toml"
-        exp.write_text(f'name = "{name}"\ndriver = "{driver}"\nduration = "1s"\nspeed_threshold = 10\nothers_threshold = 1\nwarmup = "300ms"\nrepetitions = 1\n'
-                       '[workload]\npath = "/work?cpu_ms=2"\n[load]\nconcurrency = [2]\n[[servers]]\nserver = "puma"\nthreads = 2\n')
+        exp.write_text(f'name = "{name}"\ndriver = "{driver}"\nduration = "1s"\nspeed_threshold = 10\nothers_threshold = 1\ndrift_threshold = 10\nwarmup = "300ms"\n'
+                       'repetitions = 1\n[workload]\npath = "/work?cpu_ms=2"\n[load]\nconcurrency = [2]\n[[servers]]\nserver = "puma"\nthreads = 2\n')
         r = arena("run", str(exp), "--store", str(db))
         assert r.returncode == 0, r.stdout + r.stderr
     with Store(db) as s:
@@ -607,7 +608,7 @@ def test_an_open_run_that_could_not_send_its_schedule_is_invalid():
     assert flag.startswith("11 of the 1011 requests due were never sent (1.1%; at most 1%)")
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_freeze_inside_a_closed_run_makes_it_invalid():
     """A real server frozen (its cgroup) for 2 s in the middle of a 5 s closed run at c=4: fewer
     than 1% errors and no drift between the halves (the stall spans both), yet the run is flagged."""

@@ -255,7 +255,7 @@ def test_a_profile_keeps_the_logs_seconds_and_bursts_and_scales_to_a_speed_or_a_
         schedule(times, window_kind="first", window_s=3600)
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_profile_is_sent_at_its_times_by_arena_load(tmp_path, capsys):
     """A 30-second bursty log at 10x against a recording server: each second of the run sends what
     ten seconds of the log held, within 2%."""
@@ -321,7 +321,8 @@ def test_an_experiment_runs_a_real_server_under_a_profile(tmp_path, capsys):
     lines, _ = bursty_log(20)
     (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
     (tmp_path / "p.toml").write_text(
-        'name = "profiled"\nduration = "2s"\nwarmup = "0.5s"\nrepetitions = 1\n'
+        'name = "profiled"\nduration = "2s"\nwarmup = "0.5s"\nrepetitions = 1\nothers_threshold = 1\n'
+        'speed_threshold = 10\ndrift_threshold = 10\n'
         '[workload]\npath = "/work?cpu_ms=1"\n'
         '[load]\nmodel = "open"\nrates = [60]\nprofile = "access.log"\n'
         '[[servers]]\nserver = "gunicorn-sync"\nprocesses = 2\n')

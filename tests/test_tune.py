@@ -100,7 +100,7 @@ def test_an_invalid_run_to_start_from_still_says_where_the_search_starts(tmp_pat
     assert found["puma[rack] t=2"].lo <= 200 < found["puma[rack] t=2"].hi and found["puma[rack] t=2"].confirmed
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes(tmp_path):
     """The issue's done-when, shortened: gunicorn-gthread on CPU 1, p99 within 200 ms, a 40 s budget
     of 1 s runs (three to calibrate and one capacity search: 38 s here); then the same command again
@@ -136,7 +136,7 @@ def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes
     assert len(keys) == len(set(keys)) and len(keys) >= 3
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_a_real_tune_at_a_fixed_concurrency_races_on_throughput_and_searches_no_capacity(tmp_path):
     """--concurrency: the race is at that many clients and compared on throughput within the goal; no
     rate is searched. 5 ms CPU and 10 ms I/O a request on one CPU: 4 threads overlap the I/O (about

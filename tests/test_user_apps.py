@@ -125,7 +125,8 @@ def test_an_experiment_on_a_users_app_stores_its_metrics_and_how_the_server_was_
     monkeypatch.setenv("GUNICORN_CMD_ARGS", "--workers 7")  # the caller's: must not reach the server
     monkeypatch.setenv("RUBYOPT", "-W0")
     exp = parse_experiment({
-        "name": "own", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10, "others_threshold": 1, "load": {"concurrency": [2]},
+        "name": "own", "duration": "1s", "warmup": "200ms", "repetitions": 1, "speed_threshold": 10, "others_threshold": 1,
+        "drift_threshold": 10, "load": {"concurrency": [2]},
         "servers": [{"server": "gunicorn-gthread", "threads": 2,
                      "app": {"wsgi": "hello_wsgi:app", "chdir": "pyapp", "health": "/", "warmup": ["/x"]}}],
     }, str(apps / "own.toml"))

@@ -30,7 +30,7 @@ def found_in(tmp_path, example: str, exits: tuple[int, ...] = (0,), retake: bool
     return json.loads(shown.stdout)["why"]["found"], store
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tmp_path):
     """A five-line ASGI app that sends its headers and its body in two messages, under uvicorn on
     asyncio and h11 at one client: with two workers uvicorn binds the listener itself with proto 0,
@@ -73,7 +73,7 @@ def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tm
     assert healthy["explained"] == []
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_connection_churn_is_named_where_the_server_closes_kept_alive_connections(tmp_path):
     """gunicorn's gthread worker with a keep-alive of 0 closes each connection after one answer while
     the clients ask to keep them: one connection a request, named; its default 2 s keeps them."""
@@ -131,7 +131,7 @@ def test_healthy_stores_name_no_pathology():
         assert a.why.found == (), [f.line for f in a.why.found]
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_event_loop_blocking_is_named_where_a_call_holds_the_loop_and_not_where_it_yields(tmp_path):
     """Arena's ASGI subject under one uvicorn process at 4 clients: a 20 ms wait that holds the event
     loop (io=block) makes every other request wait behind it, and the subject reports that wait
@@ -164,7 +164,7 @@ def test_the_answer_schema_names_every_detector():
     assert list(enums(schema)) == [[d.KEY for d in DETECTORS]]
 
 
-@pytest.mark.integration
+@pytest.mark.alone
 def test_keep_alive_unfairness_is_named_for_puma_and_not_for_gthread(tmp_path):
     """200 kept-alive clients on one process of 8 threads: Puma 5 serves the connections it already
     holds first and closes busy ones after 10 requests, so a reconnecting client waits seconds while
