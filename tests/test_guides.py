@@ -1,8 +1,10 @@
 """The guides' commands, run as a reader would: each ```LANG file PATH block of a guide is written to
 PATH in a fresh directory (which also holds `examples`, the checkout's), then each ```sh test block's
 lines run there in order with .venv/bin first on PATH; every one must exit 0 (or the status its
-`# exit: N` line names), and print what each `# expect: TEXT` line after it says. A block that is
-plain ```sh is shown, not run (it downloads, or needs what a test cannot have). Processes a guide
+`# exit: N` line names), and print what each `# expect: TEXT` line after it says. A ```sh by TEST
+block is run by that test file instead, which asserts more of it than a guide's run can (the
+guide's run would make the same runs again). A block that is plain ```sh is shown, not run (it
+downloads, or needs what a test cannot have). Processes a guide
 starts in the background write their pid to a .pid file; whatever is left of them is stopped, and
 what they leave in their temporary directory (TMPDIR, one of the test's own) is removed with it."""
 
@@ -23,7 +25,7 @@ from tests.conftest import require_server
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-BLOCK = re.compile(r"^```(\w+)(?: (file|test)(?: (\S+))?)?\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(r"^```(\w+)(?: (file|test|by)(?: (\S+))?)?\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 # Each guide with tested commands, and the servers they start.
 GUIDES = {
@@ -33,7 +35,6 @@ GUIDES = {
     "capacity.md": ("gunicorn-gthread",),
     "ci.md": ("gunicorn-gthread",),
     "scale.md": ("gunicorn-gthread",),
-    "why.md": ("uvicorn",),
 }
 
 
@@ -44,6 +45,19 @@ class Step:
     expect: list[str] = field(default_factory=list)
 
 
+def _steps(body: str) -> list[Step]:
+    """A block's commands, each with the exit status and the texts its comment lines expect of it."""
+    steps: list[Step] = []
+    for line in body.splitlines():
+        if line.startswith("# expect: "):
+            steps[-1].expect.append(line.removeprefix("# expect: "))
+        elif line.startswith("# exit: "):
+            steps[-1].status = int(line.removeprefix("# exit: "))
+        elif line.strip() and not line.startswith("#"):
+            steps.append(Step(line))
+    return steps
+
+
 def blocks(guide: Path) -> tuple[dict[str, str], list[Step]]:
     """A guide's files (path -> text) and its tested commands, in order."""
     files, steps = {}, []
@@ -51,14 +65,14 @@ def blocks(guide: Path) -> tuple[dict[str, str], list[Step]]:
         if kind == "file":
             files[path] = body
         elif kind == "test":
-            for line in body.splitlines():
-                if line.startswith("# expect: "):
-                    steps[-1].expect.append(line.removeprefix("# expect: "))
-                elif line.startswith("# exit: "):
-                    steps[-1].status = int(line.removeprefix("# exit: "))
-                elif line.strip() and not line.startswith("#"):
-                    steps.append(Step(line))
+            steps += _steps(body)
     return files, steps
+
+
+def run_by(guide: Path, test: str) -> list[Step]:
+    """The commands of ``guide``'s ```sh by TEST blocks that name ``test`` (a file of tests/), in order."""
+    return [step for _, kind, path, body in BLOCK.findall(guide.read_text()) if kind == "by" and path == test
+            for step in _steps(body)]
 
 
 def test_the_guide_parser_reads_files_and_tested_commands(tmp_path):
@@ -66,6 +80,10 @@ def test_the_guide_parser_reads_files_and_tested_commands(tmp_path):
     guide.write_text("```python file a/b.py\nx = 1\n```\n\n```sh test\narena ls\n# a comment\n# expect: runs\n"
                      "arena show x\n# exit: 2\n```\n\n```sh\narena not-run\n```\n")
     assert blocks(guide) == ({"a/b.py": "x = 1\n"}, [Step("arena ls", 0, ["runs"]), Step("arena show x", 2)])
+    guide.write_text(guide.read_text() + "```sh by test_x.py\narena tune\n# what it does\n# expect: chosen\narena ls\n```\n")
+    assert run_by(guide, "test_x.py") == [Step("arena tune", 0, ["chosen"]), Step("arena ls")]
+    assert run_by(guide, "test_y.py") == []
+    assert blocks(guide)[1] == [Step("arena ls", 0, ["runs"]), Step("arena show x", 2)]
 
 
 def test_every_guide_is_run_and_listed_in_the_index():
@@ -73,6 +91,17 @@ def test_every_guide_is_run_and_listed_in_the_index():
     assert tested == set(GUIDES)
     index = (DOCS / "README.md").read_text()
     assert all(f"({name})" in index for name in GUIDES)
+
+
+def test_every_block_a_guide_leaves_to_a_test_is_run_by_it():
+    """A ```sh by TEST block names a test file that reads that guide's blocks for it (run_by), or, for
+    docs/why.md, runs each reproduction the guide names (test_why asserts which)."""
+    left = {(page.name, path) for page in DOCS.glob("*.md")
+            for _, kind, path, _ in BLOCK.findall(page.read_text()) if kind == "by"}
+    assert left, "no guide leaves a block to a test"
+    for name, test in left:
+        text = (ROOT / "tests" / test).read_text()
+        assert f'run_by(DOCS / "{name}", "{test}")' in text or name == "why.md" and "found_in(" in text, (name, test)
 
 
 def _stop_background(where: Path) -> None:

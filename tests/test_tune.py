@@ -25,6 +25,7 @@ from arena.results.load import Histogram, LoadResult, Phase
 from arena.results.store import Store
 from arena.runner import Seams
 from test_runner_seams import FakeProbe, FakeServer, Machine
+from tests.test_guides import DOCS, run_by
 
 
 def _capacity_file(tmp_path) -> Path:
@@ -102,36 +103,45 @@ def test_an_invalid_run_to_start_from_still_says_where_the_search_starts(tmp_pat
 
 @pytest.mark.alone
 def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes(tmp_path):
-    """The issue's done-when, shortened: gunicorn-gthread on CPU 1, p99 within 200 ms, a 40 s budget
-    of 1 s runs (three to calibrate and one capacity search: 38 s here); then the same command again
-    resumes without making any run twice."""
-    store, out = tmp_path / "tune.db", tmp_path / "deploy"
-    cmd = [sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1", "--p99-max", "200ms",
-           "--budget", "40s", "--duration", "1s", "--write", str(out), "--store", str(store)]
-    wide = {**os.environ, "COLUMNS": "400"}  # one line per line of output, whatever the terminal
+    """docs/capacity.md's tune as the guide shows it: gunicorn-gthread on CPU 1, p99 within 200 ms, a
+    40 s budget of 1 s runs (three to calibrate and one capacity search: 38 s here), then the guide's
+    gunicorn --check-config of what it wrote; the same command again resumes without making any run
+    twice."""
+    tune_step, check_step = run_by(DOCS / "capacity.md", "test_tune.py")
+    budget_s = float(re.search(r"--budget (\d+)s", tune_step.command).group(1))
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_STORE"}
+    # one line per line of output, whatever the terminal; the venv's commands first, as a reader's
+    env |= {"COLUMNS": "400", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+
     t0 = time.monotonic()
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=wide)
+    first = run(tune_step.command)
     took = time.monotonic() - t0
     assert first.returncode in (0, 1), first.stdout + first.stderr
-    assert took < 40 + 60, f"{took:.0f} s for a 40 s budget"
+    assert took < budget_s + 60, f"{took:.0f} s for a {budget_s:.0f} s budget"
     assert re.search(r"gunicorn-gthread: CPU [0-9.]+ ms/request", first.stdout), first.stdout
     assert "stopped: " in first.stdout
+    out = tmp_path / "deploy"
     if first.returncode == 0:  # a choice: its capacity with an interval, and the files for it
+        assert all(text in first.stdout for text in tune_step.expect), first.stdout
         chosen = re.search(r"chosen: gunicorn-gthread\[wsgi\] p=(\d+) t=(\d+): capacity ([0-9.]+) req/s "
                            r"\(interval [0-9.]+ \.\. [0-9.]+", first.stdout)
         assert chosen, first.stdout
-        gunicorn = Path(sys.executable).parent / "gunicorn"
-        conf = subprocess.run([str(gunicorn), "--print-config", "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"],
-                              cwd=out, capture_output=True, text=True, timeout=60)
+        checked = run(check_step.command)
+        assert checked.returncode == check_step.status, checked.stdout + checked.stderr
+        conf = subprocess.run(["gunicorn", "--print-config", "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"],
+                              cwd=out, capture_output=True, text=True, timeout=60, env=env)
         read = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in conf.stdout.splitlines())}
         assert (read["workers"], read["threads"]) == chosen.group(1, 2)
         assert "# Written by arena tune" in (out / "gunicorn.conf.py").read_text()
     else:
         assert "no configuration was chosen" in first.stdout or "nothing kept within the goal" in first.stdout
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=wide)
+    again = run(tune_step.command)
     assert again.returncode in (0, 1), again.stdout + again.stderr
     assert "calibration: 3 run(s) at 1 client (3 stored)" in again.stdout
-    with sqlite3.connect(store) as db:
+    with sqlite3.connect(tmp_path / "tune.db") as db:
         keys = [k for (k,) in db.execute("SELECT run_key FROM runs")]
     assert len(keys) == len(set(keys)) and len(keys) >= 3
 
