@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -264,10 +265,6 @@ def _deployed_files(server: str, app, processes, threads, bundled: bool, port: i
 # puma with the app's own bundle (a Gemfile naming it)
 OWN = [(*d, own) for d in DEPLOYED for own in (("venv", "no-venv") if d[1] != "rack" else
                                               ("bundle", "no-bundle") if d[0] == "puma" else ("no-bundle",))]
-# Passenger run as run.sh runs it, outside Arena's launcher: its watchdog failed to start ("Daemon
-# 'PassengerAgent watchdog' failed to start") in two of two runs beside the other integration tests,
-# never alone, nor beside Passenger's other tests or two busy CPUs: it runs alone
-OWN = [pytest.param(*o, marks=pytest.mark.alone) if o[0] == "passenger" else o for o in OWN]
 
 
 @pytest.mark.integration
@@ -297,9 +294,12 @@ def test_the_written_run_sh_serves_the_users_own_app_from_its_directory(tmp_path
         assert str(venv / "bin") in run_sh
     if bundled:
         assert run_sh.splitlines()[-1].startswith("exec bundle exec puma")
-    (tmp_path / "tmp").mkdir()  # what the server leaves in its temporary directory (Passenger's) goes with the test
+    # what the server leaves in its temporary directory (Passenger's) goes with the test; a short path:
+    # Passenger's watchdog makes Unix sockets three levels down it, and a socket's path has 107 bytes
+    # at most (under pytest-xdist's popen-gw0/ the test's own directory left too few)
+    tmp = Path(tempfile.mkdtemp())
     env = {"PATH": (f"{venv}/bin:" if venv else "") + _path_of(server, tmp_path), "HOME": str(tmp_path),
-           "LANG": "C.UTF-8", "TMPDIR": str(tmp_path / "tmp")}
+           "LANG": "C.UTF-8", "TMPDIR": str(tmp)}
     # in a process set of its own: Passenger's watchdog daemonizes out of any session, not out of it
     procset = cgroup.create(server, None)
     proc = subprocess.Popen(["sh", str(out / "run.sh")], cwd=where, env={**env, **procset.env()},
@@ -327,4 +327,5 @@ def test_the_written_run_sh_serves_the_users_own_app_from_its_directory(tmp_path
         procset.kill_all()
         proc.wait(timeout=20)
         procset.remove()
+        shutil.rmtree(tmp, ignore_errors=True)
         assert not procset.pids()
