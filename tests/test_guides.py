@@ -75,6 +75,27 @@ def run_by(guide: Path, test: str) -> list[Step]:
             for step in _steps(body)]
 
 
+def reader_env(**extra: str) -> dict[str, str]:
+    """The environment a guide's commands run in, as a reader's: this checkout's venv first on PATH, no
+    ARENA_STORE of the tests', and ``extra`` (COLUMNS, TMPDIR)."""
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_STORE"}
+    return env | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra}
+
+
+def run_step(step: Step, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``step``'s command run by the shell in ``cwd``; it must exit with the status the guide names and
+    print each text it expects (on standard output or error). ``arena run`` may exit 1 where every run
+    was made: a run the noisy machine made invalid (a drift) is still what the guide promises."""
+    done = subprocess.run(step.command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    said = done.stdout + done.stderr
+    made = step.command.startswith("arena run") and done.returncode == 1 and " 0 failed;" in done.stdout
+    assert done.returncode == step.status or made, \
+        f"{step.command}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    for text in step.expect:
+        assert text in said, f"{step.command}: {text!r} not in\n{said[-3000:]}"
+    return done
+
+
 def test_the_guide_parser_reads_files_and_tested_commands(tmp_path):
     guide = tmp_path / "g.md"
     guide.write_text("```python file a/b.py\nx = 1\n```\n\n```sh test\narena ls\n# a comment\n# expect: runs\n"
@@ -141,24 +162,14 @@ def test_a_guides_commands_work(name, tmp_path):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    env = {k: v for k, v in os.environ.items() if k != "ARENA_STORE"}
     # what the commands leave in their temporary directory goes with it (as /tmp, every user may enter
     # it: PostgreSQL runs as its own; pytest's directory is root's alone)
     tmp = Path(tempfile.mkdtemp(prefix="arena-guide-"))
     tmp.chmod(0o1777)
-    env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "160",
-            "TMPDIR": str(tmp)}
+    env = reader_env(COLUMNS="160", TMPDIR=str(tmp))
     try:
         for step in steps:
-            done = subprocess.run(step.command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
-                                  timeout=600)
-            said = done.stdout + done.stderr
-            # arena run exits 1 when a run is invalid (a noisy machine's drift): every run made is what the guide promises
-            made = step.command.startswith("arena run") and done.returncode == 1 and " 0 failed;" in done.stdout
-            assert done.returncode == step.status or made, \
-                f"{name}: {step.command}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-            for text in step.expect:
-                assert text in said, f"{name}: {step.command}: {text!r} not in\n{said[-3000:]}"
+            run_step(step, tmp_path, env)
     finally:
         _stop_background(tmp_path)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -25,7 +25,7 @@ from arena.results.load import Histogram, LoadResult, Phase
 from arena.results.store import Store
 from arena.runner import Seams
 from test_runner_seams import FakeProbe, FakeServer, Machine
-from tests.test_guides import DOCS, run_by
+from tests.test_guides import DOCS, reader_env, run_by, run_step
 
 
 def _capacity_file(tmp_path) -> Path:
@@ -109,9 +109,7 @@ def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes
     twice."""
     tune_step, check_step = run_by(DOCS / "capacity.md", "test_tune.py")
     budget_s = float(re.search(r"--budget (\d+)s", tune_step.command).group(1))
-    env = {k: v for k, v in os.environ.items() if k != "ARENA_STORE"}
-    # one line per line of output, whatever the terminal; the venv's commands first, as a reader's
-    env |= {"COLUMNS": "400", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = reader_env(COLUMNS="400")  # one line per line of output, whatever the terminal
 
     def run(command: str) -> subprocess.CompletedProcess:
         return subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
@@ -129,8 +127,7 @@ def test_a_real_tune_keeps_its_budget_writes_a_config_gunicorn_reads_and_resumes
         chosen = re.search(r"chosen: gunicorn-gthread\[wsgi\] p=(\d+) t=(\d+): capacity ([0-9.]+) req/s "
                            r"\(interval [0-9.]+ \.\. [0-9.]+", first.stdout)
         assert chosen, first.stdout
-        checked = run(check_step.command)
-        assert checked.returncode == check_step.status, checked.stdout + checked.stderr
+        run_step(check_step, tmp_path, env)
         conf = subprocess.run(["gunicorn", "--print-config", "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"],
                               cwd=out, capture_output=True, text=True, timeout=60, env=env)
         read = {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in conf.stdout.splitlines())}
