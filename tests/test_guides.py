@@ -115,14 +115,13 @@ def test_every_guide_is_run_and_listed_in_the_index():
 
 
 def test_every_block_a_guide_leaves_to_a_test_is_run_by_it():
-    """A ```sh by TEST block names a test file that reads that guide's blocks for it (run_by), or, for
-    docs/why.md, runs each reproduction the guide names (test_why asserts which)."""
+    """A ```sh by TEST block names a test file that reads that guide's blocks for it (run_by)."""
     left = {(page.name, path) for page in DOCS.glob("*.md")
             for _, kind, path, _ in BLOCK.findall(page.read_text()) if kind == "by"}
     assert left, "no guide leaves a block to a test"
     for name, test in left:
         text = (ROOT / "tests" / test).read_text()
-        assert f'run_by(DOCS / "{name}", "{test}")' in text or name == "why.md" and "found_in(" in text, (name, test)
+        assert f'run_by(DOCS / "{name}", "{test}")' in text, (name, test)
 
 
 def _stop_background(where: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_server
+from tests.test_guides import DOCS, run_by
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "why"  # the reproductions (docs/why.md)
 
@@ -49,6 +50,10 @@ def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tm
     text = subprocess.run([sys.executable, "-m", "arena", "show", "nagle", "--store", store], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "COLUMNS": "300"}, check=True).stdout
     assert "Nagle's algorithm x delayed ACK (TCP_NODELAY off)" in text and "uvicorn/issues/3149" in text, text
+    # docs/why.md's block is these two commands (into its own store), and its show says what it expects
+    ran, shown = run_by(DOCS / "why.md", "test_why.py")
+    assert ran.command.startswith("arena run examples/why/nagle.toml ") and shown.command.startswith("arena show nagle ")
+    assert shown.expect and all(t in text for t in shown.expect), (shown.expect, text)
     # the model learns the server's work from the healthy cell alone, and the report says the stall's share
     from arena.app.analysis import analyses
     from arena.app.model import calibration
