@@ -89,6 +89,16 @@ BAD_LINES = [
     (["tune", "--cpus", "1", "--p99-max", "200ms", "--mix", "nope.toml"], "--mix nope.toml: no such mix file"),
     (["tune", "--cpus", "1", "--p99-max", "200ms", "--app", "nosuch:app"],
      "--app nosuch:app: does not import from "),
+    # limits the kernel cannot apply, or no server starts under, named as the user wrote them
+    (["serve", "puma", "--cpu-limit", "0.5", "--cpu-period", "1ms"],
+     "--cpu-limit 0.5: is 0.5 ms of CPU time a 1 ms period, below the kernel's smallest quota of 1 ms a period: "
+     "at least 1 cores with this period"),
+    (["run", "scenarios/quick.toml", "--dry-run", "--cpu-limit", "0.0001"],
+     "--cpu-limit 0.0001: is 0.01 ms of CPU time a 100 ms period, below the kernel's smallest quota"),
+    (["tune", "--cpus", "1", "--p99-max", "200ms", "--memory-limit", "1KiB"],
+     "argument --memory-limit: '1KiB' is below 6MiB, the smallest memory limit a container runtime sets"),
+    (["servers", "--node-cores", "4", "--cpu-limit", "8"],
+     "--cpu-limit 8: above the node's 4 cores (--node-cores): a quota larger than the node could never bind"),
 ]
 
 

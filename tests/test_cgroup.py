@@ -156,6 +156,33 @@ def test_a_memory_limit_is_the_groups_and_its_text_the_configurations():
         ps.remove()
 
 
+def test_a_quota_below_the_kernels_smallest_is_refused_and_what_is_stored_is_read_back(procset):
+    """Limits the kernel cannot apply as asked (a quota under 1 ms a period) are refused in one line
+    with the smallest it can apply, never lifted to it; those it can are returned as the cgroup holds
+    them, read back after they are set (whole microseconds of quota, whole pages of memory): what a
+    run stores."""
+    from arena.limits import Limits, cpu_problem
+
+    assert cpu_problem(0.5, 0.001) and cpu_problem(0.0001, 0.1) and cpu_problem(1, 0.001) is None
+    for asked in (Limits(cpu=0.5, cpu_period_s=0.001), Limits(cpu=0.0001)):
+        with pytest.raises(ArenaError, match=r"^cpu_limit = .*below the kernel's smallest quota of 1 ms a period: at "
+                                             r"least [0-9.]+ cores with this period$"):
+            procset.limit(asked)
+    if isinstance(procset, cgroup.ProcessTree) or isinstance(procset, cgroup.CgroupV2) and not all(
+            (procset.dir / f"{c}.max").exists() for c in ("cpu", "memory")):
+        return  # no controller to read back (refused as the test above shows)
+    held = procset.limit(Limits(cpu=1 / 3, memory_mib=100.0005))
+    if isinstance(procset, cgroup.CgroupV1):
+        quota = int((procset.dirs["cpu"] / "cpu.cfs_quota_us").read_text())
+        period = int((procset.dirs["cpu"] / "cpu.cfs_period_us").read_text())
+        memory = int((procset.dirs["memory"] / "memory.limit_in_bytes").read_text())
+    else:
+        quota, period = map(int, (procset.dir / "cpu.max").read_text().split())
+        memory = int((procset.dir / "memory.max").read_text())
+    assert (quota, period, memory) == (33_333, 100_000, 100 * 2**20)  # rounded to a microsecond, to a page
+    assert held == Limits(cpu=0.33333, cpu_period_s=0.1, memory_mib=100.0)
+
+
 def test_remove_deletes_the_group(procset):
     procset.remove()
     if isinstance(procset, cgroup.CgroupV1):

@@ -111,7 +111,17 @@ def test_open_model_rates():
     ({"servers": [{"server": "puma", "cpu_period": "50ms"}]},
      'x.toml: servers[0].cpu_period = "50ms": is the period of cpu_limit: give cpu_limit too'),
     ({"servers": [{"server": "puma", "memory_limit": "lots"}]},
-     'x.toml: servers[0].memory_limit = "lots": must be a size above 0 such as "512MiB" or "1GiB", or "none"'),
+     'x.toml: servers[0].memory_limit = "lots": must be a size of at least 6MiB (the smallest a container runtime '
+     'sets) such as "512MiB" or "1GiB", or "none"'),
+    # what the kernel cannot apply is refused, never lifted and stored as asked (issue: a quota raised silently)
+    ({"servers": [{"server": "puma", "cpu_limit": 0.5, "cpu_period": "1ms"}]},
+     "x.toml: servers[0].cpu_limit = 0.5: is 0.5 ms of CPU time a 1 ms period, below the kernel's smallest quota of "
+     "1 ms a period: at least 1 cores with this period"),
+    ({"servers": [{"server": "puma", "cpu_limit": 0.0001}]},
+     "x.toml: servers[0].cpu_limit = 0.0001: is 0.01 ms of CPU time a 100 ms period, below the kernel's smallest "
+     "quota of 1 ms a period: at least 0.01 cores with this period"),
+    ({"servers": [{"server": "puma", "memory_limit": "1KiB"}]},  # no server starts under it
+     'x.toml: servers[0].memory_limit = "1KiB": must be a size of at least 6MiB'),
 ])
 def test_bad_files_name_the_file_key_value_and_what_is_allowed(change, message):
     if "layout" in change and len(os.sched_getaffinity(0)) < 2:

@@ -205,11 +205,11 @@ def test_a_memory_limit_below_one_idle_process_is_refused_before_any_run(tmp_pat
     one idle process of every server takes, bad input in one line, no run made."""
     store = tmp_path / "t.db"
     got = subprocess.run([sys.executable, "-m", "arena", "tune", "--servers", "gunicorn-gthread", "--cpus", "1",
-                          "--p99-max", "200ms", flag, "1MiB", "--store", str(store)],
+                          "--p99-max", "200ms", flag, "8MiB", "--store", str(store)],
                          capture_output=True, text=True, timeout=120)
     assert got.returncode == 2, got.stdout + got.stderr
     (line,) = got.stderr.splitlines()
-    assert re.fullmatch(rf"arena: error: {flag} 1MiB: below one idle process of every server tried \(the "
+    assert re.fullmatch(rf"arena: error: {flag} 8MiB: below one idle process of every server tried \(the "
                         r"smallest: gunicorn-gthread 1x1 at \d+ MiB PSS\)", line), line
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)

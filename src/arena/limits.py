@@ -13,6 +13,12 @@ from dataclasses import dataclass, fields
 MiB = 1024 * 1024
 PERIOD_S = 0.1  # the CFS period Linux, Docker and Kubernetes use by default
 PERIOD_RANGE_S = (0.001, 1.0)  # what the kernel accepts for cfs_period_us
+# The kernel's smallest quota a period: 1 ms (kernel/sched/core.c, min_cfs_quota_period; a smaller
+# cfs_quota_us or cpu.max is EINVAL). So a period of P ms takes at least 1/P cores.
+LEAST_QUOTA_US = 1000
+# The smallest memory limit a container runtime sets: Docker refuses less ("Minimum memory limit
+# allowed is 6MB"); no interpreter of a server here starts in less (Python 3.11 takes 9 MiB RSS idle).
+LEAST_MEMORY_MIB = 6.0
 
 
 @dataclass(frozen=True)
@@ -28,11 +34,21 @@ class Limits:
     @property
     def quota_us(self) -> int | None:
         """The CFS quota of each period, in microseconds (cpu.cfs_quota_us, cpu.max's first field)."""
-        return None if self.cpu is None else max(1000, round(self.cpu * self.cpu_period_s * 1e6))
+        return None if self.cpu is None else round(self.cpu * self.cpu_period_s * 1e6)
 
     @property
     def period_us(self) -> int:
         return round(self.cpu_period_s * 1e6)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the kernel cannot apply these limits as they are (cpu_problem, memory_problem), with
+        the key each concerns; None: it can."""
+        for key, problem in (("cpu_limit", self.cpu is not None and cpu_problem(self.cpu, self.cpu_period_s)),
+                             ("memory_limit", self.memory_mib is not None and memory_problem(self.memory_mib))):
+            if problem:
+                return f"{key} {problem}"
+        return None
 
     @property
     def memory_bytes(self) -> int | None:
@@ -67,8 +83,27 @@ class Limits:
                          + ([f"memory_limit = {memory_text(self.memory_mib)}"] if self.memory_mib is not None else []))
 
 
+def cpu_problem(cpu: float, period_s: float = PERIOD_S) -> str | None:
+    """Why the kernel cannot apply a quota of ``cpu`` cores a ``period_s`` period (None: it can, as
+    asked): below its smallest quota, which it would refuse (Arena never raises one silently)."""
+    if cpu * period_s * 1e6 >= LEAST_QUOTA_US - 0.5:  # what quota_us rounds to 1000 is 1 ms
+        return None
+    return (f"is {cpu * period_s * 1e3:g} ms of CPU time a {period_s * 1e3:g} ms period, below the kernel's smallest "
+            f"quota of 1 ms a period: at least {LEAST_QUOTA_US / (period_s * 1e6):g} cores with this period")
+
+
+def memory_problem(mib: float) -> str | None:
+    """Why no server can be started under a memory limit of ``mib`` (None: one can)."""
+    if mib >= LEAST_MEMORY_MIB:
+        return None
+    return (f"is below {LEAST_MEMORY_MIB:g}MiB, the smallest memory limit a container runtime sets (Docker's): "
+            "no server here starts in less")
+
+
 def memory_text(mib: float) -> str:
-    """512 -> "512MiB", 1536 -> "1.5GiB"."""
+    """512 -> "512MiB", 1536 -> "1.5GiB", 0.5 -> "512KiB"."""
+    if mib < 1 and (mib * 1024).is_integer():
+        return f"{mib * 1024:g}KiB"
     return f"{mib / 1024:g}GiB" if mib >= 1024 and (mib / 1024 * 10).is_integer() else f"{mib:g}MiB"
 
 

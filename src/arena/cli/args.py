@@ -10,7 +10,7 @@ import sys
 
 from arena.atomic import write_file
 from arena.errors import ArenaError, did_you_mean
-from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits
+from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits, cpu_problem, memory_problem
 from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
 from arena.cpus import parse_cpu_list
@@ -161,7 +161,7 @@ def add_limits(p: argparse.ArgumentParser) -> None:
                    help="CPU quota in cores of CPU time per period (0.5, 1.5), as a container's limit")
     p.add_argument("--cpu-period", type=duration("--cpu-period", PERIOD_RANGE_S[1], PERIOD_RANGE_S[0]),
                    metavar="DURATION", help="the quota's CFS period, 1ms to 1s (default 100ms)")
-    p.add_argument("--memory-limit", type=size_mib("--memory-limit"), metavar="SIZE",
+    p.add_argument("--memory-limit", type=size_mib("--memory-limit", container=True), metavar="SIZE",
                    help="memory limit of the server's processes together (512MiB, 1GiB), as a container's")
 
 
@@ -172,15 +172,20 @@ def overrides_of(args):
 
     keys = (("cpu_limit", args.cpu_limit), ("cpu_period", args.cpu_period and f"{args.cpu_period * 1000:g}ms"),
             ("memory_limit", args.memory_limit and f"{args.memory_limit:g}MiB"))
+    limits_of(args)  # refused under the flags' names, before the file reads them as its keys
     return Overrides(args.share_cpus, tuple((k, v) for k, v in keys if v is not None))
 
 
 def limits_of(args) -> Limits:
-    """The limits the flags of add_limits give (--cpu-period alone is refused: it is the quota's)."""
+    """The limits the flags of add_limits give (--cpu-period alone is refused: it is the quota's; a
+    quota the kernel cannot apply as it is, too)."""
     if args.cpu_period is not None and args.cpu_limit is None:
         raise ArenaError(f"--cpu-period {args.cpu_period * 1000:g}ms: is the period of --cpu-limit: "
                          "give --cpu-limit too")
-    return Limits(args.cpu_limit, args.cpu_period or PERIOD_S, args.memory_limit)
+    limits = Limits(args.cpu_limit, args.cpu_period or PERIOD_S, args.memory_limit)
+    if limits.cpu is not None and (problem := cpu_problem(limits.cpu, limits.cpu_period_s)):
+        raise ArenaError(f"--cpu-limit {limits.cpu:g}: {problem}")
+    return limits
 
 
 def add_user_app(p: argparse.ArgumentParser) -> None:
@@ -332,8 +337,9 @@ def latency_ms(flag: str):
     return parse
 
 
-def size_mib(flag: str):
-    """A memory size: ``512MiB``, ``1.5GiB``, ``800M``, or a plain number of MiB -> MiB."""
+def size_mib(flag: str, container: bool = False):
+    """A memory size: ``512MiB``, ``1.5GiB``, ``800M``, or a plain number of MiB -> MiB (``container``:
+    a container's limit, at least the smallest a container runtime sets)."""
     from arena.plan.reader import parse_size_mib
 
     def parse(text: str) -> float:
@@ -341,6 +347,8 @@ def size_mib(flag: str):
         value = float(text) if plain else parse_size_mib(text)
         if value is None or not 0 < value <= 1 << 30:
             raise argparse.ArgumentTypeError(f"must be a size such as 512MiB, 2GiB or 512 (MiB), above 0, got '{text}'")
+        if container and (problem := memory_problem(value)):
+            raise argparse.ArgumentTypeError(f"'{text}' {problem}")
         return value
 
     parse.__name__ = flag

@@ -7,6 +7,7 @@ import os
 from rich.markup import escape
 from rich.table import Table
 
+from arena.errors import ArenaError
 from arena.cli.args import add_format, count, positive, print_json
 from arena.app.servers import servers
 from arena.servers import catalog
@@ -25,6 +26,9 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
+    if args.cpu_limit is not None and args.cpu_limit > args.node_cores:
+        raise ArenaError(f"--cpu-limit {args.cpu_limit:g}: above the node's {args.node_cores} cores (--node-cores): "
+                         "a quota larger than the node could never bind")
     if args.format == "json":
         doc = {"schema": "arena/servers/1", "servers": [
             {"name": i.server.name, "language": i.server.language, "model": i.server.model,

@@ -20,7 +20,7 @@ from typing import Any
 
 from arena import speed as machine_speed
 from arena.errors import ArenaError, did_you_mean
-from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits
+from arena.limits import LEAST_MEMORY_MIB, PERIOD_RANGE_S, PERIOD_S, Limits, cpu_problem, memory_problem
 from arena.results import validity
 from arena.servers import catalog
 from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
@@ -783,14 +783,19 @@ def _limits_axis(r: Reader) -> list[Limits]:
 
     def size(x: Any) -> float | None:
         mib = parse_size_mib(x)
-        return mib if mib is not None and mib > 0 else None
+        return mib if mib is not None and memory_problem(mib) is None else None
 
     cpu = r.axis("cpu_limit", number, f'must be a number of cores above 0 and at most this machine\'s {cores} '
                                       '(0.5, 1.5), or "none"', none=True)
     periods = r.axis("cpu_period", period, 'must be a duration from 1ms to 1s, such as "100ms"')
-    memory = r.axis("memory_limit", size, 'must be a size above 0 such as "512MiB" or "1GiB", or "none"', none=True)
+    memory = r.axis("memory_limit", size, f'must be a size of at least {LEAST_MEMORY_MIB:g}MiB (the smallest a '
+                                         'container runtime sets) such as "512MiB" or "1GiB", or "none"', none=True)
     if periods != [None] and all(c is None for c in cpu):
         raise r.fail("cpu_period", r.get("cpu_period"), "is the period of cpu_limit: give cpu_limit too")
+    for c in cpu:
+        for p in periods:
+            if c is not None and (problem := cpu_problem(c, PERIOD_S if p is None else p)):
+                raise r.fail("cpu_limit", c, problem)
     return list(dict.fromkeys(Limits(c, p if c is not None and p is not None else PERIOD_S, m)
                               for c in cpu for p in periods for m in memory))
 

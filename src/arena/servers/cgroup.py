@@ -24,7 +24,7 @@ from typing import Callable
 
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
-from arena.limits import Limits, MemoryEvents, Throttling
+from arena.limits import PERIOD_S, Limits, MemoryEvents, MiB, Throttling
 
 PREFIX = "arena-"
 BACKENDS = ("auto", "v1", "v2", "none")
@@ -78,11 +78,32 @@ class ProcessSet(ABC):
         """Peak memory charged to the set (bytes), where the backend accounts it."""
         return None
 
-    def limit(self, limits: Limits) -> None:
-        """Apply a container's limits to the set, before anything joins it; ArenaError naming the
-        controller where this backend cannot."""
+    def limit(self, limits: Limits) -> Limits:
+        """Apply a container's limits to the set, before anything joins it, and return what the
+        cgroup holds, read back (what a run stores); ArenaError naming the controller where this
+        backend cannot, or where the kernel holds other limits than asked (beyond its rounding:
+        whole microseconds of quota, whole pages of memory)."""
+        if limits.problem:
+            raise ArenaError(f"{limits.keys}: {limits.problem}")
         if limits.any:
             raise ArenaError(f"{limits.keys}: {NO_CGROUP}")
+        return limits
+
+    def _applied(self, asked: Limits, cpu: tuple[int, int] | None, memory: int | None) -> Limits:
+        """The limits read back (``cpu``: the quota and period in microseconds, None: no quota;
+        ``memory``: bytes, None: no limit), checked against those ``asked``."""
+        held = Limits(None if cpu is None else cpu[0] / cpu[1], PERIOD_S if cpu is None else cpu[1] / 1e6,
+                      None if memory is None else memory / MiB)
+        if asked.cpu is None:  # the period of no quota is not the run's
+            held = Limits(held.cpu, asked.cpu_period_s, held.memory_mib)
+        def off(a: float | None, b: float | None) -> bool:
+            return (a is None) != (b is None) or a is not None and abs(a - b) > 0.01 * a
+
+        if off(asked.cpu, held.cpu) or off(asked.memory_mib, held.memory_mib) or \
+                abs(held.cpu_period_s - asked.cpu_period_s) > 1e-6:
+            raise ArenaError(f"{asked.keys}: the cgroup {self.name} holds {held.text or 'no limits'} after they "
+                             "were set: the kernel did not apply them as asked")
+        return held
 
     def throttling(self) -> Throttling | None:
         """The CPU quota's throttling so far (cpu.stat), where the backend has a cpu controller."""
@@ -268,7 +289,9 @@ class CgroupV1(ProcessSet):
         for d in self.made:
             _write(d / "cgroup.procs", str(pid))
 
-    def limit(self, limits: Limits) -> None:
+    def limit(self, limits: Limits) -> Limits:
+        if limits.problem:
+            raise ArenaError(f"{limits.keys}: {limits.problem}")
         missing = [c for c in _wanted(limits) if c not in self.dirs]
         if missing:
             raise ArenaError(f"{limits.keys}: {_v1_missing(missing[0])}")
@@ -279,6 +302,13 @@ class CgroupV1(ProcessSet):
             _write(self.dirs["memory"] / "memory.limit_in_bytes", str(limits.memory_bytes))
             if (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():
                 _write(self.dirs["memory"] / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+        cpu = memory = None
+        if limits.cpu is not None:
+            quota = int(_read(self.dirs["cpu"] / "cpu.cfs_quota_us"))
+            cpu = None if quota < 0 else (quota, int(_read(self.dirs["cpu"] / "cpu.cfs_period_us")))
+        if limits.memory_mib is not None:
+            memory = int(_read(self.dirs["memory"] / "memory.limit_in_bytes"))
+        return self._applied(limits, cpu, memory)
 
     def cpu_stat(self) -> Path | None:
         d = self.dirs.get("cpu")
@@ -389,7 +419,9 @@ class CgroupV2(ProcessSet):
         p = self.dir / "memory.peak"
         return int(_read(p)) if p.exists() else None
 
-    def limit(self, limits: Limits) -> None:
+    def limit(self, limits: Limits) -> Limits:
+        if limits.problem:
+            raise ArenaError(f"{limits.keys}: {limits.problem}")
         missing = [c for c in _wanted(limits) if not (self.dir / f"{c}.max").exists()]
         if missing:
             raise ArenaError(f"{limits.keys}: {_v2_missing(missing[0])}")
@@ -399,6 +431,14 @@ class CgroupV2(ProcessSet):
             _write(self.dir / "memory.max", str(limits.memory_bytes))
             if (self.dir / "memory.swap.max").exists():
                 _write(self.dir / "memory.swap.max", "0")
+        cpu = memory = None
+        if limits.cpu is not None:
+            quota, period = _read(self.dir / "cpu.max").split()
+            cpu = None if quota == "max" else (int(quota), int(period))
+        if limits.memory_mib is not None:
+            held = _read(self.dir / "memory.max").strip()
+            memory = None if held == "max" else int(held)
+        return self._applied(limits, cpu, memory)
 
     def cpu_stat(self) -> Path | None:
         return self.dir / "cpu.stat"

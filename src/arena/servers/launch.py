@@ -135,6 +135,7 @@ class RunningServer(Confined):
     startup_s: float = 0.0
     stopped: bool = False
     killed: list[int] = field(default_factory=list)  # pids that needed SIGKILL at stop
+    limits: Limits = Limits()  # the container's limits its cgroup holds, read back once set (as stored)
 
     @property
     def url(self) -> str:
@@ -149,7 +150,7 @@ class RunningServer(Confined):
         named settings, the server's version (and where it comes from, when not Arena's own)."""
         return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings,
                 "version": self.version, "language": self.server.language, **({"version_from": self.version_from} if self.version_from else {}),
-                **({"limits": asdict(self.spec.limits)} if self.spec.limits.any else {}),
+                **({"limits": asdict(self.limits)} if self.limits.any else {}),
                 **({} if self.server.keep_alive else {"keep_alive": False})}
 
     def log_tail(self, lines: int = 15) -> str:
@@ -420,7 +421,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
     procset = create(server.name, spec.cpus, backend)
     workdir = Path(tempfile.mkdtemp(prefix=f"{procset.name}-"))  # named after its set: see reap_stale_workdirs
     try:
-        procset.limit(spec.limits)  # before anything joins it
+        applied = procset.limit(spec.limits)  # before anything joins it
         if spec.limits.cpu is not None and (stat := procset.cpu_stat()) is not None:
             env["ARENA_CPU_STAT"] = str(stat)  # the timing reads the quota's throttling around each request
         (workdir / "home").mkdir()
@@ -447,7 +448,7 @@ def start(spec: ServerSpec, *, ready_timeout: float | None = None, backend: str 
         raise
     running = RunningServer(spec, server, app.name, knobs, spec.host, port, argv, proc, procset,
                             workdir, workdir / "server.log", version, started_at, given, cwd,
-                            settings, app.health, socket, version_from)
+                            settings, app.health, socket, version_from, limits=applied)
     _live.add(running)
     timeout = ready_timeout or (app.user and app.user.ready_timeout_s) or server.ready_timeout_s
     ready_or_stopped(running, lambda: _wait_ready(running, app, timeout), keep_log=True)
