@@ -311,6 +311,26 @@ def test_an_experiments_profile_is_read_scaled_to_each_rate_and_refused_where_it
                                                                "profile": "logs/access.log"}}, file)
 
 
+def test_a_profile_that_is_no_log_is_refused_before_anything_runs(tmp_path, capsys):
+    """A profile is read when its file is checked, not when the first run's load starts: a binary
+    file passes no --dry-run (it failed every run as "driver failed"), and tune refuses an empty log
+    before it calibrates (it raced for 28 s and stored failed runs), each in one line, exit 2."""
+    (tmp_path / "binary.log").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "empty.log").write_text("\n")
+    (tmp_path / "p.toml").write_text('name = "p"\nduration = "1s"\n[workload]\npath = "/"\n'
+                                     '[load]\nmodel = "open"\nrates = [10]\nprofile = "binary.log"\n'
+                                     '[[servers]]\nserver = "gunicorn-sync"\n')
+    assert main(["run", str(tmp_path / "p.toml"), "--dry-run", "--store", str(tmp_path / "a.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f'load.profile = "binary.log": {tmp_path}/binary.log: not a known log format' in err
+    store = tmp_path / "t.db"
+    assert main(["tune", "--servers", "gunicorn-sync", "--cpus", "1", "--p99-max", "200ms", "--store", str(store),
+                 "--profile", str(tmp_path / "empty.log")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"arena: error: --profile {tmp_path}/empty.log: empty: no requests in it", err
+    assert not store.exists()
+
+
 @pytest.mark.integration
 def test_an_experiment_runs_a_real_server_under_a_profile(tmp_path, capsys):
     from arena.app.store import results

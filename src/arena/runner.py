@@ -14,7 +14,7 @@ import re
 import subprocess
 import threading
 import time
-from functools import lru_cache, partial
+from functools import partial
 from dataclasses import asdict, dataclass, field, replace
 from contextlib import ExitStack
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -43,7 +43,7 @@ from arena.services import start_service
 from arena.topology.deployment import start_deployment
 from arena.topology.front import version as front_version
 from arena.traffic.profile import parse_window, schedule
-from arena.traffic.read import arrival_times
+from arena.traffic.read import profile_times
 
 
 @dataclass(frozen=True)
@@ -149,14 +149,8 @@ def profile_schedule(exp: Experiment, rate: float) -> list[float]:
     """The send times of a run at ``rate`` under the experiment's profile: the logs' arrivals in its
     window scaled to that mean rate, repeated to cover the warm-up and the measured time."""
     kind, length = parse_window(exp.profile_window, parse_duration) if exp.profile_window else (None, None)
-    s = schedule(_profile_times(exp.profile), rate=rate, window_kind=kind, window_s=length, seed=exp.seed)
+    s = schedule(profile_times(exp.profile), rate=rate, window_kind=kind, window_s=length, seed=exp.seed)
     return s.repeated(exp.warmup_s + (exp.duration_s or 0.0)).tolist()
-
-
-@lru_cache(maxsize=4)
-def _profile_times(files: tuple[str, ...]) -> tuple[float, ...]:
-    """The logs' arrival times, read once for every run of an experiment."""
-    return tuple(arrival_times(files, flag="[load] profile"))
 
 
 class Measured(NamedTuple):

@@ -20,6 +20,7 @@ from arena.report.tune import answer_lines, calibration_lines, evidence, surenes
 from arena.servers import catalog, deploy
 from arena.servers.launch import app_bundle
 from arena.subjects.user import app_for
+from arena.traffic.read import profile_times
 
 NAME = "tune"
 
@@ -136,9 +137,11 @@ def _request(args) -> Request:
     if getattr(app, "user", None) is not None:  # a Python app's given or found by importing it; rack for a
         options["interface"] = app.interface  # config.ru or its directory: each server is given that one
     load = (Level("closed", args.concurrency) if args.concurrency else Level("open", args.rate) if args.rate else None)
-    for log in args.profile or ():
-        if not Path(log).is_file():
-            raise ArenaError(f"--profile {log}: no such log file")
+    if args.profile:  # read now: a log that is none is refused before any server starts
+        try:
+            profile_times(tuple(str(Path(f).resolve()) for f in args.profile))
+        except ArenaError as e:
+            raise ArenaError(f"--profile {e}") from None
     if args.profile and args.concurrency:
         raise ArenaError("--profile, --concurrency: a profile shapes an open load (a capacity, or --rate)")
     return Request(server_cpus, load_cpus, args.p99_max, args.memory_max,

@@ -33,7 +33,8 @@ from arena.plan.reproduce import Reproduction, reproduction
 from arena.results.answer import Goal
 from arena.results.runs import level_label
 from arena.results.settings import ARRIVALS, SCHEDULE
-from arena.traffic.profile import parse_window
+from arena.traffic.profile import parse_window, schedule
+from arena.traffic.read import profile_times
 from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
 from arena.plan.reader import (MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, element,
@@ -584,11 +585,20 @@ def _profile(ld: Reader, open_model: bool) -> tuple[tuple[str, ...], str | None]
             raise ld.fail("profile", raw, f"{where}: no such log file")
         paths.append(str(where))
     window = ld.string("window")
+    kind = length = None
     if window is not None:
         try:
-            parse_window(window, parse_duration)
+            kind, length = parse_window(window, parse_duration)
         except ValueError as e:
             raise ld.fail("window", window, str(e)) from None
+    try:  # read now, not when the first run's load starts: a log that is none is bad input
+        times = profile_times(tuple(paths))
+    except ArenaError as e:
+        raise ld.fail("profile", raw, str(e)) from None
+    try:
+        schedule(times, window_kind=kind, window_s=length)
+    except ValueError as e:
+        raise ld.fail("window", window, str(e)) from None
     return tuple(paths), window
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import io
+from functools import lru_cache
 from pathlib import Path
 
 from arena.errors import ArenaError
@@ -69,11 +70,19 @@ def read_logs(files: list[str], fmt: str | None,
 
 
 def arrival_times(files: list[str] | tuple[str, ...], fmt: str | None = None, fields: str | None = None,
-                  flag: str = "--profile") -> list[float]:
-    """The logs' request times in seconds (traffic.logs.arrival_times), at least two of them."""
+                  flag: str | None = "--profile") -> list[float]:
+    """The logs' request times in seconds (traffic.logs.arrival_times), at least two of them (a
+    refusal names ``flag`` where one is given)."""
     entries = read_logs(list(files), fmt, parse_fields(fields))[0]
     times = [t for t in logs.arrival_times(entries) if t is not None]
     if len(times) < 2:
-        raise ArenaError(f"{flag} {', '.join(files)}: {len(times)} of {len(entries):,} requests have a time "
-                         "(vegeta targets have none): a profile needs the log's times")
+        raise ArenaError(f"{flag + ' ' if flag else ''}{', '.join(files)}: {len(times)} of {len(entries):,} requests "
+                         "have a time (vegeta targets have none): a profile needs the log's times")
     return times
+
+
+@lru_cache(maxsize=4)
+def profile_times(files: tuple[str, ...]) -> tuple[float, ...]:
+    """An experiment's profile logs' arrival times, read once: when its file is checked, and for
+    every run of it."""
+    return tuple(arrival_times(files, flag=None))
