@@ -5,6 +5,7 @@ import contextlib
 import gzip
 import json
 import random
+import re
 import time
 
 import numpy as np
@@ -161,9 +162,64 @@ def test_opaque_tokens_become_random_tokens_of_their_shape_and_5xx_only_template
         ("/files/{file_id:uuid}", 2), ("/commits/{commit_id:hex:40}?key={key:token:26}", 1), ("/ok", 1)]
     assert shape("GET", "/a/b?sort=desc&page=3", keep_values=False)[2] == {"sort"}
     # names are identifiers: after a segment that starts with a digit, for a repeat, for a query key
-    key, numbers, _ = shape("GET", "/2024-archive/7/posts/3/posts/4?Page-No=2", keep_values=False)
+    key, numbers, *_ = shape("GET", "/2024-archive/7/posts/3/posts/4?Page-No=2", keep_values=False)
     assert numbers == {"v2024_archive_id": 7, "post_id": 3, "post_id2": 4, "page_no": 2}
     assert shape("GET", "/a/b?sort=desc&page=3", keep_values=True)[0][2] == ("sort=desc", ("page", "#", "page"))
+
+
+def test_a_mix_is_written_only_whole_and_valid_and_never_over_its_log(tmp_path, capsys, monkeypatch):
+    """A log's CONNECT line replaced an existing -o file with a mix the same command then refused
+    (naming the output's requests[22].method, not the log's line), and -o naming the log overwrote
+    it. Now requests no mix can send are skipped and counted with their lines; -o is never one of the
+    logs; and a mix is checked whole before it is written, an existing output left as it was."""
+    lines, _, _ = combined_log(200, seed=4)
+    lines[21] = '10.0.0.1 - - [14/Nov/2023:22:13:20 +0000] "CONNECT example.com:443 HTTP/1.1" 200 0 "-" "curl"'
+    lines[40] = '10.0.0.1 - - [14/Nov/2023:22:13:20 +0000] "PROPFIND /dav/ HTTP/1.1" 207 0 "-" "cadaver"'
+    log = tmp_path / "access.log"
+    log.write_text("\n".join(lines) + "\n")
+    before = log.read_bytes()
+    out = tmp_path / "mix.toml"
+    out.write_text("# the user's own mix\n")
+    assert main(["mix", "from-log", str(log), "-o", str(log)]) == 2
+    assert capsys.readouterr().err.strip() == (f"arena: error: -o {log}: is the log {log} (the mix would overwrite "
+                                               "what it is made of)")
+    assert log.read_bytes() == before
+    import arena.app.traffic as traffic
+
+    monkeypatch.setattr(traffic, "mix_toml", lambda built, source: '[[requests]]\nmethod = "CONNECT"\npath = "/"\n')
+    assert main(["mix", "from-log", str(log), "-o", str(out)]) == 2
+    assert "method" in capsys.readouterr().err and out.read_text() == "# the user's own mix\n"
+    monkeypatch.undo()
+    assert main(["mix", "from-log", str(log), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"2 lines skipped (first: {log}:22: a CONNECT request: not a method a mix sends" in said
+    assert f"1 line: a CONNECT request: not a method a mix sends (GET, HEAD, POST, PUT, PATCH, DELETE) ({log}:22)" in said
+    assert f"1 line: a PROPFIND request: not a method a mix sends" in said and f"({log}:41)" in said
+    assert {r.method for r in load_mix(out).requests} <= {"GET", "POST"}
+
+
+def test_compressed_logs_are_read_and_a_cut_har_says_where(tmp_path, capsys):
+    import bz2
+    import lzma
+
+    lines, _, _ = combined_log(300, seed=5)
+    for name, pack in (("access.log.1.bz2", bz2.compress), ("access.log.2.xz", lzma.compress)):
+        (tmp_path / name).write_bytes(pack(("\n".join(lines) + "\n").encode()))
+        assert main(["mix", "from-log", str(tmp_path / name), "-o", str(tmp_path / "m.toml")]) == 0
+        assert "read 300 lines (combined)" in capsys.readouterr().out
+    har = json.dumps({"log": {"version": "1.2", "entries": [{"request": {"method": "GET", "url": "http://x/a"}}]}},
+                     indent=1)
+    (tmp_path / "cut.har").write_text(har[:len(har) // 2])
+    assert main(["mix", "from-log", str(tmp_path / "cut.har"), "-o", str(tmp_path / "m.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(r"cut\.har:\d+: not valid JSON: .* at line \d+, column \d+ \(a HAR cut "
+                                              r"short\?\)", err), err
+    # --fields names a JSON line's keys: given with a combined log, refused (it was silently ignored)
+    (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
+    assert main(["mix", "from-log", str(tmp_path / "access.log"), "-o", str(tmp_path / "m.toml"),
+                 "--fields", "method=verb"]) == 2
+    assert (f"--fields method=verb: names a JSON line's keys; {tmp_path}/access.log is a combined log"
+            in capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("argv, text", [

@@ -5,17 +5,19 @@ but the mix."""
 
 from __future__ import annotations
 
+import os
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from arena.atomic import writable, write_file
 from arena.errors import ArenaError
-from arena.mix import MAX_REQUESTS, load_mix
+from arena.mix import MAX_REQUESTS, parse_mix
 from arena.plan.reader import parse_duration
 from arena.results.settings import SCHEDULE
 from arena.traffic import logs
-from arena.traffic.read import arrival_times, parse_fields, read_logs
+from arena.traffic.read import Read, arrival_times, parse_fields, read_logs
 from arena.traffic.profile import Schedule, parse_window, schedule
 from arena.traffic.templates import DEFAULT_COVERAGE, Built, build, mix_toml
 
@@ -23,10 +25,7 @@ from arena.traffic.templates import DEFAULT_COVERAGE, Built, build, mix_toml
 @dataclass(frozen=True)
 class FromLog:
     built: Built
-    formats: dict[str, str]  # file -> the format read
-    lines: int  # lines read (not blank)
-    skipped: int
-    first_skip: str | None  # "FILE:LINE: why" of the first line skipped
+    read: Read  # the logs' formats, lines, and the lines skipped by why
     span_s: float | None  # from the earliest time to the latest
     output: str
 
@@ -77,13 +76,21 @@ def profile(files: list[str], *, fmt: str | None = None, fields: str | None = No
 def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: str | None = None,
              coverage: float = DEFAULT_COVERAGE, include: str | None = None, exclude: str | None = None,
              keep_values: bool = False, all_paths: bool = False) -> FromLog:
+    """The logs' request mix, written to ``output`` only once it is whole and reads back as a mix:
+    a refusal leaves an existing ``output`` as it was, and ``output`` is never one of the logs."""
     writable(output, "-o")
+    for f in files:
+        if _same_file(f, output):
+            raise ArenaError(f"-o {output}: is the log {f} (the mix would overwrite what it is made of)")
     field_map = parse_fields(fields)
     if fields and fmt not in (None, "jsonl"):
         raise ArenaError(f"--fields: names a JSON line's keys; --format {fmt} has none")
     inc, exc = _regex("--include", include), _regex("--exclude", exclude)
-    entries, formats, lines, skipped, first_skip = read_logs(files, fmt, field_map)
-    built = build(entries, include=inc, exclude=exc, coverage=coverage, keep_values=keep_values, all_paths=all_paths)
+    read = read_logs(files, fmt, field_map)
+    if fields and (other := next((f for f, kind in read.formats.items() if kind != "jsonl"), None)):
+        raise ArenaError(f"--fields {fields}: names a JSON line's keys; {other} is a {read.formats[other]} log")
+    built = build(read.entries, include=inc, exclude=exc, coverage=coverage, keep_values=keep_values,
+                  all_paths=all_paths)
     if len(built.kept) > MAX_REQUESTS:
         built.beyond[:0] = built.kept[MAX_REQUESTS:]
         del built.kept[MAX_REQUESTS:]
@@ -91,8 +98,15 @@ def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: s
         raise ArenaError(f"{', '.join(files)}: {built.read:,} requests read, none left to write (static assets "
                          f"{built.static:,}, health checks {built.health:,}, excluded {built.excluded:,}, "
                          f"tokens too long {built.tokens:,}, 5xx only {built.failed_only:,})")
-    times = [t for t in logs.arrival_times(entries) if t is not None]
-    write_file(output, mix_toml(built, ", ".join(Path(f).name for f in files)), "-o")
-    load_mix(output, "-o")  # what was written reads back as a mix, or the error says why
-    return FromLog(built, formats, lines, skipped, first_skip, max(times) - min(times) if len(times) > 1 else None,
-                   output)
+    times = [t for t in logs.arrival_times(read.entries) if t is not None]
+    text = mix_toml(built, ", ".join(Path(f).name for f in files))
+    parse_mix(tomllib.loads(text), output)  # checked whole before it is written: never a mix that will not read
+    write_file(output, text, "-o")
+    return FromLog(built, read, max(times) - min(times) if len(times) > 1 else None, output)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is not there (the output, before it is first written)
+        return False

@@ -36,11 +36,17 @@ def run(args, out) -> int:
                  include=args.include, exclude=args.exclude, keep_values=args.keep_values, all_paths=args.all_paths)
     b = r.built
     span = f" over {_span(r.span_s)}" if r.span_s is not None else ""
-    formats = ", ".join(sorted(set(r.formats.values())))
-    read = (f"{len(r.formats)} HAR file{'s' if len(r.formats) != 1 else ''}" if formats == "har"  # one JSON document each
-            else f"{r.lines:,} line{'s' if r.lines != 1 else ''} ({formats})")
-    out.print(f"read {read}{span}: {b.read:,} requests, {r.skipped:,} {'entries' if formats == 'har' else 'lines'} skipped"
-              + (f" (first: {r.first_skip})" if r.first_skip else ""), highlight=False, markup=False)
+    got = r.read
+    formats = ", ".join(sorted(set(got.formats.values())))
+    read = (f"{len(got.formats)} HAR file{'s' if len(got.formats) != 1 else ''}" if formats == "har"  # one JSON document each
+            else f"{got.lines:,} line{'s' if got.lines != 1 else ''} ({formats})")
+    what = "entries" if formats == "har" else "lines"
+    out.print(f"read {read}{span}: {b.read:,} requests, {got.skipped:,} {what} skipped"
+              + (f" (first: {got.first_skip})" if got.first_skip else ""), highlight=False, markup=False)
+    for why, (n, where) in got.skips.items() if len(got.skips) > 1 or got.skipped > 1 else ():
+        more = f", ... {n - len(where):,} more" if n > len(where) else ""
+        out.print(f"  {n:,} {what if n != 1 else what[:-1] if what == 'lines' else 'entry'}: {why} ({', '.join(where)}{more})",
+                  highlight=False, markup=False)
     left = [(n, what) for n, what in ((b.static, "static assets"), (b.health, "health checks"),
                                        (b.excluded, "excluded by --include/--exclude"),
                                        (b.tokens, "with a token longer than arena-load draws (64 characters)"),

@@ -12,12 +12,15 @@ file are parsed, for the span.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import NamedTuple
 
 import orjson
+
+from arena.mix import METHODS as MIX_METHODS
 
 FORMATS = ("combined", "common", "jsonl", "vegeta", "har")
 FIELDS = ("method", "path", "status", "time", "request")  # what --fields maps to a JSON line's keys
@@ -30,6 +33,9 @@ DEFAULT_KEYS = {
     "request": ("request",),  # "GET /path HTTP/1.1", where method and path are not their own keys
 }
 METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
+# what a request of a mix can be (arena.mix's methods): a log's other requests (a proxy's CONNECT,
+# OPTIONS *, WebDAV's PROPFIND) are skipped, each with its line
+UNSENT = "not a method a mix sends (" + ", ".join(MIX_METHODS) + ")"
 
 # host ident user [time] "METHOD target PROTOCOL" status bytes, then (combined) "referer" "agent" and
 # whatever a log_format adds after them: read alike (the request is all that is kept); which of the
@@ -38,6 +44,7 @@ REQUEST = re.compile(r'\S+ \S+ (?:\S+|"[^"]*") \[([^\]]+)\] "([A-Z]+) (\S+)(?: [
 COMBINED_TAIL = re.compile(r' "(?:[^"\\]|\\.)*" "(?:[^"\\]|\\.)*"')
 VEGETA = re.compile(r"([A-Z]+) (\S+)\s*$")
 CLF_TIME = "%d/%b/%Y:%H:%M:%S %z"
+ABSOLUTE = re.compile(r"^[a-z]+://")  # a proxy's absolute target
 
 
 class Entry(NamedTuple):  # a tuple: made once per line of a log, at 200,000 lines a second
@@ -53,6 +60,7 @@ class Entry(NamedTuple):  # a tuple: made once per line of a log, at 200,000 lin
 class Skipped(NamedTuple):
     line: int  # 1-based, in its file
     why: str
+    parsed: bool = False  # a line of the format, but a request no mix could send (sendable)
 
 
 def detect(lines: list[str]) -> str | None:
@@ -64,7 +72,7 @@ def detect(lines: list[str]) -> str | None:
         return "har"
     best, most = None, 0
     for fmt in ("common", "jsonl", "vegeta"):
-        parsed = sum(isinstance(e, Entry) for e in read(sample, fmt))
+        parsed = sum(isinstance(e, Entry) or e.parsed for e in read(sample, fmt))
         if parsed > most:
             best, most = fmt, parsed
     if best == "common":
@@ -91,7 +99,17 @@ def read(lines: Iterable[str], fmt: str, fields: dict[str, str] | None = None) -
                     yield Skipped(n, why)
                 continue
             time, method, target, status = m.groups()
-            yield Entry(method, target, int(status), time)
+            yield sendable(n, Entry(method, target, int(status), time))
+
+
+def sendable(n: int, e: Entry) -> Entry | Skipped:
+    """``e``, or a Skipped (line ``n``) where no mix could send it: a method a mix does not send, a
+    target that is no path (``host:443``, ``*``)."""
+    if e.method not in MIX_METHODS:
+        return Skipped(n, f"a {e.method[:16]} request: {UNSENT}", True)
+    if not e.target.startswith("/") and not ABSOLUTE.match(e.target):
+        return Skipped(n, "its target is no path (neither /... nor http://host/...)", True)
+    return e
 
 
 def _jsonl(lines: Iterable[str], fields: dict[str, str]) -> Iterator[Entry | Skipped]:
@@ -130,16 +148,26 @@ def _jsonl(lines: Iterable[str], fields: dict[str, str]) -> Iterator[Entry | Ski
             yield Skipped(n, "its status is not a number")
             continue
         time = get(doc, "time")
-        yield Entry(method.upper(), path, status, None if time is None else str(time))
+        yield sendable(n, Entry(method.upper(), path, status, None if time is None else str(time)))
 
 
 def _har(lines: Iterable[str]) -> Iterator[Entry | Skipped]:
     """HAR 1.2 (a browser's devtools, Playwright, Gatling's recorder): each entry's request with its
     headers and body, its response's status and its start."""
+    text = "\n".join(lines)
     try:
-        doc = orjson.loads("\n".join(lines))
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:  # orjson does not say where; the standard library's reader does
+            json.loads(text)
+        except json.JSONDecodeError as e:
+            yield Skipped(e.lineno, f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno} (a HAR cut short?)")
+            return
+        yield Skipped(1, "not valid JSON")
+        return
+    try:
         entries = doc["log"]["entries"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+    except (KeyError, TypeError):
         yield Skipped(1, "not a HAR document ({\"log\": {\"entries\": [...]}})")
         return
     for n, e in enumerate(entries if isinstance(entries, list) else [], 1):
@@ -157,8 +185,9 @@ def _har(lines: Iterable[str]) -> Iterator[Entry | Skipped]:
         body = post.get("text")
         if body is None and post.get("params"):
             body = "&".join(f"{p.get('name', '')}={p.get('value', '')}" for p in post["params"])
-        yield Entry(method, target.partition("#")[0], int(status) if isinstance(status, int) and status > 0 else None,
-                    e.get("startedDateTime"), headers, body or None, post.get("mimeType"))
+        yield sendable(n, Entry(method, target.partition("#")[0],
+                                int(status) if isinstance(status, int) and status > 0 else None,
+                                e.get("startedDateTime"), headers, body or None, post.get("mimeType")))
 
 
 def _vegeta(lines: Iterable[str]) -> Iterator[Entry | Skipped]:
@@ -173,7 +202,7 @@ def _vegeta(lines: Iterable[str]) -> Iterator[Entry | Skipped]:
         if m and m.group(1) in METHODS:
             url = m.group(2)
             target = re.sub(r"^[a-z]+://[^/?#]*", "", url) or "/"
-            yield Entry(m.group(1), target, None, None)
+            yield sendable(n, Entry(m.group(1), target, None, None))
             inside = True
         elif inside and (line.startswith("@") or ":" in line):
             continue  # the target's header or body file

@@ -1,15 +1,24 @@
-"""Access logs read from their files (gzipped or not) into requests: traffic.logs on each file's
+"""Access logs read from their files (gzip, bzip2 or xz compressed, or not) into requests: traffic.logs on each file's
 lines, each file's format detected where it is not given; every refusal one line."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
+import lzma
 from functools import lru_cache
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from arena.errors import ArenaError
 from arena.traffic import logs
+
+
+# rotated logs as logrotate and journald's exports leave them, told by their magic bytes (not their names)
+COMPRESSED = (("gzip", b"\x1f\x8b", gzip.decompress, (OSError,)),
+              ("bzip2", b"BZh", bz2.decompress, (OSError, ValueError)),
+              ("xz", b"\xfd7zXZ\x00", lzma.decompress, (lzma.LZMAError,)))
 
 
 def parse_fields(text: str | None) -> dict[str, str]:
@@ -33,19 +42,46 @@ def _lines(path: Path) -> list[str]:
         raise ArenaError(f"{path}: no such log file") from None
     except OSError as e:
         raise ArenaError(f"{path}: cannot read it ({e.strerror or e})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise ArenaError(f"{path}: a gzip file that cannot be read ({e})") from None
+    for name, magic, decompress, errors in COMPRESSED:
+        if raw.startswith(magic):
+            try:
+                raw = decompress(raw)
+            except (*errors, EOFError) as e:
+                raise ArenaError(f"{path}: a {name} file that cannot be read ({e})") from None
+            break
     return io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="replace").read().splitlines()
 
 
-def read_logs(files: list[str], fmt: str | None,
-              field_map: dict[str, str]) -> tuple[list[logs.Entry], dict[str, str], int, int, str | None]:
-    """Every file's entries: (entries, file -> format, lines, lines skipped, the first skip)."""
-    entries: list[logs.Entry] = []
-    formats, lines, skipped, first_skip = {}, 0, 0, None
+@dataclass
+class Read:
+    """What the logs gave: their requests, each file's format, the lines read (not blank), and the
+    lines skipped by why: (how many, the first few as FILE:LINE), never a line's text."""
+
+    entries: list[logs.Entry] = field(default_factory=list)
+    formats: dict[str, str] = field(default_factory=dict)
+    lines: int = 0
+    skips: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> int:
+        return sum(n for n, _ in self.skips.values())
+
+    @property
+    def first_skip(self) -> str | None:
+        """FILE:LINE: why, of the first line skipped."""
+        return next((f"{where[0]}: {why}" for why, (_, where) in self.skips.items()), None)
+
+    def skip(self, file: str, item: logs.Skipped) -> None:
+        n, where = self.skips.get(item.why, (0, []))
+        self.skips[item.why] = (n + 1, where if len(where) >= SHOWN_SKIPS else [*where, f"{file}:{item.line}"])
+
+
+SHOWN_SKIPS = 5  # a reason's lines named (the rest counted)
+
+
+def read_logs(files: list[str], fmt: str | None, field_map: dict[str, str]) -> Read:
+    """Every file's entries (formats detected where ``fmt`` is None), and what was skipped."""
+    out = Read()
     for name in files:
         text = _lines(Path(name))
         kind = fmt or logs.detect(text)
@@ -55,25 +91,24 @@ def read_logs(files: list[str], fmt: str | None,
                 raise ArenaError(f"{name}: empty: no requests in it")
             raise ArenaError(f"{name}: not a known log format ({', '.join(logs.FORMATS)}; or give --format): "
                              f"lines {', '.join(numbers)} parse as none of them")
-        formats[name] = kind
+        out.formats[name] = kind
         for item in logs.read(text, kind, field_map):
             if isinstance(item, logs.Entry):
-                entries.append(item)
+                out.entries.append(item)
             else:
-                skipped += 1
-                first_skip = first_skip or f"{name}:{item.line}: {item.why}"
-        lines += sum(1 for line in text if line.strip())
-    if not entries:
-        raise ArenaError(f"{', '.join(files)}: no requests read" + (f" (first line skipped: {first_skip})"
-                                                                     if first_skip else ": empty"))
-    return entries, formats, lines, skipped, first_skip
+                out.skip(name, item)
+        out.lines += sum(1 for line in text if line.strip())
+    if not out.entries:
+        raise ArenaError(f"{', '.join(files)}: no requests read" + (f" (first line skipped: {out.first_skip})"
+                                                                     if out.first_skip else ": empty"))
+    return out
 
 
 def arrival_times(files: list[str] | tuple[str, ...], fmt: str | None = None, fields: str | None = None,
                   flag: str | None = "--profile") -> list[float]:
     """The logs' request times in seconds (traffic.logs.arrival_times), at least two of them (a
     refusal names ``flag`` where one is given)."""
-    entries = read_logs(list(files), fmt, parse_fields(fields))[0]
+    entries = read_logs(list(files), fmt, parse_fields(fields)).entries
     times = [t for t in logs.arrival_times(entries) if t is not None]
     if len(times) < 2:
         raise ArenaError(f"{flag + ' ' if flag else ''}{', '.join(files)}: {len(times)} of {len(entries):,} requests "
