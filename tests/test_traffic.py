@@ -129,13 +129,13 @@ def test_json_lines_and_vegeta_targets_are_read_likewise(tmp_path):
     assert [(s.line, s.why) for s in skipped] == [(351, "not a JSON object"), (352, "not a JSON object")]
     built = build([e for e in got if isinstance(e, logs.Entry)])
     assert [(t.method, t.path, t.count) for t in built.kept] == [
-        ("GET", "/orders/{order_id:1..300}/items/{item_id:0..6}", 300), ("DELETE", "/orders/{order_id:5..5}", 50)]
+        ("GET", "/orders/{order_id:1..300}/items/{item_id:0..6}", 300), ("DELETE", "/orders/{order_id:0..9}", 50)]  # one value: its digits' range
     vegeta = ["GET http://127.0.0.1:8080/users/12", "X-Account: 7", "", "POST http://127.0.0.1:8080/users",
               "Content-Type: application/json", "@body.json", "", "GET http://127.0.0.1:8080/users/40?page=2"]
     assert logs.detect(vegeta) == "vegeta"
     built = build([e for e in logs.read(vegeta, "vegeta") if isinstance(e, logs.Entry)])
     assert sorted((t.method, t.path) for t in built.kept) == [
-        ("GET", "/users/{user_id:12..12}"), ("GET", "/users/{user_id:40..40}?page={page:2..2}"), ("POST", "/users")]
+        ("GET", "/users/{user_id:10..99}"), ("GET", "/users/{user_id:10..99}?page={page:0..9}"), ("POST", "/users")]
 
 
 def test_bad_lines_are_counted_and_never_echoed(tmp_path, capsys):
@@ -436,11 +436,11 @@ def test_a_har_becomes_templates_with_headers_and_bodies_of_the_same_shape_and_n
     assert "read 1 HAR file over 0 s: 6 requests, 0 entries skipped" in capsys.readouterr().out
     mix = load_mix(out)
     by_path = {r.path: r for r in mix.requests}
-    assert set(by_path) == {"/posts/{post_id:3..12}", "/api/posts", "/login"}
-    assert dict(by_path["/posts/{post_id:3..12}"].headers) == {"Accept": "text/html"}
-    assert by_path["/api/posts"].body == ('{"title":"{title:token:14}","author_id":{author_id:7..40},'
+    assert set(by_path) == {"/posts/{post_id:0..99}", "/api/posts", "/login"}  # 3 values: their digits' range
+    assert dict(by_path["/posts/{post_id:0..99}"].headers) == {"Accept": "text/html"}
+    assert by_path["/api/posts"].body == ('{"title":"{title:token:14}","author_id":{author_id:0..99},'
                                           '"tags":["{tags:token:5}"],"draft":false}')  # 13.5 characters on average
-    assert by_path["/login"].body == "username={username:token:5}&password={password:token:8}&remember={remember:1..1}"
+    assert by_path["/login"].body == "username={username:token:5}&password={password:token:8}&remember={remember:0..9}"
     text = out.read_text()
     for secret in ("s3cr3tcookie", "t0ken", "alice", "hunter22", "Hello", "shop.example.com", "alpha"):
         assert secret not in text, secret

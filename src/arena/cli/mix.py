@@ -28,7 +28,9 @@ def add(sub) -> None:
     f.add_argument("--exclude", metavar="REGEX", help="leave out requests whose path and query match")
     f.add_argument("--all-paths", action="store_true", help="keep static assets and health checks")
     f.add_argument("--keep-values", action="store_true",
-                   help="write query values that are no number (user data: left out by default)")
+                   help="write the log's values as they are: query values that are no number, words and "
+                        "user data in paths, every range and a HAR's headers (user data: left out by default; "
+                        "docs/reference/apps.md)")
 
 
 def run(args, out) -> int:
@@ -60,6 +62,9 @@ def run(args, out) -> int:
     if b.bodies_dropped:
         out.print(f"request bodies left out (neither JSON nor a form; --keep-values writes them): "
                   f"{b.bodies_dropped:,}", highlight=False, markup=False)
+    if b.headers_dropped:
+        out.print("request headers left out (they say who, not what the client accepts; --keep-values writes them): "
+                  + ", ".join(f"{k} ({n:,})" for k, n in b.headers_dropped.most_common(8)), highlight=False, markup=False)
     if b.dropped_params:
         out.print("query values left out (user data; --keep-values writes them): "
                   + ", ".join(f"{k} ({n:,})" for k, n in b.dropped_params.most_common(8)), highlight=False, markup=False)

@@ -15,6 +15,16 @@ request headers go with its template, less cookies, credentials and where it was
 Left out by default: static assets (by extension, or under /assets, /static, /packs), health
 checks, and templates that only ever answered 5xx. The templates covering ``coverage`` of the
 requests kept are written, the most frequent first; the rest are counted.
+
+No user data by default (docs/reference/apps.md, "What a mix keeps"): a path segment or a query key
+shaped like user data (private: an e-mail address, a phone, card or id number, a JWT) becomes a
+random token of its mean length; so does every word at a level of the path that holds more than
+PATH_WORDS distinct words under one parent (user names, not routes: ``/users/{user_id:token:6}``;
+at the top level, where an app's routes are, more than TOP_WORDS);
+a range drawn from fewer than DISTINCT_VALUES distinct numbers is widened to the numbers of their
+digits (``code=483921`` seen once: ``{code:100000..999999}``), so no single value can be read back;
+a HAR's request headers are kept only where they say what the client accepts and is
+(KEPT_HEADERS). ``keep_values`` keeps them all as the log has them.
 """
 
 from __future__ import annotations
@@ -22,11 +32,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from urllib.parse import parse_qsl, quote
+from typing import NamedTuple
+from urllib.parse import parse_qsl, quote, unquote
 
-from arena.mix import MAX_TOKEN
+from arena.mix import MAX_TOKEN, MAX_VALUE
 from arena.traffic.logs import Entry
 
 STATIC = re.compile(r"^/(assets|static|packs|public|favicon)(/|$)|\.(css|js|mjs|map|png|jpe?g|gif|svg|ico|webp|avif|"
@@ -43,8 +54,25 @@ BODY_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):([#~])\}")
 DROPPED_HEADERS = frozenset(("cookie", "authorization", "proxy-authorization", "x-csrf-token", "x-xsrf-token",
                              "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te",
                              "upgrade", "referer", "origin"))
+# ... and of the rest, those kept: what the client accepts and what it is, never who
+KEPT_HEADERS = frozenset(("accept", "accept-encoding", "accept-language", "content-type", "user-agent",
+                          "x-requested-with", "cache-control", "pragma", "dnt", "upgrade-insecure-requests"))
 NUMBER = re.compile(r"^[0-9]{1,15}$")
 DEFAULT_COVERAGE = 0.99
+TEXT_FIELD = "~"  # a field's kind in a template's key: a random token of the values' mean length
+# The privacy rule's two thresholds (docs/reference/apps.md): a range is written as the log shows it
+# only when drawn from at least DISTINCT_VALUES distinct numbers; a path level with more than
+# PATH_WORDS distinct words under one parent is a parameter (names), not a route's words; at the top
+# level, where an app's routes are, more than TOP_WORDS.
+DISTINCT_VALUES = 5
+PATH_WORDS = 12
+TOP_WORDS = 50
+EMAIL = re.compile(r"@|%40", re.IGNORECASE)
+JWT = re.compile(r"^[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*$")
+# a phone, card, account or national id number: digits grouped by separators, or after a +
+GROUPED_DIGITS = re.compile(r"^\+?\(?[0-9][0-9 ().+-]*[0-9]$")
+ISO_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")  # a route's date (/archive/2024-05-01), kept
+KEY_DROPPED = "(a key that is user data)"  # how a query key shaped like user data is counted
 
 
 def token(text: str) -> str | None:
@@ -61,7 +89,27 @@ def token(text: str) -> str | None:
     return f"{kind}:{length}" if length <= MAX_TOKEN else ""
 
 
-Field = tuple[str, str]  # (kind: NUMBER_FIELD or a token's, name)
+def private(text: str) -> bool:
+    """Whether ``text`` (a path segment, a query key; percent-encoded or not) is shaped like user
+    data: an e-mail address, a JWT, a phone, card, account or national id number (seven digits or
+    more, grouped by spaces, dashes, dots or brackets, or after a +), or a code of letters and six
+    digits or more (QQ123456C); an ISO date is a route's."""
+    text = unquote(text)
+    if EMAIL.search(text) or JWT.match(text):
+        return True
+    digits = sum(c.isdigit() for c in text)
+    if digits >= 6 and len(text) < 16 and text.isalnum() and not text.isdigit():
+        return True
+    return not text.isdigit() and GROUPED_DIGITS.match(text) is not None and digits >= 7 and not ISO_DATE.match(text)
+
+
+def digits_range(lo: int, hi: int) -> tuple[int, int]:
+    """The numbers of as many digits as ``lo`` and ``hi`` have: (1000, 9999) for 1234..5678; from 0
+    where one digit."""
+    return min(MAX_VALUE, 0 if lo < 10 else 10 ** (len(str(lo)) - 1)), min(MAX_VALUE, 10 ** len(str(hi)) - 1)
+
+
+Field = tuple[str, str]  # (kind: NUMBER_FIELD, TEXT_FIELD or a token's, name)
 
 
 @dataclass
@@ -77,6 +125,8 @@ class Template:
     headers: tuple[tuple[str, str], ...] = ()  # a HAR's, less cookies, credentials and the connection's own
     body: str | None = None  # a HAR's body, its values as fields: "{name:#}" a number drawn, "{name:~}" a text
     lengths: dict[str, list[int]] = field(default_factory=dict)  # each text field's lengths: [sum, count]
+    distinct: dict[str, set[int]] = field(default_factory=dict)  # each number's values, up to DISTINCT_VALUES
+    exact: bool = False  # ranges as the log shows them however few their values (keep_values)
 
     def add(self, numbers: dict[str, int], status: int | None, lengths: dict[str, int] | None = None) -> None:
         self.count += 1
@@ -91,12 +141,44 @@ class Template:
                 self.low[name] = value
             if value > self.high.get(name, -1):
                 self.high[name] = value
+            seen = self.distinct.setdefault(name, set())
+            if len(seen) < DISTINCT_VALUES:
+                seen.add(value)
+
+    def absorb(self, other: "Template") -> None:
+        """Count ``other``'s requests as this one's (the same template once a level is a field)."""
+        self.count += other.count
+        self.statuses += other.statuses
+        for name in other.low:
+            self.low[name] = min(self.low.get(name, other.low[name]), other.low[name])
+            self.high[name] = max(self.high.get(name, other.high[name]), other.high[name])
+            seen = self.distinct.setdefault(name, set())
+            seen |= set(sorted(other.distinct[name])[:DISTINCT_VALUES - len(seen)])
+        for name, (total, n) in other.lengths.items():
+            mine = self.lengths.setdefault(name, [0, 0])
+            mine[0] += total
+            mine[1] += n
+        self.dropped |= other.dropped
+
+    def range_text(self, name: str) -> str:
+        """A number's field: the range the log shows, from DISTINCT_VALUES values or more; else the
+        range of their digits (no single value can be read back)."""
+        lo, hi = self.low[name], self.high[name]
+        if not self.exact and len(self.distinct[name]) < DISTINCT_VALUES:
+            lo, hi = digits_range(lo, hi)
+        return f"{{{name}:{lo}..{hi}}}"
+
+    def token_text(self, name: str) -> str:
+        """A text field: a random token of the values' mean length."""
+        total, n = self.lengths[name]
+        return f"{{{name}:token:{min(MAX_TOKEN, max(1, round(total / n)))}}}"
 
     @property
     def path(self) -> str:
         """The template as a mix's path: ``/posts/{post_id:1..9999}?page={page:1..40}``."""
         def draw(kind: str, name: str) -> str:
-            return f"{{{name}:{self.low[name]}..{self.high[name]}}}" if kind == NUMBER_FIELD else f"{{{name}:{kind}}}"
+            return (self.range_text(name) if kind == NUMBER_FIELD else self.token_text(name) if kind == TEXT_FIELD
+                    else f"{{{name}:{kind}}}")
 
         path = "/".join(p if isinstance(p, str) else draw(*p) for p in self.pieces) or "/"
         query = [p if isinstance(p, str) else f"{p[0]}={draw(p[1], p[2])}" for p in self.params]
@@ -108,11 +190,7 @@ class Template:
         if self.body is None:
             return None
         def field_text(m: re.Match) -> str:
-            name = m.group(1)
-            if m.group(2) == "#":
-                return f"{{{name}:{self.low[name]}..{self.high[name]}}}"
-            total, n = self.lengths[name]
-            return f"{{{name}:token:{min(MAX_TOKEN, max(1, round(total / n)))}}}"  # their mean length
+            return self.range_text(m.group(1)) if m.group(2) == "#" else self.token_text(m.group(1))
 
         return BODY_FIELD.sub(field_text, self.body)
 
@@ -134,6 +212,7 @@ class Built:
     tokens: int = 0  # with a token longer than arena-load draws
     failed_only: int = 0  # requests of templates that only answered 5xx
     dropped_params: Counter = field(default_factory=Counter)  # query parameters left out, by name
+    headers_dropped: Counter = field(default_factory=Counter)  # a HAR's request headers left out, by name
     bodies_dropped: int = 0  # request bodies left out: neither JSON nor a form (unless keep_values)
 
     @property
@@ -170,13 +249,20 @@ def _identifier(word: str, default: str) -> str:
     return "v" + ident if ident[0].isdigit() else ident
 
 
-def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str, int], set[str]] | None:
-    """(the template's key, the numbers drawn by name, the query parameters dropped); None where the
-    target holds a token longer than arena-load draws."""
+class Shape(NamedTuple):
+    key: tuple  # the template's: (method, path pieces, query params)
+    numbers: dict[str, int]  # the numbers drawn, by field
+    dropped: set[str]  # the query parameters dropped (KEY_DROPPED for a key that is user data)
+    lengths: dict[str, int]  # the text fields' lengths, by field
+
+
+def shape(method: str, target: str, keep_values: bool) -> Shape | None:
+    """A request's template key and its values; None where the target holds a token longer than
+    arena-load draws."""
     path, _, query = target.partition("?")
     path = re.sub(r"^[a-z]+://[^/]*", "", path.partition("#")[0])  # a proxy's absolute target
     pieces: list[str | Field] = []
-    numbers, taken = {}, set()
+    numbers, taken, lengths = {}, set(), {}
     before = ""
     for seg in path.split("/"):
         if seg.isdigit() and seg.isascii() and len(seg) <= 15:  # NUMBER, without a regular expression
@@ -187,12 +273,19 @@ def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str,
             if not kind:
                 return None
             pieces.append((kind, _unique(_base(before), taken)))
+        elif not keep_values and private(seg):
+            name = _unique(_base(before), taken)
+            lengths[name] = len(seg)
+            pieces.append((TEXT_FIELD, name))
         else:
             pieces.append(seg)
             before = seg
     params: list[str | tuple[str, str, str]] = []
     dropped = set()
     for key, value in parse_qsl(query, keep_blank_values=True) if query else ():
+        if not keep_values and private(key):
+            dropped.add(KEY_DROPPED)
+            continue
         ident = _identifier(key, "q")
         kind = NUMBER_FIELD if NUMBER.match(value) else token(value)
         if kind == "":
@@ -206,7 +299,7 @@ def shape(method: str, target: str, keep_values: bool) -> tuple[tuple, dict[str,
             params.append(f"{quote(key, safe='[]')}={quote(value, safe='')}")
         else:
             dropped.add(key)
-    return (method, tuple(pieces), tuple(params)), numbers, dropped
+    return Shape((method, tuple(pieces), tuple(params)), numbers, dropped, lengths)
 
 
 def body_shape(body: str, mime: str | None, numbers: dict[str, int], lengths: dict[str, int], taken: set[str],
@@ -234,16 +327,23 @@ def body_shape(body: str, mime: str | None, numbers: dict[str, int], lengths: di
         if isinstance(value, bool) or value is None or isinstance(value, float):
             return json.dumps(value)
         if isinstance(value, int):
-            if keep_values or not 0 <= value <= 10**15:
+            if keep_values:
                 return json.dumps(value)
             name = field_name(key)
-            numbers[name] = value
-            return f"{{{name}:#}}"
+            numbers[name] = min(abs(value), MAX_VALUE)  # a card's 16 digits: one of the largest drawn
+            return f"{'-' if value < 0 else ''}{{{name}:#}}"
         if isinstance(value, str):
             return json.dumps(text(value, key)) if "{" not in value else json.dumps(value if keep_values else "")
         if isinstance(value, list):
             return "[" + ",".join(walk(v, key) for v in value) + "]"
-        return "{" + ",".join(f"{json.dumps(k)}:{walk(v, k)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{json.dumps(key_text(k))}:{walk(v, k)}" for k, v in value.items()) + "}"
+
+    def key_text(key: str) -> str:
+        if keep_values or not private(key):
+            return key
+        name = field_name("key")
+        lengths[name] = len(key)
+        return f"{{{name}:~}}"
 
     if kind == "application/json" or kind.endswith("+json"):
         try:
@@ -286,9 +386,13 @@ def build(entries: list[Entry], *, include: re.Pattern | None = None, exclude: r
         if shaped is None:
             out.tokens += 1
             continue
-        key, numbers, dropped = shaped
-        headers = tuple((k, v) for k, v in e.headers if not k.startswith(":") and k.lower() not in DROPPED_HEADERS)
-        body, lengths = None, {}
+        key, numbers, dropped, lengths = shaped
+        headers = tuple((k, v) for k, v in e.headers if not k.startswith(":") and k.lower() not in DROPPED_HEADERS
+                        and (keep_values or k.lower() in KEPT_HEADERS))
+        out.headers_dropped.update(k.lower() for k, _ in e.headers if not k.startswith(":")
+                                   and k.lower() not in DROPPED_HEADERS and not keep_values
+                                   and k.lower() not in KEPT_HEADERS)
+        body = None
         if e.body and e.method not in ("GET", "HEAD"):
             taken = {p[-1] for p in (*key[1], *key[2]) if isinstance(p, tuple)}
             body = body_shape(e.body, e.mime, numbers, lengths, taken, keep_values)
@@ -297,12 +401,13 @@ def build(entries: list[Entry], *, include: re.Pattern | None = None, exclude: r
         key = (*key, headers, body)
         t = templates.get(key)
         if t is None:
-            t = templates[key] = Template(key[0], key[1], key[2], headers=headers, body=body)
+            t = templates[key] = Template(key[0], key[1], key[2], headers=headers, body=body, exact=keep_values)
         t.add(numbers, e.status, lengths)
         t.dropped |= dropped
         for name in dropped:
             out.dropped_params[name] += 1
-    ranked = sorted(templates.values(), key=lambda t: (-t.count, t.method, t.path))
+    merged = list(templates.values()) if keep_values else names_as_fields(list(templates.values()))
+    ranked = sorted(merged, key=lambda t: (-t.count, t.method, t.path))
     failing = [t for t in ranked if t.failed_only]
     out.failed_only = sum(t.count for t in failing)
     ranked = [t for t in ranked if not t.failed_only]
@@ -311,6 +416,44 @@ def build(entries: list[Entry], *, include: re.Pattern | None = None, exclude: r
         (out.kept if running < coverage * total else out.beyond).append(t)
         running += t.count
     return out
+
+
+def names_as_fields(templates: list[Template]) -> list[Template]:
+    """The templates with each path level that holds more than PATH_WORDS distinct words under one
+    parent (TOP_WORDS at the top) made a text field (their values user names, not a route's words), from the top level
+    down, and those that are then the same template as one."""
+    depth = max((len(t.pieces) for t in templates), default=0)
+    for i in range(1, depth):
+        words: dict[tuple, set[str]] = {}
+        for t in templates:
+            if len(t.pieces) > i and isinstance(t.pieces[i], str) and t.pieces[i]:
+                words.setdefault(t.pieces[:i], set()).add(t.pieces[i])
+        wide = {parent for parent, w in words.items() if len(w) > (TOP_WORDS if i == 1 else PATH_WORDS)}
+        if not wide:
+            continue
+        merged: dict[tuple, Template] = {}
+        for t in templates:
+            if t.pieces[:i] in wide and len(t.pieces) > i and isinstance(t.pieces[i], str) and t.pieces[i]:
+                t = _word_as_field(t, i)
+            key = (t.method, t.pieces, t.params, t.headers, t.body)
+            if key in merged:
+                merged[key].absorb(t)
+            else:
+                merged[key] = t
+        templates = list(merged.values())
+    return templates
+
+
+def _word_as_field(t: Template, i: int) -> Template:
+    """``t`` with its path's ``i``-th piece (a word) a text field of that word's length."""
+    word = t.pieces[i]
+    before = next((p for p in reversed(t.pieces[:i]) if isinstance(p, str) and p), "")
+    taken = {p[-1] for p in (*t.pieces, *t.params) if isinstance(p, tuple)} | set(t.low) | set(t.lengths)
+    name = _unique(_base(before), taken)
+    pieces = (*t.pieces[:i], (TEXT_FIELD, name), *t.pieces[i + 1:])
+    return replace(t, pieces=pieces, statuses=Counter(t.statuses), low=dict(t.low), high=dict(t.high),
+                   dropped=set(t.dropped), distinct={k: set(v) for k, v in t.distinct.items()},
+                   lengths={**{k: list(v) for k, v in t.lengths.items()}, name: [len(word) * t.count, t.count]})
 
 
 def mix_toml(built: Built, source: str) -> str:
