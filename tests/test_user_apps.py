@@ -223,6 +223,22 @@ def test_arena_check_pairs_a_users_app_with_the_servers_of_its_interface(apps):
     assert [s for s, _ in asgi] == ["uvicorn"]
 
 
+def test_arena_check_says_which_asked_servers_it_left_out_and_why(apps):
+    """`arena check uvicorn gunicorn-sync --app mysite.wsgi:application` silently left uvicorn out
+    (3 passed, 0 failed, 0 skipped of 4 asked): each server asked by name that serves none of the
+    apps is now a skip with why, told before the checks start."""
+    from arena.app.check import planned
+
+    user = {"chdir": str(apps / "pyapp")}
+    pairs, left = planned(["uvicorn", "gunicorn-sync"], ["hello_wsgi:app"], user)
+    assert [s for s, _ in pairs] == ["gunicorn-sync"]
+    assert [(r.server, r.app, r.status, r.problems) for r in left] == [
+        ("uvicorn", "hello_wsgi:app", "skip", ["left out: uvicorn serves asgi apps, and hello_wsgi:app is a wsgi app"])]
+    assert planned(["puma", "gunicorn-sync"], ["rack"])[1][0].problems == [
+        "left out: gunicorn-sync does not serve rack (its apps: wsgi, flask)"]
+    assert planned(None, ["hello_wsgi:app"], user)[1] == []  # all servers: only those that can serve it, as before
+
+
 def test_a_rack_apps_rackup_puts_arenas_timing_first(apps):
     app = user_app("rackapp", base=apps)
     assert app.interface == "rack" and app.name == "rackapp" and app.user.chdir == str(apps / "rackapp")

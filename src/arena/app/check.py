@@ -41,6 +41,13 @@ def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
     """(server, app) pairs to check; unknown names are errors, pairs that cannot exist are left out.
     An app that is not a built-in one is a user's (subjects.user.app_for, with the ``user`` options),
     checked with every server that serves its interface."""
+    return planned(servers, apps, user)[0]
+
+
+def planned(servers: Iterable[str] | None, apps: Iterable[str] | None, user: Mapping[str, Any] | None = None
+            ) -> tuple[list[tuple[str, str | App]], list[CheckResult]]:
+    """plan's pairs, and a skip for each server asked by name that serves none of the apps asked
+    (with why: the interfaces or apps it serves), so none is left out unsaid."""
     entries = [catalog.get_server(name) for name in (servers or catalog.CATALOG)]
     wanted = list(apps) if apps else None
     venv = (user or {}).get("venv")
@@ -53,13 +60,19 @@ def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
     serves = {i for e in entries for i in e.interfaces}
     resolved = [app_for(a, serves, **(user or {})) for a in wanted or ()]
     pairs: list[tuple[str, str | App]] = []
+    left: list[CheckResult] = []
     for entry in entries:
         for app in resolved if wanted else entry.apps:
             if isinstance(app, App) and app.interface in entry.interfaces or app in entry.apps:
                 pairs.append((entry.name, app))
+            elif servers:
+                why = (f"serves {'/'.join(entry.interfaces)} apps, and {app.name} is a {app.interface} app"
+                       if isinstance(app, App) else f"does not serve {app} (its apps: {', '.join(entry.apps)})")
+                left.append(CheckResult(entry.name, app.name if isinstance(app, App) else app, "skip",
+                                        problems=[f"left out: {entry.name} {why}"]))
     if not pairs:
         raise ArenaError(f"--app: none of {', '.join(names)} serves {', '.join(wanted or [])}")
-    return pairs
+    return pairs, left
 
 
 def check_one(server: str, app: str | App, processes: int | None = None, threads: int | None = None,
@@ -110,9 +123,11 @@ def check(servers: Iterable[str] | None = None, apps: Iterable[str] | None = Non
           on_service: Callable[[object], None] = lambda s: None) -> list[CheckResult]:
     """Every pair of ``plan``, with the ``services`` (kinds, default settings) started first and
     stopped after."""
-    results = []
+    pairs, results = planned(servers, apps, user)
+    for skipped in results:  # said first: nothing asked is left out unsaid
+        on_result(skipped)
     with started_services(services, cpus, on_service) as env:
-        for server, app in plan(servers, apps, user):
+        for server, app in pairs:
             result = check_one(server, app, processes, threads, cpus, env, services, limits)
             result.app_warnings = app.user.warnings if isinstance(app, App) and app.user else ()
             on_result(result)
