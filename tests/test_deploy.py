@@ -92,6 +92,27 @@ def test_a_factory_is_called_by_each_servers_own_means_and_refused_where_it_has_
         deploy.files(deploy.Deployment("uwsgi", app, 1, 1), [])
 
 
+def test_the_written_files_bind_the_platforms_port_else_the_usual_one():
+    """run.sh bound 8000 whatever $PORT said; the platforms (Heroku, Cloud Run, Render, Fly) give the
+    port there. Now run.sh sets PORT=${PORT:-usual} and every server's command or config reads it:
+    no written file holds the usual port but that default (the serving tests below bind $PORT)."""
+    for server, kind in (("uvicorn", "asgi"), ("waitress", "wsgi"), ("gunicorn-gthread", "wsgi"), ("uwsgi", "wsgi"),
+                         ("wsgiref", "wsgi"), ("puma", "rack"), ("unicorn", "rack"), ("thin", "rack")):
+        files = deploy.files(deploy.Deployment(server, APPS[kind], 2, 2), [])
+        usual = deploy.PORTS[catalog.get_server(server).language]
+        lines = files["run.sh"].splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("export PORT="))
+        assert lines[at].startswith(f'export PORT="${{PORT:-{usual}}}"') and at < len(lines) - 1, lines
+        written = "".join(t for n, t in files.items() if n != "run.sh") + "\n".join(lines[at + 1:])
+        own = {"puma": f'ENV.fetch("PORT", "{usual}")', "unicorn": f'ENV.fetch("PORT", "{usual}")',
+               "gunicorn-gthread": f'os.environ.get("PORT", "{usual}")'}.get(server)
+        if own:  # its own config reads it, with the same default for a start without run.sh
+            assert own in written and written.count(str(usual)) == 1, (server, written)
+        else:
+            assert '"$PORT"' in written or "$(PORT)" in written, (server, written)
+            assert str(usual) not in written, (server, written)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,9 +121,10 @@ def _free_port() -> int:
 
 @contextmanager
 def serving(argv: list[str], cwd: Path, port: int):
-    """The server started from the written files, in its own session, until its port answers; the
-    master process. Stopped (its session) after."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    """The server started from the written files, in its own session, on the port its config reads
+    from $PORT, until that port answers; the master process. Stopped (its session) after."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "PORT": str(port)})
     try:
         for _ in range(400):
             try:
@@ -131,7 +153,7 @@ def children(master: psutil.Process, n: int) -> list[psutil.Process]:
 def test_the_written_gunicorn_conf_served_runs_the_chosen_processes_and_threads(tmp_path):
     files = deploy.files(deploy.Deployment("gunicorn-gthread", APPS["wsgi"], 2, 3), [])
     port = _free_port()
-    conf = files["gunicorn.conf.py"].replace(f'"{deploy.HOST}:8000"', f'"127.0.0.1:{port}"')  # loopback only here
+    conf = files["gunicorn.conf.py"].replace(f'"{deploy.HOST}:"', '"127.0.0.1:"')  # loopback only here
     (tmp_path / "gunicorn.conf.py").write_text(conf)
     gunicorn = Path(sys.executable).parent / "gunicorn"
     with serving([str(gunicorn), "-c", "gunicorn.conf.py", "arena.subjects.python.wsgi:app"], tmp_path, port) as master:
@@ -161,7 +183,7 @@ def test_the_written_gunicorn_conf_served_runs_the_chosen_processes_and_threads(
 def test_the_written_puma_rb_served_runs_the_chosen_workers_and_threads(tmp_path):
     files = deploy.files(deploy.Deployment("puma", APPS["rack"], 2, 3), [])
     port = _free_port()
-    (tmp_path / "puma.rb").write_text(files["puma.rb"].replace(f'"tcp://{deploy.HOST}:9292"', f'"tcp://127.0.0.1:{port}"'))
+    (tmp_path / "puma.rb").write_text(files["puma.rb"].replace(f'"tcp://{deploy.HOST}:', '"tcp://127.0.0.1:'))
     with serving(["puma", "-C", "puma.rb", APPS["rack"].target], tmp_path, port) as master:
         workers = children(master, 2)
         assert len(workers) == 2
@@ -254,11 +276,9 @@ def _app_dir(tmp_path: Path, kind: str, bundled: bool) -> tuple[Path, str]:
     return where, "main:app"
 
 
-def _deployed_files(server: str, app, processes, threads, bundled: bool, port: int) -> dict[str, str]:
+def _deployed_files(server: str, app, processes, threads, bundled: bool) -> dict[str, str]:
     written = deploy.files(deploy.Deployment(server, app, processes, threads, bundled=bundled), ["evidence"])
-    usual = str(deploy.PORTS[catalog.get_server(server).language])
-    # loopback only here: the written address and port, replaced in every file
-    return {n: t.replace(deploy.HOST, "127.0.0.1").replace(usual, str(port)) for n, t in written.items()}
+    return {n: t.replace(deploy.HOST, "127.0.0.1") for n, t in written.items()}  # loopback only here
 
 
 # each Python server with and without the user's --venv; each Ruby server without a Gemfile, and
@@ -284,7 +304,7 @@ def test_the_written_run_sh_serves_the_users_own_app_from_its_directory(tmp_path
     port = _free_port()
     out = tmp_path / "deploy"
     out.mkdir()
-    for name, text in _deployed_files(server, app, processes, threads, bundled, port).items():
+    for name, text in _deployed_files(server, app, processes, threads, bundled).items():
         (out / name).write_text(text)
     run_sh = (out / "run.sh").read_text()
     command = run_sh.splitlines()[-1] + "".join(p.read_text() for p in out.iterdir() if p.suffix in (".ini", ".py"))
@@ -299,7 +319,7 @@ def test_the_written_run_sh_serves_the_users_own_app_from_its_directory(tmp_path
     # at most (under pytest-xdist's popen-gw0/ the test's own directory left too few)
     tmp = Path(tempfile.mkdtemp())
     env = {"PATH": (f"{venv}/bin:" if venv else "") + _path_of(server, tmp_path), "HOME": str(tmp_path),
-           "LANG": "C.UTF-8", "TMPDIR": str(tmp)}
+           "LANG": "C.UTF-8", "TMPDIR": str(tmp), "PORT": str(port)}  # the platform's port: what it binds
     # in a process set of its own: Passenger's watchdog daemonizes out of any session, not out of it
     procset = cgroup.create(server, None)
     proc = subprocess.Popen(["sh", str(out / "run.sh")], cwd=where, env={**env, **procset.env()},

@@ -561,12 +561,13 @@ def python_bin() -> Path:
     return Path(sys.executable).parent
 
 
-def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, host: str, port: int,
+def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, host: str, port: int | str,
                   workdir: Path, bin_dir: Path | None = None, settings: Mapping[str, bool | int | str] = {},
                   extra_args: tuple[str, ...] = (), socket: str | None = None) -> Command:
     """Pure: the argv, config files and environment that start ``server`` serving ``app``, with its
     named ``settings`` (checked: check_settings) and raw ``extra_args`` (after every other flag),
-    bound to the unix socket ``socket`` instead of host:port where one is given (Server.unix)."""
+    bound to the unix socket ``socket`` instead of host:port where one is given (Server.unix);
+    ``port`` may be a shell word (a deployed run.sh's ``$PORT``)."""
     check_app(server, app)
     bin_dir = bin_dir or python_bin()
     command, config = server.command, server.config

@@ -9,8 +9,10 @@ What is deployed is the app itself, never Arena's timing wrapper: a user's Pytho
 ``--venv`` where one was given), a user's Rack app by its own config.ru (under ``bundle exec`` where
 it has a Gemfile). run.sh is run from the app's directory (``sh DIR/run.sh``) and finds the config
 files beside itself. The command is the catalog's own (``build_command``: the flags Arena measured
-with) bound to 0.0.0.0 on the server's usual port; the files carry a header of comment lines the
-caller gives (the evidence)."""
+with) bound to 0.0.0.0 on the port in ``$PORT``, the platforms' convention (Heroku, Cloud Run,
+Render, Fly give it), else the server's usual one: run.sh sets ``PORT=${PORT:-8000}`` (9292 for a
+Rack app) and its command and the server's own config read it. The files carry a header of comment
+lines the caller gives (the evidence)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from arena.subjects import App
 PORTS = {"ruby": 9292, "python": 8000}  # rackup's and gunicorn's usual ports
 HOST = "0.0.0.0"
 HERE = "$here"  # run.sh's own directory, where the config files are (set by its first lines)
+PORT = "$PORT"  # the port, as run.sh's words say it (set by its first lines to the platform's, or the usual)
 
 # Servers with no command line of their own (Arena runs them by a module of its own): the launcher
 # written beside run.sh instead, which imports nothing of Arena: its docstring, the app loaded from
@@ -105,10 +108,10 @@ def files(d: Deployment, header: list[str]) -> dict[str, str]:
         out[name] = _comments(header, ";" if name.endswith(".ini") else "#") + text
     elif s.name in LAUNCHERS:
         out["serve.py"] = _comments(header, "#") + LAUNCHERS[s.name]
-        argv = [str(d.bin_dir / "python") if d.bin_dir else "python3", f"{HERE}/serve.py", HOST, str(port), d.target]
+        argv = [str(d.bin_dir / "python") if d.bin_dir else "python3", f"{HERE}/serve.py", HOST, PORT, d.target]
     else:
-        argv = _command(d, s, port)
-    out["run.sh"] = run_sh(d, s, argv, header)
+        argv = _command(d, s)
+    out["run.sh"] = run_sh(d, s, argv, header, port)
     env = environment(d)
     out["arena.env"] = _comments(header, "#") + "".join(f"{k}={v}\n" for k, v in env.items())
     if d.limits.any:
@@ -181,11 +184,13 @@ def _convention_knobs(d: Deployment) -> list[tuple[str, str]]:
     return [(k, s.knobs[k].env) for k, v in d.knobs.items() if v is not None and s.knobs[k].env]  # type: ignore[misc]
 
 
-def run_sh(d: Deployment, s: catalog.Server, argv: list[str], header: list[str]) -> str:
-    """The script that starts the server from the app's directory, its config files found beside it."""
+def run_sh(d: Deployment, s: catalog.Server, argv: list[str], header: list[str], port: int) -> str:
+    """The script that starts the server from the app's directory, its config files found beside it,
+    on the platform's ``$PORT`` (``port`` where none is given)."""
     lines = ["#!/bin/sh", *(f"# {line}".rstrip() for line in header),
              "# Run it from the app's directory: sh path/to/run.sh",
-             'here=$(cd "$(dirname "$0")" && pwd)']
+             'here=$(cd "$(dirname "$0")" && pwd)',
+             f'export PORT="${{PORT:-{port}}}"  # the platform\'s port where it gives one (Heroku, Cloud Run, Fly)']
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(s.env.items())]
     if s.language == "python":  # the app's module is imported from the directory it is started in
         lines.append('export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"')
@@ -195,9 +200,11 @@ def run_sh(d: Deployment, s: catalog.Server, argv: list[str], header: list[str])
 
 
 def _shell_word(arg: str) -> str:
-    """A word of run.sh: quoted, with ``$here`` left for the shell to expand."""
+    """A word of run.sh: quoted, with ``$here`` and ``$PORT`` left for the shell to expand."""
     if arg.startswith(HERE + "/"):
         return '"$here"/' + shlex.quote(arg[len(HERE) + 1:])
+    if PORT in arg:
+        return '"$PORT"'.join(shlex.quote(part) if part else "" for part in arg.split(PORT))
     return shlex.quote(arg)
 
 
@@ -223,7 +230,7 @@ def _target(d: Deployment, s: catalog.Server) -> tuple[str, list[str]]:
     return target, []
 
 
-def _command(d: Deployment, s: catalog.Server, port: int) -> list[str]:
+def _command(d: Deployment, s: catalog.Server) -> list[str]:
     """The catalog's command for the configuration, its executables by name (or the venv's), without
     the flags that point a server at Arena's working files (Passenger's pid file, registry and log:
     deployed, it keeps its own defaults)."""
@@ -238,7 +245,7 @@ def _command(d: Deployment, s: catalog.Server, port: int) -> list[str]:
     target, factory = _target(d, s)
     bin_dir = d.bin_dir or Path("/bin")
     cmd = catalog.build_command(replace(s, command=tuple(command)), replace(d.app, target=target), d.knobs, host=HOST,
-                                port=port, workdir=Path("."), bin_dir=bin_dir)
+                                port=PORT, workdir=Path("."), bin_dir=bin_dir)
     argv = [a if d.bin_dir else a.removeprefix("/bin/") for a in cmd.argv]
     at = len(argv) - 1 if s.command[-1] == "{target}" else len(argv)
     return argv[:at] + factory + argv[at:]
@@ -246,19 +253,21 @@ def _command(d: Deployment, s: catalog.Server, port: int) -> list[str]:
 
 def _own_config(d: Deployment, s: catalog.Server, port: int) -> tuple[str, str, list[str]] | None:
     """(file name, text, the command that reads it) for servers with an idiomatic config file; the
-    command names the file beside run.sh."""
+    command names the file beside run.sh; each binds the port in ``$PORT`` (``port`` where none is set)."""
     target = d.target
+    ruby_port = f'#{{ENV.fetch("PORT", "{port}")}}'
     if s.name == "puma":
         lines = ([f"workers {d.processes}"] if (d.processes or 1) > 1 else []) + \
-                [f"threads {d.threads or 5}, {d.threads or 5}", f'bind "tcp://{HOST}:{port}"',
+                [f"threads {d.threads or 5}, {d.threads or 5}", f'bind "tcp://{HOST}:{ruby_port}"',
                  'environment "production"']
         return "puma.rb", "".join(f"{line}\n" for line in lines), ["puma", "-C", f"{HERE}/puma.rb", target]
     if s.name == "unicorn":
-        text = f"worker_processes {d.processes or 1}\nlisten \"{HOST}:{port}\"\ntimeout 120\n"
+        text = f"worker_processes {d.processes or 1}\nlisten \"{HOST}:{ruby_port}\"\ntimeout 120\n"
         return "unicorn.conf.rb", text, ["unicorn", "-c", f"{HERE}/unicorn.conf.rb", "-E", "production", target]
     if s.name.startswith("gunicorn-"):
         worker = s.command[s.command.index("-k") + 1]
-        lines = [f'bind = "{HOST}:{port}"', f"workers = {d.processes or 1}", f'worker_class = "{worker}"']
+        lines = ["import os", "", f'bind = "{HOST}:" + os.environ.get("PORT", "{port}")', f"workers = {d.processes or 1}",
+                 f'worker_class = "{worker}"']
         if "threads" in d.knobs and d.threads is not None:
             lines.append(f"threads = {d.threads}")
         if "connections" in s.knobs:
@@ -270,7 +279,7 @@ def _own_config(d: Deployment, s: catalog.Server, port: int) -> tuple[str, str, 
         if target.endswith("()"):
             raise ValueError(f"uwsgi: its module option names a callable, not a factory to call ({target}): "
                              "give the app as a module-level callable")
-        lines = ["[uwsgi]", f"http11-socket = {HOST}:{port}", "master = true", "die-on-term = true", "need-app = true",
+        lines = ["[uwsgi]", f"http11-socket = {HOST}:$(PORT)", "master = true", "die-on-term = true", "need-app = true",
                  f"module = {target}", f"processes = {d.processes or 1}", f"threads = {d.threads or 1}"]
         if d.bin_dir is not None:
             lines.append(f"home = {d.bin_dir.parent}")
