@@ -174,6 +174,58 @@ def test_a_disk_filling_during_the_reports_export_is_one_line_and_leaves_no_half
     assert not out.exists()
 
 
+def _access_log(path: Path, n: int) -> None:
+    """A combined log of ``n`` requests of 2,000 shapes: written with --keep-values (the words kept),
+    a mix of 1,000 templates, about 150 KB."""
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(f'10.0.0.1 - - [14/Nov/2023:22:{i // 6000 % 60:02d}:{i // 100 % 60:02d} +0000] '
+                    f'"GET /section{i % 2000}/posts/{i % 97}?page={i % 13} HTTP/1.1" 200 512 "-" "curl"\n')
+
+
+def test_a_disk_filling_while_a_mix_is_written_leaves_none_and_the_old_one_whole(tmpfs, tmp_path):
+    log = tmp_path / "access.log"
+    _access_log(log, 20_000)
+    out = tmpfs / "mix.toml"
+    out.write_text("# the user's own mix\n")
+    (tmpfs / "filler").write_bytes(b"x" * 60_000)  # what is left cannot hold the mix (~150 KB)
+    done = arena("mix", "from-log", str(log), "-o", str(out), "--coverage", "1", "--keep-values", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert one_line(done.stderr) == f"arena: error: -o {out}: cannot write it (No space left on device)"
+    assert sorted(p.name for p in tmpfs.iterdir()) == ["filler", "mix.toml"]  # no half mix, no temporary file
+    assert out.read_text() == "# the user's own mix\n"
+
+
+def test_sigkill_during_mix_from_log_leaves_the_old_output_or_a_whole_new_one(tmp_path):
+    """arena mix from-log killed (SIGKILL) at ten moments spread over its run, from reading the log to
+    writing the mix: each time the output is the old file or the whole new mix, and nothing else is
+    left beside it (the mix is written to an anonymous file, linked and renamed over the old)."""
+    from arena.mix import load_mix
+
+    log = tmp_path / "access.log"
+    _access_log(log, 200_000)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "mix.toml"
+    argv = [*ARENA, "mix", "from-log", str(log), "-o", str(out), "--coverage", "1", "--keep-values"]
+    start = time.monotonic()
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    whole, took = out.read_text(), time.monotonic() - start
+    load_mix(out)
+    seen = set()
+    for k in range(10):
+        out.write_text("# the user's own mix\n")
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(took * (k + 0.5) / 10)
+        proc.kill()
+        proc.wait(timeout=30)
+        text = out.read_text()
+        assert text in ("# the user's own mix\n", whole)
+        assert [p.name for p in out_dir.iterdir()] == ["mix.toml"]
+        seen.add(text == whole)
+    assert False in seen  # killed before the write at least once (the kills spread over the run)
+
+
 def _load_while(url: str, act, *flags: str, after_s: float = 1.0) -> subprocess.CompletedProcess:
     """arena load at ``url`` for 3 s (generator on CPU 0), calling ``act(arena_load_pid)`` once the
     generator has run ``after_s``: its own child, found by the parent's pid, never by name."""
