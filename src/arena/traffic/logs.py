@@ -161,7 +161,8 @@ def _har(lines: Iterable[str]) -> Iterator[Entry | Skipped]:
         try:  # orjson does not say where; the standard library's reader does
             json.loads(text)
         except json.JSONDecodeError as e:
-            yield Skipped(e.lineno, f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno} (a HAR cut short?)")
+            cut = " (a HAR cut short?)" if e.pos >= len(text.rstrip()) else ""
+            yield Skipped(e.lineno, f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}{cut}")
             return
         yield Skipped(1, "not valid JSON")
         return
