@@ -216,13 +216,14 @@ def test_the_reports_method_says_what_a_documented_count_comes_to_for_a_server_r
 
 @pytest.mark.integration
 def test_a_memory_limit_below_what_a_server_takes_to_start_says_so(tmp_path):
-    """4 MiB cannot hold a gunicorn process starting: the kernel kills it before it is ready, and the
-    failed run says that it was the limit, not a broken server (exit 1, the run kept as failed)."""
+    """8 MiB (above the smallest limit a container runtime sets) cannot hold a gunicorn process
+    starting: the kernel kills it before it is ready, and the failed run says that it was the limit,
+    not a broken server (exit 1, the run kept as failed)."""
     require_server("gunicorn-sync")
-    (tmp_path / "tiny.toml").write_text(LEAK.replace('memory_limit = "120MiB"', 'memory_limit = "4MiB"'))
+    (tmp_path / "tiny.toml").write_text(LEAK.replace('memory_limit = "120MiB"', 'memory_limit = "8MiB"'))
     ran = subprocess.run([sys.executable, "-m", "arena", "run", "tiny.toml", "--store", "t.db"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert re.search(r"FAILED: the server did not start: gunicorn-sync \(wsgi\) exited with code -9 before it was "
-                     r"ready: the kernel killed \d+ of its processes at its memory limit of 4MiB \(memory_limit\) "
+                     r"ready: the kernel killed \d+ of its processes at its memory limit of 8MiB \(memory_limit\) "
                      r"while it started", ran.stdout), ran.stdout
