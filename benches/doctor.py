@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arena.app.store import results  # noqa: E402
+from arena.app.storage import results  # noqa: E402
 from arena.results.store import Store  # noqa: E402
 from arena.results.why.diagnose import diagnose  # noqa: E402
 

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arena.app.store import results  # noqa: E402
+from arena.app.storage import results  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.calibrate import Discipline  # noqa: E402
 from arena.model.recommend import candidates  # noqa: E402

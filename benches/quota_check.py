@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arena.app.model import Load, prediction  # noqa: E402
-from arena.app.store import results  # noqa: E402
+from arena.app.predict import Load, prediction  # noqa: E402
+from arena.app.storage import results  # noqa: E402
 from arena.results.store import Store  # noqa: E402
 
 CPU_MS, IO_MS = 8.0, 4.0

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena import stats  # noqa: E402
-from arena.app.store import results  # noqa: E402
+from arena.app.storage import results  # noqa: E402
 from arena.model.calibrate import pooled  # noqa: E402
 from arena.model.sim import Empirical, fleet, simulate_fleet  # noqa: E402
 from arena.model.observe import quantiles_ms  # noqa: E402

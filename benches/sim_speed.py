@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arena.app.model import given_calibration  # noqa: E402
+from arena.app.predict import given_calibration  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import SIM_REQUESTS, candidates, grid  # noqa: E402
 from arena.model.sim import simulate_instance  # noqa: E402

@@ -66,7 +66,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from arena.app.model import given_calibration, over_the_cpus  # noqa: E402
+from arena.app.predict import given_calibration, over_the_cpus  # noqa: E402
 from arena.app.tune import (FINAL_WITHIN, RACE, Request, _calibration_points, _race_field, learner, ranked,  # noqa: E402
                             saturation_start, with_reach)
 from arena.model import simulated  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 from arena import stats
 from arena.drivers import ab
 from arena.drivers.spec import LoadSpec
-from arena.results.load import from_dict, to_dict
+from arena.results.load_result import from_dict, to_dict
 from arena.errors import ArenaError
 from arena.report.summary import load_summary
 

@@ -13,7 +13,7 @@ from arena import stats
 from arena.app.analysis import GoalFlags, analyse
 from arena.errors import ArenaError
 from arena.plan.stored import stored_experiment
-from arena.app.store import results
+from arena.app.storage import results
 from arena.app.report import build_report
 from arena.cli import main
 from arena.results.aggregate import aggregate
@@ -101,7 +101,7 @@ def test_a_cell_with_one_run_is_undecided_never_tied_for_best(res):
     assert thin and ids(thin) == ids(a.undecided) and not ids(thin) & ids(a.tied)
     assert all(v.throughput.ratio.lo is None and v.verdict == stats.UNDECIDED for v in a.undecided)
     assert ids(a.others) == ids(a.tied + a.undecided + a.beaten) and len(a.others) == len(a.tied + a.undecided + a.beaten)
-    from arena.report.answer import tied_lines
+    from arena.report.answer_view import tied_lines
 
     (line,) = [t for t in tied_lines(a) if t.startswith("Undecided, not tied")]
     assert all(v.cell.label in line for v in a.undecided)
@@ -247,7 +247,7 @@ def test_a_real_aa_experiment_is_compared_as_any_pair_is(tmp_path):
 def test_recommend_renders_the_same_answer_as_show_at_its_load(res):
     """One truth: recommend's measured section at a load is the answer of the cells at that load,
     under the same goal as show's."""
-    from arena.app.model import Load, recommendations
+    from arena.app.predict import Load, recommendations
 
     limit = standings(res.cells)[0].p99_us.median / 1000 * 1.2
     _, (rec,) = recommendations(report_store(), NAME, Load("closed", 4.0), GoalFlags(p99_ms=limit))
@@ -303,7 +303,7 @@ def test_show_exits_4_when_a_threshold_fails(res, tmp_path, capsys):
 
 
 def test_a_sentence_names_at_most_ten_configurations_and_counts_the_rest():
-    from arena.report.answer import LISTED, listed
+    from arena.report.answer_view import LISTED, listed
 
     names = [f"puma p={i}" for i in range(25)]
     assert listed(names) == "; ".join(names[:LISTED]) + "; and 15 more (each in the table, and in show --json)"

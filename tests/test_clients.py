@@ -10,7 +10,7 @@ from arena.drivers.native import build_argv
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
 from arena.clients import KEYS, Clients, parse_rate, rate_text
-from arena.results.settings import LoadSettings
+from arena.results.run_setup import LoadSettings
 from arena.plan.expand import plan
 from arena.plan.experiment import parse_experiment, workloads_of
 from arena.plan.stored import stored_experiment

@@ -24,7 +24,7 @@ from arena.drivers.external import histogram
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, DriverFailed
 from arena.results.combine import combine, histograms
-from arena.results.load import LoadResult, Phase, SeriesPoint
+from arena.results.load_result import LoadResult, Phase, SeriesPoint
 from arena.results.validity import validity_flags
 from netns import Namespaces, end
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from arena.cli import main
-from arena.results.compare import Rule, rules
+from arena.results.comparison import Rule, rules
 from tests.conftest import report_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ NAME = "tiny-grid"
 def exported(tmp_path_factory):
     """The fixture experiment exported as JSON, and a copy whose every p99 is 40% higher."""
     where = tmp_path_factory.mktemp("compare")
-    from arena.app.store import export
+    from arena.app.storage import export
 
     doc = json.loads(export(report_store(), NAME, "json"))
     same, slower = where / "base.json", where / "slower.json"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.app.store import import_rescued, open_store
+from arena.app.storage import import_rescued, open_store
 from arena.errors import ArenaError, NotSaved
 from arena.results.store import SCHEMA_VERSION, Store
 from arena.runner import run_experiment

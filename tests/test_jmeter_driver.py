@@ -11,7 +11,7 @@ import pytest
 
 from arena.drivers import jmeter
 from arena.drivers.spec import LoadSpec
-from arena.results.load import from_dict, to_dict
+from arena.results.load_result import from_dict, to_dict
 from arena.errors import ArenaError
 from arena.report.summary import load_summary
 from tests.conftest import require_server

@@ -108,3 +108,17 @@ def test_no_module_of_arena_imports_itself_through_others():
     """No import circle between Arena's modules, lazy imports included: each layer's modules import
     downwards only, so any module can be read (and loaded) without those that use it."""
     assert cycles(import_graph(Path(__file__).parents[1] / "src" / "arena")) == []
+
+
+def test_a_modules_name_says_what_it_holds_once():
+    """No two modules of arena share a file name (``__init__.py`` aside), so a name says what, not
+    where: the command line's modules are named for their commands and may share a name with the
+    engine's (cli/compare.py calls app/compare.py)."""
+    from collections import defaultdict
+
+    root = Path(__file__).parents[1] / "src" / "arena"
+    where = defaultdict(list)
+    for path in root.rglob("*.py"):
+        if path.name != "__init__.py" and path.parent.name != "cli":
+            where[path.name].append(str(path.relative_to(root)))
+    assert {name: places for name, places in where.items() if len(places) > 1} == {}

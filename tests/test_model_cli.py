@@ -4,7 +4,7 @@ gunicorn gthread at concurrency 1 and 4), and their one-line errors."""
 
 import pytest
 
-from arena.app.store import results
+from arena.app.storage import results
 from tests.conftest import report_store
 from arena.cli import main
 from arena.model.calibrate import calibrate, server_config
@@ -148,7 +148,7 @@ def test_verified_pairs_each_candidate_with_its_cell(res):
 
 def test_the_engine_calibrates_and_predicts_directly(res):
     """The engine functions the CLI calls, called directly."""
-    from arena.app import model
+    from arena.app import predict as model
     from arena.results.answer import Goal
 
     cal = model.calibration(res, "puma")
@@ -175,7 +175,7 @@ def test_recommend_answers_the_pool_size_within_max_connections():
     well as a larger one is preferred."""
     from dataclasses import replace
 
-    from arena.app.model import given_calibration
+    from arena.app.predict import given_calibration
 
     cal = given_calibration("puma", 4, 1.0, 0.0, outside_ms=1.0, db_ms=8.0, db_cpu_ms=0.5, db_cores=1)
     ranked = candidates(cal, "closed", 32, None, None)
@@ -209,9 +209,9 @@ def test_verification_runs_the_users_app_as_the_experiment_gave_it(monkeypatch, 
     import tomllib
     from pathlib import Path
 
-    from arena.app.store import Results
+    from arena.app.storage import Results
     from arena.plan.stored import stored_experiment
-    from arena.app.model import Load, verification_experiment
+    from arena.app.predict import Load, verification_experiment
     from arena.model.recommend import Candidate
 
     file = Path("examples/rails/experiment.toml").resolve()
@@ -255,7 +255,7 @@ def results_obs():
 
 
 def test_predict_gives_a_range_and_flags_extrapolation(res):
-    from arena.app import model
+    from arena.app import predict as model
 
     cal = model.calibration(res, "puma")
     inside = model.predict(cal, 2, 4, [model.Load("closed", 4)], res)
@@ -329,7 +329,7 @@ def test_recommend_for_a_container_takes_its_quota_as_the_cores_and_its_memory_l
     """--cpu-limit: the model's cores are the quota where it is fewer than the experiment's CPUs (so
     a CPU-bound server's best predicted throughput falls); --memory-limit bounds a configuration's
     memory; --verify would run the candidates under both."""
-    from arena.app.model import Load, recommendations, verification_experiment
+    from arena.app.predict import Load, recommendations, verification_experiment
     from arena.limits import Limits
 
     load = Load("closed", 16.0)

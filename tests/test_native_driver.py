@@ -60,7 +60,7 @@ def test_a_closed_run_against_a_real_server(puma):
     spread = r.connection_spread
     assert spread.connections == 4 and sum(r.raw["per_connection"]["requests"]) == m.completed
     assert spread.rest_p99_us <= spread.worst_p99_us and spread.worst_requests > 0
-    from arena.results.load import from_dict, to_dict
+    from arena.results.load_result import from_dict, to_dict
     assert from_dict(json.loads(json.dumps(to_dict(r)))).connection_spread == spread  # stored and read back
     # the encoded histogram decodes to the same percentiles
     h = m.response_time.decode()
@@ -152,7 +152,7 @@ def test_ctrl_c_to_arena_load_keeps_the_partial_result(puma):
 
 
 def test_the_connection_spread_sets_the_worst_tenth_against_the_rest():
-    from arena.results.load import ConnectionSpread
+    from arena.results.load_result import ConnectionSpread
 
     per = {"requests": [50] * 18 + [3, 4], "p50_us": [1000] * 20, "p99_us": [2000 + i for i in range(18)] + [90_000, 250_000],
            "untracked": 0}

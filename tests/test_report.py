@@ -16,7 +16,7 @@ import pytest
 
 from arena import stats
 from tests.conftest import report_store
-from arena.app.store import results
+from arena.app.storage import results
 from arena.app.report import build_report
 from arena.cli import main
 from arena.report import charts

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.app.store import results
+from arena.app.storage import results
 from tests.conftest import CHROMIUM, report_store, require_browser
 from arena.app.report import build_report
 from arena.report.html import render

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from arena.app.store import results
+from arena.app.storage import results
 from arena.app.reproduce import SCENARIOS, comparison_of, reproduction, study_files
 from arena.errors import ArenaError
-from arena.plan.reproduce import Original
+from arena.plan.study import Original
 from arena.plan.experiment import load_experiment, parse_experiment
 from arena.results import published
-from arena.reproduce.compare import (CORES, CPU, EXPLAINED, NETWORK, TOGETHER, UNEXPLAINED, Here, Line, compare,
+from arena.reproduce.verdicts import (CORES, CPU, EXPLAINED, NETWORK, TOGETHER, UNEXPLAINED, Here, Line, compare,
                                      model_for_original, overhead_ms, taus, tried_causes, verdict)
 from arena.results.store import Store
 
@@ -324,7 +324,7 @@ def test_the_documented_changes_between_a_studys_server_and_the_one_here():
 
 
 def test_the_version_changes_are_said_beside_an_unexplained_difference_and_documented():
-    from arena.reproduce.compare import untested_text
+    from arena.reproduce.verdicts import untested_text
     from arena.results.changes import between, load
 
     study = published.study("jmeter-fibonacci")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load_result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.plan.expand import plan
 from arena.plan.experiment import parse_experiment
@@ -278,10 +278,10 @@ def test_the_engine_runs_shows_exports_and_reports_an_experiment_file(tmp_path):
     import json
 
     from arena.app.analysis import analyses
-    from arena.app.store import export
+    from arena.app.storage import export
     from arena.app.run import run_file
     from arena.app.report import report
-    from arena.report.answer import answer_lines
+    from arena.report.answer_view import answer_lines
     from arena.report.data import comparison_table
 
     f = experiment_file(tmp_path, "1, 4")

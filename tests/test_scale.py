@@ -7,7 +7,7 @@ other (as the Pareto front once did) takes 64. The times themselves are benches/
 import sys
 
 from arena.app.analysis import analyse
-from arena.app.store import results
+from arena.app.storage import results
 from arena.model.verify import compare
 from arena.report import charts, data
 from arena.report.show import text_table

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from arena.app.model import given_calibration
+from arena.app.predict import given_calibration
 from arena.app.tune import FINAL_WITHIN
 from arena.model import simulated
 from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, LEARN_MOST, WITHIN, Contender, Sample, bracket,
@@ -281,7 +281,7 @@ def test_a_fixed_load_no_contender_runs_validly_at_ends_with_nothing_within_the_
 def test_a_capacity_with_no_rate_within_the_goal_says_what_was_tried():
     """"none found" after one rate claimed more than one rate tried can show."""
     from arena.model.search import Capacity
-    from arena.report.tune import capacity_text
+    from arena.report.tune_view import capacity_text
 
     one = Capacity(("uvicorn", 3, None), None, 1200.0, 0, False, None, ((1200.0, False, 1),))
     assert capacity_text(one) == "none within the goal at the 1 rate tried: 1200 req/s (1 run)"

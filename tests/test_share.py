@@ -14,7 +14,7 @@ import pytest
 from arena.errors import ArenaError
 from arena.plan.experiment import default_layout, parse_experiment
 from arena.results.aggregate import aggregate
-from arena.results.compare import changes
+from arena.results.comparison import changes
 from arena.results.runs import SHARED
 from arena.results.store import Store
 from tests.conftest import report_store, require_server

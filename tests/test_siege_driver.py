@@ -7,7 +7,7 @@ import pytest
 
 from arena.drivers import siege
 from arena.drivers.spec import LoadSpec
-from arena.results.load import from_dict, to_dict
+from arena.results.load_result import from_dict, to_dict
 from arena.errors import ArenaError
 
 FIX = Path(__file__).parent / "fixtures" / "siege" / "stdout.txt"

@@ -268,7 +268,7 @@ def test_an_empirical_distribution_is_its_quantile_function():
 
 
 def _given(server: str):
-    from arena.app.model import given_calibration
+    from arena.app.predict import given_calibration
 
     return given_calibration(server, 2.0, cpu_ms=5.0, io_ms=15.0, outside_ms=0.3)
 
@@ -364,7 +364,7 @@ def test_a_quota_is_not_a_slower_core():
 def test_predict_under_a_quota_simulates_its_periods():
     """``arena predict --cpu-limit``: the simulator runs with the quota's periods (without --sim), and
     says how long the quota held the server back; the mean-value model takes the quota as cores."""
-    from arena.app.model import Given, Load, prediction
+    from arena.app.predict import Given, Load, prediction
 
     given = Given(8.0, 4.0, cpu_cv2=0.0)
     held = prediction("gunicorn-sync", 2, None, [Load("closed", 8)], given=given, cores=2.0, quota=1.0)
@@ -402,7 +402,7 @@ def test_a_discipline_the_catalog_lacks_is_learned_from_the_first_level_with_que
     assert simulated.instance(learned, 2, 2).least_busy
     assert simulated.learn(cal, [c for c in cells if c.level == 8]) is cal  # one level: nothing to learn from
     # a server whose catalog entry gives its discipline is not asked to learn by the commands
-    from arena.app.model import for_simulation
+    from arena.app.predict import for_simulation
 
     assert for_simulation(_given("puma"), SimpleNamespace(cells=cells)).discipline is None
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from arena.limits import MiB
-from arena.results.load import SeriesPoint
+from arena.results.load_result import SeriesPoint
 from arena.results.soak import soak_of
 from arena.results.store import Store
 from tests.conftest import leak_experiment, report_store, require_server

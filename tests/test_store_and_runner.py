@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from arena.results import store as store_mod
-from arena.results.load import Histogram, LoadFigures, LoadResult, Phase, SeriesPoint, to_dict
+from arena.results.load_result import Histogram, LoadFigures, LoadResult, Phase, SeriesPoint, to_dict
 from arena.errors import ArenaError
 from arena.drivers.spec import LoadSpec
 from arena.results.validity import RULES, method, throughput_drift, validity_flags
@@ -85,7 +85,7 @@ def test_a_store_from_before_the_spread_gains_it_among_its_figures_and_keepalive
     Puma's unfairness in runs read without any load result (show's read: the figures alone)."""
     from tests.conftest import report_store
     from arena.results.aggregate import aggregate
-    from arena.results.load import ConnectionSpread
+    from arena.results.load_result import ConnectionSpread
     from arena.results.why import keepalive
 
     import shutil

@@ -287,7 +287,7 @@ def test_a_fleet_run_is_stored_with_the_balancers_figures_and_reported(tmp_path)
     """A real run through the runner: the run keeps the balancer's per-instance counts over its window,
     the cell aggregates them, and the report draws the chain and tabulates them."""
     require_server("gunicorn-sync")
-    from arena.app.store import results
+    from arena.app.storage import results
     from arena.results.store import Store
     from arena.runner import run_experiment
 

@@ -389,7 +389,7 @@ def test_a_profile_that_is_no_log_is_refused_before_anything_runs(tmp_path, caps
 
 @pytest.mark.integration
 def test_an_experiment_runs_a_real_server_under_a_profile(tmp_path, capsys):
-    from arena.app.store import results
+    from arena.app.storage import results
     from arena.results.store import Store
     from tests.conftest import require_server
 

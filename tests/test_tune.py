@@ -21,7 +21,7 @@ from arena.cli import main
 from arena.errors import NotMeasured
 from arena.model.search import WITHIN, Ask
 from arena.plan.experiment import Level, parse_experiment
-from arena.results.load import Histogram, LoadResult, Phase
+from arena.results.load_result import Histogram, LoadResult, Phase
 from arena.results.store import Store
 from arena.runner import Seams
 from test_runner_seams import FakeProbe, FakeServer, Machine
@@ -237,7 +237,7 @@ def _pid(_) -> int:
 def test_the_predictions_spread_over_the_cpus_are_those_made_here_and_the_workers_end_with_them():
     import psutil
 
-    from arena.app.model import given_calibration, over_the_cpus
+    from arena.app.predict import given_calibration, over_the_cpus
     from arena.app.tune import _contenders, key_for
 
     cals = {"gunicorn-gthread": given_calibration("gunicorn-gthread", 1, 6.6, 9.6)}

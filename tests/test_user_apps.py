@@ -368,8 +368,8 @@ def catalog_puma() -> str:
 @pytest.mark.integration
 def test_a_failed_start_is_stored_with_its_reason_and_counted_as_left_out(apps, tmp_path):
     from arena.app.analysis import analyses
-    from arena.app.store import export
-    from arena.report.answer import answer_lines
+    from arena.app.storage import export
+    from arena.report.answer_view import answer_lines
 
     require_server("gunicorn-gthread")
     exp = parse_experiment({

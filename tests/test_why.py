@@ -56,7 +56,7 @@ def test_nagle_with_delayed_ack_is_named_for_uvicorns_workers_and_not_for_one(tm
     assert shown.expect and all(t in text for t in shown.expect), (shown.expect, text)
     # the model learns the server's work from the healthy cell alone, and the report says the stall's share
     from arena.app.analysis import analyses
-    from arena.app.model import calibration
+    from arena.app.predict import calibration
     from arena.report.data import explained
 
     (a,) = analyses(store, "nagle")
@@ -211,7 +211,7 @@ def test_keep_alive_unfairness_needs_connections_kept_alive_and_a_wide_gap():
     retransmits make some slow), a narrow spread and a fair one of few varied answers are not."""
     from dataclasses import replace
 
-    from arena.results.load import ConnectionSpread
+    from arena.results.load_result import ConnectionSpread
     from arena.results.why.keepalive import _unfair
 
     assert _unfair(ConnectionSpread(269, 6_684_671, 49_151, 1.0, 9))

@@ -31,7 +31,7 @@ from arena.model.estimate import group_s
 from arena.plan.experiment import Experiment, Group, RunSpec, ServerConfig
 from arena.plan.reader import parse_duration
 from arena.probe import Probe
-from arena.results.load import LoadResult, SeriesPoint, to_dict
+from arena.results.load_result import LoadResult, SeriesPoint, to_dict
 from arena.results.resources import ResourceResult
 from arena.results.runs import Database
 from arena.results.store import Store, rescue

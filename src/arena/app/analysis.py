@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Collection
 
-from arena.app.store import Results, open_store, results
+from arena.app.storage import Results, open_store, results
 from arena.errors import ArenaError
 from arena.model.search import Capacity, capacities
 from arena.results.answer import Answer, Goal, answers

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arena import stats
-from arena.app.store import open_store
+from arena.app.storage import open_store
 from arena.errors import ArenaError
 from arena.results.aggregate import aggregate
-from arena.results.compare import Change, Rule, broken, changes, rules
+from arena.results.comparison import Change, Rule, broken, changes, rules
 from arena.results.runs import Run, decode, schema_problem
 
 

@@ -11,7 +11,7 @@ from typing import Callable
 
 from arena import stats
 from arena.app.analysis import analyse
-from arena.app.store import open_store, results
+from arena.app.storage import open_store, results
 from arena.app.run import RunCounts, run_file
 from arena.model.estimate import START_S
 from arena.plan.experiment import Experiment, Overrides

@@ -10,7 +10,7 @@ import psutil
 
 from arena.atomic import write_file
 from arena.drivers import cluster as cluster_driver, native
-from arena.results.load import LoadResult, to_dict
+from arena.results.load_result import LoadResult, to_dict
 from arena.results.validity import DRIFT_THRESHOLD, ERROR_THRESHOLD, Flag, validity_flags
 from arena.drivers.spec import LoadSpec
 from arena.cpus import format_cpu_list

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from arena.app.store import open_store
+from arena.app.storage import open_store
 from arena.atomic import building
 from arena.errors import ArenaError
 from arena.results.store import Store

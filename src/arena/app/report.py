@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from arena.app.store import Results, latest, open_store, results
+from arena.app.storage import Results, latest, open_store, results
 from arena.atomic import staging, writable, write_file
 from arena.errors import ArenaError
 from arena.report import data

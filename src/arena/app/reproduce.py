@@ -1,5 +1,5 @@
 """``arena reproduce``: the classic studies, each run from its study file (a scenario with a
-``[reproduce]`` table) and set beside its published figures (reproduce/compare.py)."""
+``[reproduce]`` table) and set beside its published figures (reproduce/verdicts.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 import arena
-from arena.app.store import open_store, results
+from arena.app.storage import open_store, results
 from arena.app.run import Planned, RunCounts, run_file
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s
@@ -17,7 +17,7 @@ from arena.plan.expand import plan
 from arena.plan.experiment import Experiment, load_experiment, parse_experiment
 from arena.plan.stored import StoredExperiment
 from arena.results import published
-from arena.reproduce.compare import Comparison, compare
+from arena.reproduce.verdicts import Comparison, compare
 from arena.runner import Event, Seams
 
 SCENARIOS = Path(arena.__file__).resolve().parents[2] / "scenarios"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from arena.app.store import open_store
+from arena.app.storage import open_store
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s, group_s
 from arena.plan.expand import plan

@@ -15,7 +15,7 @@ from arena.atomic import writable, write_file
 from arena.errors import ArenaError
 from arena.mix import MAX_REQUESTS, parse_mix
 from arena.plan.reader import parse_duration
-from arena.results.settings import SCHEDULE
+from arena.results.run_setup import SCHEDULE
 from arena.traffic import logs
 from arena.traffic.read import Read, arrival_times, parse_fields, read_logs
 from arena.traffic.profile import Schedule, parse_window, schedule

@@ -27,8 +27,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
-from arena.app.store import open_store, results
-from arena.app.model import over_the_cpus
+from arena.app.storage import open_store, results
+from arena.app.predict import over_the_cpus
 from arena.errors import ArenaError, NotMeasured
 from arena.limits import Limits
 from arena.model.calibrate import Calibration, Observation, calibrate, server_config

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from arena.app.compare import compare
 from arena.cli.args import EXIT_FAILED, add_store, say_store, add_format, print_json
-from arena.report.compare import HEAD, compare_json, junit, markdown, rows, verdict_line
+from arena.report.comparison_view import HEAD, compare_json, junit, markdown, rows, verdict_line
 
 NAME = "compare"
 

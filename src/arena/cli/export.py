@@ -4,7 +4,7 @@ logs (.hlog) or percentile distributions (.hgrm)."""
 import os
 import sys
 
-from arena.app.store import export, export_histograms
+from arena.app.storage import export, export_histograms
 from arena.atomic import staging
 from arena.cli.args import add_store, say_store, write
 from arena.errors import ArenaError

@@ -1,6 +1,6 @@
 """``arena import``: runs kept in a rescue file (a store that could not be written) into a store."""
 
-from arena.app.store import import_rescued
+from arena.app.storage import import_rescued
 from arena.cli.args import add_store
 
 NAME = "import"

@@ -6,7 +6,7 @@ from arena.cpus import format_cpu_list
 from arena.results.runs import SHARED
 from arena.app.traffic import profile
 from arena.drivers.spec import LoadSpec
-from arena.results.settings import ARRIVALS
+from arena.results.run_setup import ARRIVALS
 from arena.errors import ArenaError
 from arena.traffic.logs import FORMATS
 from arena.clients import MAX_DELAY_S

@@ -5,7 +5,7 @@ import datetime
 from rich.markup import escape
 from rich.table import Table
 
-from arena.app.store import experiments
+from arena.app.storage import experiments
 from arena.cli.args import add_store, add_format, print_json
 
 NAME = "ls"

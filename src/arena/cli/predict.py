@@ -5,7 +5,7 @@ import math
 from rich.markup import escape
 from rich.table import Table
 
-from arena.app.model import Given, Load, prediction
+from arena.app.predict import Given, Load, prediction
 from arena.model.fit import GOOD
 from arena.cli.args import (MODEL_CLIENTS, MODEL_MS, add_processes_threads, add_store, say_store, count, listof, positive,
                             add_format, print_json)

@@ -5,12 +5,12 @@ schemas/recommend.schema.json."""
 from rich.markup import escape
 from rich.table import Table
 
-from arena.app.model import Load, recommendations, verify
+from arena.app.predict import Load, recommendations, verify
 from arena.cli.args import (reap_first, EXIT_FAILED, MODEL_CLIENTS, add_goal, add_limits, add_store, limits_of, say_store,
                             count, goal_flags, listof, positive, add_format, print_json)
 from arena.errors import ArenaError
 from arena.report.model_json import recommend_json
-from arena.report.answer import cell_text, figure_text, meets_text, verdict_text, why_lines
+from arena.report.answer_view import cell_text, figure_text, meets_text, verdict_text, why_lines
 
 NAME = "recommend"
 

@@ -10,9 +10,9 @@ from arena.cli.args import add_format, add_store, print_json, saying
 from arena.cli.run import add_retake, summary, with_progress
 from arena.report.show import text_table
 from arena.errors import ArenaError
-from arena.reproduce.compare import Comparison
+from arena.reproduce.verdicts import Comparison
 from arena.report.data import published_section
-from arena.report.reproduce import reproduce_json
+from arena.report.study_view import reproduce_json
 
 NAME = "reproduce"
 

@@ -11,7 +11,7 @@ from arena.app.run import run_file
 from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.results.runs import SHARED
-from arena.report.tune import capacity_lines
+from arena.report.tune_view import capacity_lines
 from arena.cli.args import (note_unused_environment, reap_first, EXIT_FAILED, EXIT_THRESHOLD, add_limits, add_share,
                             add_store, count, duration, overrides_of, warn)
 
@@ -162,7 +162,7 @@ def summary(out, counts, name: str, store: str) -> int:
     """The closing lines of a run, and its exit code: failed or invalid runs are not a success
     (EXIT_FAILED); with every run valid, a failed threshold of the experiment is EXIT_THRESHOLD."""
     from arena.app.analysis import analyses
-    from arena.report.answer import threshold_lines
+    from arena.report.answer_view import threshold_lines
 
     out.print(f"{counts.done} runs done ({counts.invalid} invalid), {counts.skipped} already in the store, "
               f"{counts.failed} failed; results in {store} (arena show {name} --store {store})", highlight=False)

@@ -7,12 +7,12 @@ from rich.markup import escape
 
 from arena.app.analysis import analyses
 from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_flags, add_format, print_json
-from arena.report.answer import answer_lines, experiment_json, threshold_lines, why_lines
-from arena.report.soak import soak_lines
+from arena.report.answer_view import answer_lines, experiment_json, threshold_lines, why_lines
+from arena.report.soak_view import soak_lines
 from arena.report.data import comparison_table
 from arena.report.show import junit, markdown, text_table
 from arena.report.summary import load_summary
-from arena.report.tune import capacity_lines
+from arena.report.tune_view import capacity_lines
 
 NAME = "show"
 

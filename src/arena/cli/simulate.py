@@ -6,7 +6,7 @@ import argparse
 from rich.table import Table
 
 from arena.app.simulate import simulate_fleet, simulate_server
-from arena.results.settings import ARRIVALS
+from arena.results.run_setup import ARRIVALS
 from arena.cli.args import count, duration, listof, positive, add_format, print_json
 from arena.errors import ArenaError
 from arena.model.sim import FLEET_POLICIES, Mean, Summary, parse_dist

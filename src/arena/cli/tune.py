@@ -16,7 +16,7 @@ from arena.cpus import format_cpu_list
 from arena.errors import ArenaError
 from arena.mix import load_mix
 from arena.plan.experiment import Level
-from arena.report.tune import answer_lines, calibration_lines, evidence, sureness_lines, tune_json
+from arena.report.tune_view import answer_lines, calibration_lines, evidence, sureness_lines, tune_json
 from arena.servers import catalog, deploy
 from arena.servers.launch import app_bundle
 from arena.subjects.user import app_for

@@ -1,4 +1,4 @@
-"""Load drivers: each runs a load generator and returns one LoadResult type (results/load.py),
+"""Load drivers: each runs a load generator and returns one LoadResult type (results/load_result.py),
 and declares what it can do (drivers/spec.py Capabilities) as data."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from arena.drivers import ab, jmeter, native, siege, wrk
-from arena.results.load import LoadResult, SeriesPoint
+from arena.results.load_result import LoadResult, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
 
 # run(spec, cpus, live) -> LoadResult; live(point) is called during the run where the driver can

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from arena.drivers.external import failure, generator_fields, histogram, per_second, run_tool, with_warmup
 from arena.drivers.spec import Capabilities, LoadSpec
-from arena.results.load import LoadResult, Phase
+from arena.results.load_result import LoadResult, Phase
 from arena.errors import ArenaError
 from arena.servers.cgroup import owned_name
 

@@ -38,7 +38,7 @@ from arena.drivers import native
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, DriverFailed, stop_if_asked
 from arena.results.combine import combine
-from arena.results.load import LoadResult, from_dict, to_dict
+from arena.results.load_result import LoadResult, from_dict, to_dict
 
 RESOURCE = "arena-load"  # the worker resource that marks a load host
 SERVER_RESOURCE = "arena-server"  # the one that marks the server's host ([cluster] server = "worker")

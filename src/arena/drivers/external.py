@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from arena.drivers.spec import LoadSpec
-from arena.results.load import Histogram, LoadResult, SeriesPoint
+from arena.results.load_result import Histogram, LoadResult, SeriesPoint
 from arena.errors import ArenaError, forking, stop_if_asked
 from arena.servers.cgroup import die_with_parent
 from arena.stats import quantile

@@ -37,7 +37,7 @@ from xml.sax.saxutils import escape
 from arena.drivers.external import failure, generator_fields, histogram, per_second, run_tool, with_warmup
 from arena.paths import CHECKOUT
 from arena.drivers.spec import Capabilities, LoadSpec
-from arena.results.load import LoadResult, Phase
+from arena.results.load_result import LoadResult, Phase
 from arena.errors import ArenaError
 from arena.servers.cgroup import owned_name
 

@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 from arena import paths
 from arena.drivers.external import child_setup
-from arena.results.load import ConnectionSpread, Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load_result import ConnectionSpread, Histogram, LoadResult, Phase, SeriesPoint
 from arena.drivers.spec import Capabilities, LoadSpec
-from arena.results.settings import ARRIVALS, SCHEDULE
+from arena.results.run_setup import ARRIVALS, SCHEDULE
 from arena.errors import ArenaError, DriverFailed, Terminated, forking, stop_if_asked
 from arena.servers.cgroup import owned_name
 

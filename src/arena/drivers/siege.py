@@ -18,7 +18,7 @@ from pathlib import Path
 
 from arena.drivers.external import failure, generator_fields, run_tool, with_warmup
 from arena.drivers.spec import Capabilities, LoadSpec
-from arena.results.load import Histogram, LoadResult, Phase
+from arena.results.load_result import Histogram, LoadResult, Phase
 from arena.errors import ArenaError
 from arena.servers.cgroup import owned_name
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from arena.errors import ArenaError
 from arena.clients import Clients
 from arena.mix import Mix
-from arena.results.settings import ARRIVALS
+from arena.results.run_setup import ARRIVALS
 
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from arena import stats
-from arena.results.load import Histogram
+from arena.results.load_result import Histogram
 from arena.model.calibrate import QUANTILE_GRID, Lazy, Observation, OnGrid, Quantiles
 from arena.plan.experiment import Workload
 from arena.results.aggregate import MiB, cpu_per_request_ms, mean_timing_ms

@@ -29,10 +29,10 @@ from arena.subjects import APPS, App
 from arena.subjects.user import INTERFACES, measured_health, user_app
 from arena.clients import Clients, clients as read_clients
 from arena.mix import Mix, load_mix
-from arena.plan.reproduce import Reproduction, reproduction
+from arena.plan.study import Reproduction, reproduction
 from arena.results.answer import Goal
 from arena.results.runs import level_label
-from arena.results.settings import ARRIVALS, SCHEDULE
+from arena.results.run_setup import ARRIVALS, SCHEDULE
 from arena.traffic.profile import parse_window, schedule
 from arena.traffic.read import profile_times
 from arena.results.thresholds import Threshold, parse as parse_threshold
@@ -166,7 +166,7 @@ class Experiment:
     services: tuple[ServiceSpec, ...] = ()  # started before the servers, stopped after them
     service_cpus: tuple[int, ...] = ()  # where they run (default: the servers' CPUs, as on one box)
     load_threads: int = 1  # the load tool's threads (wrk -t; arena-load's workers)
-    arrival: str = "constant"  # how an open model's requests are spaced ([load] arrival; results.settings.ARRIVALS)
+    arrival: str = "constant"  # how an open model's requests are spaced ([load] arrival; results.run_setup.ARRIVALS)
     profile: tuple[str, ...] = ()  # [load] profile: access logs whose arrival times the open model follows
     profile_window: str | None = None  # [load] window: busiest:10m or first:30s of them
     reproduce: Reproduction | None = None  # the published study this file reproduces ([reproduce])
@@ -555,7 +555,7 @@ def _soak(ld: Reader, find: str | None) -> tuple[float | None, float | None]:
 
 
 def _arrival(ld: Reader, open_model: bool) -> str:
-    """``[load] arrival``: how the open model's requests are spaced (results.settings.ARRIVALS)."""
+    """``[load] arrival``: how the open model's requests are spaced (results.run_setup.ARRIVALS)."""
     if "arrival" in ld.table and not open_model:
         raise ld.fail("arrival", ld.get("arrival"), "applies to model = \"open\" (a closed model's clients "
                                                     "send when answered)")

@@ -12,10 +12,10 @@ from typing import Sequence
 from arena.clients import SEGMENT, SLOW_RCVBUF, Clients
 from arena.plan.stored import StoredExperiment
 from arena.report import charts as ch
-from arena.report.soak import soak_lines
+from arena.report.soak_view import soak_lines
 from arena.report.style import paint
 from arena.results.aggregate import MiB, Cell, labels, workloads
-from arena.report.answer import (ANSWER_HEAD, answer_rows, experiment_json, headline, interval_text, notes,
+from arena.report.answer_view import (ANSWER_HEAD, answer_rows, experiment_json, headline, interval_text, notes,
                                  threshold_lines)
 from arena.results.answer import Answer
 from arena.results import validity
@@ -365,7 +365,7 @@ def model_section(cells: list[Cell], found, why: Why = Why()) -> Section:
 
 def published_section(comparison) -> Section:
     """A reproduced study beside its published figures: charts, the table and its verdicts, the rank
-    agreement (reproduce/compare.py)."""
+    agreement (reproduce/verdicts.py)."""
     from arena.results.published import FIGURES
 
     c, rep = comparison, comparison.reproduction

@@ -1,6 +1,6 @@
 """Text made safe for Markdown (a pull-request comment, a job summary): GitHub renders the HTML a
 comment holds, so a label such as ``puma <script>...`` must arrive as text, never as markup. The
-one place the Markdown renderers (report/show.py, report/compare.py) escape what they print."""
+one place the Markdown renderers (report/show.py, report/comparison_view.py) escape what they print."""
 
 from __future__ import annotations
 

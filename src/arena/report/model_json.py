@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena.report.answer import answer_json, figure_json
+from arena.report.answer_view import answer_json, figure_json
 
 
 def predict_json(got) -> dict[str, Any]:
-    """An app/model.py Predictions as JSON."""
+    """An app/predict.py Predictions as JSON."""
     cal, config = got.calibration, got.config
     rows = []
     for row in got.rows:
@@ -39,7 +39,7 @@ def predict_json(got) -> dict[str, Any]:
 
 
 def recommend_json(recs, cells) -> dict[str, Any]:
-    """app/model.py Recommendations (one per workload) as JSON: the measured answer at the load first,
+    """app/predict.py Recommendations (one per workload) as JSON: the measured answer at the load first,
     then the model's candidates per server."""
     def candidate(c) -> dict[str, Any]:
         return {"configuration": c.name, "processes": c.processes, "threads": c.threads, "pool": c.pool,

@@ -8,11 +8,11 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
-from arena.report.answer import answer_lines, threshold_lines
+from arena.report.answer_view import answer_lines, threshold_lines
 from arena.report.data import Table, comparison_table
 from arena.report.junit import Case, document
 from arena.report.markdown import code, escape as esc
-from arena.report.tune import capacity_lines, capacity_text
+from arena.report.tune_view import capacity_lines, capacity_text
 from arena.results.aggregate import FIGURES
 
 

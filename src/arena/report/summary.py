@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from arena.results.load import ERROR_CLASSES, SESSION_ERROR_CLASSES, Histogram, LoadResult
+from arena.results.load_result import ERROR_CLASSES, SESSION_ERROR_CLASSES, Histogram, LoadResult
 from arena.clients import Clients
 
 PERCENTILES = ("50", "75", "90", "99", "99.9", "99.99", "100")

@@ -127,7 +127,7 @@ def decomposition(server_timing: dict[str, float], response_ms: float,
 
 
 def mean_timing_ms(run: Run) -> dict[str, float]:
-    """A run's mean Server-Timing figures per request, ms, by metric name (results/load.py
+    """A run's mean Server-Timing figures per request, ms, by metric name (results/load_result.py
     LoadFigures); {} where it has none."""
     return dict(run.figures.timing_ms or {}) if run.figures else {}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from arena.results.load import Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load_result import Histogram, LoadResult, Phase, SeriesPoint
 
 
 def histograms(hs: Sequence[Histogram | None]) -> Histogram | None:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from arena.cpus import cpu_list
-from arena.results.load import LoadFigures, LoadResult, from_dict, to_dict
-from arena.results.settings import Launch, LoadSettings, Window
+from arena.results.load_result import LoadFigures, LoadResult, from_dict, to_dict
+from arena.results.run_setup import Launch, LoadSettings, Window
 from arena.results.resources import ResourceResult
 from arena.results.validity import Flag
 

@@ -25,12 +25,12 @@ import orjson
 
 from arena.atomic import write_file
 from arena.errors import ArenaError, NotSaved, did_you_mean
-from arena.results.load import LoadFigures, from_dict, summary
+from arena.results.load_result import LoadFigures, from_dict, summary
 from arena.results.runs import FAILURE_COLUMNS, Environment, Failure, Run, decode, schema_problem
 
 
 def _summaries(db: sqlite3.Connection) -> None:
-    """13: each run's load document as the analysis reads it (results/load.py summary), beside the
+    """13: each run's load document as the analysis reads it (results/load_result.py summary), beside the
     whole one: reading a store decoded every run's whole document, the tool's own copy of it
     included (a report of 1,000 runs read 17 MB of JSON for 6 MB it used). Filled in for the runs
     stored before it."""
@@ -43,7 +43,7 @@ def _summary_text(load: dict[str, Any] | None) -> str:
 
 
 def _figures(db: sqlite3.Connection) -> None:
-    """15: each run's figures that its cell reads (results/load.py LoadFigures), beside its load
+    """15: each run's figures that its cell reads (results/load_result.py LoadFigures), beside its load
     result, which is then decoded only where something reads it: `arena show` of 10,000 runs
     decoded 10,000 load results to read five figures of each. Filled in for the runs stored before
     it, from their summaries."""
@@ -52,7 +52,7 @@ def _figures(db: sqlite3.Connection) -> None:
 
 
 def _spread_figures(db: sqlite3.Connection) -> None:
-    """16: the kept-alive connections' spread (results/load.py ConnectionSpread) among each run's
+    """16: the kept-alive connections' spread (results/load_result.py ConnectionSpread) among each run's
     figures: the keep-alive detector read it from each run's load result, which decoded every valid
     run's (150 ms of `arena show`'s 1 s at 1,000 runs). Filled in again for the runs stored before
     it, from their summaries."""
@@ -526,8 +526,8 @@ class Store:
 
     def runs(self, name: str, load: str = "summary") -> list[Run]:
         """The experiment's runs in the order they ran, each decoded once into a typed Run with the
-        figures its cell reads (results/load.py LoadFigures) and its load result, decoded when it
-        is first read: as the analysis reads it (``load`` "summary": results/load.py summary, no
+        figures its cell reads (results/load_result.py LoadFigures) and its load result, decoded when it
+        is first read: as the analysis reads it (``load`` "summary": results/load_result.py summary, no
         tool's document, warm-up or per-interval histograms), as the tool gave it ("whole": a run's
         detail, the exports), or none ("none": a table of the stored columns). A document many runs
         share (the environment, the launch) is decoded once."""

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from arena.limits import MiB, memory_text
-from arena.results.load import LoadResult
-from arena.results.settings import SCHEDULE
+from arena.results.load_result import LoadResult
+from arena.results.run_setup import SCHEDULE
 
 # The experiment's thresholds by default (plan/experiment.py reads them from the file)
 ERROR_THRESHOLD = 0.01  # errors over answered requests
@@ -266,7 +266,7 @@ def method(settings: Mapping[str, float] | None = None) -> str:
     return "A run is invalid when " + "; or ".join(r.text(settings) for r in RULES) + "."
 
 
-# How the error classes (results/load.py ERROR_CLASSES) read in a sentence
+# How the error classes (results/load_result.py ERROR_CLASSES) read in a sentence
 ERROR_WORDS = {"refused": "connections refused", "connect_timeout": "connections timed out", "reset": "resets",
                "response_timeout": "responses timed out", "malformed": "malformed responses",
                "status": "answers with an unexpected status", "local": "errors on the generator's side",

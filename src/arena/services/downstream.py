@@ -10,7 +10,7 @@ from typing import Any
 
 from arena.servers import catalog
 from arena.servers.launch import RunningServer, ServerSpec, start
-from arena.services.settings import Field, read
+from arena.services.fields import Field, read
 
 ASYNC = tuple(name for name, s in catalog.CATALOG.items() if s.model == "async" and "asgi" in s.apps)
 

@@ -26,7 +26,7 @@ from arena.errors import ArenaError, forking, stop_if_asked
 from arena.http_client import free_port
 from arena.servers import launch
 from arena.servers.cgroup import ProcessSet, create
-from arena.services.settings import Field, read
+from arena.services.fields import Field, read
 
 USER = os.environ.get("ARENA_PG_USER", "postgres")  # Debian's postgresql package creates it
 DATABASE, ROLE = "arena", "arena"

@@ -5,7 +5,7 @@ reading the next request of the connection it just answered, and a busy server c
 after max_fast_inline (10) requests, so the client that reconnects waits in the listen queue behind
 every kept-alive connection, for seconds, while those are answered in milliseconds. The run's own
 percentiles blur it into a tail. arena-load keeps each kept-alive connection's own latencies
-(results/load.py ConnectionSpread): found where the worst tenth of the connections, by their own
+(results/load_result.py ConnectionSpread): found where the worst tenth of the connections, by their own
 p99, sits ``least_ratio`` times above the others' median p99, or ``least_ratio_fastest`` times
 above the fastest quarter's, and ``least_ms`` beyond it, over ``least_connections`` connections or
 more that were kept alive (the group it is set against carried ``least_requests`` requests each at

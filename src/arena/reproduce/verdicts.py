@@ -29,7 +29,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from arena.plan.reproduce import Original, Reproduction
+from arena.plan.study import Original, Reproduction
 from arena.results.changes import Between, between
 from arena.results.published import FIGURES, Row, Study
 from arena.results.aggregate import MiB, Cell, cpu_per_request_ms

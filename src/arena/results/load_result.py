@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.results.settings import LoadSettings
+from arena.results.run_setup import LoadSettings
 from arena.stats import median
 
 # Transport errors, and two more: "status" (an answer whose status is not expected: by default

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from arena.reproduce.compare import Comparison
+    from arena.reproduce.verdicts import Comparison
 
 
 def reproduce_json(c: Comparison) -> dict[str, Any]:

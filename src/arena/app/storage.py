@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from arena.errors import ArenaError
 from arena.plan.stored import StoredExperiment, stored_experiment
 from arena.results.aggregate import Cell, aggregate
-from arena.results.load import decode_hdr
+from arena.results.load_result import decode_hdr
 from arena.results.runs import Failure, Run
 from arena.results.store import RUN_COLUMNS, Store, read_rescued
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 import time
 
-from arena.report.answer import capacity_json, figure_json, goal_json, interval_text
+from arena.report.answer_view import capacity_json, figure_json, goal_json, interval_text
 
 
 def calibration_lines(tuned) -> list[str]:

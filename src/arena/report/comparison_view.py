@@ -1,4 +1,4 @@
-"""A comparison of two experiments (results/compare.py) as rows, Markdown for a pull request, JSON
+"""A comparison of two experiments (results/comparison.py) as rows, Markdown for a pull request, JSON
 (schemas/compare.schema.json) and JUnit XML for a CI dashboard. Formats only."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from arena.results.aggregate import FIGURES
 from arena.report.junit import Case, document
 from arena.report.markdown import code, escape as esc
-from arena.results.compare import Change, Rule
+from arena.results.comparison import Change, Rule
 
 HEAD = ("cell", "figure", "base", "new", "new / base", "verdict")
 

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from arena import stats
 from arena.app.analysis import GoalFlags, analyse
-from arena.app.store import Results, open_store, results
+from arena.app.storage import Results, open_store, results
 from arena.errors import ArenaError
 from arena.limits import Limits
 from arena.model import simulated
