@@ -231,7 +231,15 @@ def test_keep_alive_unfairness_needs_connections_kept_alive_and_a_wide_gap():
 
 
 def test_the_report_says_where_it_shows_each_detectors_evidence():
-    from arena.report.data import SHOWN_BY
-    from arena.results.why.diagnose import DETECTORS
+    """A detector is registered once (diagnose.DETECTORS): its module says where the report shows
+    its evidence (SHOWN_IN), and the report's why section reads it from there."""
+    from arena.report.data import why_section
+    from arena.results.why.diagnose import DETECTORS, shown_in
+    from arena.results.why.finding import Evidence, Finding, Why
 
-    assert set(SHOWN_BY) == {d.KEY for d in DETECTORS} and all(SHOWN_BY.values())
+    assert len({d.KEY for d in DETECTORS}) == len(DETECTORS) and all(d.SHOWN_IN for d in DETECTORS)
+    for d in DETECTORS:
+        found = Finding(d.KEY, d.NAME, "puma[rack]", "default", "c=4", (Evidence("x", 1.0, "ms"),), 1.0, 2.0, None,
+                        "likely", "ref", "fix")
+        (table,) = why_section(Why((found,), ())).tables
+        assert table.rows[0][-1] == shown_in(d.KEY) == d.SHOWN_IN

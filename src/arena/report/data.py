@@ -20,6 +20,7 @@ from arena.report.answer_view import (ANSWER_HEAD, answer_rows, experiment_json,
 from arena.results.answer import Answer
 from arena.results import validity
 from arena.results.runs import Run, level_label
+from arena.results.why.diagnose import shown_in
 from arena.results.why.finding import Why
 from arena.servers.sizing import NOT_CORES, SIZINGS
 
@@ -222,17 +223,6 @@ def explained(points: Sequence, why: Why) -> list[str]:
             and (line := f.explains(p.predicted.p99_ms, p.measured_p99_ms)) is not None]
 
 
-SHOWN_BY = {  # where the report shows each pathology's evidence
-    "nagle": "Latency decomposition: outside the app",
-    "throttling": "Latency decomposition: CPU quota wait",
-    "oom": "Comparison table: the invalid runs' flags",
-    "churn": "each run's connect time (arena show --runs)",
-    "restarts": "Comparison table: the invalid runs' flags",
-    "backlog": "each run's connect time (arena show --runs)",
-    "gc": "each run's Server-Timing gc (arena show --runs)",
-    "loop": "each run's Server-Timing loop (arena show --runs)",
-    "keepalive": "each run's Connections line: the worst tenth against the others (arena show --runs)",
-}
 
 
 def why_section(why: Why) -> Section | None:
@@ -240,7 +230,7 @@ def why_section(why: Why) -> Section | None:
     if not why.found and not why.unchecked:
         return None
     rows = [[f.label, f.level, f.name, "; ".join(e.text for e in f.evidence), f.effect, f.confidence, f.fix,
-             f.reference, SHOWN_BY.get(f.key, "")] for f in why.found]
+             f.reference, shown_in(f.key)] for f in why.found]
     section = Section("why", "Why it is slow",
                       "The known pathologies behind the latencies, each named from the runs' evidence: what it cost, "
                       "how sure the evidence is, the change that avoids it and the upstream reference.",

@@ -14,6 +14,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding, counting
 
 KEY, NAME = "backlog", "Listen-queue overflow: connections dropped at a full accept queue"
+SHOWN_IN = "each run's connect time (arena show --runs)"  # where the report shows its evidence
 THRESHOLDS = {"least_overflows": 1, "syn_retry_ms": 900.0}  # a connect this long waited a SYN retransmit
 REFERENCE = "https://man7.org/linux/man-pages/man2/listen.2.html"
 

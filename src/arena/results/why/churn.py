@@ -15,6 +15,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding
 
 KEY, NAME = "churn", "Connection churn: keep-alive asked, connections closed"
+SHOWN_IN = "each run's connect time (arena show --runs)"  # where the report shows its evidence
 # connections opened per request answered: half or more (a server that closes after a number of requests
 # a connection, or when it is busy, as Puma does after 10 in a row with others waiting, costs little)
 THRESHOLDS = {"least_share": 0.5}

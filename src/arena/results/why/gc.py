@@ -15,6 +15,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding
 
 KEY, NAME = "gc", "Garbage-collection pauses"
+SHOWN_IN = "each run's Server-Timing gc (arena show --runs)"  # where the report shows its evidence
 THRESHOLDS = {"least_share": 0.01, "least_ms": 5.0}
 FIX = {  # by the server's language: the change that avoids it, and the reference
     "python": ("freeze what the app loads before it serves (gc.freeze() after the import, in gunicorn's --preload "

@@ -26,6 +26,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding
 
 KEY, NAME = "keepalive", "Keep-alive unfairness: some connections served before others"
+SHOWN_IN = "each run's Connections line: the worst tenth against the others (arena show --runs)"  # where the report shows its evidence
 THRESHOLDS = {"least_ratio": 4.0, "least_ratio_fastest": 50.0, "least_ms": 50.0, "least_connections": 10,
               "least_requests": 2}
 REFERENCE = "https://github.com/puma/puma/issues/3487"

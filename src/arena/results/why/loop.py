@@ -16,6 +16,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding
 
 KEY, NAME = "loop", "Event-loop blocking by a call that does not yield"
+SHOWN_IN = "each run's Server-Timing loop (arena show --runs)"  # where the report shows its evidence
 THRESHOLDS = {"least_share": 0.01, "least_ms": 5.0}
 REFERENCE = "https://docs.python.org/3/library/asyncio-dev.html#running-blocking-code"
 FIX = ("run the blocking call in a thread (await asyncio.to_thread(...), or loop.run_in_executor) or use an "

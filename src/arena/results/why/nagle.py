@@ -16,6 +16,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding
 
 KEY, NAME = "nagle", "Nagle's algorithm x delayed ACK (TCP_NODELAY off)"
+SHOWN_IN = "Latency decomposition: outside the app"  # where the report shows its evidence
 THRESHOLDS = {
     "stall_ms": (36.0, 52.0),  # the delayed-ACK floor (40 ms) and what rides on it
     "most_clients": 8,  # a closed load above this many clients queues: the band no longer shows it

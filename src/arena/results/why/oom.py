@@ -14,6 +14,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding, counting
 
 KEY, NAME = "oom", "OOM kills at the container's memory limit"
+SHOWN_IN = "Comparison table: the invalid runs' flags"  # where the report shows its evidence
 THRESHOLDS = {"least_kills": 1}
 REFERENCE = "https://docs.kernel.org/admin-guide/cgroup-v2.html#memory-interface-files"
 

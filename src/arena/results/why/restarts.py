@@ -16,6 +16,7 @@ from arena.results.aggregate import Cell
 from arena.results.why.finding import Evidence, Finding, counting
 
 KEY, NAME = "restarts", "Workers killed and restarted by the server"
+SHOWN_IN = "Comparison table: the invalid runs' flags"  # where the report shows its evidence
 THRESHOLDS = {"least_replaced": 1}
 CAUSES = (  # (what the server's log says, the cause, the change that avoids it, the reference)
     (re.compile(r"WORKER TIMEOUT"), "gunicorn's worker timeout",

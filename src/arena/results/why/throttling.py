@@ -16,6 +16,7 @@ from arena.results.aggregate import QUOTA_WAIT, Cell
 from arena.results.why.finding import Evidence, Finding
 
 KEY, NAME = "throttling", "CPU throttling by the container's CPU quota"
+SHOWN_IN = "Latency decomposition: CPU quota wait"  # where the report shows its evidence
 THRESHOLDS = {"least_ms_per_s": 10.0}  # throttled time a second of window below this is no finding
 REFERENCE = "https://docs.kernel.org/scheduler/sched-bwc.html"
 
