@@ -289,18 +289,20 @@ def test_completion_scripts_know_every_command_and_its_flags(tmp_path):
 
 
 def test_every_command_that_prints_data_takes_format_and_json_its_alias():
-    """report/formats.py: each command offers --format with its formats, text first and by default, and
+    """report/formats/: each command offers --format with its formats, text first and by default, and
     --json, which is --format json; the two are one choice."""
     from arena.cli import build_parser
-    from arena.report.formats import FORMATS
+    from arena.report.formats import SCHEMAS, formats, schema
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction))
-    for command, (offered, schema) in FORMATS.items():
+    for command in SCHEMAS:
         options = {o: a for a in sub.choices[command]._actions for o in a.option_strings}
-        assert options["--format"].choices == offered and offered[0] == "text", command
-        assert (Path(__file__).resolve().parents[1] / "schemas" / f"{schema}.schema.json").is_file(), command
-    assert {"compare", "tune", "show", "recommend", "predict", "ls"} <= set(FORMATS)
+        offered = formats(command)
+        assert options["--format"].choices == offered and offered[:2] == ("text", "json"), command
+        assert (Path(__file__).resolve().parents[1] / schema(command)).is_file(), command
+    assert {"compare", "tune", "show", "recommend", "predict", "ls"} <= set(SCHEMAS)
+    assert formats("show") == formats("compare") == ("text", "json", "junit", "markdown")
     assert parser.parse_args(["ls", "--json"]).format == parser.parse_args(["ls", "--format", "json"]).format == "json"
     assert parser.parse_args(["ls"]).format == "text"
     assert parser.parse_args(["compare", "a", "b", "--json"]).format == "json"

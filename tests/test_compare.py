@@ -3,6 +3,7 @@ undecided), a slower copy is caught as worse and fails --fail-on, and the output
 against its schema) say so."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def test_show_writes_markdown_and_junit_for_ci(capsys):
 def test_markdown_shows_a_hostile_label_as_text_never_as_markup(exported, capsys):
     """The fixture's label is ``puma <b>"fast"</b> & <script>alert(1)</script>``: a pull-request
     comment must show it, not run it (GitHub renders a comment's HTML)."""
-    from arena.report.markdown import code, escape
+    from arena.report.formats.markdown import code, escape
 
     assert escape('a <script>x</script> & b|c *d* [e](f)') == r"a &lt;script>x&lt;/script> & b\|c \*d\* \[e\](f)"
     assert escape("&amp; &#60; <!-- x --> <?php") == "&amp;amp; &amp;#60; &lt;!-- x --> &lt;?php"
@@ -199,3 +200,31 @@ def test_a_real_runs_seconds_export_as_one_interval_each(tmp_path):
     begun = r.load.raw["started_at"] + r.load.warmup.duration_s
     assert [t for t, _ in read] == pytest.approx([begun + p.t for p in points], abs=0.002)
     assert sum(n for _, n in read) >= r.load.measured.completed  # the window's answers, and any late ones
+
+
+def test_a_format_registered_once_is_offered_by_show_and_compare(exported, capsys):
+    """report/formats/: a format is a Format registered once; show and compare offer it under
+    --format and hand it their views. A throwaway one, registered here and removed after, renders
+    what it is given."""
+    from arena.report.formats import CompareView, Format, ShowView, formats, register, unregister
+
+    def show(v: ShowView) -> str:
+        return f"SHOW {v.name}: {len(v.answers)} answer(s), {len(v.cells)} cells\n"
+
+    def compare(v: CompareView) -> str:
+        return f"COMPARE {v.new} against {v.base}: {len(v.changes)} changes\n"
+
+    register(Format("shout", "a test's own", {"show": show, "compare": compare}))
+    try:
+        assert "shout" in formats("show") and "shout" in formats("compare") and "shout" not in formats("tune")
+        with pytest.raises(ValueError, match="registered already"):
+            register(Format("shout", "again", {"show": show}))
+        assert main(["show", NAME, "--store", report_store(), "--format", "shout"]) == 0
+        assert re.fullmatch(rf"SHOW {NAME}: 1 answer\(s\), \d+ cells\n", capsys.readouterr().out)
+        same, _ = exported
+        assert main(["compare", same, NAME, "--store", report_store(), "--format", "shout"]) == 0
+        assert re.fullmatch(rf"COMPARE {NAME} against .*base.json: \d+ changes\n", capsys.readouterr().out)
+    finally:
+        unregister("shout")
+    with pytest.raises(SystemExit):  # gone with it
+        main(["show", NAME, "--store", report_store(), "--format", "shout"])

@@ -324,7 +324,7 @@ def test_the_charts_draw_the_best_configurations_and_the_tables_every_one():
 
 def test_the_terminal_table_fits_its_width_and_keeps_every_cell():
     from arena.report.data import Table
-    from arena.report.show import text_table
+    from arena.report.text_table import text_table
 
     t = Table(["configuration", "level", "req/s"], [["puma <b>x</b> p=2 t=4 and a long label", "c=1", "133"],
                                                     ["gunicorn", "c=4", "451"]])
@@ -348,7 +348,7 @@ def test_the_terminal_tables_folds_are_textwraps():
     import textwrap
 
     from arena.report.data import Table
-    from arena.report.show import text_table
+    from arena.report.text_table import text_table
 
     rnd = random.Random(7)
     for _ in range(300):

@@ -10,7 +10,7 @@ from arena.app.analysis import analyse
 from arena.app.storage import results
 from arena.model.verify import compare
 from arena.report import charts, data
-from arena.report.show import text_table
+from arena.report.text_table import text_table
 from arena.results.store import Store
 from tests.stores import grow
 

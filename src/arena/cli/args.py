@@ -291,14 +291,14 @@ def default_store(start: str | None = None) -> str:
 
 
 def add_format(p, command: str, notes: str = "") -> None:
-    """``--format`` among the command's formats (report/formats.py; text by default) and ``--json``, the
-    same as ``--format json``: every command that prints data takes both."""
-    from arena.report.formats import WHAT, formats, schema
+    """``--format`` among the command's formats (report/formats/: the registry; text by default) and
+    ``--json``, the same as ``--format json``: every command that prints data takes both."""
+    from arena.report.formats import formats, schema, what
 
     how = p.add_mutually_exclusive_group()
     offered = formats(command)
     how.add_argument("--format", choices=offered, default="text",
-                     help="; ".join(f"{f}: {WHAT[f]}" + (f" ({schema(command)})" if f == "json" else "")
+                     help="; ".join(f"{f}: {what(f)}" + (f" ({schema(command)})" if f == "json" else "")
                                     for f in offered) + (f" ({notes})" if notes else ""))
     how.add_argument("--json", dest="format", action="store_const", const="json",
                      help=f"the same as --format json ({schema(command)})")

@@ -8,7 +8,8 @@ from rich.table import Table
 
 from arena.app.compare import compare
 from arena.cli.args import EXIT_FAILED, add_store, say_store, add_format, print_json
-from arena.report.comparison_view import HEAD, compare_json, junit, markdown, rows, verdict_line
+from arena.report.comparison_view import HEAD, compare_json, rows, verdict_line
+from arena.report.formats import CompareView, render
 
 NAME = "compare"
 
@@ -30,12 +31,10 @@ def add(sub) -> None:
 def run(args, out) -> int:
     got = compare(args.base, args.new, args.store, args.fail_on)
     parts = (got.base, got.new, got.changes, got.alone, got.broken, got.rules)
-    if args.format == "markdown":
-        sys.stdout.write(markdown(*parts))
-    elif args.format == "json":
+    if args.format == "json":
         print_json(compare_json(*parts))
-    elif args.format == "junit":
-        sys.stdout.write(junit(*parts))
+    elif args.format != "text":  # a registered format (report/formats/)
+        sys.stdout.write(render(NAME, args.format, CompareView(*parts)))
     else:
         say_store(out, args.store)
         table = Table(title=f"{got.new} against {got.base}: medians, ratios new / base (95% interval), verdicts")

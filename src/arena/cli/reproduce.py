@@ -8,7 +8,7 @@ from rich.table import Table
 from arena.app.reproduce import reproduction, run_study, study_files
 from arena.cli.args import add_format, add_store, print_json, saying
 from arena.cli.run import add_retake, summary, with_progress
-from arena.report.show import text_table
+from arena.report.text_table import text_table
 from arena.errors import ArenaError
 from arena.reproduce.verdicts import Comparison
 from arena.report.data import published_section

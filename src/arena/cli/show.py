@@ -1,5 +1,6 @@
 """``arena show``: the answer, then the comparison table (and every run's summary with --runs);
-``--json``: the answer as JSON (schemas/answer.schema.json); ``--format markdown|junit`` for CI."""
+``--json``: the answer as JSON (schemas/answer.schema.json); ``--format`` any registered format
+(report/formats/: markdown and junit for CI)."""
 
 import sys
 
@@ -10,7 +11,8 @@ from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_
 from arena.report.answer_view import answer_lines, experiment_json, threshold_lines, why_lines
 from arena.report.soak_view import soak_lines
 from arena.report.data import comparison_table
-from arena.report.show import junit, markdown, text_table
+from arena.report.formats import ShowView, render
+from arena.report.text_table import text_table
 from arena.report.summary import load_summary
 from arena.report.tune_view import capacity_lines
 
@@ -34,10 +36,10 @@ def run(args, out) -> int:
         doc = docs if args.experiment is None else docs[0]
         print_json(doc)
         return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
-    if args.format != "text":
+    if args.format != "text":  # a registered format (report/formats/)
         for a in found:
-            parts = (a.results.name, a.answers, a.thresholds, a.capacities)
-            sys.stdout.write(markdown(*parts, a.results.cells) if args.format == "markdown" else junit(*parts))
+            sys.stdout.write(render(NAME, args.format, ShowView(a.results.name, a.answers, a.thresholds, a.capacities,
+                                                                a.results.cells)))
         failed = any(a.failed_thresholds or a.without_capacity for a in found)
         return EXIT_THRESHOLD if failed else 0
     say_store(out, args.store)

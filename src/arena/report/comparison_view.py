@@ -1,13 +1,11 @@
-"""A comparison of two experiments (results/comparison.py) as rows, Markdown for a pull request, JSON
-(schemas/compare.schema.json) and JUnit XML for a CI dashboard. Formats only."""
+"""A comparison of two experiments (results/comparison.py) as rows, its verdict line and JSON
+(schemas/compare.schema.json); as Markdown and JUnit XML: report/formats/. Formats only."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from arena.results.aggregate import FIGURES
-from arena.report.junit import Case, document
-from arena.report.markdown import code, escape as esc
 from arena.results.comparison import Change, Rule
 
 HEAD = ("cell", "figure", "base", "new", "new / base", "verdict")
@@ -19,11 +17,11 @@ def rows(changes: list[Change]) -> list[list[str]]:
         unit = FIGURES[ch.figure][0]
         c = ch.comparison
         out.append([ch.cell, ch.figure, _num(ch.base, unit), _num(ch.new, unit), "-" if c is None else str(c.ratio),
-                    "-" if c is None else c.verdict + _more(c)])
+                    "-" if c is None else c.verdict + more(c)])
     return out
 
 
-def _more(c) -> str:
+def more(c) -> str:
     if c.verdict != "undecided":
         return ""
     if c.ratio.lo is None:
@@ -43,17 +41,6 @@ def verdict_line(broken: list[tuple[Rule, Change]], rules: list[Rule]) -> str:
     return "FAILED: " + "; ".join(f"{r.text} by {ch.cell} ({ch.figure} {ch.comparison.ratio})" for r, ch in broken)
 
 
-def markdown(base: str, new: str, changes: list[Change], alone: list[str], broken, rules) -> str:
-    """A pull-request comment: the verdict, then a table of every cell's figures."""
-    lines = [f"### Arena: {code(new)} against {code(base)}", "", esc(verdict_line(broken, rules)), "",
-             "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-    lines += ["| " + " | ".join(esc(x) for x in row) + " |" for row in rows(changes)]
-    lines += [""] + [f"- {esc(a)}" for a in alone] if alone else []
-    lines += ["", "Ratios are of geometric means with a 95% interval (Welch's t on log values); better or worse only "
-                  "where the interval excludes 1 and the change is beyond the practical threshold."]
-    return "\n".join(lines) + "\n"
-
-
 def compare_json(base: str, new: str, changes: list[Change], alone: list[str], broken, rules) -> dict[str, Any]:
     def one(ch: Change) -> dict[str, Any]:
         c = ch.comparison
@@ -65,19 +52,3 @@ def compare_json(base: str, new: str, changes: list[Change], alone: list[str], b
     return {"schema": "arena/compare/1", "base": base, "new": new, "changes": [one(ch) for ch in changes],
             "alone": alone, "rules": [r.text for r in rules],
             "broken": [{"rule": r.text, "cell": ch.cell, "figure": ch.figure} for r, ch in broken]}
-
-
-def junit(base: str, new: str, changes: list[Change], alone: list[str], broken, rules) -> str:
-    """A test case per cell and figure: failed where it breaks a --fail-on rule, skipped where the
-    comparison is undecided or cannot be made, passed otherwise."""
-    failed = {(ch.cell, ch.figure): r.text for r, ch in broken}
-    cases = []
-    for ch, row in zip(changes, rows(changes)):
-        c = ch.comparison
-        why = failed.get((ch.cell, ch.figure))
-        cases.append(Case(ch.cell, ch.figure,
-                          failure=None if why is None else f"{why}: {ch.figure} {c.ratio} ({c.verdict})",
-                          skipped=None if c is not None and c.verdict != "undecided" else
-                          ("no comparison (a side has no valid run)" if c is None else f"undecided{_more(c)}"),
-                          out=f"base {row[2]}, new {row[3]}, new / base {row[4]}, {row[5]}"))
-    return document(f"arena compare {new} against {base}", cases)
