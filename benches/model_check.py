@@ -32,6 +32,7 @@ from arena.model import simulated  # noqa: E402
 from arena.model.calibrate import Discipline  # noqa: E402
 from arena.model.recommend import candidates  # noqa: E402
 from arena.model.verify import compare, mape, p99_mape  # noqa: E402
+from arena.results.answer import Goal  # noqa: E402
 from arena.plan.experiment import load_experiment  # noqa: E402
 from arena.results.store import Store  # noqa: E402
 
@@ -105,7 +106,7 @@ def main() -> int:
         if isinstance(cal, str):
             continue
         top = max(r.level for r in runs if r.server == server[0])
-        ranked = candidates(cal, "closed", top, None, None)
+        ranked = candidates(cal, "closed", top, Goal())
         threaded = any(c.threads for c in ranked)  # a server without a thread knob: its grid's threads are None
         measured = {}
         for p in points:

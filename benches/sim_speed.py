@@ -22,6 +22,7 @@ from arena.app.predict import given_calibration  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import SIM_REQUESTS, candidates, grid  # noqa: E402
 from arena.model.sim import simulate_instance  # noqa: E402
+from arena.results.answer import Goal  # noqa: E402
 
 LEVELS = (8, 32, 128)
 
@@ -37,12 +38,12 @@ def main() -> int:
     points = len(grid("puma", cal.cores))
     t0 = time.perf_counter()
     for level in LEVELS:
-        candidates(cal, "closed", level, 500, None)
+        candidates(cal, "closed", level, Goal(500))
     mva_s = time.perf_counter() - t0
     cpus = len(os.sched_getaffinity(0))
     t0 = time.perf_counter()
     with ProcessPoolExecutor(cpus) as workers:
-        best = [candidates(cal, "closed", level, 500, None, sim=True, map_fn=partial(workers.map, chunksize=4))[0]
+        best = [candidates(cal, "closed", level, Goal(500), sim=True, map_fn=partial(workers.map, chunksize=4))[0]
                 for level in LEVELS]
     sim_s = time.perf_counter() - t0
     simulated_requests = points * len(LEVELS) * simulated.REPLICATIONS * SIM_REQUESTS

@@ -161,7 +161,7 @@ def describe(a: dict) -> str:
 def true_capacities(a: dict, truth, goal: Goal) -> dict:
     """Each configuration's capacity in ``truth``: the highest open rate whose p99 keeps within the goal."""
     top = 1000.0 * a["cores"] / a["cpu_ms"]  # the cores' CPU bound: no capacity is above it
-    return {k: highest_rate(lambda r, k=k: truth(k, Level("open", r))[0], goal.p99_ms, top, steps=16)
+    return {k: highest_rate(lambda r, k=k: truth(k, Level("open", r))[0], goal.p99_within, top, steps=16)
             for k in grid(a["cores"])}
 
 
@@ -175,7 +175,7 @@ def model_calibrations(a: dict, seed: int) -> dict:
 def model_ranking(a: dict, seed: int, goal: Goal) -> list[Contender]:
     """The grid as tune ranks it: by the model's capacity, from its calibrations."""
     off = model_calibrations(a, seed)
-    return ranked([Contender(k, f"{k[0]} p={k[1]} t={k[2]}", slo_capacity(off[k[0]], k[1], k[2], goal.p99_ms, sim=True))
+    return ranked([Contender(k, f"{k[0]} p={k[1]} t={k[2]}", slo_capacity(off[k[0]], k[1], k[2], goal, sim=True))
                    for k in grid(a["cores"])])
 
 
@@ -206,7 +206,7 @@ def one(a: dict, seed: int, noise: float, off: float) -> dict:
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S, memory_mib=memory_mib)
     field = _race_field(ranking)
     cals = model_calibrations(a, seed)
-    others = with_reach([c for c in ranking if c not in field], field, cals, goal.p99_ms)
+    others = with_reach([c for c in ranking if c not in field], field, cals, goal)
     t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock,
                others=others, learn=learner(cals, ranking), within=FINAL_WITHIN)
     choice = t.choice
@@ -437,7 +437,7 @@ def predicted_capacities(tune_db: str, labels: list[str]) -> dict[str, float]:
     with Store(tune_db) as s:
         obs = calibration_observations(s.runs(TUNE), stored_experiment(TUNE, "", s.definition(TUNE)).workloads)
     cals = {server: calibrate(obs, server) for server in {_point(k)[0] for k in labels}}
-    return {k: slo_capacity(cals[server], p, t, REAL_P99_MS, sim=True) for k in labels for server, p, t in [_point(k)]}
+    return {k: slo_capacity(cals[server], p, t, Goal(REAL_P99_MS), sim=True) for k in labels for server, p, t in [_point(k)]}
 
 
 def _grid_of(db: str, name: str = GRID) -> tuple[dict[str, tuple[float | None, float | None]], list, float]:

@@ -9,6 +9,7 @@ from tests.conftest import report_store
 from arena.cli import main
 from arena.model.calibrate import calibrate, server_config
 from arena.model.recommend import candidates
+from arena.results.answer import Goal
 from tests.doubles import guided_choice
 from arena.model.verify import compare, mape
 from arena.results.store import Store
@@ -62,10 +63,10 @@ def test_guided_choice_runs_only_its_budget():
 
 def test_recommend_ranks_what_fits(runs):
     cal = calibrate(runs, "gunicorn-gthread")
-    ranked = candidates(cal, "closed", 16, p99_max_ms=None, memory_max_mib=None)
+    ranked = candidates(cal, "closed", 16, Goal())
     # the best fits, and is the most throughput to 0.1 req/s (ties go to lower p99, then less memory)
     assert ranked[0].fits and ranked[0].predicted.throughput >= max(c.predicted.throughput for c in ranked) - 0.1
-    tight = candidates(cal, "closed", 16, p99_max_ms=0.001, memory_max_mib=None)
+    tight = candidates(cal, "closed", 16, Goal(p99_ms=0.001))
     assert not any(c.fits for c in tight) and "p99" in tight[0].why_not
 
 
@@ -134,7 +135,7 @@ def test_bad_flag_values_name_the_flag(capsys):
 
 def test_verified_pairs_each_candidate_with_its_cell(res):
     cal = calibrate(res.observations(), "puma")
-    ranked = candidates(cal, "closed", 4, None, None)
+    ranked = candidates(cal, "closed", 4, Goal())
     two = [c for c in ranked if (c.processes, c.threads) in ((1, 4), (2, 4))][:2]
     from arena.model.recommend import verified
 
@@ -149,7 +150,6 @@ def test_verified_pairs_each_candidate_with_its_cell(res):
 def test_the_engine_calibrates_and_predicts_directly(res):
     """The engine functions the CLI calls, called directly."""
     from arena.app import predict as model
-    from arena.results.answer import Goal
 
     cal = model.calibration(res, "puma")
     got = model.predict(cal, 2, 4, [], res)
@@ -178,17 +178,17 @@ def test_recommend_answers_the_pool_size_within_max_connections():
     from arena.app.predict import given_calibration
 
     cal = given_calibration("puma", 4, 1.0, 0.0, outside_ms=1.0, db_ms=8.0, db_cpu_ms=0.5, db_cores=1)
-    ranked = candidates(cal, "closed", 32, None, None)
+    ranked = candidates(cal, "closed", 32, Goal())
     best = ranked[0]
     assert best.pool is not None and best.pool <= (best.threads or 1) and best.fits
     assert any(c.pool == 1 for c in ranked) and ranked[-1].predicted.throughput < best.predicted.throughput
     same = [c for c in ranked if (c.processes, c.threads) == (best.processes, best.threads)
             and round(c.predicted.throughput, 1) == round(best.predicted.throughput, 1)]
     assert min(c.pool for c in same) == best.pool  # no smaller pool does as well
-    limited = candidates(replace(cal, db_max_connections=8), "closed", 32, None, None)
+    limited = candidates(replace(cal, db_max_connections=8), "closed", 32, Goal())
     assert all(c.processes * c.pool <= 8 for c in limited if c.fits)
     assert any("> max_connections 8" in c.why_not for c in limited)
-    assert candidates(cal, "closed", 32, None, None, pool=[2])[0].pool == 2
+    assert candidates(cal, "closed", 32, Goal(), pool=[2])[0].pool == 2
 
 
 def test_predict_takes_the_pool(capsys):
@@ -376,3 +376,47 @@ def test_one_clients_p99_is_predicted_from_recorded_runs_service_times(shape):
     cal = calibrations[("unicorn", shape)]
     means = predict_closed(replace(cal.workload_model(), service=()), cal.config(1, None), 1)
     assert means.p99_ms < 0.88 * p.measured_p99_ms  # 20.3 for 23.7 ms fixed, 20.4 for 68 and 101 ms
+
+
+def test_the_latency_target_is_judged_in_one_function_that_every_judge_calls(res, runs, monkeypatch):
+    """Goal.p99_within is the one comparison of the p99 target with a figure: no other comparison in
+    src/arena has the target on a side (read from the source), and the answer (a cell's check), a
+    capacity search's runs (passes), the model's candidates and capacity (slo_capacity) and tune's
+    ranking of contenders each ask it (counted here)."""
+    import ast
+    from pathlib import Path
+
+    from arena.app.tune import Request, _predicted
+    from arena.model.recommend import slo_capacity
+    from arena.model.search import Sample, passes
+    from arena.plan.experiment import Level
+
+    def target(node) -> bool:
+        if isinstance(node, ast.BinOp):
+            return target(node.left) or target(node.right)
+        return (isinstance(node, ast.Name) and node.id in ("p99_max_ms", "p99_max") or isinstance(node, ast.Attribute)
+                and node.attr == "p99_ms" and isinstance(node.value, ast.Name) and node.value.id in ("goal", "req", "self"))
+
+    compared = []
+    for path in (Path(__file__).parents[1] / "src" / "arena").rglob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef):
+                compared += [f"{path.name}:{fn.name}" for n in ast.walk(fn) if isinstance(n, ast.Compare)
+                             and any(isinstance(o, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for o in n.ops)
+                             and any(target(x) for x in (n.left, *n.comparators))]
+    assert compared == ["answer.py:p99_within"]
+
+    asked = []
+    judge = Goal.p99_within
+    monkeypatch.setattr(Goal, "p99_within", lambda self, p99: asked.append(p99) or judge(self, p99))
+    goal = Goal(p99_ms=50.0)
+    for name, call in (
+            ("a cell", lambda: goal.check(res.cells[0])),
+            ("a search's runs", lambda: passes([Sample(True, 10.0, 40.0, 0.0, 20.0)], goal)),
+            ("the model's candidates", lambda: candidates(calibrate(runs, "puma"), "closed", 4, goal)),
+            ("the model's capacity", lambda: slo_capacity(calibrate(runs, "puma"), 2, 4, goal)),
+            ("tune's ranking", lambda: _predicted(Request((1,), (0,), 50.0, None, 1.0, ("puma",), Level("closed", 4)),
+                                                  (calibrate(runs, "puma"), 2, 4)))):
+        asked.clear()
+        call()
+        assert asked, name

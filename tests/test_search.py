@@ -31,7 +31,7 @@ def simulator(key, level):
 
 
 def true_capacity(key, p99_max: float) -> float:
-    return highest_rate(lambda rate: simulator(key, Level("open", rate))[0], p99_max, 1000.0, steps=30)
+    return highest_rate(lambda rate: simulator(key, Level("open", rate))[0], Goal(p99_max).p99_within, 1000.0, steps=30)
 
 
 def test_rates_are_rounded_to_three_figures():
@@ -57,13 +57,13 @@ def test_the_highest_rate_within_a_target_is_found_by_halving_unless_the_highest
             return 50.0 if rate < knee else 500.0
         return p99
 
-    assert highest_rate(p99_at(37.0), 100.0, 100.0, steps=4) == 31.25  # 0 50 25 37.5 31.25 (1/16 of 100)
+    assert highest_rate(p99_at(37.0), Goal(100.0).p99_within, 100.0, steps=4) == 31.25  # 0 50 25 37.5 31.25 (1/16 of 100)
     assert tried == [93.75, 0.1, 50.0, 25.0, 37.5, 31.25]  # the highest reachable, the floor, four halvings
     tried.clear()
-    assert highest_rate(p99_at(95.0), 100.0, 100.0, steps=4) == 93.75  # what four halvings that all pass reach
+    assert highest_rate(p99_at(95.0), Goal(100.0).p99_within, 100.0, steps=4) == 93.75  # what four halvings that all pass reach
     assert tried == [93.75]
     tried.clear()
-    assert highest_rate(p99_at(0.05), 100.0, 100.0, steps=4) == 0.0 and tried == [93.75, 0.1]
+    assert highest_rate(p99_at(0.05), Goal(100.0).p99_within, 100.0, steps=4) == 0.0 and tried == [93.75, 0.1]
 
 
 def test_a_rate_passes_on_its_valid_runs_medians():
@@ -362,9 +362,9 @@ def test_a_contender_whose_flat_p99_the_model_puts_just_too_high_is_screened_and
         p99 = true_p99(key, level.value)
         return p99, level.value if math.isfinite(p99) else saturation[key]
 
-    capacity = {k: highest_rate(lambda r, k=k: model(k, r), 100.0, saturation[k], steps=30) for k in saturation}
+    capacity = {k: highest_rate(lambda r, k=k: model(k, r), Goal(100.0).p99_within, saturation[k], steps=30) for k in saturation}
     assert capacity[("a", 4, 1)] == pytest.approx(60.0, rel=0.01)
-    reach = highest_rate(lambda r: model(("a", 4, 1), r), 120.0, 400.0, steps=30)
+    reach = highest_rate(lambda r: model(("a", 4, 1), r), Goal(120.0).p99_within, 400.0, steps=30)
     field = [Contender(k, f"a p={k[1]}", capacity[k]) for k in (("a", 1, 1), ("a", 2, 1), ("a", 3, 1))]
     flat = Contender(("a", 4, 1), "a p=4", capacity[("a", 4, 1)])
     learn = functools.partial(learned, capacity, model, saturation.get)

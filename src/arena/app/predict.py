@@ -285,14 +285,14 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
     workload = workload or next((c.workload for c in res.cells), "default")
     names = servers or list(dict.fromkeys(r.server for r in res.runs if r.workload == workload))
     bounds = [m for m in (goal.memory_mib, container.memory_mib) if m is not None]
-    p99_max_ms, memory_max_mib = goal.p99_ms, min(bounds) if bounds else None
+    bounded = replace(goal, memory_mib=min(bounds) if bounds else None)  # judged as the goal's: Goal.memory_within
     why = why if why is not None else diagnose(res.cells)  # once, for every server's calibration
     out = []
     for server in names:
         cal = calibration(res, server, workload, why)
         cal = replace(cal, cores=cores or cal.cores, quota=container.cpu)
-        if memory_max_mib and cal.memory_per_process_mib is None:
-            flag = "--memory-max" if memory_max_mib == goal.memory_mib else "--memory-limit"
+        if bounded.memory_mib and cal.memory_per_process_mib is None:
+            flag = "--memory-max" if bounded.memory_mib == goal.memory_mib else "--memory-limit"
             raise ArenaError(f"{flag}: {server} has no memory figures in {res.name}")
         cpus = cal.usable_cores
         if pool and not cal.db_ms:
@@ -301,10 +301,10 @@ def recommend(res: Results, load: Load, goal: Goal = Goal(), cores: float | None
         if sim:
             cal = for_simulation(cal, res)
             with over_the_cpus() as map_fn:
-                ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, None,
-                                                      pool, sim=True, map_fn=map_fn))
+                ranked = _computed(lambda: candidates(cal, load.model, load.level, bounded, None, pool, sim=True,
+                                                      map_fn=map_fn))
         else:
-            ranked = _computed(lambda: candidates(cal, load.model, load.level, p99_max_ms, memory_max_mib, None, pool))
+            ranked = _computed(lambda: candidates(cal, load.model, load.level, bounded, None, pool))
         fits = [c for c in ranked if c.fits]
         out.append(ServerChoice(server, cal, cpus, (fits or ranked)[:top], fits[:top]))
     here = [c for c in res.cells if c.model == load.model and c.level == load.level and c.server in names]

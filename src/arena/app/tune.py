@@ -387,7 +387,7 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
         raced = _race_field(contenders)
         others = [c for c in contenders if c not in raced]
         if req.load is None:
-            others = with_reach(others, raced, calibrations, req.p99_ms, map_fn)
+            others = with_reach(others, raced, calibrations, req.goal, map_fn)
     measurer.say("predict", f"predicted {points} configurations ({len(contenders)} fit the limits); the best {len(raced)} "
                             "to race")
 
@@ -494,27 +494,28 @@ def _predicted(req: Request, point: tuple[Calibration, int, int | None]) -> floa
     the request's fixed load where its p99 keeps within the target (the mean-value model's; else 0)."""
     cal, p, t = point
     if req.load is None:
-        return _capacity_at(req.p99_ms, point)
+        return _capacity_at(req.goal, point)
     pred = predict(cal, p, t, req.load.model, req.load.value)
-    return 0.0 if pred.overloaded or pred.p99_ms > req.p99_ms else pred.throughput
+    return 0.0 if pred.overloaded or not req.goal.p99_within(pred.p99_ms) else pred.throughput
 
 
 def with_reach(others: Sequence[Contender], raced: Sequence[Contender], calibrations: dict[str, Calibration],
-               p99_ms: float, map_fn: Callable = map) -> list[Contender]:
+               goal: Goal, map_fn: Callable = map) -> list[Contender]:
     """``others`` (the contenders not raced), each that could beat the least predicted of ``raced``
     (its saturation is above it) given its ``reach``: the simulator's capacity at a p99 target REACH
     wider (model/search.py screens those the model may rank too low by it)."""
     least = min((c.predicted for c in raced), default=0.0)
     hope = [c for c in others if saturation(calibrations[c.key[0]], c.key[1], c.key[2]) > least]
-    reach = dict(zip([c.key for c in hope], map_fn(partial(_capacity_at, p99_ms * (1 + REACH)),
+    wider = replace(goal, p99_ms=goal.p99_ms * (1 + REACH))
+    reach = dict(zip([c.key for c in hope], map_fn(partial(_capacity_at, wider),
                                                    [(calibrations[c.key[0]], c.key[1], c.key[2]) for c in hope])))
     return [replace(c, reach=reach[c.key]) if c.key in reach else c for c in others]
 
 
-def _capacity_at(p99_ms: float, point: tuple[Calibration, int, int | None]) -> float:
-    """A configuration's capacity within ``p99_ms`` as the simulator predicts it."""
+def _capacity_at(goal: Goal, point: tuple[Calibration, int, int | None]) -> float:
+    """A configuration's capacity within the ``goal``'s latency target as the simulator predicts it."""
     cal, p, t = point
-    return slo_capacity(cal, p, t, p99_ms, sim=True)
+    return slo_capacity(cal, p, t, goal, sim=True)
 
 
 def learner(calibrations: dict[str, Calibration], contenders: Sequence[Contender]) -> Learn:

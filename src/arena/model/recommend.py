@@ -14,6 +14,7 @@ from arena.model.server import Prediction, capacity
 from arena.model.verify import predict
 from arena.servers import catalog
 from arena.results.aggregate import Cell
+from arena.results.answer import Goal
 
 THREADS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 SIM_REQUESTS = 10_000  # per replication and grid point: a grid of 100 at 3 levels in about a minute on 2 cores
@@ -57,18 +58,18 @@ def pools(cal: Calibration, threads: int | None, given: list[int] | None = None)
     return sorted({k for k in POOLS if k <= most} | {most})
 
 
-def candidates(cal: Calibration, model: str, level: float, p99_max_ms: float | None,
-               memory_max_mib: float | None, cores: float | None = None,
+def candidates(cal: Calibration, model: str, level: float, goal: Goal, cores: float | None = None,
                pool: list[int] | None = None, sim: bool = False, map_fn: Callable = map) -> list[Candidate]:
     """Every grid point of ``cal.server`` (processes x threads, and pool sizes where the workload
     queries a database), predicted by the mean-value model or, ``sim``, by the simulator (each point
     through ``map_fn``: a process pool's map spreads them over the cores), best first: those that
-    fit the limits (p99, memory, processes x pool within the database's max_connections) by
+    fit the ``goal``'s limits (p99, memory: Goal's judgement) and the database's (processes x pool
+    within its max_connections) by
     predicted throughput (to 0.1 req/s), then lower p99 (to 0.1 ms), then the smaller pool, then
     less memory; then the rest."""
     if cores is not None and cores != cal.cores:
         cal = replace(cal, cores=cores)
-    points = [(cal, p, t, k, model, level, p99_max_ms, memory_max_mib, sim)
+    points = [(cal, p, t, k, model, level, goal, sim)
               for p, t in grid(cal.server, cal.usable_cores) for k in pools(cal, cal.config(p, t).threads, pool)]
     out = list(map_fn(_candidate_of, points))
     out.sort(key=lambda c: (not c.fits, -round(c.predicted.throughput, 1), round(c.predicted.p99_ms, 1),
@@ -80,8 +81,8 @@ def _candidate_of(args: tuple) -> Candidate:
     return _candidate(*args)
 
 
-def _candidate(cal: Calibration, p: int, t: int | None, pool: int | None, model: str, level: float,
-               p99_max_ms: float | None, memory_max_mib: float | None, sim: bool = False) -> Candidate:
+def _candidate(cal: Calibration, p: int, t: int | None, pool: int | None, model: str, level: float, goal: Goal,
+               sim: bool = False) -> Candidate:
     """One configuration predicted, and why it does not fit the limits (empty: it fits)."""
     pred = (simulated.predict(cal, p, t, model, level, pool, requests=SIM_REQUESTS).prediction if sim
             else predict(cal, p, t, model, level, pool))
@@ -90,10 +91,10 @@ def _candidate(cal: Calibration, p: int, t: int | None, pool: int | None, model:
     why = []
     if pred.overloaded:
         why.append("overloaded")
-    if p99_max_ms is not None and not pred.p99_ms <= p99_max_ms:
-        why.append(f"p99 {pred.p99_ms:.0f} ms > {p99_max_ms:g}")
-    if memory_max_mib is not None and mem is not None and mem > memory_max_mib:
-        why.append(f"memory {mem:.0f} MiB > {memory_max_mib:g}")
+    if not goal.p99_within(pred.p99_ms):
+        why.append(f"p99 {pred.p99_ms:.0f} ms > {goal.p99_ms:g}")
+    if mem is not None and not goal.memory_within(mem):
+        why.append(f"memory {mem:.0f} MiB > {goal.memory_mib:g}")
     limit = cal.db_max_connections
     if pool is not None and limit is not None and config.processes * pool > limit:
         why.append(f"processes x pool {config.processes * pool} > max_connections {limit}")
@@ -132,9 +133,9 @@ def saturation(cal: Calibration, processes: int | None, threads: int | None, poo
     return capacity(cal.workload_model(), cal.config(processes, threads, pool))
 
 
-def slo_capacity(cal: Calibration, processes: int, threads: int | None, p99_max_ms: float,
+def slo_capacity(cal: Calibration, processes: int, threads: int | None, goal: Goal,
                  pool: int | None = None, sim: bool = False) -> float:
-    """The highest open rate (req/s) whose predicted p99 keeps within ``p99_max_ms`` (0: none), by the
-    mean-value model or, ``sim``, the simulator (its p99 is the closer: model/sim.py)."""
-    return highest_rate(lambda rate: open_p99(cal, processes, threads, rate, pool, sim), p99_max_ms,
+    """The highest open rate (req/s) whose predicted p99 keeps within the ``goal``'s latency target
+    (0: none), by the mean-value model or, ``sim``, the simulator (its p99 is the closer: model/sim.py)."""
+    return highest_rate(lambda rate: open_p99(cal, processes, threads, rate, pool, sim), goal.p99_within,
                         saturation(cal, processes, threads, pool), steps=10 if sim else 12)

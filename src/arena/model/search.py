@@ -170,8 +170,9 @@ def rounded(rate: float) -> float:
     return float(round(rate, digits))
 
 
-def highest_rate(p99_at: Callable[[float], float], p99_max: float, top: float, steps: int = 12) -> float:
-    """The highest rate in (0, ``top``) whose ``p99_at(rate)`` keeps within ``p99_max``, by bisection
+def highest_rate(p99_at: Callable[[float], float], within: Callable[[float], bool], top: float,
+                 steps: int = 12) -> float:
+    """The highest rate in (0, ``top``) whose ``p99_at(rate)`` is ``within`` the target (Goal.p99_within), by bisection
     (``steps`` halvings: 12 is 1/4096 of ``top``; p99 grows with the rate); 0 where even top / 1000
     does not. The highest rate the halvings can reach is tried first: where it keeps within the
     target, so does every lower one, and it is their answer without them (a target loose beside the
@@ -179,14 +180,14 @@ def highest_rate(p99_at: Callable[[float], float], p99_max: float, top: float, s
     lo, hi = 0.0, top
     for _ in range(steps):
         lo = (lo + hi) / 2
-    if p99_at(lo) <= p99_max:
+    if within(p99_at(lo)):
         return lo
-    if not p99_at(top * 1e-3) <= p99_max:
+    if not within(p99_at(top * 1e-3)):
         return 0.0
     lo, hi = 0.0, top
     for _ in range(steps):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if p99_at(mid) <= p99_max else (lo, mid)
+        lo, hi = (mid, hi) if within(p99_at(mid)) else (lo, mid)
     return lo
 
 
@@ -410,7 +411,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             slowest = max(_median_or(got[k], "p99_ms", False) for k in alive)  # median p99 (inf: no valid run)
             if beyond:
                 hard, seen = level.value, "every run beyond the goal"
-            elif goal.p99_ms is not None and slowest < RACE_LOW * goal.p99_ms:
+            elif goal.p99_ms is not None and goal.p99_within(slowest / RACE_LOW):
                 easy, seen = level.value, f"every p99 below {100 * RACE_LOW:g}% of the target"
             else:
                 settled = True  # the contenders' p99s meet the target here: the race stays
@@ -557,10 +558,10 @@ def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None, any_
         return "no valid run" + (f" ({', '.join(flags)})" if flags else "") + " where others had"
     valid = [s for s in samples if s.valid]
     mem = [s.memory_mib for s in valid if s.memory_mib is not None]
-    if goal.memory_mib is not None and len(mem) >= FIRST_RUNS and min(mem) > goal.memory_mib:
+    if goal.memory_mib is not None and len(mem) >= FIRST_RUNS and not goal.memory_within(min(mem)):
         return f"memory {min(mem):.0f} MiB or more > {goal.memory_mib:g} MiB in every run"
     p99 = [s.p99_ms for s in valid if s.p99_ms is not None]
-    if load is not None and goal.p99_ms is not None and len(p99) >= FIRST_RUNS and min(p99) > goal.p99_ms:
+    if load is not None and goal.p99_ms is not None and len(p99) >= FIRST_RUNS and not goal.p99_within(min(p99)):
         return f"p99 {min(p99):.0f} ms or more > {goal.p99_ms:g} ms in every run at {load.label}"
     return ""
 
@@ -595,7 +596,7 @@ def _out_of_reach(measurer: Measurer, keys: Sequence[Key], rates: Sequence[float
     for k in keys:
         got = {r: measurer.samples(k, Level("open", r)) for r in rates}
         least = min(least, least_p99([(r, _median_or(s, "p99_ms", False)) for r, s in got.items() if s]))
-    return least if least > goal.p99_ms else None
+    return None if goal.p99_within(least) else least
 
 
 def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Contender) -> bool:

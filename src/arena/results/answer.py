@@ -52,21 +52,37 @@ class Goal:
         """Whether ``cell`` keeps within the goal: at its medians, and surely (by their intervals)."""
         return self.check_figures(lambda name: FIGURES[name][1](cell))
 
+    def p99_within(self, p99_ms: float | None) -> bool:
+        """Whether a p99 (ms), measured or predicted, keeps within the latency target (always, without
+        one; never, without a figure). The one comparison of the target with a figure: a cell's
+        (check), a capacity search's runs at a rate (model/search.passes) and its stops, the model's
+        candidates and capacities (model/recommend.py), tune's race all ask it."""
+        return self.p99_ms is None or p99_ms is not None and p99_ms <= self.p99_ms
+
+    def memory_within(self, mib: float | None) -> bool:
+        """Whether a memory figure (PSS, MiB) keeps within the budget (always, without one)."""
+        return self.memory_mib is None or mib is not None and mib <= self.memory_mib
+
+    def errors_within(self, pct: float | None) -> bool:
+        """Whether an error share (% of the requests) keeps within the limit (always, without one)."""
+        return self.error_pct is None or pct is not None and pct <= self.error_pct
+
     def check_figures(self, figure_of: Callable[[str], Figure]) -> "Check":
         """Whether the figures ``figure_of(name)`` gives ("p99" in ms, "memory" in MiB, "errors" in % of
         requests; asked for the limits set only) keep within the goal: at their medians, and surely
-        (by their intervals). The one judgement of a goal: a cell's (check), the runs of a capacity
-        search at one rate (model/search.passes)."""
+        (by their intervals). The one judgement of a goal's figures: a cell's (check), the runs of a
+        capacity search at one rate (model/search.passes)."""
         median_only = []
-        for name, most in (("p99", self.p99_ms), ("memory", self.memory_mib), ("errors", self.error_pct)):
+        for name, most, within in (("p99", self.p99_ms, self.p99_within), ("memory", self.memory_mib, self.memory_within),
+                                   ("errors", self.error_pct, self.errors_within)):
             if most is None:
                 continue
             figure = figure_of(name)
             if figure.median is None:
                 return Check(False, f"no {name} figure")
-            if figure.median > most:
+            if not within(figure.median):
                 return Check(False, name)
-            if figure.interval is None or figure.interval.hi > most:
+            if figure.interval is None or not within(figure.interval.hi):
                 median_only.append(name)
         return Check(True, None, tuple(median_only))
 
