@@ -122,3 +122,17 @@ def test_a_modules_name_says_what_it_holds_once():
         if path.name != "__init__.py" and path.parent.name != "cli":
             where[path.name].append(str(path.relative_to(root)))
     assert {name: places for name, places in where.items() if len(places) > 1} == {}
+
+
+def test_no_module_of_arena_load_uses_itself_through_others():
+    """arena-load's modules (crate::NAME, outside their tests) form no circle either: the response
+    parser below the session that reads it, below the requests that use the session."""
+    import re
+
+    src = Path(__file__).parents[1] / "crates" / "arena-load" / "src"
+    graph = {}
+    for path in src.glob("*.rs"):
+        code = path.read_text().split("#[cfg(test)]")[0]
+        graph[path.stem] = set(re.findall(r"crate::([a-z_]+)", code)) - {path.stem}
+    assert {"http", "response", "session"} <= set(graph) and "response" in graph["session"]
+    assert cycles(graph) == []

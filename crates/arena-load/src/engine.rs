@@ -33,7 +33,8 @@ use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::http::{Head, Malformed, Parser, Step, Template};
+use crate::http::Template;
+use crate::response::{Head, Malformed, Parser, Step};
 use crate::pacer::{Pacer, SplitMix64, Stop};
 use crate::session::{Session, User};
 use crate::source::{Request, Source};
@@ -736,7 +737,7 @@ impl<'a> Worker<'a> {
                 Ok(Step::More(used)) => {
                     conn.rbuf.copy_within(used..conn.rlen, 0);
                     conn.rlen -= used;
-                    if conn.rbuf.len() > crate::http::MAX_HEAD * 2 {
+                    if conn.rbuf.len() > crate::response::MAX_HEAD * 2 {
                         return self.drop_conn(slot, Some(ErrorKind::Malformed), now);
                     }
                     // a short read means the socket is drained: wait for the next edge, unless the
@@ -847,7 +848,7 @@ impl<'a> Worker<'a> {
     }
 
     /// `stat`: the connection's own latencies, where it has them.
-    fn complete(&mut self, flight: InFlight, now: u64, head: &crate::http::Head, bytes: u64, stat: Option<usize>) {
+    fn complete(&mut self, flight: InFlight, now: u64, head: &crate::response::Head, bytes: u64, stat: Option<usize>) {
         let req = flight.req;
         if !self.cfg.expect.contains(head.status) {
             // an answer, but not a success: an error of its own class, kept out of the latencies

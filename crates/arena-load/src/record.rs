@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 
-use crate::http::{parse_server_timing, Head, MAX_TIMING_NAME};
+use crate::response::{parse_server_timing, Head, MAX_TIMING_NAME};
 
 /// Histograms cover 1 µs to 1 hour at 3 significant digits (values are clamped into that range).
 pub const SIGFIG: u8 = 3;

@@ -9,7 +9,7 @@
 use cookie_store::CookieStore;
 use regex::Regex;
 
-use crate::http::Head;
+use crate::response::Head;
 use crate::source::Plan;
 
 /// Where a captured value is found in an answer.

@@ -2,7 +2,7 @@
 //! `make test`): whatever bytes arrive, however they are split, the parser never panics and never
 //! reads past a response; a well-formed response is parsed the same whole or in pieces.
 
-use arena_load::http::{Malformed, Parser, Step};
+use arena_load::response::{Malformed, Parser, Step};
 use proptest::prelude::*;
 
 /// Feed `pieces` one after another as a connection would (an unfinished head is fed again with
