@@ -33,7 +33,7 @@ from arena.model.calibrate import Discipline  # noqa: E402
 from arena.model.recommend import candidates  # noqa: E402
 from arena.model.verify import compare, mape, p99_mape  # noqa: E402
 from arena.results.answer import Goal  # noqa: E402
-from arena.plan.experiment import load_experiment  # noqa: E402
+from arena.plan.parse import load_experiment  # noqa: E402
 from arena.results.store import Store  # noqa: E402
 
 sys.path.insert(0, str(ROOT))

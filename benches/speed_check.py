@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness import ARENA_LOAD, ROOT  # noqa: F401  (harness puts src/ on the path)
 from arena import speed
-from arena.plan.experiment import parse_experiment
+from arena.plan.parse import parse_experiment
 from arena.results.store import Store
 from arena.runner import Seams, run_experiment
 

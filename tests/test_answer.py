@@ -259,7 +259,7 @@ def test_recommend_renders_the_same_answer_as_show_at_its_load(res):
 
 
 def test_thresholds_are_read_checked_on_each_cell_and_refused_in_one_line(res):
-    from arena.plan.experiment import parse_experiment
+    from arena.plan.parse import parse_experiment
     from arena.results.thresholds import evaluate, failed, parse
 
     assert parse("p99 < 200ms").value == 200 and parse("p99<0.2s").value == 200

@@ -171,7 +171,9 @@ def test_a_setting_the_server_lacks_or_a_wrong_value_is_refused_in_one_line():
 
 
 def test_the_settings_text_is_the_one_way_a_name_shows_them():
-    assert catalog.settings_text({"preload": True, "max_requests": 500, "loop": "uvloop"}) == \
+    from arena.plan.experiment import settings_text
+
+    assert settings_text({"preload": True, "max_requests": 500, "loop": "uvloop"}) == \
         "preload=true max_requests=500 loop=uvloop"
 
 

@@ -12,7 +12,7 @@ from arena.errors import ArenaError
 from arena.clients import KEYS, Clients, parse_rate, rate_text
 from arena.results.run_setup import LoadSettings
 from arena.plan.expand import plan
-from arena.plan.experiment import parse_experiment, workloads_of
+from arena.plan.parse import parse_experiment, workloads_of
 from arena.plan.stored import stored_experiment
 from arena.report.data import clients_note
 from arena.runner import load_spec

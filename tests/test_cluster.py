@@ -379,7 +379,7 @@ def test_an_experiments_cluster_loads_its_server_from_the_load_hosts(cluster, tm
 
 
 def test_a_cluster_table_names_a_scheduler_by_ip_and_port(tmp_path):
-    from arena.plan.experiment import load_experiment
+    from arena.plan.parse import load_experiment
 
     base = ('name = "x"\n[load]\nconcurrency = [1]\n[[servers]]\nserver = "puma"\napp = "rack"\n'
             '[layout]\nserver_cpus = "1"\nload_cpus = "0"\n')

@@ -12,7 +12,7 @@ from arena.drivers import native
 from arena.drivers.spec import LoadSpec
 from arena.http_client import Client
 from arena.mix import load_mix
-from arena.plan.experiment import load_experiment
+from arena.plan.parse import load_experiment
 from arena.servers.launch import ServerSpec, start
 from arena.services import started_services
 from arena.subjects.user import user_app

@@ -9,7 +9,8 @@ import pytest
 
 from arena.errors import ArenaError
 from arena.plan.expand import plan
-from arena.plan.experiment import Level, ServerConfig, default_layout, load_experiment, parse_experiment
+from arena.plan.experiment import Level, ServerConfig
+from arena.plan.parse import default_layout, load_experiment, parse_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"name": "t", "servers": [{"server": "puma", "app": "rack", "processes": [1, 2], "threads": [1, 5]}],
@@ -391,7 +392,7 @@ def test_a_problem_names_the_line_that_holds_its_key(tmp_path):
 def test_a_goal_written_as_a_table_reads_back_as_the_same_goal():
     """arena tune stores its goal in the experiment it runs (goal_table): [goal] must read back as the
     Goal it was made from, or the search and show would judge by another."""
-    from arena.plan.experiment import goal_of, goal_table
+    from arena.plan.parse import goal_of, goal_table
     from arena.results.answer import Goal
 
     assert goal_table(Goal(200.0, None, 1.0)) == {"p99_max": "200ms", "error_max": "1%"}  # as before: same names

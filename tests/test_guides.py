@@ -191,7 +191,7 @@ def test_every_relative_link_of_the_docs_leads_to_a_file():
 def test_the_rules_page_holds_the_rules_as_the_code_states_them():
     """docs/reference/validity.md's table is written from the rules (tools/rules-doc): a rule added,
     reworded or given another default shows there, or this fails."""
-    from arena.plan.experiment import VALIDITY_DEFAULTS
+    from arena.plan.parse import VALIDITY_DEFAULTS
     from arena.report.formats.markdown import rules_table
 
     page = (DOCS / "reference" / "validity.md").read_text()

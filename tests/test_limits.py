@@ -187,7 +187,7 @@ def test_the_container_scenario_plans_the_documented_count_against_the_quotas_un
     from pathlib import Path
 
     from arena.limits import Limits
-    from arena.plan.experiment import load_experiment
+    from arena.plan.parse import load_experiment
     from arena.servers.sizing import SIZINGS
 
     exp = load_experiment(Path(__file__).resolve().parents[1] / "scenarios" / "container.toml")

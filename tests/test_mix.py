@@ -8,7 +8,7 @@ import pytest
 from arena.drivers.native import build_argv
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
-from arena.plan.experiment import parse_experiment
+from arena.plan.parse import parse_experiment
 from arena.mix import load_mix, parse_mix
 
 MIX = """

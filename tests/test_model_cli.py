@@ -160,7 +160,8 @@ def test_the_engine_calibrates_and_predicts_directly(res):
 
 
 def test_blocking_io_comes_from_the_workload_definition():
-    from arena.plan.experiment import Workload, workloads_of
+    from arena.plan.experiment import Workload
+    from arena.plan.parse import workloads_of
 
     assert Workload("/work?io_ms=5&io=block").blocking_io and not Workload("/work?io_ms=5").blocking_io
     assert not Workload("/block?io=blocking").blocking_io  # the parameter's value, not a substring of the URL

@@ -102,7 +102,7 @@ def test_the_core_installs_without_servers_and_its_commands_work(tmp_path):
 def test_the_demo_checks_the_servers_and_apps_its_experiment_runs():
     """make demo checks DEMO_SERVERS on rack, wsgi and asgi before it runs scenarios/quick.toml: the
     same servers, each serving one of those apps (a server added to the demo is checked too)."""
-    from arena.plan.experiment import load_experiment
+    from arena.plan.parse import load_experiment
 
     make = (ROOT / "Makefile").read_text()
     listed = re.search(r"^DEMO_SERVERS := (.+)$", make, re.M).group(1).split()

@@ -378,7 +378,7 @@ def test_report_top_sets_how_many_configurations_the_charts_draw(tmp_path, capsy
 def test_the_method_states_the_validity_rules_with_the_experiments_thresholds(report, stored):
     """The method section's rules are the code's (results/validity.py RULES), with the stored
     experiment's thresholds where it set them and the defaults elsewhere."""
-    from arena.plan.experiment import VALIDITY_DEFAULTS
+    from arena.plan.parse import VALIDITY_DEFAULTS
     from arena.results.validity import method
 
     definition, _ = stored

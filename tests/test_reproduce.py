@@ -12,7 +12,7 @@ from arena.app.storage import results
 from arena.app.reproduce import SCENARIOS, comparison_of, reproduction, study_files
 from arena.errors import ArenaError
 from arena.plan.study import Original
-from arena.plan.experiment import load_experiment, parse_experiment
+from arena.plan.parse import load_experiment, parse_experiment
 from arena.results import published
 from arena.reproduce.verdicts import (CORES, CPU, EXPLAINED, NETWORK, TOGETHER, UNEXPLAINED, Here, Line, compare,
                                      model_for_original, overhead_ms, taus, tried_causes, verdict)

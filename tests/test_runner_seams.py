@@ -9,7 +9,7 @@ import pytest
 from arena.results.load_result import Histogram, LoadResult, Phase, SeriesPoint
 from arena.errors import ArenaError
 from arena.plan.expand import plan
-from arena.plan.experiment import parse_experiment
+from arena.plan.parse import parse_experiment
 from arena.results.resources import ResourceResult
 from arena.results.store import Store
 from arena.runner import RunCounts, Seams, run_experiment

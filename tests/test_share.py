@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from arena.errors import ArenaError
-from arena.plan.experiment import default_layout, parse_experiment
+from arena.plan.parse import default_layout, parse_experiment
 from arena.results.aggregate import aggregate
 from arena.results.comparison import changes
 from arena.results.runs import SHARED

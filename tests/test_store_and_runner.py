@@ -495,7 +495,7 @@ def test_the_probe_covers_the_measured_window_not_the_drain():
     queued, and arena-load waits for them. The server's CPU and memory are read over the measured
     second only, not over the drain."""
     from arena.plan.expand import plan
-    from arena.plan.experiment import parse_experiment
+    from arena.plan.parse import parse_experiment
     from arena.runner import measure
     from arena.servers.launch import ServerSpec, start
 

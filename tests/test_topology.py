@@ -12,7 +12,7 @@ import pytest
 from arena.drivers import DRIVERS
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError
-from arena.plan.experiment import parse_experiment
+from arena.plan.parse import parse_experiment
 from arena.servers import catalog
 from arena.servers.cgroup import survivors
 from arena.servers.launch import ServerSpec

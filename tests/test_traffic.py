@@ -333,7 +333,8 @@ def test_a_profile_is_sent_at_its_times_by_arena_load(tmp_path, capsys):
 def test_an_experiments_profile_is_read_scaled_to_each_rate_and_refused_where_it_cannot_be(tmp_path):
     from arena.drivers.native import build_argv
     from arena.errors import ArenaError
-    from arena.plan.experiment import RunSpec, parse_experiment
+    from arena.plan.experiment import RunSpec
+    from arena.plan.parse import parse_experiment
     from arena.runner import load_spec
 
     lines, counts = bursty_log(20)

@@ -20,7 +20,8 @@ from arena.app.tune import Request, Stored, tune
 from arena.cli import main
 from arena.errors import NotMeasured
 from arena.model.search import WITHIN, Ask
-from arena.plan.experiment import Level, parse_experiment
+from arena.plan.experiment import Level
+from arena.plan.parse import parse_experiment
 from arena.results.load_result import Histogram, LoadResult, Phase
 from arena.results.store import Store
 from arena.runner import Seams

@@ -14,7 +14,7 @@ from arena.results.aggregate import aggregate
 from arena.app.check import check_one
 from arena.errors import ArenaError
 from arena.http_client import Client
-from arena.plan.experiment import parse_experiment
+from arena.plan.parse import parse_experiment
 from arena.results.store import Store
 from arena.runner import run_experiment
 from arena.servers import cgroup

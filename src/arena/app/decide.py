@@ -14,7 +14,8 @@ from arena.app.analysis import analyse
 from arena.app.storage import open_store, results
 from arena.app.run import RunCounts, run_file
 from arena.model.estimate import START_S
-from arena.plan.experiment import Experiment, Overrides
+from arena.plan.experiment import Experiment
+from arena.plan.parse import Overrides
 from arena.results.answer import Versus
 from arena.runner import Event, Seams, run_experiment
 

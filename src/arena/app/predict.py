@@ -27,7 +27,7 @@ from arena.model.simulated import Simulated
 from arena.model.recommend import Candidate, candidates, verified
 from arena.model.server import Config, Prediction
 from arena.model.verify import matching, measured, predict as predict_one
-from arena.plan.experiment import parse_experiment
+from arena.plan.parse import parse_experiment
 from arena.results.runs import level_label
 from arena.results.aggregate import Cell
 from arena.results.answer import Answer, Goal, answer

@@ -14,7 +14,8 @@ from arena.app.run import Planned, RunCounts, run_file
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s
 from arena.plan.expand import plan
-from arena.plan.experiment import Experiment, load_experiment, parse_experiment
+from arena.plan.experiment import Experiment
+from arena.plan.parse import load_experiment, parse_experiment
 from arena.plan.stored import StoredExperiment
 from arena.results import published
 from arena.reproduce.verdicts import Comparison, compare

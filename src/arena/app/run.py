@@ -11,7 +11,8 @@ from arena.errors import ArenaError
 from arena.model.estimate import estimate_s, group_s
 from arena.plan.expand import plan
 from arena.plan.shard import Shard
-from arena.plan.experiment import Experiment, Group, Overrides, load_experiment
+from arena.plan.experiment import Experiment, Group
+from arena.plan.parse import Overrides, load_experiment
 from arena.runner import Event, RunCounts, Seams, plan_groups, run_experiment
 from arena.servers.cgroup import limits_problem
 

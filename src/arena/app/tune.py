@@ -37,8 +37,8 @@ from arena.model.observe import observations
 from arena.model.recommend import grid, open_p99, saturation, slo_capacity
 from arena.model.search import Ask, Contender, Key, Learn, Measurer, Sample, Tuning, learned, sample_of, search
 from arena.model.verify import predict
-from arena.plan.experiment import (Experiment, Group, Level, RunSpec, ServerConfig, Workload, goal_table,
-                                   parse_experiment)
+from arena.plan.experiment import Experiment, Group, Level, RunSpec, ServerConfig, Workload
+from arena.plan.parse import goal_table, parse_experiment
 from arena.probe import sample_once
 from arena.results.aggregate import MiB, Figure
 from arena.results.answer import Goal

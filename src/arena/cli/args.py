@@ -168,7 +168,7 @@ def add_limits(p: argparse.ArgumentParser) -> None:
 def overrides_of(args):
     """What run's flags set over the experiment file (plan's Overrides): --share-cpus, and the
     limits (add_limits) on every [[servers]] entry, as the file's keys would."""
-    from arena.plan.experiment import Overrides  # here: the file's reader only where a file is read
+    from arena.plan.parse import Overrides  # here: the file's reader only where a file is read
 
     keys = (("cpu_limit", args.cpu_limit), ("cpu_period", args.cpu_period and f"{args.cpu_period * 1000:g}ms"),
             ("memory_limit", args.memory_limit and f"{args.memory_limit:g}MiB"))
@@ -240,7 +240,7 @@ def topology_option(given: list[tuple[str, str]], server: str):
     from arena.topology import parse_value, topology
 
     try:
-        return topology({k: parse_value(v) for k, v in given}, catalog.CATALOG.get(server))
+        return topology({k: parse_value(v) for k, v in given}, catalog.CATALOG.get(server), catalog.unix_servers())
     except ArenaError as e:
         key, _, why = str(e).partition(": ")
         raise ArenaError(f"--topology {key}={dict(given).get(key, '')}: {why}") from None

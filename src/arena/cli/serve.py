@@ -6,6 +6,7 @@ from arena.cli.args import (note_unused_environment, reap_first, warn, add_knobs
                             add_user_app, assignment, count, limits_of, settings_options, topology_option,
                             user_app_options)
 from arena.servers import catalog
+from arena.plan.experiment import settings_text
 from arena.servers.launch import ServerSpec
 from arena.subjects import App
 from arena.subjects.user import app_for
@@ -37,7 +38,7 @@ def run(args, out) -> int:
     def ready(deployed) -> None:
         running = deployed.instances[0] if topology.front else deployed
         knobs = ", ".join(f"{k}={'default' if v is None else v}" for k, v in running.knobs.items()) or "no knobs"
-        knobs += "".join(f", {catalog.settings_text({k: v})}" for k, v in running.settings.items())
+        knobs += "".join(f", {settings_text({k: v})}" for k, v in running.settings.items())
         knobs += f", {running.spec.limits.text}" if running.spec.limits.any else ""
         out.print(f"{running.server.name} {running.version or ''} serving [bold]{running.app}[/] at "
                   f"[bold]{running.socket or running.url}[/] ({knobs}; {len(running.procset.pids())} processes; "

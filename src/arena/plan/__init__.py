@@ -1,5 +1,5 @@
-"""Experiment files (TOML) -> a validated, typed Experiment (experiment.py, its keys read by
-reader.py) -> the plan of runs (expand.py).
+"""Experiment files (TOML) -> the experiment as values (experiment.py), read by parse.py (its keys
+by reader.py) -> the plan of runs (expand.py).
 
 First stage of Arena's data flow: experiment -> plan -> runner -> results (store, aggregate) ->
 report and model."""

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.errors import ArenaError
-from arena.plan.experiment import UNNAMED, VALIDITY_DEFAULTS, Workload, goal_of, thresholds_of, workloads_of
+from arena.plan.experiment import Workload
+from arena.plan.parse import UNNAMED, VALIDITY_DEFAULTS, goal_of, thresholds_of, workloads_of
 from arena.results.answer import Goal
 from arena.results.thresholds import Threshold
 

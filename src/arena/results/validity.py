@@ -12,7 +12,7 @@ from arena.limits import MiB, memory_text
 from arena.results.load_result import LoadResult
 from arena.results.run_setup import SCHEDULE
 
-# The experiment's thresholds by default (plan/experiment.py reads them from the file)
+# The experiment's thresholds by default (plan/parse.py reads them from the file)
 ERROR_THRESHOLD = 0.01  # errors over answered requests
 DRIFT_THRESHOLD = 0.25  # |first half - second half| / larger half
 OTHERS_MAX = 0.05  # what others may take of the run's CPUs (speed.others_cores; the counters tick in 10 ms)

@@ -524,11 +524,6 @@ def check_settings(server: Server, settings: Mapping[str, object], flag: str = "
     return {name: options[name].check(settings[name]) for name in options if name in settings}
 
 
-def settings_text(settings: Mapping[str, object]) -> str:
-    """The one way a configuration's settings are written in its name: "preload=true yjit=false"."""
-    return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in settings.items())
-
-
 def check_app(server: Server, app: App) -> None:
     if app.interface not in server.interfaces:
         raise ArenaError(f"--app: {server.name} cannot serve '{app.name}' ({app.interface}); "
@@ -599,6 +594,11 @@ def build_command(server: Server, app: App, knobs: Mapping[str, int | None], *, 
     elif lines:
         raise ArenaError(f"{server.name}: a setting needs a config file and the entry has none")
     return Command(argv, files, env)
+
+
+def unix_servers() -> tuple[str, ...]:
+    """The servers that can listen on a unix socket here (Server.unix)."""
+    return tuple(s.name for s in CATALOG.values() if s.unix is not None)
 
 
 def unix_bound(server: Server) -> tuple[tuple[str, ...], tuple[str, str] | None]:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.errors import ArenaError
-from arena.servers import catalog
 
 PROXIES = ("nginx",)
 BALANCERS = ("haproxy",)
@@ -99,10 +98,11 @@ def value_problem(key: str, value: Any) -> str | None:
     return None if ok else f"must be {text}"
 
 
-def topology(given: dict[str, Any], server: catalog.Server | None = None) -> Topology:
+def topology(given: dict[str, Any], server: Any = None, unix_servers: tuple[str, ...] = ()) -> Topology:
     """A topology from checked values (value_problem); its combinations checked here: one front,
     a fleet only behind a balancer, each front's own keys only with it, a unix socket only for a
-    ``server`` that can bind one. Raises ArenaError "key: why" (the caller adds where)."""
+    ``server`` (a catalog entry) that can bind one (``unix_servers``: those that can, named in the
+    refusal). Raises ArenaError "key: why" (the caller adds where)."""
     for key, value in given.items():
         problem = value_problem(key, value)
         if problem:
@@ -119,8 +119,8 @@ def topology(given: dict[str, Any], server: catalog.Server | None = None) -> Top
         raise ArenaError("upstream: applies to a proxy or a balancer")
     t = Topology(**{FIELD.get(k, k): v for k, v in given.items()})
     if server is not None and t.upstream == "unix" and server.unix is None:
-        can = [s.name for s in catalog.CATALOG.values() if s.unix is not None]
-        raise ArenaError(f"upstream: {server.name} cannot listen on a unix socket here (those that can: {', '.join(can)})")
+        raise ArenaError(f"upstream: {server.name} cannot listen on a unix socket here (those that can: "
+                         f"{', '.join(unix_servers)})")
     return t
 
 
