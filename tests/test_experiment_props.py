@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from arena.errors import ArenaError
 from arena.plan.expand import plan
 from arena import paths
-from arena.plan.parse import SERVER_KEYS, load_experiment, parse_experiment
+from arena.plan.grid import SERVER_KEYS
+from arena.plan.parse import load_experiment, parse_experiment
 
 TOP_KEYS = set(json.loads(paths.schema("experiment.schema.json").read_text())["properties"])
 

@@ -194,7 +194,7 @@ def test_a_mix_is_written_only_whole_and_valid_and_never_over_its_log(tmp_path, 
     said = " ".join(capsys.readouterr().out.split())  # as one line: a long path wraps at 200 columns
     assert f"2 lines skipped (first: {log}:22: a CONNECT request: not a method a mix sends" in said
     assert f"1 line: a CONNECT request: not a method a mix sends (GET, HEAD, POST, PUT, PATCH, DELETE) ({log}:22)" in said
-    assert f"1 line: a PROPFIND request: not a method a mix sends" in said and f"({log}:41)" in said
+    assert "1 line: a PROPFIND request: not a method a mix sends" in said and f"({log}:41)" in said
     assert {r.method for r in load_mix(out).requests} <= {"GET", "POST"}
 
 

@@ -10,7 +10,6 @@ and what is allowed. The format is shown in scenarios/quick.toml.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import tomllib
@@ -19,14 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from arena import speed as machine_speed
-from arena.errors import ArenaError, did_you_mean
-from arena.limits import LEAST_MEMORY_MIB, PERIOD_RANGE_S, PERIOD_S, Limits, cpu_problem, memory_problem
+from arena.errors import ArenaError
 from arena.results import validity
-from arena.servers import catalog
 from arena.cpus import cpu_list, format_cpu_list, parse_cpu_list
 from arena.services import KINDS, ServiceSpec, check_settings
-from arena.subjects import APPS, App
-from arena.subjects.user import INTERFACES, measured_health, user_app
+from arena.subjects.user import measured_health
 from arena.clients import Clients, clients as read_clients
 from arena.mix import load_mix
 from arena.plan.study import reproduction
@@ -37,9 +33,10 @@ from arena.traffic.read import profile_times
 from arena.results.thresholds import Threshold, parse as parse_threshold
 from arena.stats import THRESHOLD
 from arena.plan.reader import (MAX_DURATION_S, MAX_TIMEOUT_S, MAX_WARMUP_S, KeyProblem, Reader, element,
-                               parse_duration, parse_size_mib, show_value)
+                               parse_duration, show_value)
+from arena.plan.grid import server_grid, twins
 from arena.plan.schema import check as check_schema
-from arena.topology import Topology, instance_cpus, topology, value_problem
+from arena.topology import instance_cpus
 from arena.plan.experiment import Cluster, Experiment, Level, ServerConfig, Workload
 
 
@@ -49,8 +46,6 @@ UNNAMED = "(stored definition)"  # how errors name a stored definition whose fil
 # defaults
 VALIDITY_DEFAULTS = {"error_threshold": validity.ERROR_THRESHOLD, "drift_threshold": validity.DRIFT_THRESHOLD,
                      "others_threshold": validity.OTHERS_MAX, "speed_threshold": machine_speed.THRESHOLD}
-SERVER_KEYS = {"server", "app", "label", "processes", "threads", "connections", "pool", "options", "env", "topology",
-               "thresholds", "cpu_limit", "cpu_period", "memory_limit"}
 
 
 SHARE_ADVICE = ("this machine has one CPU; the server and the load need their own, or share it knowingly: "
@@ -125,7 +120,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):  # the file's name: the schema checks a given one
         raise top.fail("name", name, "must be 1-64 letters, digits, '.', '_' or '-'")
     default_app = top.get("app")
-    default_topology = _table(top, "topology")
+    default_topology = top.subtable("topology")
     from arena.drivers import DRIVERS  # here, not where the file is imported: reading a store needs no driver
 
     driver = top.string("driver", "arena-load", tuple(DRIVERS))
@@ -135,7 +130,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     if len(set(names)) != len(names):
         raise top.fail("workloads", names, "each workload needs its own name")
 
-    load = Reader(file, _table(top, "load"), "load.")
+    load = Reader(file, top.subtable("load"), "load.")
     find, find_from = _find(load)
     levels = [] if find else _levels(load)
     open_model = (find is not None or any(lv.model == "open" for lv in levels)
@@ -145,37 +140,9 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     if profile:
         arrival = SCHEDULE
 
-    servers_raw = data["servers"]
-    servers: list[ServerConfig] = []
-    entry_of: dict[ServerConfig, int] = {}
-    thresholds = _thresholds(top, None)
-    for i, raw in enumerate(servers_raw):
-        grid = _server_grid(Reader(file, raw, f"servers[{i}]."), default_app, default_topology)
-        thresholds += _thresholds(Reader(file, raw, f"servers[{i}]."), grid)
-        for c in grid:
-            if c in entry_of:  # never merged silently: one of them is a mistake
-                raise top.fail(f"servers[{i}]", c.name, f"this configuration is in servers[{entry_of[c]}] too "
-                                                        f"({c.key}); keep one")
-            entry_of[c] = i
-            servers.append(c)
-    servers = [replace(c, user_app=measured_health(c.user_app, _measured_get(workloads[0]))) if c.user_app else c
-               for c in servers]
-    servers = _twins(top, servers)
-    seen: dict[str, ServerConfig] = {}
-    for c in servers:
-        if c.name in seen and seen[c.name] != c:
-            raise top.fail("servers", c.name, f"two configurations have this label ({seen[c.name].key} and {c.key}); "
-                                              "each needs its own, or their runs would be merged into one row")
-        seen[c.name] = c
-
+    servers, thresholds = _servers(top, default_app, default_topology, workloads)
     soak_s, soak_every = _soak(load, find)
-    if soak_s is not None and ("duration" in data or "requests" in data):
-        key = "duration" if "duration" in data else "requests"
-        raise top.fail(key, data[key], "a soak's length is [load] soak: give one or the other")
-    duration = soak_s or top.duration("duration", None if "requests" in data else "10s", MAX_DURATION_S)
-    requests = top.integer("requests", None, 1, 10**12)
-    if duration == 0:
-        raise top.fail("duration", data.get("duration"), "must be above 0")
+    duration, requests = _length(top, soak_s)
 
     _check_driver(top, driver, levels or [Level("open", 1.0)], requests is not None, workloads, arrival)
     goal = _goal(top)
@@ -185,23 +152,7 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
         raise top.fail("requests", requests, "a capacity search runs for a duration: give duration, not requests")
 
     cluster = _cluster(top, driver)
-    lay = Reader(file, _table(top, "layout"), "layout.")
-    server_local = server_here or cluster is None or cluster.server == "here"  # the server's CPUs are this machine's
-    server_cpus, load_cpus = _layout(lay, server_local, cluster is None)
-    services = _services(top)
-    pooled = next((i for i, raw in enumerate(servers_raw) if raw.get("pool") is not None), None)
-    if pooled is not None and not any(s.kind == "postgres" for s in services):
-        raise Reader(file, servers_raw[pooled], f"servers[{pooled}].").fail(
-            "pool", servers_raw[pooled]["pool"], "sizes the database pool: declare [[services]] kind = \"postgres\"")
-    service_cpus = _cpus(lay, "service_cpus", server_local) or server_cpus
-    if set(service_cpus) & set(load_cpus) and not lay.boolean("share", False):  # the server's never do, but shared
-        raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
-    if server_local or lay.get("server_cpus") is not None:  # else the server host's default layout, checked there
-        for c in servers:
-            try:
-                instance_cpus(list(server_cpus), c.topology)
-            except ArenaError as e:
-                raise top.fail("servers", c.name, str(e)) from None
+    server_cpus, load_cpus, services, service_cpus = _placement(top, servers, cluster, server_here)
 
     exp = Experiment(
         name=name, file=file, description=top.string("description", ""), driver=driver, servers=tuple(servers),
@@ -223,6 +174,72 @@ def parse_experiment(data: dict[str, Any], file: str, server_here: bool = False)
     if later is not None:  # the reader let it pass: the schema's word stands
         raise later
     return exp
+
+
+def _servers(top: Reader, default_app: Any, default_topology: dict[str, Any],
+             workloads: list[Workload]) -> tuple[list[ServerConfig], list[Threshold]]:
+    """Every [[servers]] entry's grid of configurations (each once: the same one in two entries is a
+    mistake), its twins (an A/A test) and each label once; and the thresholds, the file's and each
+    entry's (on its own configurations)."""
+    servers: list[ServerConfig] = []
+    entry_of: dict[ServerConfig, int] = {}
+    thresholds = _thresholds(top, None)
+    for i, raw in enumerate(top.table["servers"]):
+        grid = server_grid(Reader(top.file, raw, f"servers[{i}]."), default_app, default_topology)
+        thresholds += _thresholds(Reader(top.file, raw, f"servers[{i}]."), grid)
+        for c in grid:
+            if c in entry_of:  # never merged silently: one of them is a mistake
+                raise top.fail(f"servers[{i}]", c.name, f"this configuration is in servers[{entry_of[c]}] too "
+                                                        f"({c.key}); keep one")
+            entry_of[c] = i
+            servers.append(c)
+    servers = [replace(c, user_app=measured_health(c.user_app, _measured_get(workloads[0]))) if c.user_app else c
+               for c in servers]
+    servers = twins(top, servers)
+    seen: dict[str, ServerConfig] = {}
+    for c in servers:
+        if c.name in seen and seen[c.name] != c:
+            raise top.fail("servers", c.name, f"two configurations have this label ({seen[c.name].key} and {c.key}); "
+                                              "each needs its own, or their runs would be merged into one row")
+        seen[c.name] = c
+    return servers, thresholds
+
+
+def _length(top: Reader, soak_s: float | None) -> tuple[float | None, int | None]:
+    """A run's length: (duration, requests): a soak's, or ``duration`` (10 s by default), or ``requests``."""
+    data = top.table
+    if soak_s is not None and ("duration" in data or "requests" in data):
+        key = "duration" if "duration" in data else "requests"
+        raise top.fail(key, data[key], "a soak's length is [load] soak: give one or the other")
+    duration = soak_s or top.duration("duration", None if "requests" in data else "10s", MAX_DURATION_S)
+    if duration == 0:
+        raise top.fail("duration", data.get("duration"), "must be above 0")
+    return duration, top.integer("requests", None, 1, 10**12)
+
+
+def _placement(top: Reader, servers: list[ServerConfig], cluster: Cluster | None, server_here: bool
+               ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[ServiceSpec, ...], tuple[int, ...]]:
+    """Where everything runs ([layout]): the server's CPUs, the load's, the services and theirs; a
+    database pool needs its database, and a fleet's instances their CPUs."""
+    lay = Reader(top.file, top.subtable("layout"), "layout.")
+    server_local = server_here or cluster is None or cluster.server == "here"  # the server's CPUs are this machine's
+    server_cpus, load_cpus = _layout(lay, server_local, cluster is None)
+    services = _services(top)
+    entries = top.table["servers"]
+    pooled = next((i for i, raw in enumerate(entries) if raw.get("pool") is not None), None)
+    if pooled is not None and not any(s.kind == "postgres" for s in services):
+        raise Reader(top.file, entries[pooled], f"servers[{pooled}].").fail(
+            "pool", entries[pooled]["pool"], "sizes the database pool: declare [[services]] kind = \"postgres\"")
+    service_cpus = _cpus(lay, "service_cpus", server_local) or server_cpus
+    if set(service_cpus) & set(load_cpus) and not lay.boolean("share", False):  # the server's never do, but shared
+        raise lay.fail("service_cpus", lay.get("service_cpus"), "must not overlap load_cpus")
+    if server_local or lay.get("server_cpus") is not None:  # else the server host's default layout, checked there
+        for c in servers:
+            try:
+                instance_cpus(list(server_cpus), c.topology)
+            except ArenaError as e:
+                raise top.fail("servers", c.name, str(e)) from None
+    return server_cpus, load_cpus, services, service_cpus
 
 
 def workloads_of(definition: dict[str, Any], file: str = UNNAMED) -> dict[str, Workload]:
@@ -259,7 +276,7 @@ def thresholds_of(definition: dict[str, Any], file: str = UNNAMED) -> list[Thres
         if not isinstance(raw, dict) or raw.get("thresholds") is None:
             continue
         try:
-            out += _thresholds(r, _server_grid(r, definition.get("app"), definition.get("topology") or {}))
+            out += _thresholds(r, server_grid(r, definition.get("app"), definition.get("topology") or {}))
         except ArenaError:
             out += [replace(t, server=raw.get("server")) for t in _thresholds(r, None)]
     return out
@@ -275,7 +292,7 @@ def _cluster(top: Reader, driver: str) -> Cluster | None:
     scheduler's host: where this machine's server listens for the load hosts)."""
     if "cluster" not in top.table:
         return None
-    r = Reader(top.file, _table(top, "cluster"), "cluster.")
+    r = Reader(top.file, top.subtable("cluster"), "cluster.")
     address = r.string("address", "")
     m = re.fullmatch(r"tcp://([0-9.]+|\[[0-9a-fA-F:]+\]):(\d{1,5})", address)
     if not m or not _ip(m.group(1).strip("[]")):
@@ -304,7 +321,7 @@ def _ip(text: str) -> bool:
 def _goal(top: Reader) -> Goal:
     """``[goal]``: p99_max (a duration), memory_max (a size: PSS), error_max (a share of the requests),
     threshold (the smallest difference worth calling one)."""
-    g = Reader(top.file, _table(top, "goal"), "goal.")
+    g = Reader(top.file, top.subtable("goal"), "goal.")
     p99 = g.duration("p99_max", None, MAX_TIMEOUT_S)
     if p99 == 0:
         raise g.fail("p99_max", g.table["p99_max"], "must be above 0")
@@ -339,13 +356,13 @@ def _workloads(top: Reader, read_mix: bool) -> list[Workload]:
     if "workloads" in top.table:
         return [_workload(Reader(top.file, w, f"workloads[{i}]."), named=True, read_mix=read_mix, clients=default)
                 for i, w in enumerate(top.table["workloads"])]
-    return [_workload(Reader(top.file, _table(top, "workload"), "workload."), named=False, read_mix=read_mix,
+    return [_workload(Reader(top.file, top.subtable("workload"), "workload."), named=False, read_mix=read_mix,
                       clients=default)]
 
 
 def _clients(r: Reader, key: str, default: Clients) -> Clients:
     """A clients table under ``key`` of ``r`` over ``default`` (plan.clients reads it)."""
-    cl = Reader(r.file, _table(r, key), f"{r.prefix}{key}.")
+    cl = Reader(r.file, r.subtable(key), f"{r.prefix}{key}.")
     return read_clients(cl.table, default, cl.fail, lambda k, most: cl.duration(k, None, most))
 
 
@@ -477,7 +494,7 @@ def _workload(r: Reader, named: bool, read_mix: bool = True, clients: Clients = 
     """A [workload] table: one request (``path``, ``method``) or a request mix file (``mix``, read
     relative to the experiment file unless ``read_mix`` is off: a stored definition's file may be gone).
     A named workload may have its own ``clients`` over the experiment's, and its own ``load``."""
-    own = Reader(r.file, _table(r, "load"), f"{r.prefix}load.")
+    own = Reader(r.file, r.subtable("load"), f"{r.prefix}load.")
     for key in ("soak", "soak_every", "arrival", "profile", "window"):
         if key in own.table:
             raise own.fail(key, own.get(key), "applies to the experiment's [load] only")
@@ -505,231 +522,12 @@ def _workload(r: Reader, named: bool, read_mix: bool = True, clients: Clients = 
                     levels=levels)
 
 
-def _table(r: Reader, key: str) -> dict[str, Any]:
-    v = r.table.get(key, {})
-    if not isinstance(v, dict):
-        raise r.fail(key, v, f"must be a [{key}] table")
-    return v
-
-
-USER_APP_KEYS = {*INTERFACES, "chdir", "venv", "health", "ready_timeout", "warmup", "name"}
-
-
-def _app(r: Reader, value: Any, entry: catalog.Server) -> App:
-    """A configuration's app: a built-in subject's name; a user's config.ru or module:callable (a
-    string); or a table naming one (``rack``, ``wsgi`` or ``asgi``) with how it is run. Paths are
-    relative to the experiment file's directory."""
-    base = Path(r.file).resolve().parent
-    if isinstance(value, str) and value in APPS:
-        app = APPS[value]
-    elif isinstance(value, str):
-        try:
-            app = user_app(value, base=base, serves=entry.interfaces)
-        except ArenaError as e:
-            raise r.fail("app", value, str(e).removeprefix("--app: ").removeprefix("--")) from None
-    elif isinstance(value, dict):
-        t = Reader(r.file, value, f"{r.prefix}app.")
-        t.unknown(USER_APP_KEYS)
-        given = [k for k in INTERFACES if k in value]
-        if len(given) != 1:
-            raise r.fail("app", value, "a table names one of rack = \"config.ru\", wsgi = \"module:callable\" or "
-                                       "asgi = \"module:callable\"")
-        warmup = t.get("warmup", [])
-        if not isinstance(warmup, list) or not all(isinstance(p, str) for p in warmup):
-            raise t.fail("warmup", warmup, "must be a list of paths")
-        try:
-            app = user_app(t.string(given[0]), base=base, interface=given[0], chdir=t.string("chdir"),
-                           venv=t.string("venv"), health=t.string("health"),
-                           ready_timeout_s=t.duration("ready_timeout", None, MAX_TIMEOUT_S), warmup=warmup,
-                           name=t.string("name"), serves=entry.interfaces, flag=f"--{given[0]}")
-        except ArenaError as e:
-            raise r.fail("app", value, str(e).removeprefix("--")) from None
-    else:
-        raise r.fail("app", value, f"must be a built-in app ({', '.join(APPS)}), a config.ru path, module:callable "
-                                   "or a table")
-    if app.interface not in entry.interfaces:
-        raise r.fail("app", value, f"{entry.name} cannot serve it (a {app.interface} app; it serves: "
-                                   f"{', '.join(entry.interfaces)})")
-    return app
-
-
 def _measured_get(w: Workload) -> str | None:
     """What a workload measures as a GET (its path, or its mix's first GET): a user's app's health path
     where none is given."""
     if w.mix is not None:
         return w.mix.first_get()
     return w.path if w.method == "GET" and w.mix_file is None else None
-
-
-def _twins(top: Reader, servers: list[ServerConfig]) -> list[ServerConfig]:
-    """The configurations, those listed more than once under different labels marked as twins (an A/A
-    test: each runs as its own cell, so one configuration can be compared with itself)."""
-    by_key: dict[str, list[ServerConfig]] = {}
-    for c in servers:
-        by_key.setdefault(c.key, []).append(c)
-    for same in (v for v in by_key.values() if len(v) > 1):
-        unlabeled = next((c for c in same if c.label is None), None)
-        if unlabeled is not None:
-            other = next(c for c in same if c is not unlabeled)
-            raise top.fail("servers", unlabeled.key, f"is the same configuration as {other.name!r}: give each a "
-                                                     "label to run it twice (an A/A test), or keep one")
-    return [replace(c, twin=True) if len(by_key[c.key]) > 1 else c for c in servers]
-
-
-def _server_grid(r: Reader, default_app: Any, default_topology: dict[str, Any] = {}) -> list[ServerConfig]:
-    name = r.get("server")
-    if not isinstance(name, str) or name not in catalog.CATALOG:
-        raise r.fail("server", name, f"unknown server ({did_you_mean(name, catalog.CATALOG)}servers: "
-                                     f"{', '.join(catalog.CATALOG)})")
-    entry = catalog.CATALOG[name]
-    allowed = SERVER_KEYS | set(catalog.options_for(entry))
-    for key in r.table:  # another server's setting: say which this one has
-        if key not in allowed and any(key in catalog.options_for(s) for s in catalog.CATALOG.values()):
-            raise r.fail(key, r.table[key], catalog.setting_problem(entry, key, r.table[key]))
-    resolved = _app(r, r.get("app", default_app or entry.apps[0]), entry)
-    app, user = resolved.name, resolved if resolved.user else None
-    knobs = catalog.knobs_for(entry, resolved)
-    axes = {}
-    for knob in ("processes", "threads", "connections"):
-        if r.get(knob) is not None and knob not in knobs:
-            raise r.fail(knob, r.get(knob), f"{name} serving {app} has no {knob} knob (its knobs: {', '.join(knobs) or 'none'})")
-        values = r.counts(knob, 1, (knobs[knob].hi or catalog.KNOB_MAX[knob]) if knob in knobs else 1)
-        axes[knob] = values
-    label = r.string("label")
-    pools = _pool_axis(r)
-    default_threads = knobs["threads"].default if "threads" in knobs else None
-    settings, env, options = _settings_axis(r, entry), _env_axis(r), _options_axis(r)
-    topologies = _topology_axis(r, entry, default_topology)
-    grid = itertools.product(axes["processes"], axes["threads"], axes["connections"], pools, settings, env, options,
-                             topologies, _limits_axis(r))
-    configs = list(dict.fromkeys(ServerConfig(name, app, p, t, c, None, _pool(pool, t or default_threads or 1), user,
-                                              st, ev, op, tp, limits=lim)
-                                 for p, t, c, pool, st, ev, op, tp, lim in grid))
-    if label is not None:
-        configs = [replace(c, label=label if len(configs) == 1 else f"{label} {c.key.split('] ', 1)[-1]}")
-                   for c in configs]
-    return configs
-
-
-def _limits_axis(r: Reader) -> list[Limits]:
-    """``cpu_limit`` (cores of CPU time per period: 0.5, 1.5, or "none"), ``cpu_period`` (1 ms to
-    1 s; 100 ms by default) and ``memory_limit`` (a size, or "none"), each a value or a list (a grid
-    axis): every combination. A quota above this machine's cores could never bind."""
-    cores = os.cpu_count() or 1
-
-    def number(x: Any) -> float | None:
-        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= cores else None
-
-    def period(x: Any) -> float | None:
-        s = parse_duration(x)
-        return s if s is not None and PERIOD_RANGE_S[0] <= s <= PERIOD_RANGE_S[1] else None
-
-    def size(x: Any) -> float | None:
-        mib = parse_size_mib(x)
-        return mib if mib is not None and memory_problem(mib) is None else None
-
-    cpu = r.axis("cpu_limit", number, f'must be a number of cores above 0 and at most this machine\'s {cores} '
-                                      '(0.5, 1.5), or "none"', none=True)
-    periods = r.axis("cpu_period", period, 'must be a duration from 1ms to 1s, such as "100ms"')
-    memory = r.axis("memory_limit", size, f'must be a size of at least {LEAST_MEMORY_MIB:g}MiB (the smallest a '
-                                         'container runtime sets) such as "512MiB" or "1GiB", or "none"', none=True)
-    if periods != [None] and all(c is None for c in cpu):
-        raise r.fail("cpu_period", r.get("cpu_period"), "is the period of cpu_limit: give cpu_limit too")
-    for c in cpu:
-        for p in periods:
-            if c is not None and (problem := cpu_problem(c, PERIOD_S if p is None else p)):
-                raise r.fail("cpu_limit", c, problem)
-    return list(dict.fromkeys(Limits(c, p if c is not None and p is not None else PERIOD_S, m)
-                              for c in cpu for p in periods for m in memory))
-
-
-def _axis(v: Any) -> list[Any]:
-    """A grid axis: a list of values, or one value (an axis of one)."""
-    return list(v) if isinstance(v, list) else [v]
-
-
-def _settings_axis(r: Reader, entry: catalog.Server) -> list[tuple[tuple[str, Any], ...]]:
-    """The named settings (``preload = [false, true]``, ``yjit = true``): every combination, each
-    setting checked against the server's options and in their order."""
-    names = [o for o in catalog.options_for(entry) if o in r.table]
-    axes = []
-    for o in names:
-        values = _axis(r.get(o))
-        for i, v in enumerate(values or [None]):
-            problem = catalog.setting_problem(entry, o, v)
-            if problem:
-                raise r.fail(element(o, r.get(o), i) if values else o, v if values else r.get(o),
-                             problem + ("" if isinstance(r.get(o), list) else ", or a list of them"))
-        axes.append(list(dict.fromkeys(catalog.options_for(entry)[o].check(v) for v in values)))
-    return [tuple(zip(names, combo)) for combo in itertools.product(*axes)]
-
-
-def _topology_axis(r: Reader, entry: catalog.Server, default: dict[str, Any]) -> list[Topology]:
-    """``topology = { proxy = "nginx", buffering = [true, false] }`` (over the file's ``[topology]``,
-    key by key): every combination, each value and each combination checked (topology.topology)."""
-    own = r.get("topology", {})
-    if not isinstance(own, dict):
-        raise r.fail("topology", own, "must be a table, e.g. topology = { proxy = \"nginx\" }")
-    table = {**default, **own}
-
-    def where(key: str) -> Reader:  # the entry's own table, or the file's [topology]
-        return Reader(r.file, table, f"{r.prefix}topology." if key in own else "topology.")
-
-    for n, value in table.items():
-        for v in _axis(value) or [None]:
-            problem = value_problem(n, v)
-            if problem:
-                raise where(n).fail(n, value, problem + ("" if isinstance(value, list) else ", or a list of them"))
-    out = []
-    for combo in itertools.product(*(dict.fromkeys(_axis(v)) for v in table.values())):
-        given = dict(zip(table, combo))
-        try:
-            out.append(topology(given, entry, catalog.unix_servers()))
-        except ArenaError as e:
-            key, _, why = str(e).partition(": ")
-            raise where(key).fail(key, given.get(key), why) from None
-    return list(dict.fromkeys(out))
-
-
-def _env_axis(r: Reader) -> list[tuple[tuple[str, str], ...]]:
-    """``env = { NAME = "value" }``, a list of values being an axis (``env.RUBY_YJIT_ENABLE = ["0", "1"]``)."""
-    from arena.servers.launch import env_problem  # here: reading a store starts no server
-
-    table = r.get("env", {})
-    if not isinstance(table, dict):
-        raise r.fail("env", table, "must be a table of variables: env = { NAME = \"value\" }")
-    names = sorted(table)
-    for n in names:
-        for v in _axis(table[n]) or [None]:
-            problem = env_problem(n, v)
-            if problem:
-                raise Reader(r.file, table, f"{r.prefix}env.").fail(n, table[n], problem)
-    return [tuple(zip(names, combo)) for combo in itertools.product(*(dict.fromkeys(_axis(table[n])) for n in names))]
-
-
-def _options_axis(r: Reader) -> list[tuple[str, ...]]:
-    """``options``: raw flags appended to the server's command, a list of strings; a list of such
-    lists is an axis."""
-    v = r.get("options", [])
-    sets = v if v and all(isinstance(x, list) for x in v) else [v]
-    return list(dict.fromkeys(tuple(flags) for flags in sets))
-
-
-def _pool_axis(r: Reader) -> list[int | str | None]:
-    """``pool``: a size, "threads" or "threads/2", or a list of them (a grid axis); absent: [None]."""
-    v = r.get("pool")
-    if v is None:
-        return [None]
-    return list(dict.fromkeys(v if isinstance(v, list) else [v]))
-
-
-def _pool(rule: int | str | None, threads: int) -> int | None:
-    """A pool rule for a configuration with ``threads`` threads per process -> its size."""
-    if rule == "threads":
-        return threads
-    if rule == "threads/2":
-        return max(1, threads // 2)
-    return rule
 
 
 def _services(top: Reader) -> tuple[ServiceSpec, ...]:

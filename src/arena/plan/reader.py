@@ -40,6 +40,13 @@ class Reader:
             if key not in allowed:
                 raise self.fail(key, self.table[key], f"unknown key (allowed: {', '.join(sorted(allowed))})")
 
+    def subtable(self, key: str) -> dict[str, Any]:
+        """The table under ``key`` ({} where there is none)."""
+        v = self.table.get(key, {})
+        if not isinstance(v, dict):
+            raise self.fail(key, v, f"must be a [{key}] table")
+        return v
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.table.get(key, default)
 
