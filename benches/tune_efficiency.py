@@ -71,7 +71,8 @@ from arena.app.tune import (FINAL_WITHIN, RACE, Request, _calibration_points, _r
                             saturation_start, with_reach)
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
-from arena.model.search import Contender, highest_rate, search  # noqa: E402
+from arena.model.capacity import highest_rate  # noqa: E402
+from arena.model.search import Contender, search  # noqa: E402
 from arena.plan.experiment import Level  # noqa: E402
 from arena.results.answer import Goal  # noqa: E402
 

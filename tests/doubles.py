@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from arena.model.queueing import OpenResult, allen_cunneen
 from arena.model.recommend import Candidate
-from arena.model.search import Ask, Key, Sample
+from arena.model.capacity import Ask, Key, Sample
 from arena.plan.experiment import Level
 
 

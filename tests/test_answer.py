@@ -57,7 +57,7 @@ def test_every_command_judges_the_goal_alike_cell_by_cell(res, capsys):
     a p99 and memory goal, cell by cell; the answer's best and tied are among them."""
     import re
 
-    from arena.model.search import passes, sample_of
+    from arena.model.capacity import passes, sample_of
     from arena.report.html import render
 
     # a p99 that half the cells keep within, and a memory limit that the largest of those breaks

@@ -389,7 +389,7 @@ def test_the_latency_target_is_judged_in_one_function_that_every_judge_calls(res
 
     from arena.app.tune import Request, _predicted
     from arena.model.recommend import slo_capacity
-    from arena.model.search import Sample, passes
+    from arena.model.capacity import Sample, passes
     from arena.plan.experiment import Level
 
     def target(node) -> bool:

@@ -11,8 +11,9 @@ import pytest
 from arena.app.predict import given_calibration
 from arena.app.tune import FINAL_WITHIN
 from arena.model import simulated
-from arena.model.search import (CONFIRM, FIRST_RUNS, FLOOR, LEARN_MOST, WITHIN, Contender, Sample, bracket,
-                                highest_rate, learned, least_p99, next_rate, passes, rounded, search)
+from arena.model.capacity import (CONFIRM, FLOOR, WITHIN, Sample, bracket, highest_rate, least_p99, next_rate, passes,
+                                  rounded)
+from arena.model.search import FIRST_RUNS, LEARN_MOST, Contender, learned, search
 from arena.plan.experiment import Level
 from arena.results.answer import Goal
 from tests.doubles import Modelled
@@ -280,7 +281,7 @@ def test_a_fixed_load_no_contender_runs_validly_at_ends_with_nothing_within_the_
 
 def test_a_capacity_with_no_rate_within_the_goal_says_what_was_tried():
     """"none found" after one rate claimed more than one rate tried can show."""
-    from arena.model.search import Capacity
+    from arena.model.capacity import Capacity
     from arena.report.tune_view import capacity_text
 
     one = Capacity(("uvicorn", 3, None), None, 1200.0, 0, False, None, ((1200.0, False, 1),))

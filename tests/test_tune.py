@@ -19,7 +19,7 @@ from arena.app.report import build_report, load_results
 from arena.app.tune import Request, Stored, tune
 from arena.cli import main
 from arena.errors import NotMeasured
-from arena.model.search import WITHIN, Ask
+from arena.model.capacity import WITHIN, Ask
 from arena.plan.experiment import Level
 from arena.plan.parse import parse_experiment
 from arena.results.load_result import Histogram, LoadResult, Phase

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Collection
 
 from arena.app.storage import Results, open_store, results
 from arena.errors import ArenaError
-from arena.model.search import Capacity, capacities
+from arena.model.capacity import Capacity, capacities
 from arena.results.answer import Answer, Goal, answers
 from arena.results.soak import Soak, soak_of
 from arena.results.thresholds import Outcome, evaluate, failed

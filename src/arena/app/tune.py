@@ -35,7 +35,8 @@ from arena.model.calibrate import Calibration, Observation, calibrate, server_co
 from arena.model.estimate import START_S
 from arena.model.observe import observations
 from arena.model.recommend import grid, open_p99, saturation, slo_capacity
-from arena.model.search import Ask, Contender, Key, Learn, Measurer, Sample, Tuning, learned, sample_of, search
+from arena.model.capacity import Ask, Key, Measurer, Sample, sample_of
+from arena.model.search import Contender, Learn, Tuning, learned, search
 from arena.model.verify import predict
 from arena.plan.experiment import Experiment, Group, Level, RunSpec, ServerConfig, Workload
 from arena.plan.parse import goal_table, parse_experiment

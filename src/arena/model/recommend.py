@@ -9,7 +9,7 @@ from typing import Callable, Collection
 
 from arena.model import simulated
 from arena.model.calibrate import Calibration
-from arena.model.search import highest_rate
+from arena.model.capacity import highest_rate
 from arena.model.server import Prediction, capacity
 from arena.model.verify import predict
 from arena.servers import catalog

@@ -1,4 +1,5 @@
-"""``arena tune``'s search, pure: it decides which runs to make; a measurer makes them.
+"""``arena tune``'s search, pure: it decides which runs to make; a measurer makes them. How a rate
+is judged and a capacity bracketed: model/capacity.py.
 
 Given contenders ranked by the model's prediction, it
 1. **races** them at one load: the given one, or an open rate near the leaders' predicted capacity,
@@ -42,18 +43,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 from arena import stats
 from arena.plan.experiment import Level
-from arena.results.aggregate import MiB, Figure, error_pct
 from arena.results.answer import Goal
-from arena.results.runs import Run
+from arena.model.capacity import (CONFIRM, DOWN, FLOOR, UP, WITHIN, Ask, Capacity, Key, Measurer, Sample, bracket,
+                                  median_or, median_text, next_rate, out_of_reach, passes, probe_text, result, rounded,
+                                  values)
 
-UP, DOWN = 1.3, 0.7  # bracketing steps while one end is missing
-WITHIN = 0.05  # a bracket this narrow (hi / lo - 1) is capacity found
-FLOOR = 1 / 64  # below this share of the first rate tried, nothing meets the goal
-CONFIRM = 3  # runs at the capacity found
 RACE_RATE = 0.9  # the race's open rate: this share of the finalists' predicted capacity
 RACE_LOW = 0.5  # a race where every p99 is below this share of the target moves up (too easy to tell)
 RACE_NARROW = 0.15  # the race's rates too easy and too hard this close (hard / easy - 1): it stays at the easy one
@@ -63,7 +61,6 @@ LEARN_MOST = 2.0  # a contender's capacity learned from the race: at most this f
 JOIN, JOIN_MOST = 2, 4  # contenders the race's runs may lift into it: a round, and in all
 SCREEN = 8  # contenders not raced that the race's first round screens with a run each, at most
 
-Key = tuple  # a contender: (server, processes, threads)
 
 
 @dataclass(frozen=True)
@@ -78,53 +75,9 @@ class Contender:
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One stored run as the search sees it."""
-
-    valid: bool
-    throughput: float | None
-    p99_ms: float | None
-    error_pct: float | None
-    memory_mib: float | None
-    flags: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Ask:
-    key: Key
-    level: Level
-    repetition: int
-    why: str
-
-
-class Measurer(Protocol):
-    def measure(self, asks: Sequence[Ask]) -> None:
-        """Make the runs asked for that are not stored yet (a run that fails to start is left out)."""
-
-    def samples(self, key: Key, level: Level) -> list[Sample]:
-        """Every stored run of the contender at the level, in repetition order."""
-
-
-@dataclass(frozen=True)
 class Step:
     stage: str  # "race", "drop", "capacity", "confirm", "stop"
     text: str
-
-
-@dataclass(frozen=True)
-class Capacity:
-    key: Key
-    lo: float | None  # the highest rate that passed (None: none did)
-    hi: float | None  # the lowest rate above it that failed (None: none did)
-    runs_at_lo: int
-    confirmed: bool  # CONFIRM runs at ``lo``, passing at their median
-    p99_ms: Figure | None  # p99 at ``lo`` over its runs
-    probes: tuple[tuple[float, bool, int], ...]  # (rate, passed, runs) in rate order
-
-    @property
-    def width(self) -> float | None:
-        """hi / lo - 1 (None: an end is missing)."""
-        return None if self.lo is None or self.hi is None else self.hi / self.lo - 1
 
 
 @dataclass
@@ -159,86 +112,7 @@ class Tuning:
         self.on_step(self.steps[-1])
 
 
-# ---------------------------------------------------------------------- pure judgements
-
-
-def rounded(rate: float) -> float:
-    """A rate to three significant figures: readable, and the same key on every resume."""
-    if rate <= 0:
-        return 0.0
-    digits = 2 - int(math.floor(math.log10(rate)))
-    return float(round(rate, digits))
-
-
-def highest_rate(p99_at: Callable[[float], float], within: Callable[[float], bool], top: float,
-                 steps: int = 12) -> float:
-    """The highest rate in (0, ``top``) whose ``p99_at(rate)`` is ``within`` the target (Goal.p99_within), by bisection
-    (``steps`` halvings: 12 is 1/4096 of ``top``; p99 grows with the rate); 0 where even top / 1000
-    does not. The highest rate the halvings can reach is tried first: where it keeps within the
-    target, so does every lower one, and it is their answer without them (a target loose beside the
-    service time is met up to saturation: one simulation in place of eleven)."""
-    lo, hi = 0.0, top
-    for _ in range(steps):
-        lo = (lo + hi) / 2
-    if within(p99_at(lo)):
-        return lo
-    if not within(p99_at(top * 1e-3)):
-        return 0.0
-    lo, hi = 0.0, top
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if within(p99_at(mid)) else (lo, mid)
-    return lo
-
-
-def passes(samples: Sequence[Sample], goal: Goal) -> bool:
-    """Whether a rate keeps within the goal (Goal.check_figures): the medians of its valid runs' p99,
-    memory and error share."""
-    valid = [s for s in samples if s.valid and s.p99_ms is not None]
-    if not valid:
-        return False
-    of = {"p99": lambda: [s.p99_ms for s in valid], "memory": lambda: [s.memory_mib for s in valid],
-          "errors": lambda: [s.error_pct or 0.0 for s in valid]}
-    return goal.check_figures(lambda name: Figure.of(of[name]())).within
-
-
-def bracket(history: dict[float, bool]) -> tuple[float | None, float | None]:
-    """(highest passing rate below the lowest failing one, that failing rate) of the rates tried."""
-    failing = [r for r, ok in history.items() if not ok]
-    hi = min(failing) if failing else None
-    passing = [r for r, ok in history.items() if ok and (hi is None or r < hi)]
-    return (max(passing) if passing else None), hi
-
-
-def next_rate(history: dict[float, bool], start: float, within: float = WITHIN) -> float | None:
-    """The next rate to try (None: the bracket is within ``within``, or even the floor failed)."""
-    lo, hi = bracket(history)
-    if lo is None and hi is None:
-        return rounded(start)
-    if lo is None:
-        r = rounded(hi * DOWN)
-        return None if r < start * FLOOR or r in history else r
-    if hi is None:
-        return rounded(lo * UP)
-    if hi / lo - 1 <= within:
-        return None
-    r = rounded(math.sqrt(lo * hi))
-    return None if r in history else r  # rounding met a rate tried: as narrow as the rates go
-
-
-def least_p99(points: Sequence[tuple[float, float]]) -> float:
-    """A lower bound on the p99 at every rate below the lowest of ``points`` ((rate, median p99)):
-    p99 grows with the rate, the faster the nearer saturation (a convex curve), so the line through
-    the lowest point and the next at twice its rate or more, drawn on to rate 0, keeps below the curve
-    there (-inf without such a pair). Where it is beyond the target, no lower rate meets it."""
-    if not points:
-        return -math.inf
-    (r0, p0), *rest = sorted(points)
-    up = [(r, p) for r, p in rest if r >= 2 * r0]
-    if not up or not math.isfinite(up[0][1]) or not math.isfinite(p0):
-        return -math.inf
-    r1, p1 = up[0]
-    return p0 - (p1 - p0) * r0 / (r1 - r0)
+# ---------------------------------------------------------------------- the race's rates and what it learns
 
 
 def race_rate(easy: float | None, hard: float | None) -> float | None:
@@ -294,10 +168,6 @@ def learned(predicted: dict[Key, float], p99_at: Callable[[Key, float], float], 
 def figure_of(load: Level | None) -> tuple[str, bool]:
     """What the race compares: throughput (higher is better) at a closed load, else p99 (lower)."""
     return ("throughput", True) if load is not None and load.model == "closed" else ("p99_ms", False)
-
-
-def values(samples: Sequence[Sample], figure: str) -> list[float]:
-    return [v for v in (getattr(s, figure) for s in samples if s.valid) if v is not None and v > 0]
 
 
 # ---------------------------------------------------------------------- the search
@@ -372,17 +242,50 @@ def search(contenders: Sequence[Contender], goal: Goal, load: Level | None, meas
     return t
 
 
+@dataclass
+class _Bracket:
+    """Where the race's open rate stands (no load given): ``easy`` the highest rate where every p99 was
+    below RACE_LOW of the target, ``hard`` the lowest where every run was beyond the goal; neither
+    tells the contenders apart, so the race moves until it runs where it is neither (``settled``), or
+    the bracket is narrow."""
+
+    settled: bool
+    easy: float | None = None
+    hard: float | None = None
+    seen: str = ""  # what the last rate showed, where the race moves on from it
+
+    def judge(self, level: Level, got: dict[Key, list[Sample]], beyond: bool, goal: Goal) -> None:
+        slowest = max(median_or(s, "p99_ms", False) for s in got.values())  # median p99 (inf: no valid run)
+        if beyond:
+            self.hard, self.seen = level.value, "every run beyond the goal"
+        elif goal.p99_ms is not None and goal.p99_within(slowest / RACE_LOW):
+            self.easy, self.seen = level.value, f"every p99 below {100 * RACE_LOW:g}% of the target"
+        else:
+            self.settled = True  # the contenders' p99s meet the target here: the race stays
+
+    def next_rate(self, t: "Tuning", level: Level, alive: list[Key], measurer: Measurer, goal: Goal) -> float | None:
+        """The rate the race goes on at (``level``'s where it stays), or None where it ends: going
+        down, at the floor of the first rate, or where no lower rate can pass."""
+        rate = race_rate(self.easy, self.hard)
+        if self.easy is None:
+            if rate < t.race_levels[0].value * FLOOR:
+                return None
+            least = out_of_reach(measurer, alive, [lv.value for lv in t.race_levels], goal)
+            if least is not None:
+                t.say("race", f"every run beyond the goal down to {level.label}, and no p99 falls fast enough "
+                              f"for a lower rate to meet it (each stays above {least:.0f} ms): the race ends")
+                return None
+        if rate is None:  # narrow: the race stays at the easy end (runs within the goal tell more than none)
+            self.settled, rate = True, self.easy
+        return rate
+
+
 def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, finalists: int, most: int,
           threshold: float, spare: Callable[[int], bool], others: list[Contender], learn: Learn | None) -> None:
     ranked = t.raced
     lead = ranked[min(finalists, len(ranked)) - 1]
     level = load or Level("open", rounded(RACE_RATE * max(lead.predicted, 1.0)))  # t.race_level once run at
-    # the race's rate is bracketed (no load given): ``easy`` the highest rate where every p99 was below
-    # RACE_LOW of the target, ``hard`` the lowest where every run was beyond the goal; neither tells the
-    # contenders apart, so the race moves until it runs where it is neither, or the bracket is narrow
-    easy: float | None = None
-    hard: float | None = None
-    settled = load is not None
+    where = _Bracket(settled=load is not None)
     figure, higher = figure_of(load)
     alive = [c.key for c in ranked]
     names = {c.key: c.name for c in ranked}
@@ -390,7 +293,7 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
                   + ", ".join(names[k] for k in alive))
     # where the race only passes through, one run each tells which way it goes; where it stays, a round
     # is FIRST_RUNS runs each (an interval), then one more a round
-    reps, first = (FIRST_RUNS if settled else 1), True
+    reps, first = (FIRST_RUNS if where.settled else 1), True
     screen = learn is not None and bool(others)  # once, where the race first compares
     while True:
         asks = [Ask(k, level, r, f"tune: race at {level.label}, run {r}") for k in alive
@@ -406,62 +309,26 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             t.race_levels.append(level)
         got = {k: measurer.samples(k, level) for k in alive}
         beyond = all(not passes([s], goal) for k in alive for s in got[k])
-        rate = level.value
-        if not settled:
-            slowest = max(_median_or(got[k], "p99_ms", False) for k in alive)  # median p99 (inf: no valid run)
-            if beyond:
-                hard, seen = level.value, "every run beyond the goal"
-            elif goal.p99_ms is not None and goal.p99_within(slowest / RACE_LOW):
-                easy, seen = level.value, f"every p99 below {100 * RACE_LOW:g}% of the target"
-            else:
-                settled = True  # the contenders' p99s meet the target here: the race stays
-        if not settled:
-            rate = race_rate(easy, hard)
-            if easy is None:  # going down: it ends at the floor of the first rate, or where no lower rate can pass
-                if rate < t.race_levels[0].value * FLOOR:
-                    break
-                least = _out_of_reach(measurer, alive, [lv.value for lv in t.race_levels], goal)
-                if least is not None:
-                    t.say("race", f"every run beyond the goal down to {level.label}, and no p99 falls fast enough "
-                                  f"for a lower rate to meet it (each stays above {least:.0f} ms): the race ends")
-                    break
-            if rate is None:  # narrow: the race stays at the easy end (runs within the goal tell more than none)
-                settled, rate = True, easy
+        rate: float | None = level.value
+        if not where.settled:
+            where.judge(level, got, beyond, goal)
+        if not where.settled and (rate := where.next_rate(t, level, alive, measurer, goal)) is None:
+            break
         if rate == level.value and reps < FIRST_RUNS:
             reps = FIRST_RUNS  # the race stays here: a full first round before any comparison
             continue
-        if settled or not beyond:
+        if where.settled or not beyond:
             t.say("race", f"round at {level.label}: " + "; ".join(
-                f"{names[k]}: {_median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
+                f"{names[k]}: {median_text(got[k], figure)} over {len(got[k])} run(s)" for k in alive))
         if rate != level.value:
             back = Level("open", rate) in t.race_levels
-            t.say("race", f"{seen} at {level.label}: the race {'goes back' if back else 'moves'} to {rate:g} req/s")
+            t.say("race", f"{where.seen} at {level.label}: the race {'goes back' if back else 'moves'} to {rate:g} req/s")
             level = Level("open", rate)
             reps = max(len(measurer.samples(k, level)) for k in alive) + 1 if back else 1
             continue
-        any_valid = any(s.valid for k in alive for s in got[k])
-        for k in list(alive):
-            why = _out_of_goal(got[k], goal, load, any_valid)
-            if why:
-                alive.remove(k)
-                t.dropped[k] = why
-                t.say("drop", f"{names[k]}: {why}")
-        if not alive:
+        undecided = _round(t, alive, got, goal, load, threshold, names)
+        if undecided is None:
             break
-        leader = _leader(alive, got, figure, higher)
-        if not values(got[leader], figure):  # a fixed load no contender ran validly at: none to compare
-            t.say("race", f"no valid run at {level.label}: the race ends")
-            break
-        t.leader = leader
-        undecided = False
-        for k in [k for k in alive if k != leader]:
-            c = stats.compare(values(got[k], figure), values(got[leader], figure), higher, threshold)
-            if c.verdict == stats.WORSE:
-                alive.remove(k)
-                t.dropped[k] = f"surely worse than {names[leader]}: {figure.replace('_ms', '')} {c.ratio}"
-                t.say("drop", f"{names[k]}: {t.dropped[k]}")
-            elif c.verdict == stats.UNDECIDED:
-                undecided = True
         if screen:
             screen = False
             _screen(t, level, measurer, alive, others, learn, ask, spare, finalists)
@@ -472,12 +339,44 @@ def _race(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, ask, fi
             break
         reps += 1
     ran = t.race_level or level
-    alive.sort(key=lambda k: _median_or(measurer.samples(k, ran), figure, higher))
+    alive.sort(key=lambda k: median_or(measurer.samples(k, ran), figure, higher))
     t.survivors = list(alive)
     t.finalists = alive[:finalists]
     if alive:
         t.say("race", f"finalists: {', '.join(names[k] for k in t.finalists)}"
                       + (f" (of {len(alive)} not shown worse)" if len(alive) > finalists else ""))
+
+
+def _round(t: Tuning, alive: list[Key], got: dict[Key, list[Sample]], goal: Goal, load: Level | None,
+           threshold: float, names: dict[Key, str]) -> bool | None:
+    """A round's judgement: each contender out of the goal dropped, then each surely worse than the
+    leader; whether a comparison with the leader is undecided (None: the race ends, none left to
+    compare or none with a valid run)."""
+    figure, higher = figure_of(load)
+    any_valid = any(s.valid for k in alive for s in got[k])
+    for k in list(alive):
+        why = _out_of_goal(got[k], goal, load, any_valid)
+        if why:
+            alive.remove(k)
+            t.dropped[k] = why
+            t.say("drop", f"{names[k]}: {why}")
+    if not alive:
+        return None
+    leader = _leader(alive, got, figure, higher)
+    if not values(got[leader], figure):  # a fixed load no contender ran validly at: none to compare
+        t.say("race", f"no valid run at {t.race_level.label}: the race ends")
+        return None
+    t.leader = leader
+    undecided = False
+    for k in [k for k in alive if k != leader]:
+        c = stats.compare(values(got[k], figure), values(got[leader], figure), higher, threshold)
+        if c.verdict == stats.WORSE:
+            alive.remove(k)
+            t.dropped[k] = f"surely worse than {names[leader]}: {figure.replace('_ms', '')} {c.ratio}"
+            t.say("drop", f"{names[k]}: {t.dropped[k]}")
+        elif c.verdict == stats.UNDECIDED:
+            undecided = True
+    return undecided
 
 
 def _lift(t: Tuning, level: Level, measurer: Measurer, alive: list[Key], names: dict[Key, str],
@@ -567,36 +466,7 @@ def _out_of_goal(samples: Sequence[Sample], goal: Goal, load: Level | None, any_
 
 
 def _leader(alive: list[Key], got: dict[Key, list[Sample]], figure: str, higher: bool) -> Key:
-    return min(alive, key=lambda k: _median_or(got[k], figure, higher))
-
-
-def _median_text(samples: Sequence[Sample], figure: str) -> str:
-    vs = values(samples, figure)
-    if not vs:
-        return "no valid run"
-    return f"p99 {stats.median(vs):.0f} ms" if figure == "p99_ms" else f"{stats.median(vs):.1f} req/s"
-
-
-def _median_or(samples: Sequence[Sample], figure: str, higher: bool) -> float:
-    """A sort key: the median of the figure, best first; no value sorts last."""
-    vs = values(samples, figure)
-    if not vs:
-        return math.inf
-    m = stats.median(vs)
-    return -m if higher else m
-
-
-def _out_of_reach(measurer: Measurer, keys: Sequence[Key], rates: Sequence[float], goal: Goal) -> float | None:
-    """Going down with every run beyond the goal: the least p99 any of ``keys`` can have below the open
-    ``rates`` tried (``least_p99`` of each one's median p99s; inf where no run there was valid), where
-    it is beyond the target (None: a lower rate may still meet it)."""
-    if goal.p99_ms is None:
-        return None
-    least = math.inf
-    for k in keys:
-        got = {r: measurer.samples(k, Level("open", r)) for r in rates}
-        least = min(least, least_p99([(r, _median_or(s, "p99_ms", False)) for r, s in got.items() if s]))
-    return None if goal.p99_within(least) else least
+    return min(alive, key=lambda k: median_or(got[k], figure, higher))
 
 
 def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Contender) -> bool:
@@ -616,13 +486,13 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
             return False
         got = measurer.samples(key, level)
         history[rate] = passes(got, goal)
-        t.say(why.split()[0], f"{c.name} at {level.label}: {_probe_text(got, history[rate])}")
+        t.say(why.split()[0], f"{c.name} at {level.label}: {probe_text(got, history[rate])}")
         return True
 
     while True:
         lo, hi = bracket(history)
         r = None if hi is None and lo is not None and lo >= start / FLOOR else next_rate(history, start, t.within)
-        least = _out_of_reach(measurer, [key], list(history), goal) if lo is None and r is not None else None
+        least = out_of_reach(measurer, [key], list(history), goal) if lo is None and r is not None else None
         if least is not None:  # going down, and no lower rate can pass
             t.say("capacity", f"{c.name}: beyond the goal down to {min(history):g} req/s, and its p99 falls too "
                               f"slowly for a lower rate to meet it (it stays above {least:.0f} ms)")
@@ -639,41 +509,8 @@ def _capacity(t: Tuning, key: Key, goal: Goal, measurer: Measurer, ask, c: Conte
                 break
             continue
         break  # confirmed
-    t.capacities[key] = _result(key, history, measurer)
+    t.capacities[key] = result(key, history, measurer)
     return not t.stopped
-
-
-def _probe_text(samples: Sequence[Sample], ok: bool) -> str:
-    return f"{_median_text(samples, 'p99_ms')} over {len(samples)} run(s): {'within' if ok else 'beyond'} the goal"
-
-
-def _result(key: Key, history: dict[float, bool], measurer: Measurer) -> Capacity:
-    return capacity_of(key, {r: measurer.samples(key, Level("open", r)) for r in history}, history)
-
-
-def capacity_of(key: Key, runs: dict[float, list[Sample]], judged: dict[float, bool]) -> Capacity:
-    """The capacity the runs at each open rate show (``judged``: whether each rate passed)."""
-    lo, hi = bracket(judged)
-    at = runs[lo] if lo is not None else []
-    probes = tuple((r, judged[r], len(runs[r])) for r in sorted(judged))
-    return Capacity(key, lo, hi, len(at), lo is not None and len(at) >= CONFIRM and judged[lo],
-                    Figure.of(values(at, "p99_ms")) if at else None, probes)
-
-
-def capacities(runs: Sequence[Run], goal: Goal) -> dict[tuple[str, str], Capacity]:
-    """Each configuration's capacity (by configuration key and workload) from its stored runs at open
-    rates, each rate judged on all of them (``passes``): what a search found, read back."""
-    by: dict[tuple[str, str], dict[float, list[Sample]]] = {}
-    for r in sorted(runs, key=lambda r: r.repetition):
-        if r.model == "open":
-            by.setdefault((r.config, r.workload), {}).setdefault(r.level, []).append(sample_of(r))
-    return {k: capacity_of(k, rates, {rate: passes(s, goal) for rate, s in rates.items()}) for k, rates in by.items()}
-
-
-def sample_of(r: Run) -> Sample:
-    """A stored run as the search sees it."""
-    return Sample(r.valid, r.throughput, r.p99_us / 1000 if r.p99_us else None, error_pct(r),
-                  r.pss_bytes / MiB if r.pss_bytes else None, tuple(r.flags))
 
 
 def _choose(t: Tuning, goal: Goal, load: Level | None, measurer: Measurer, threshold: float) -> None:
