@@ -5,7 +5,7 @@ request.
 Runs two experiments (about 7 minutes; each run the store already holds is skipped): a calibration
 without a quota (1 and 2 workers at 1 and 2 clients), and the sweep, held out: the model never sees
 it. Each cell of the sweep is then predicted as `arena predict --experiment quota-check-calibration
---cpu-limit Q` predicts it (the simulator with CFS periods: model/sim.py's _Cores), and printed
+--cpu-limit Q` predicts it (the simulator with CFS periods: model/instance_sim.py's _Cores), and printed
 beside what the cgroup measured: the throttled time (ms a second of window, summed over the CPUs
 held back, as cpu.stat counts it) and the p99. Then the errors against their targets (within 20%):
 the p99's mean absolute error over every cell, the throttled time's over the cells held back (and

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from arena.app.predict import given_calibration  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import SIM_REQUESTS, candidates, grid  # noqa: E402
-from arena.model.sim import simulate_instance  # noqa: E402
+from arena.model.instance_sim import simulate_instance  # noqa: E402
 from arena.results.answer import Goal  # noqa: E402
 
 LEVELS = (8, 32, 128)

@@ -516,7 +516,8 @@ def test_more_processes_than_cpus_share_them_by_time_slices_whatever_the_cpu_tim
     throughput does not depend on the CPU time's shape [BCMP75]: the same as exponential CPU, and
     the simulator's (whose cores are shared so). A FCFS CPU with fixed bursts said 90 req/s; the
     held-out sweep measured 83.3. One process per CPU under a quota keeps the FCFS bursts."""
-    from arena.model.sim import Dist, Instance, Work, instance
+    from arena.model.sim import Dist
+    from arena.model.instance_sim import Instance, Work, instance
 
     fixed, exp = (Demand(cpu_ms=9.08, io_ms=30.7, outside_ms=0.57, cpu_cv2=cv2) for cv2 in (0.0, 1.0))
     shared = predict_closed(fixed, Config(4, 1, 1, routing="shared"), 6).throughput

@@ -120,7 +120,7 @@ def test_arena_simulate_refuses_bad_flags_in_one_line(argv, message, capsys):
 # ---------------------------------------------------------------------- one instance
 
 from arena.model.queueing import Station, mva  # noqa: E402
-from arena.model.sim import Instance, Work, instance  # noqa: E402
+from arena.model.instance_sim import Instance, Work, instance  # noqa: E402
 
 
 @pytest.mark.parametrize("clients", [1, 4, 16])
@@ -193,7 +193,8 @@ def test_arena_simulate_pumas_discipline(capsys):
 # ---------------------------------------------------------------------- disciplines, phases, calibrated predictions
 
 from arena.model import simulated  # noqa: E402
-from arena.model.sim import Empirical, simulate_instance  # noqa: E402
+from arena.model.sim import Empirical  # noqa: E402
+from arena.model.instance_sim import simulate_instance  # noqa: E402
 
 
 def test_pumas_inline_requests_hold_a_connection_for_ten_while_the_rest_wait():
@@ -433,7 +434,7 @@ def test_the_compiled_engine_gives_the_python_engines_numbers_to_the_bit(inst, w
     """arena-sim (crates/arena-sim) runs _InstanceSim's steps in Rust: the same replication, the same
     floats, where it is built (make build); the Python engine is the fallback."""
     from arena import paths
-    from arena.model.sim import _InstanceSim
+    from arena.model.instance_sim import _InstanceSim
 
     binary = paths.built("arena-sim", "ARENA_SIM_BIN")
     if binary is None:

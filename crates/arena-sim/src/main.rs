@@ -85,7 +85,7 @@ impl Ord for Entry {
 }
 
 /// Cores shared by the runnable bursts (processor sharing): one clock of attained CPU, a heap of
-/// the bursts' ends on it, and a CPU quota's periods where there is one (sim.py `_Cores`).
+/// the bursts' ends on it, and a CPU quota's periods where there is one (instance_sim.py `_Cores`).
 struct Cores {
     cores: f64,
     event: u8,

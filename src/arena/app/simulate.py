@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arena.errors import ArenaError
-from arena.model.sim import Dist, Instance, Summary, Work, fleet, instance, instances_for
+from arena.model.sim import Dist, Summary, fleet, instances_for
+from arena.model.instance_sim import Instance, Work, instance
 from arena.model.simulated import discipline
 
 MOST_REQUESTS = 20_000_000

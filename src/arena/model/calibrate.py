@@ -33,7 +33,8 @@ from arena.limits import PERIOD_S
 from arena.model.fit import Fit, fit
 from arena.model.queueing import SERVICE_AT, SERVICE_WEIGHT
 from arena.model.server import Config, Demand
-from arena.model.sim import Dist, Empirical, Sampler, Work
+from arena.model.sim import Dist, Empirical, Sampler
+from arena.model.instance_sim import Work
 from arena.model.solve import nonnegative_lstsq
 from arena.results.aggregate import Figure
 from arena.servers import catalog

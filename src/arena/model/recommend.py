@@ -136,6 +136,6 @@ def saturation(cal: Calibration, processes: int | None, threads: int | None, poo
 def slo_capacity(cal: Calibration, processes: int, threads: int | None, goal: Goal,
                  pool: int | None = None, sim: bool = False) -> float:
     """The highest open rate (req/s) whose predicted p99 keeps within the ``goal``'s latency target
-    (0: none), by the mean-value model or, ``sim``, the simulator (its p99 is the closer: model/sim.py)."""
+    (0: none), by the mean-value model or, ``sim``, the simulator (its p99 is the closer: model/instance_sim.py)."""
     return highest_rate(lambda rate: open_p99(cal, processes, threads, rate, pool, sim), goal.p99_within,
                         saturation(cal, processes, threads, pool), steps=10 if sim else 12)

@@ -1,5 +1,5 @@
 """The simulator as a predictor: a calibrated server (model/calibrate.py) and a configuration become
-one simulated instance (model/sim.py), whose replications give the same figures as the mean-value
+one simulated instance (model/instance_sim.py), whose replications give the same figures as the mean-value
 model's (server.Prediction), tails included. Pure and seeded.
 
 What the calibration gives the simulator (Calibration.work):
@@ -27,7 +27,8 @@ import numpy as np
 from arena import stats
 from arena.model.calibrate import Calibration, Discipline
 from arena.model.server import Prediction, binding, capacity, predict_open
-from arena.model.sim import Instance, summarize, simulate_instances
+from arena.model.sim import summarize
+from arena.model.instance_sim import Instance, simulate_instances
 
 REQUESTS = 20_000  # simulated requests per replication: about 200 beyond the p99
 REPLICATIONS = 3

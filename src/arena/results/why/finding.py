@@ -99,7 +99,7 @@ class Unchecked:
         return {"key": self.key, "label": self.label, "workload": self.workload, "level": self.level, "why": self.why}
 
 
-MODEL_KNOWS = ("throttling",)  # the pathologies the model predicts itself (a quota's periods: model/sim.py)
+MODEL_KNOWS = ("throttling",)  # the pathologies the model predicts itself (a quota's periods: model/instance_sim.py)
 
 
 @dataclass(frozen=True)
