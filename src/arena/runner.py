@@ -163,6 +163,69 @@ class Measured(NamedTuple):
     others_cores: float | None = None  # cores others than Arena took on the run's CPUs over the window
 
 
+class _Window:
+    """The measured window's instruments: the server's probe (each process's memory over time for a
+    soak) and each service's, the machine's speed sampler, the CPUs' busy seconds and Arena's own at
+    each end, and TCP_NODELAY on the server's accepted connections at its start."""
+
+    def __init__(self, exp: Experiment, server: RunningServer, seams: Seams, services: Mapping[str, Any],
+                 cpus: list[int], sampled: bool):
+        self.server, self.seams, self.cpus = server, seams, cpus
+        soak = exp.soak_every_s is not None
+        self.probes = {"": seams.probe(server.procset, interval=exp.soak_every_s, per_process=True) if soak
+                       else seams.probe(server.procset, interval=0.5),
+                       **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
+        self.sampler = machine_speed.Sampler(cpus, check=seams.speed_sample) if sampled and seams.speed_sample else None
+        self.stopped: dict[str, ResourceResult] = {}
+        self.nodelay: list[NoDelay] = []
+        self.times: list[float] = []
+        self.busy: list[float] = []  # the CPUs' busy seconds and Arena's own CPU seconds, at each end
+        self.checks: list = []  # the speed sampler's checks over the window
+
+    def start(self) -> None:
+        self.times.append(time.time())
+        self.busy.extend((self.seams.cpu_busy(self.cpus), _own_cpu_s()))
+        for p in self.probes.values():
+            p.start()
+        if self.sampler:
+            self.sampler.start()
+        if isinstance(self.server, RunningServer):  # the app server's own connections (behind a front: the front's)
+            self.nodelay.append(self.seams.nodelay(self.server.procset.pids(), self.server.port))
+
+    def stop(self) -> None:
+        if self.sampler:
+            self.checks.extend(self.sampler.stop())
+        for k, p in self.probes.items():
+            if p.started:
+                self.stopped[k] = p.stop()
+        self.busy.extend((self.seams.cpu_busy(self.cpus), _own_cpu_s()))
+        self.times.append(time.time())
+
+    def drive(self, exp: Experiment, run: RunSpec, live: Callable[[SeriesPoint], None] | None) -> LoadResult:
+        """The run's load, the window started at the end of the warm-up and stopped at the end of the
+        measured duration (bounded by a request count: probed until the driver returned)."""
+        timers = [threading.Timer(exp.warmup_s, self.start)]
+        if exp.duration_s is not None and exp.requests is None:
+            timers.append(threading.Timer(exp.warmup_s + exp.duration_s, self.stop))
+        for t in timers:
+            t.start()
+        try:
+            spec = load_spec(exp, run, self.server.url)
+            result = (self.seams.cluster(spec, exp.cluster.address) if exp.cluster
+                      else self.seams.drivers[exp.driver](spec, cpus=list(exp.load_cpus), live=live))
+        finally:
+            for t in timers:
+                t.cancel()
+                t.join()
+            if self.sampler:
+                self.sampler.stop()  # where the driver failed before the window ended (a second stop is harmless)
+        if not self.stopped:
+            if not self.probes[""].started:
+                self.start()
+            self.stop()
+        return result
+
+
 def measure(exp: Experiment, run: RunSpec, server: RunningServer,
             live: Callable[[SeriesPoint], None] | None = None,
             seams: Seams = Seams(), services: Mapping[str, Any] = {},
@@ -183,59 +246,37 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     checks = [seams.speed(cpus)] if reference is not None else []
     before = stable_pids(server)
     events0 = server.procset.memory_events()  # from the warm-up on: an OOM kill in it spoils the run too
-    soak = exp.soak_every_s is not None  # each process's memory over time, every soak_every
-    probes = {"": seams.probe(server.procset, interval=exp.soak_every_s, per_process=True) if soak
-              else seams.probe(server.procset, interval=0.5),
-              **{kind: seams.probe(svc.procset, interval=0.5) for kind, svc in services.items()}}
-    stopped: dict[str, ResourceResult] = {}
-    sockets_read: list[NoDelay] = []  # TCP_NODELAY on the server's accepted connections, at the window's start
-    window: list[float] = []
-    busy: list[float] = []  # the CPUs' busy seconds and Arena's own CPU seconds, at each end of the window
-
-    sampler = machine_speed.Sampler(cpus, check=seams.speed_sample) if reference is not None and seams.speed_sample else None
-
-    def start_all() -> None:
-        window.append(time.time())
-        busy.extend((seams.cpu_busy(cpus), _own_cpu_s()))
-        for p in probes.values():
-            p.start()
-        if sampler:
-            sampler.start()
-        if isinstance(server, RunningServer):  # the app server's own connections (behind a front: the front's)
-            sockets_read.append(seams.nodelay(server.procset.pids(), server.port))
-
-    def stop_all() -> None:
-        if sampler:
-            checks.extend(sampler.stop())
-        for k, p in probes.items():
-            if p.started:
-                stopped[k] = p.stop()
-        busy.extend((seams.cpu_busy(cpus), _own_cpu_s()))
-        window.append(time.time())
-
-    timers = [threading.Timer(exp.warmup_s, start_all)]
-    if exp.duration_s is not None and exp.requests is None:
-        timers.append(threading.Timer(exp.warmup_s + exp.duration_s, stop_all))
-    for t in timers:
-        t.start()
+    w = _Window(exp, server, seams, services, cpus, reference is not None)
     turned_away = seams.listen_overflows()  # from the warm-up on: a closed load connects in it
-    try:
-        spec = load_spec(exp, run, server.url)
-        result = (seams.cluster(spec, exp.cluster.address) if exp.cluster
-                  else seams.drivers[exp.driver](spec, cpus=list(exp.load_cpus), live=live))
-    finally:
-        for t in timers:
-            t.cancel()
-            t.join()
-        if sampler:
-            sampler.stop()  # where the driver failed before the window ended (a second stop is harmless)
-    if not stopped:  # bounded by a request count: probed until the driver returned
-        if not probes[""].started:
-            start_all()
-        stop_all()
-    resources = stopped.pop("")
-    if sockets_read:
-        read = sockets_read[0]
+    result = w.drive(exp, run, live)
+    checks += w.checks
+    resources, lost, oom = _after(exp, run, server, w, seams, before, events0, turned_away)
+    if reference is not None:
+        checks.append(seams.speed(cpus))
+    # sharing the server's CPUs ([layout] share), the generator is Arena's own there, not a neighbour:
+    # its CPU over the window (its run's CPU, prorated from warm-up and measured time to the window)
+    mine = 0.0
+    if exp.shared and result.generator_cpu_s and len(w.times) == 2:
+        ran_s = exp.warmup_s + (result.measured.duration_s or 0.0)
+        mine = result.generator_cpu_s * min(1.0, (w.times[1] - w.times[0]) / ran_s) if ran_s > 0 else 0.0
+    others = _others_cores(w.busy, [resources, *w.stopped.values()], w.times, mine)
+    flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
+                           server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
+                           slowdown=reference.slowdown(*checks) if checks else None,
+                           speed_threshold=exp.speed_threshold, requests=exp.requests, others_threshold=exp.others_threshold,
+                           others_share=None if others is None else others / len(cpus), oom=oom)
+    return Measured(result, resources, flags, w.stopped, machine_speed.Reference.judged(*checks) if checks else None,
+                    (w.times[0], w.times[-1]) if len(w.times) == 2 else None, others)
+
+
+def _after(exp: Experiment, run: RunSpec, server: RunningServer, w: _Window, seams: Seams, before: set[int],
+           events0, turned_away) -> tuple[ResourceResult, set[int], OutOfMemory | None]:
+    """The server's resources over the window, with what the run did to it: TCP_NODELAY read at the
+    start, the listen queue's overflows, the processes replaced (with its log's words on why) and
+    the kernel's OOM kills; (resources, the processes lost, the OOM kill if any)."""
+    resources = w.stopped.pop("")
+    if w.nodelay:
+        read = w.nodelay[0]
         resources = replace(resources, nodelay_checked=read.checked, nodelay_off=read.off,
                             nodelay_unchecked=read.unchecked)
     after, events = set(server.procset.pids()), server.procset.memory_events()
@@ -250,22 +291,7 @@ def measure(exp: Experiment, run: RunSpec, server: RunningServer,
     kills = 0 if events is None or events0 is None else (events - events0).oom_kills
     oom = OutOfMemory(kills, len(before), tuple(sorted(lost)), len(after - before), run.config.limits.memory_mib,
                       resources.memory_peak_bytes) if kills else None
-    if reference is not None:
-        checks.append(seams.speed(cpus))
-    # sharing the server's CPUs ([layout] share), the generator is Arena's own there, not a neighbour:
-    # its CPU over the window (its run's CPU, prorated from warm-up and measured time to the window)
-    mine = 0.0
-    if exp.shared and result.generator_cpu_s and len(window) == 2:
-        ran_s = exp.warmup_s + (result.measured.duration_s or 0.0)
-        mine = result.generator_cpu_s * min(1.0, (window[1] - window[0]) / ran_s) if ran_s > 0 else 0.0
-    others = _others_cores(busy, [resources, *stopped.values()], window, mine)
-    flags = validity_flags(result, error_threshold=exp.error_threshold, drift_threshold=exp.drift_threshold,
-                           server_died=not server.alive(), processes_lost=(len(lost), len(before)) if lost else None,
-                           slowdown=reference.slowdown(*checks) if checks else None,
-                           speed_threshold=exp.speed_threshold, requests=exp.requests, others_threshold=exp.others_threshold,
-                           others_share=None if others is None else others / len(cpus), oom=oom)
-    return Measured(result, resources, flags, stopped, machine_speed.Reference.judged(*checks) if checks else None,
-                    (window[0], window[-1]) if len(window) == 2 else None, others)
+    return resources, lost, oom
 
 
 REPLACED_LOG_LINES = 200  # of the server's log (its last 8 KiB at most), kept with a run whose processes were replaced
