@@ -192,10 +192,22 @@ def _check_leak(c: _Checker) -> None:
 
 
 def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[], list[int]] | None) -> None:
+    """Every endpoint of the contract (spec.md), a topic at a time."""
     r = c.get("health", "/health")
     if r:
         c.expect("health", r.body == b"ok", f"body {r.body[:40]!r}, expected b'ok'")
+    _check_work(c, pids)
+    _check_queue(c)
+    _check_bounds(c)
+    _check_io(c)
+    _check_compute(c)
+    _check_leak(c)
+    _check_identity(c, app, server)
+    _check_mix(c)
 
+
+def _check_work(c: _Checker, pids: Callable[[], list[int]] | None) -> None:
+    """/work: its body, and its timing's parts (CPU, its wall time, I/O, the app's) as they add up."""
     r = c.get("work", "/work?cpu_ms=20&io_ms=30&bytes=1000")
     if r:
         t = r.timing()
@@ -220,6 +232,9 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
         if pids is not None:
             c.expect("work", pid in pids(), f"X-Arena-Pid {pid} is not one of the server's processes")
 
+
+def _check_queue(c: _Checker) -> None:
+    """The queue time from X-Request-Start, in both of its stamps' units."""
     for label, stamp in (("µs", f"t={int((time.time() - 0.05) * 1e6)}"),
                          ("seconds.fraction", f"t={time.time() - 0.05:.3f}")):
         r = c.get("queue", "/health", {"X-Request-Start": stamp})
@@ -227,6 +242,9 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
             q = r.timing().get("queue")
             c.expect("queue", q is not None and 49 <= q <= 5000, f"X-Request-Start {label} 50 ms ago: queue {q}")
 
+
+def _check_bounds(c: _Checker) -> None:
+    """Each parameter out of its bounds: 400 naming it (and an unknown path: 404)."""
     c.bad_request("bounds", "/work?cpu_ms=abc", ("cpu_ms",))
     c.bad_request("bounds", "/work?cpu_ms=999999", ("cpu_ms", "10000"))
     c.bad_request("bounds", "/work?io_ms=60001", ("io_ms", "60000"))
@@ -243,6 +261,9 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
     c.bad_request("bounds", "/health", ("X-Request-Start",), {"X-Request-Start": "t=soon"})
     c.bad_request("bounds", "/nope", ("/nope",), status=404)
 
+
+def _check_io(c: _Checker) -> None:
+    """Blocking I/O, the distributions of the phases, and an I/O floor."""
     r = c.get("io=block", "/work?io=block&io_ms=10")
     if r:
         c.expect("io=block", r.timing().get("io", 0) >= 10, f"io {r.timing().get('io')} ms, expected >= 10")
@@ -253,6 +274,9 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
         c.expect("io_min_ms", 20 <= io <= 200, f"io {io} ms, expected 20 to 30 (and a scheduler's slack)")
     c.bad_request("bounds", "/work?io_min_ms=60001", ("io_min_ms", "60000"))
 
+
+def _check_compute(c: _Checker) -> None:
+    """fib, pi, sort, json (and the collector's time it takes), sleep: their answers."""
     r = c.get("fib", "/fib?n=90")
     if r:
         c.expect("fib", _json(c, "fib", r) == FIB_90, f"body {r.body[:80]!r}, expected {FIB_90}")
@@ -282,8 +306,9 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
     if r:
         c.expect("sleep", r.timing().get("io", 0) >= 20 and r.body == b"", f"io {r.timing().get('io')} ms, body {r.body[:20]!r}")
 
-    _check_leak(c)
 
+def _check_identity(c: _Checker, app: str, server: str | None) -> None:
+    """/server: which app, server and process answered."""
     r = c.get("server", "/server")
     if r:
         doc = _json(c, "server", r) or {}
@@ -293,6 +318,9 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
         if server is not None:
             c.expect("server", doc.get("server") == server, f"server {doc.get('server')!r}, expected {server!r}")
 
+
+def _check_mix(c: _Checker) -> None:
+    """/mix: its draws by weight, each answered as its endpoint would."""
     seen: set[str] = set()
     for _ in range(30):
         r = c.get("mix", "/mix?w_fib=1&w_pi=1&seed=42&fib.n=10&digits=5")
