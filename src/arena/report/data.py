@@ -452,44 +452,32 @@ def charted(answers: Sequence[Answer], cells: list[Cell], top: int = TOP) -> set
     return shown
 
 
-def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[Cell], found,
-          answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
-          steps: Sequence[tuple[str, str]] = (), capacities: Sequence = (), shown: set[str] | None = None,
-          soaks: Sequence = (), why: Why = Why()) -> Report:
-    """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
-    workload; ``comparison``: its published study beside it, when it reproduces one). Its charts draw
-    the configurations ``shown`` (None: every one; the heatmaps draw every one anyway: a grid is read
-    whole), its tables every one."""
-    by_section: dict[str, list[ch.Chart]] = {}
-    for c in ch.all_charts(cells, runs, shown):
-        by_section.setdefault(c.section, []).append(c)
-    goal = answers[0].goal if answers else None
-    configurations = len(labels(cells))
-    sections = [Section("ranking", "Ranking",
-                        f"Goal: {goal}. For each configuration, the load level with the highest median throughput "
-                        "within the goal; invalid runs are left out of the medians and their flags listed.")]
+def _ranking_section(answers: Sequence[Answer], goal, configurations: int, shown: set[str] | None) -> Section:
+    """Each configuration's best level within the goal: the best per server, then every one."""
+    section = Section("ranking", "Ranking",
+                      f"Goal: {goal}. For each configuration, the load level with the highest median throughput "
+                      "within the goal; invalid runs are left out of the medians and their flags listed.")
     if shown is not None and len(shown) < configurations:
-        sections[0].paragraphs.append(
+        section.paragraphs.append(
             f"The charts draw {len(shown)} of the {configurations} configurations: the best in the answer's standing "
             "and each server's best (the heatmaps draw every one; arena report --top sets how many). Every "
             "configuration is in the tables; type in a table's filter to find one.")
     placed = [c for a in answers for c in a.placed]
-    sections[0].tables = [_ranking_table("Best configuration per server", [p.cell for a in answers for p in a.per_server]),
-                          _ranking_table("Every configuration", placed)]
+    section.tables = [_ranking_table("Best configuration per server", [p.cell for a in answers for p in a.per_server]),
+                      _ranking_table("Every configuration", placed)]
     if not placed:
-        sections[0].paragraphs.append("No configuration keeps within the goal.")
-    sections.append(Section("table", "Comparison table",
-                            "Per configuration and load level: medians of the valid repetitions and intervals of "
-                            "those medians (see Environment and method).", tables=[comparison_table(cells)]))
-    slow = why_section(why)
-    if slow is not None:
-        sections.append(slow)
-    if comparison is not None:
-        sections.append(published_section(comparison))
+        section.paragraphs.append("No configuration keeps within the goal.")
+    return section
+
+
+def _chart_sections(by_section: dict[str, list[ch.Chart]], cells: list[Cell], ran: bool) -> list[Section]:
+    """The charts' sections in their order (no errors said in a sentence), the app's own metrics beside
+    the decomposition."""
+    sections = []
     for key, title, lead in SECTIONS[:-1]:
         if by_section.get(key):
             sections.append(Section(key, title, lead, by_section[key]))
-        elif key == "errors" and runs:  # no errors is a result, said in a sentence rather than drawn as zeros
+        elif key == "errors" and ran:  # no errors is a result, said in a sentence rather than drawn as zeros
             sections.append(Section(key, title, lead, paragraphs=[
                 "No errors: every request of every run was answered, with an expected status."]))
     own = app_metrics_table(cells)
@@ -502,6 +490,55 @@ def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[
         decomposition.paragraphs.append(
             "The app's own Server-Timing metrics are its view of its work (time in SQL holds the database driver's "
             "CPU as well as the wait for the database): they overlap the parts above and are shown beside them.")
+    return sections
+
+
+def _method(definition: StoredExperiment, runs: list[Run]) -> list[str]:
+    """How the runs were made: the load, the window, the repetitions, the CPUs, the validity rules,
+    the intervals, the clients, the container's limits and the environments."""
+    env = runs[0].environment if runs else None
+    envs = {json.dumps(r.environment.__dict__, sort_keys=True) for r in runs}
+    drivers = sorted({r.driver for r in runs})
+    reused = sum(r.server_reused for r in runs)
+    method = [
+        f"Load: {', '.join(drivers)}; {', '.join(sorted({r.model for r in runs}))} model; measured for "
+        f"{definition.duration or definition.requests or '-'} after a warm-up of {definition.warmup or '-'} "
+        f"(discarded) at each level; {definition.repetitions} repetition(s), in a shuffled order. {reused} of "
+        f"{len(runs)} runs reused a server started for a lower level of the same configuration (after their own "
+        f"warm-up). Server and load generator on separate CPUs (server {env.server_cpus if env else '-'}, load "
+        f"{env.load_cpus if env else '-'}). Percentiles: nearest rank.",
+        validity.method(definition.validity),
+        INTERVALS,
+        clients_note(definition),
+    ]
+    method += container_lines(runs, env.cpus if env and env.cpus else None)
+    if len(envs) > 1:
+        method.append(f"The runs ran in {len(envs)} different environments; the first is shown.")
+    return method
+
+
+def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[Cell], found,
+          answers: Sequence[Answer], comparison=None, thresholds: Sequence = (),
+          steps: Sequence[tuple[str, str]] = (), capacities: Sequence = (), shown: set[str] | None = None,
+          soaks: Sequence = (), why: Why = Why()) -> Report:
+    """The whole report of one experiment, opening with its ``answers`` (results/answer.py, one per
+    workload; ``comparison``: its published study beside it, when it reproduces one). Its charts draw
+    the configurations ``shown`` (None: every one; the heatmaps draw every one anyway: a grid is read
+    whole), its tables every one."""
+    by_section: dict[str, list[ch.Chart]] = {}
+    for c in ch.all_charts(cells, runs, shown):
+        by_section.setdefault(c.section, []).append(c)
+    goal = answers[0].goal if answers else None
+    sections = [_ranking_section(answers, goal, len(labels(cells)), shown)]
+    sections.append(Section("table", "Comparison table",
+                            "Per configuration and load level: medians of the valid repetitions and intervals of "
+                            "those medians (see Environment and method).", tables=[comparison_table(cells)]))
+    slow = why_section(why)
+    if slow is not None:
+        sections.append(slow)
+    if comparison is not None:
+        sections.append(published_section(comparison))
+    sections += _chart_sections(by_section, cells, bool(runs))
     topology = topology_section(cells)
     if topology is not None:
         sections.append(topology)
@@ -523,23 +560,7 @@ def build(name: str, definition: StoredExperiment, runs: list[Run], cells: list[
     opening = [Opening(headline(a, len(answers) > 1), Table(list(ANSWER_HEAD), answer_rows(a), "answer-table"),
                        notes(a) + (threshold_lines(thresholds) if i == 0 else [])) for i, a in enumerate(answers)]
     env = runs[0].environment if runs else None
-    envs = {json.dumps(r.environment.__dict__, sort_keys=True) for r in runs}
-    drivers = sorted({r.driver for r in runs})
-    reused = sum(r.server_reused for r in runs)
-    method = [
-        f"Load: {', '.join(drivers)}; {', '.join(sorted({r.model for r in runs}))} model; measured for "
-        f"{definition.duration or definition.requests or '-'} after a warm-up of {definition.warmup or '-'} "
-        f"(discarded) at each level; {definition.repetitions} repetition(s), in a shuffled order. {reused} of "
-        f"{len(runs)} runs reused a server started for a lower level of the same configuration (after their own "
-        f"warm-up). Server and load generator on separate CPUs (server {env.server_cpus if env else '-'}, load "
-        f"{env.load_cpus if env else '-'}). Percentiles: nearest rank.",
-        validity.method(definition.validity),
-        INTERVALS,
-        clients_note(definition),
-    ]
-    method += container_lines(runs, env.cpus if env and env.cpus else None)
-    if len(envs) > 1:
-        method.append(f"The runs ran in {len(envs)} different environments; the first is shown.")
+    method = _method(definition, runs)
     env_rows = [[k, json.dumps(v) if not isinstance(v, str) else v] for k, v in (env.__dict__ if env else {}).items()]
     return Report(name, definition.description, len(runs), sum(r.valid for r in runs), len(labels(cells)),
                   opening, sections, method, Table(["item", "value"], env_rows),
