@@ -395,7 +395,7 @@ def test_a_goal_written_as_a_table_reads_back_as_the_same_goal():
     from arena.plan.parse import goal_of, goal_table
     from arena.results.answer import Goal
 
-    assert goal_table(Goal(200.0, None, 1.0)) == {"p99_max": "200ms", "error_max": "1%"}  # as before: same names
+    assert goal_table(Goal(200.0, None, 1.0)) == {"p99_max": 0.2, "error_max": 0.01}  # typed: seconds, a share
     for goal in (Goal(200.0, None, 1.0), Goal(0.5, 2048.0, 0.1), Goal(123.456789, 0.25, 2.5, threshold=0.1),
                  Goal(None, 512.0, None), Goal(), Goal(1e-3, 1e-4, 1e-5)):
         back = goal_of({"goal": goal_table(goal)})

@@ -227,3 +227,34 @@ def test_a_memory_limit_below_what_a_server_takes_to_start_says_so(tmp_path):
     assert re.search(r"FAILED: the server did not start: gunicorn-sync \(wsgi\) exited with code -9 before it was "
                      r"ready: the kernel killed \d+ of its processes at its memory limit of 8MiB \(memory_limit\) "
                      r"while it started", ran.stdout), ran.stdout
+
+
+def test_flags_and_tunes_definition_carry_typed_values_and_the_period_rule_is_one(monkeypatch):
+    """run's limit flags reach the file's reader as numbers (seconds, MiB), not text made to be
+    parsed again; so do tune's goal and limits in the definition it stores; and the one rule across
+    the limits' keys (a period needs its quota) is limits.period_problem, asked by the flags and by
+    the file alike."""
+    from arena import limits
+    from arena.app.tune import Request, definition
+    from arena.cli import build_parser
+    from arena.cli.args import overrides_of
+    from arena.errors import ArenaError
+    from arena.plan.parse import parse_experiment
+
+    args = build_parser().parse_args(["run", "x.toml", "--cpu-limit", "0.5", "--cpu-period", "50ms",
+                                      "--memory-limit", "1GiB"])
+    assert overrides_of(args).servers == (("cpu_limit", 0.5), ("cpu_period", 0.05), ("memory_limit", 1024.0))
+    req = Request((1,), (0,), 200.0, 512.0, 1.0, ("gunicorn-sync",), limits=limits.Limits(0.5, 0.05, 256.0))
+    doc = definition(req, ["gunicorn-sync"], 0.5)
+    assert doc["goal"] == {"p99_max": 0.2, "error_max": 0.01, "memory_max": 512.0}
+    assert {k: doc["servers"][0][k] for k in ("cpu_limit", "cpu_period", "memory_limit")} == \
+        {"cpu_limit": 0.5, "cpu_period": 0.05, "memory_limit": 256.0}
+    asked = []
+    rule = limits.period_problem
+    for where in ("arena.cli.args", "arena.plan.grid"):
+        monkeypatch.setattr(f"{where}.period_problem", lambda *a: asked.append(a) or rule(*a))
+    with pytest.raises(ArenaError, match="is the period of --cpu-limit: give --cpu-limit too"):
+        overrides_of(build_parser().parse_args(["run", "x.toml", "--cpu-period", "50ms"]))
+    with pytest.raises(ArenaError, match="is the period of cpu_limit: give cpu_limit too"):
+        parse_experiment({"name": "p", "servers": [{"server": "puma", "cpu_period": 0.05}]}, "p.toml")
+    assert [a[2] for a in asked] == ["--cpu-limit", "cpu_limit"]

@@ -67,13 +67,14 @@ class Limits:
         return " ".join(parts)
 
     @property
-    def entry(self) -> dict[str, float | str]:
-        """As a [[servers]] entry's keys: {"cpu_limit": 0.5, "cpu_period": "100ms", "memory_limit": "256MiB"}."""
-        out: dict[str, float | str] = {}
+    def entry(self) -> dict[str, float]:
+        """As a [[servers]] entry's keys, typed: {"cpu_limit": 0.5, "cpu_period": 0.1, "memory_limit": 256.0}
+        (the file's reader takes a period as a number of seconds and a size as a number of MiB)."""
+        out: dict[str, float] = {}
         if self.cpu is not None:
-            out.update(cpu_limit=self.cpu, cpu_period=f"{self.cpu_period_s * 1000:g}ms")
+            out.update(cpu_limit=self.cpu, cpu_period=self.cpu_period_s)
         if self.memory_mib is not None:
-            out["memory_limit"] = f"{self.memory_mib:g}MiB"
+            out["memory_limit"] = self.memory_mib
         return out
 
     @property
@@ -81,6 +82,12 @@ class Limits:
         """As an experiment's keys set them: "cpu_limit = 0.5, memory_limit = 256MiB" (what an error names)."""
         return ", ".join(([f"cpu_limit = {self.cpu:g}"] if self.cpu is not None else [])
                          + ([f"memory_limit = {memory_text(self.memory_mib)}"] if self.memory_mib is not None else []))
+
+
+def period_problem(period_given: bool, quota_given: bool, quota: str) -> str | None:
+    """The limits' one rule across keys: a CFS period is its quota's, refused without one (``quota``:
+    how the caller names the quota, a key or a flag)."""
+    return f"is the period of {quota}: give {quota} too" if period_given and not quota_given else None
 
 
 def cpu_problem(cpu: float, period_s: float = PERIOD_S) -> str | None:

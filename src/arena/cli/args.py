@@ -10,7 +10,7 @@ import sys
 
 from arena.atomic import write_file
 from arena.errors import ArenaError, did_you_mean
-from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits, cpu_problem, memory_problem
+from arena.limits import PERIOD_RANGE_S, PERIOD_S, Limits, cpu_problem, memory_problem, period_problem
 from arena.servers import catalog
 from arena.servers.catalog import KNOB_MAX
 from arena.cpus import parse_cpu_list
@@ -170,8 +170,8 @@ def overrides_of(args):
     limits (add_limits) on every [[servers]] entry, as the file's keys would."""
     from arena.plan.parse import Overrides  # here: the file's reader only where a file is read
 
-    keys = (("cpu_limit", args.cpu_limit), ("cpu_period", args.cpu_period and f"{args.cpu_period * 1000:g}ms"),
-            ("memory_limit", args.memory_limit and f"{args.memory_limit:g}MiB"))
+    # typed, as the flags read them (seconds, MiB): the file's reader takes numbers, no text is parsed again
+    keys = (("cpu_limit", args.cpu_limit), ("cpu_period", args.cpu_period), ("memory_limit", args.memory_limit))
     limits_of(args)  # refused under the flags' names, before the file reads them as its keys
     return Overrides(args.share_cpus, tuple((k, v) for k, v in keys if v is not None))
 
@@ -179,9 +179,8 @@ def overrides_of(args):
 def limits_of(args) -> Limits:
     """The limits the flags of add_limits give (--cpu-period alone is refused: it is the quota's; a
     quota the kernel cannot apply as it is, too)."""
-    if args.cpu_period is not None and args.cpu_limit is None:
-        raise ArenaError(f"--cpu-period {args.cpu_period * 1000:g}ms: is the period of --cpu-limit: "
-                         "give --cpu-limit too")
+    if problem := period_problem(args.cpu_period is not None, args.cpu_limit is not None, "--cpu-limit"):
+        raise ArenaError(f"--cpu-period {args.cpu_period * 1000:g}ms: {problem}")
     limits = Limits(args.cpu_limit, args.cpu_period or PERIOD_S, args.memory_limit)
     if limits.cpu is not None and (problem := cpu_problem(limits.cpu, limits.cpu_period_s)):
         raise ArenaError(f"--cpu-limit {limits.cpu:g}: {problem}")

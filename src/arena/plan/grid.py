@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.errors import ArenaError, did_you_mean
-from arena.limits import LEAST_MEMORY_MIB, PERIOD_RANGE_S, PERIOD_S, Limits, cpu_problem, memory_problem
+from arena.limits import LEAST_MEMORY_MIB, PERIOD_RANGE_S, PERIOD_S, Limits, cpu_problem, memory_problem, period_problem
 from arena.plan.experiment import ServerConfig
 from arena.plan.reader import MAX_TIMEOUT_S, Reader, element, parse_duration, parse_size_mib
 from arena.servers import catalog
@@ -136,8 +136,8 @@ def _limits_axis(r: Reader) -> list[Limits]:
     periods = r.axis("cpu_period", period, 'must be a duration from 1ms to 1s, such as "100ms"')
     memory = r.axis("memory_limit", size, f'must be a size of at least {LEAST_MEMORY_MIB:g}MiB (the smallest a '
                                          'container runtime sets) such as "512MiB" or "1GiB", or "none"', none=True)
-    if periods != [None] and all(c is None for c in cpu):
-        raise r.fail("cpu_period", r.get("cpu_period"), "is the period of cpu_limit: give cpu_limit too")
+    if problem := period_problem(periods != [None], any(c is not None for c in cpu), "cpu_limit"):
+        raise r.fail("cpu_period", r.get("cpu_period"), problem)
     for c in cpu:
         for p in periods:
             if c is not None and (problem := cpu_problem(c, PERIOD_S if p is None else p)):

@@ -332,18 +332,15 @@ def _goal(top: Reader) -> Goal:
 
 def goal_table(goal: Goal) -> dict[str, Any]:
     """The [goal] table that reads back as ``goal`` (_goal): what a definition made from a Goal object
-    (arena tune's) stores, with each limit in its unit as a person would write it (200ms, 512MiB, 1%)."""
-    def plain(x: float) -> str:  # the shortest text that reads back as x, never in exponent form
-        text = repr(float(x)).removesuffix(".0")
-        return f"{x:.20f}".rstrip("0").rstrip(".") if "e" in text else text
-
+    (arena tune's) stores, typed as the reader takes numbers (seconds, MiB, a share): no text made to
+    be parsed again."""
     table: dict[str, Any] = {}
     if goal.p99_ms is not None:
-        table["p99_max"] = f"{plain(goal.p99_ms)}ms"
+        table["p99_max"] = goal.p99_ms / 1000
     if goal.error_pct is not None:
-        table["error_max"] = f"{plain(goal.error_pct)}%"
+        table["error_max"] = goal.error_pct / 100
     if goal.memory_mib is not None:
-        table["memory_max"] = f"{plain(goal.memory_mib)}MiB"
+        table["memory_max"] = goal.memory_mib
     if goal.threshold != THRESHOLD:
         table["threshold"] = goal.threshold
     return table
