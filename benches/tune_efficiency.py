@@ -67,8 +67,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from arena.app.predict import given_calibration, over_the_cpus  # noqa: E402
-from arena.app.tune import (FINAL_WITHIN, RACE, Request, _calibration_points, _race_field, learner, ranked,  # noqa: E402
-                            saturation_start, with_reach)
+from arena.app.find import saturation_start  # noqa: E402
+from arena.app.tune import FINAL_WITHIN, Request, _calibration_points  # noqa: E402
+from arena.model.contenders import RACE, learner, race_field, ranked, with_reach  # noqa: E402
 from arena.model import simulated  # noqa: E402
 from arena.model.recommend import slo_capacity  # noqa: E402
 from arena.model.capacity import highest_rate  # noqa: E402
@@ -205,7 +206,7 @@ def one(a: dict, seed: int, noise: float, off: float) -> dict:
         return full.made, {k: c for k, c in caps.items() if c is not None and c.lo is not None}
 
     tuned = Modelled(truth, noise=noise, seed=seed + 1, run_s=RUN_S, memory_mib=memory_mib)
-    field = _race_field(ranking)
+    field = race_field(ranking)
     cals = model_calibrations(a, seed)
     others = with_reach([c for c in ranking if c not in field], field, cals, goal)
     t = search(field, goal, None, tuned, budget_s=math.inf, run_s=RUN_S, clock=tuned.clock,
@@ -311,7 +312,7 @@ def converged_one(a: dict, seed: int) -> dict | None:
     if not true_cap[best]:
         return None
     ranking = model_ranking(a, seed, goal)
-    return {"share": best_raced(true_cap, _race_field(ranking)), "best": best,
+    return {"share": best_raced(true_cap, race_field(ranking)), "best": best,
             "place": next(j for j, c in enumerate(ranking) if true_cap[c.key] == true_cap[best]) + 1}
 
 

@@ -387,7 +387,7 @@ def test_the_latency_target_is_judged_in_one_function_that_every_judge_calls(res
     import ast
     from pathlib import Path
 
-    from arena.app.tune import Request, _predicted
+    from arena.model.contenders import predicted
     from arena.model.recommend import slo_capacity
     from arena.model.capacity import Sample, passes
     from arena.plan.experiment import Level
@@ -416,8 +416,7 @@ def test_the_latency_target_is_judged_in_one_function_that_every_judge_calls(res
             ("a search's runs", lambda: passes([Sample(True, 10.0, 40.0, 0.0, 20.0)], goal)),
             ("the model's candidates", lambda: candidates(calibrate(runs, "puma"), "closed", 4, goal)),
             ("the model's capacity", lambda: slo_capacity(calibrate(runs, "puma"), 2, 4, goal)),
-            ("tune's ranking", lambda: _predicted(Request((1,), (0,), 50.0, None, 1.0, ("puma",), Level("closed", 4)),
-                                                  (calibrate(runs, "puma"), 2, 4)))):
+            ("tune's ranking", lambda: predicted(goal, Level("closed", 4), (calibrate(runs, "puma"), 2, 4)))):
         asked.clear()
         call()
         assert asked, name

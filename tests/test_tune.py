@@ -16,7 +16,8 @@ import pytest
 from arena.app.analysis import analyses
 from arena.app.run import run_file
 from arena.app.report import build_report, load_results
-from arena.app.tune import Request, Stored, tune
+from arena.app.tune import Request, tune
+from arena.app.measurer import Stored
 from arena.cli import main
 from arena.errors import NotMeasured
 from arena.model.capacity import WITHIN, Ask
@@ -239,14 +240,18 @@ def test_the_predictions_spread_over_the_cpus_are_those_made_here_and_the_worker
     import psutil
 
     from arena.app.predict import given_calibration, over_the_cpus
-    from arena.app.tune import _contenders, key_for
+    from arena.app.tune import space
+    from arena.model.contenders import contenders_of, key_for
 
     cals = {"gunicorn-gthread": given_calibration("gunicorn-gthread", 1, 6.6, 9.6)}
     request = Request((1,), (0,), 60.0, processes=(1, 2), threads=(1, 4))  # tight: each point's search halves
     names = {key_for("gunicorn-gthread", p, t): f"p={p} t={t}" for p in (1, 2) for t in (1, 4)}
-    here, points = _contenders(request, cals, 1.0, names)
+    def grid(s: str) -> list:
+        return space(request, s, 1.0)
+
+    here, points = contenders_of(cals, grid, names, request.goal, request.load)
     with over_the_cpus() as map_fn:
-        assert _contenders(request, cals, 1.0, names, map_fn) == (here, points)
+        assert contenders_of(cals, grid, names, request.goal, request.load, map_fn=map_fn) == (here, points)
         workers = set(map_fn(_pid, range(16)))
     assert points == 4 and len({c.predicted for c in here}) > 1
     assert workers and os.getpid() not in workers and not any(psutil.pid_exists(pid) for pid in workers)

@@ -25,12 +25,13 @@ from arena.cpus import format_cpu_list
 from arena.drivers import DRIVERS, cluster as cluster_driver
 from arena.drivers.spec import LoadSpec
 from arena.errors import ArenaError, NotSaved, stop_if_asked
+from arena.limits import MiB, Limits
 from arena.plan.expand import plan
 from arena.plan.shard import Shard, share
 from arena.model.estimate import group_s
 from arena.plan.experiment import Experiment, Group, RunSpec, ServerConfig
 from arena.plan.reader import parse_duration
-from arena.probe import Probe
+from arena.probe import Probe, sample_once
 from arena.results.load_result import LoadResult, SeriesPoint, to_dict
 from arena.results.resources import ResourceResult
 from arena.results.runs import Database
@@ -532,6 +533,13 @@ class _Progress:
 
     def live(self, run: RunSpec, point: SeriesPoint) -> None:
         self.on_event(Event("live", self.index + 1, self.total, run, point=point))
+
+
+def idle_memory_mib(exp: Experiment, config: ServerConfig, seams: Seams = Seams()) -> float:
+    """The PSS (MiB) of ``config`` started and idle, the least it takes: measured without the
+    container's limits (a hard limit below it would kill it while it starts), then stopped."""
+    with seams.launch(server_spec(exp, replace(config, limits=Limits()), {})) as running:
+        return sample_once(running.procset).pss / MiB
 
 
 def server_spec(exp: Experiment, c: ServerConfig, services: Mapping[str, Any]) -> ServerSpec:

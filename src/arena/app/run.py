@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from arena.app.find import search_capacities
 from arena.app.storage import open_store
 from arena.errors import ArenaError
 from arena.model.estimate import estimate_s, group_s
@@ -55,7 +56,7 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
     """Read and plan the experiment file, hand the plan to ``on_plan``, then (unless ``dry_run``)
     run what of it the store does not hold yet (resume), and with ``retake_invalid`` each run whose
     stored attempts are all invalid once more (runner.run_experiment). With ``[load] find =
-    "capacity"``, each configuration's capacity is searched instead (app/tune.py search_capacities),
+    "capacity"``, each configuration's capacity is searched instead (app/find.py search_capacities),
     each step of the search told to ``on_step``; the capacities found are the experiment's analysis'
     (app/analysis.py). With ``[cluster] server = "worker"``, the runs are made on the cluster's
     server host (app/remote.py), which runs this with its own address as ``server_host``."""
@@ -81,8 +82,6 @@ def run_file(path: str, store_path: str, on_plan: Callable[[Planned], None] = la
         raise ArenaError(f"--shard {shard}: {path} searches capacities ([load] find): a search is not sharded")
     refuse_limits(planned.experiment)
     if planned.experiment.find == "capacity":
-        from arena.app.tune import search_capacities
-
         return search_capacities(planned.experiment, store_path, on_event, on_step, seams)
     with open_store(store_path, write=True) as store:
         return run_experiment(planned.experiment, store, on_event, seams, retake_invalid, shard=shard)

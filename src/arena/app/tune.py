@@ -18,12 +18,10 @@ file runs the same capacity search for each of its configurations (``search_capa
 from __future__ import annotations
 
 import hashlib
-import math
 import json
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -31,22 +29,22 @@ from arena.app.storage import open_store, results
 from arena.app.predict import over_the_cpus
 from arena.errors import ArenaError, NotMeasured
 from arena.limits import Limits
-from arena.model.calibrate import Calibration, Observation, calibrate, server_config
+from arena.model.calibrate import Calibration, Observation, calibrate
 from arena.model.estimate import START_S
 from arena.model.observe import observations
-from arena.model.recommend import grid, open_p99, saturation, slo_capacity
-from arena.model.capacity import Ask, Key, Measurer, Sample, sample_of
-from arena.model.search import Contender, Learn, Tuning, learned, search
-from arena.model.verify import predict
-from arena.plan.experiment import Experiment, Group, Level, RunSpec, ServerConfig, Workload
+from arena.model.contenders import contenders_of, key_for, key_of, learner, race_field, with_reach
+from arena.model.recommend import grid
+from arena.app.measurer import Stored
+from arena.model.capacity import Ask, Key
+from arena.model.search import Contender, Tuning, search
+from arena.plan.experiment import Experiment, Level, ServerConfig, Workload
 from arena.plan.parse import goal_table, parse_experiment
-from arena.probe import sample_once
-from arena.results.aggregate import MiB, Figure
+from arena.results.aggregate import Figure
 from arena.results.answer import Goal
-from arena.results.runs import Failure, Run
+from arena.results.runs import Run
 from arena.results.why.diagnose import diagnose
 from arena.results.why.finding import Why
-from arena.runner import Event, RunCounts, Seams, run_experiment, server_spec
+from arena.runner import Event, Seams, idle_memory_mib
 from arena.servers import catalog
 from arena.servers.cgroup import limits_problem
 
@@ -54,12 +52,7 @@ DURATION_S = 3.0  # measured per run: short, the search repeats where it matters
 WARMUP_S = 1.0
 BUDGET_S = 600.0
 ERROR_PCT = 1.0  # errors allowed at a capacity unless the goal says
-RACE = 6  # contenders raced
-PER_SERVER = 2  # at most this many of one server in the race
 CALIBRATION_THREADS = 4
-LEARN_STEPS = 12  # halvings of the rate the race learns a contender's factor at (1/4096 of its saturation)
-REACH = 0.2  # a contender's reach: its capacity at a p99 target this much wider (twice the ~10% a
-# configuration's p99 is off the simulator's on held-out sweeps, benches/model_check.py)
 FINAL_WITHIN = 0.02  # the finalists' capacity is bracketed this narrow (hi / lo - 1): 2%, where 5% told too little apart
 CALIBRATION = Level("closed", 1)
 
@@ -279,72 +272,6 @@ def experiment(req: Request, servers: list[str], left: dict[str, str]) -> Experi
     return parse_experiment(definition(req, servers, cores), "arena tune")
 
 
-# ---------------------------------------------------------------------- measuring through the store
-
-
-class Stored:
-    """The search's measurer: runs made by the runner into the store, read back as samples. A
-    contender is a configuration of the experiment serving one of its workloads (``points``)."""
-
-    def __init__(self, exp: Experiment, store_path: str, seams: Seams, on_event: Callable[[Event], None],
-                 points: dict[Key, tuple[ServerConfig, Workload]], on_step: Callable[[str], None] = lambda s: None):
-        self.exp, self.store_path, self.seams, self.on_event, self.points = exp, store_path, seams, on_event, points
-        self.on_step = on_step
-        self.counts = RunCounts()
-        self.session, self.seq = time.time(), 0  # this invocation's steps (Store.save_step)
-        with open_store(store_path, write=True) as store:
-            self.experiment_id = store.experiment_id(exp.name, exp.file, exp.source)
-        self._load()
-
-    def measure(self, asks: Sequence[Ask]) -> None:
-        groups = []
-        for a in asks:
-            config, workload = self.points[a.key]
-            groups.append(Group(config, a.repetition, (RunSpec(config, a.level, a.repetition, workload, why=a.why),)))
-        with open_store(self.store_path, write=True) as store:
-            self.counts += run_experiment(self.exp, store, self.on_event, self.seams, chosen=groups)
-        self._load()
-
-    def say(self, stage: str, text: str) -> None:
-        """One step of the search: stored in order (the report's tuning path), and told."""
-        self.seq += 1
-        with open_store(self.store_path, write=True) as store:
-            store.save_step(self.experiment_id, self.session, self.seq, stage, text)
-        self.on_step(text)
-
-    def samples(self, key: Key, level: Level) -> list[Sample]:
-        config, workload = self.points[key]
-        return self._by.get((config.key, workload.name, level.model, level.value), [])
-
-    def runs(self) -> list[Run]:
-        return self._runs
-
-    def _load(self) -> None:
-        """The experiment's runs and failures as stored (no cells: the search judges runs)."""
-        with open_store(self.store_path) as store:
-            self._runs, failures = store.runs(self.exp.name), store.failures(self.exp.name)
-        by: dict[tuple, list[tuple[int, Sample]]] = {}
-        for r in self._runs:
-            by.setdefault(r.cell, []).append((r.repetition, sample_of(r)))
-        for f in failures:  # a run that could not be made takes its repetition, invalid
-            by.setdefault(f.cell, []).append((f.repetition, failed_sample(f)))
-        self._by = {k: [s for _, s in sorted(v, key=lambda x: x[0])] for k, v in by.items()}
-
-
-def key_of(c: ServerConfig) -> Key:
-    return c.server, c.processes, c.threads
-
-
-def key_for(server: str, processes: int | None, threads: int | None) -> Key:
-    """A grid point's key as its configuration's (key_of): a knob the server does not have is None."""
-    knobs = catalog.get_server(server).knobs
-    return server, processes if "processes" in knobs else None, threads if "threads" in knobs else None
-
-
-def failed_sample(f: Failure) -> Sample:
-    return Sample(False, None, None, None, None, (f"{f.stage}: {f.reason}",))
-
-
 # ---------------------------------------------------------------------- the use case
 
 
@@ -384,8 +311,9 @@ def tune(req: Request, store_path: str, on_event: Callable[[Event], None] = lamb
     # 2. predict (a capacity search in the simulator for each: over the CPUs; the model's figure at a
     # fixed load is a formula, computed here)
     with over_the_cpus() if req.load is None else nullcontext(map) as map_fn:
-        contenders, points = _contenders(req, calibrations, cores, names, map_fn)
-        raced = _race_field(contenders)
+        contenders, points = contenders_of(calibrations, lambda s: space(req, s, cores), names, req.goal, req.load,
+                                           req.memory_bound[0] if req.memory_bound else None, map_fn)
+        raced = race_field(contenders)
         others = [c for c in contenders if c not in raced]
         if req.load is None:
             others = with_reach(others, raced, calibrations, req.goal, map_fn)
@@ -438,8 +366,7 @@ def _memory_first(req: Request, exp: Experiment, servers: list[str], left: dict[
     for s in list(servers):
         config = next(c for c in exp.servers if c.server == s and (c.processes or 1) == 1 and (c.threads or 1) == 1)
         try:
-            with seams.launch(server_spec(exp, replace(config, limits=Limits()), {})) as running:
-                idle[s] = sample_once(running.procset).pss / MiB
+            idle[s] = idle_memory_mib(exp, config, seams)
         except ArenaError as e:
             left[s] = f"did not start: {str(e).splitlines()[0]}"
             servers.remove(s)
@@ -473,85 +400,6 @@ def _memory_check(req: Request, calibrations: dict[str, Calibration], left: dict
         del calibrations[s]
 
 
-def _contenders(req: Request, calibrations: dict[str, Calibration], cores: float, names: dict[Key, str],
-                map_fn: Callable = map) -> tuple[list[Contender], int]:
-    """Every grid point that fits the memory limit, predicted (each through ``map_fn``), ranked; and
-    how many grid points there were."""
-    fit, points = [], 0
-    bound = req.memory_bound[0] if req.memory_bound else None
-    for s, cal in calibrations.items():
-        for p, t in space(req, s, cores):
-            points += 1
-            key = key_for(s, p, t)
-            mem = cal.memory_mib(p, t)
-            if key in names and (bound is None or mem is None or mem <= bound):
-                fit.append((key, mem, (cal, p, t)))
-    predicted = map_fn(partial(_predicted, req), [point for _, _, point in fit])
-    return ranked([Contender(key, names[key], x, mem) for (key, mem, _), x in zip(fit, predicted)]), points
-
-
-def _predicted(req: Request, point: tuple[Calibration, int, int | None]) -> float:
-    """A configuration's predicted capacity under the target (the simulator's), or its throughput at
-    the request's fixed load where its p99 keeps within the target (the mean-value model's; else 0)."""
-    cal, p, t = point
-    if req.load is None:
-        return _capacity_at(req.goal, point)
-    pred = predict(cal, p, t, req.load.model, req.load.value)
-    return 0.0 if pred.overloaded or not req.goal.p99_within(pred.p99_ms) else pred.throughput
-
-
-def with_reach(others: Sequence[Contender], raced: Sequence[Contender], calibrations: dict[str, Calibration],
-               goal: Goal, map_fn: Callable = map) -> list[Contender]:
-    """``others`` (the contenders not raced), each that could beat the least predicted of ``raced``
-    (its saturation is above it) given its ``reach``: the simulator's capacity at a p99 target REACH
-    wider (model/search.py screens those the model may rank too low by it)."""
-    least = min((c.predicted for c in raced), default=0.0)
-    hope = [c for c in others if saturation(calibrations[c.key[0]], c.key[1], c.key[2]) > least]
-    wider = replace(goal, p99_ms=goal.p99_ms * (1 + REACH))
-    reach = dict(zip([c.key for c in hope], map_fn(partial(_capacity_at, wider),
-                                                   [(calibrations[c.key[0]], c.key[1], c.key[2]) for c in hope])))
-    return [replace(c, reach=reach[c.key]) if c.key in reach else c for c in others]
-
-
-def _capacity_at(goal: Goal, point: tuple[Calibration, int, int | None]) -> float:
-    """A configuration's capacity within the ``goal``'s latency target as the simulator predicts it."""
-    cal, p, t = point
-    return slo_capacity(cal, p, t, goal, sim=True)
-
-
-def learner(calibrations: dict[str, Calibration], contenders: Sequence[Contender]) -> Learn:
-    """What the race learns with (search.learned): each contender's predicted capacity, and the p99
-    against the rate of the simulator that predicted it, from its server's calibration."""
-    def p99_at(key: Key, rate: float) -> float:
-        return open_p99(calibrations[key[0]], key[1], key[2], rate, sim=True)
-
-    def top(key: Key) -> float:
-        return saturation(calibrations[key[0]], key[1], key[2])
-
-    return partial(learned, {c.key: c.predicted for c in contenders}, p99_at, top, steps=LEARN_STEPS)
-
-
-def ranked(contenders: Sequence[Contender]) -> list[Contender]:
-    """Best predicted first (to 0.1 req/s); of those predicted alike, the one that takes less memory."""
-    return sorted(contenders, key=lambda c: (-round(c.predicted, 1), c.memory_mib if c.memory_mib is not None else 0.0))
-
-
-def _race_field(ranked: list[Contender]) -> list[Contender]:
-    """The best RACE, at most PER_SERVER of a server where there are several. Thread counts the model
-    predicts alike are raced too: where it cannot tell them apart, the runs can (leaving all but
-    one of them out chose a configuration 13% below the best in benches/tune_efficiency.py)."""
-    out: list[Contender] = []
-    servers = len({c.key[0] for c in ranked})
-    most = max(PER_SERVER, -(-RACE // max(servers, 1)))
-    for c in ranked:
-        if sum(o.key[0] == c.key[0] for o in out) >= most:
-            continue
-        out.append(c)
-        if len(out) == RACE:
-            break
-    return out
-
-
 def _chosen(t: Tuning, measurer: Stored, exp: Experiment, names: dict[Key, str]) -> Chosen | None:
     if t.choice is None:
         return None
@@ -569,48 +417,3 @@ def _app_of(exp: Experiment, config: ServerConfig):
     return config.user_app or APPS[config.app]
 
 
-# ---------------------------------------------------------------------- [load] find = "capacity"
-
-
-SATURATION_MOST = 256  # clients of the closed run a capacity search starts from, at most
-FIND_FROM = 0.9  # a capacity search without a rate given starts at this share of that run's throughput
-
-
-def search_capacities(exp: Experiment, store_path: str, on_event: Callable[[Event], None] = lambda e: None,
-                      on_step: Callable[[str], None] = lambda s: None, seams: Seams = Seams(),
-                      clock: Callable[[], float] = time.monotonic) -> RunCounts:
-    """Search every configuration's capacity for every workload (model/search.py), from ``[load]
-    rates`` where given, else from ``saturation_start``. Returns the runner's counts of its runs;
-    the capacities are read back from the stored runs by the analysis."""
-    points = {(c.key, w.name): (c, w) for w in exp.workloads for c in exp.servers}
-    measurer = Stored(exp, store_path, seams, on_event, points, on_step)
-    run_s = START_S + exp.warmup_s + (exp.duration_s or 0.0)
-
-    for key, (config, workload) in points.items():
-        name = config.name + ("" if len(exp.workloads) == 1 else f" {workload.name}")
-        start = exp.find_from
-        if start is None:
-            level, start = saturation_start(measurer, key, config.server, config.processes, config.threads,
-                                            len(exp.server_cpus))
-            if start is None:
-                measurer.say("capacity", f"{name}: no run at {level.label} answered: no capacity searched")
-                continue
-        search([Contender(key, name, start)], exp.goal, None, measurer, budget_s=math.inf, run_s=run_s,
-               clock=clock, on_step=lambda s: measurer.say(s.stage, s.text))
-    return measurer.counts
-
-
-def saturation_start(measurer: Measurer, key: Key, server: str, processes: int | None, threads: int | None,
-                     cores: int) -> tuple[Level, float | None]:
-    """Where a capacity search with no rate given starts: FIND_FROM x the throughput of one closed run
-    with every slot of the configuration busy (its processes x threads clients, at most
-    SATURATION_MOST), that run's level with it (None: the run answered nothing)."""
-    slots = server_config(server, processes, threads, float(cores)).slots
-    level = Level("closed", max(1, min(SATURATION_MOST, slots)))
-    measurer.measure([Ask(key, level, 1, "capacity: the closed run it starts from")])
-    samples = measurer.samples(key, level)
-    # only where the search starts, so an invalid run serves too: overloaded with every slot busy, a
-    # server's throughput drifts between the run's halves (gunicorn-gthread p=2 t=24 and t=32 on one
-    # CPU: 31-38%)
-    got = [s.throughput for s in samples if s.valid and s.throughput] or [s.throughput for s in samples if s.throughput]
-    return level, FIND_FROM * got[0] if got else None
