@@ -228,3 +228,22 @@ def test_a_format_registered_once_is_offered_by_show_and_compare(exported, capsy
         unregister("shout")
     with pytest.raises(SystemExit):  # gone with it
         main(["show", NAME, "--store", report_store(), "--format", "shout"])
+
+
+def test_an_export_format_registered_once_is_offered_by_export(capsys):
+    """arena export's formats are registered ones too (csv first, the default): a throwaway one is
+    offered and handed the runs it reads."""
+    from arena.report.formats import Format, formats, register, unregister
+
+    def tsv(v) -> dict[str, str]:
+        runs, _ = v.read("none")
+        return {f"{v.name}.tsv": "".join(f"{r.config}\t{r.throughput}\n" for r in runs)}
+
+    assert formats("export")[0] == "csv" and {"json", "hlog", "hgrm"} <= set(formats("export"))
+    register(Format("tsv", "a test's own", {"export": tsv}))
+    try:
+        assert main(["export", NAME, "--store", report_store(), "--format", "tsv"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines and all(len(line.split("\t")) == 2 for line in lines)
+    finally:
+        unregister("tsv")
