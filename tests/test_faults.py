@@ -197,13 +197,13 @@ def test_a_disk_filling_while_a_mix_is_written_leaves_none_and_the_old_one_whole
 
 
 def test_sigkill_during_mix_from_log_leaves_the_old_output_or_a_whole_new_one(tmp_path):
-    """arena mix from-log killed (SIGKILL) at ten moments spread over its run, from reading the log to
+    """arena mix from-log killed (SIGKILL) at six moments spread over its run, from reading the log to
     writing the mix: each time the output is the old file or the whole new mix, and nothing else is
     left beside it (the mix is written to an anonymous file, linked and renamed over the old)."""
     from arena.mix import load_mix
 
     log = tmp_path / "access.log"
-    _access_log(log, 200_000)
+    _access_log(log, 100_000)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     out = out_dir / "mix.toml"
@@ -213,10 +213,10 @@ def test_sigkill_during_mix_from_log_leaves_the_old_output_or_a_whole_new_one(tm
     whole, took = out.read_text(), time.monotonic() - start
     load_mix(out)
     seen = set()
-    for k in range(10):
+    for k in range(6):
         out.write_text("# the user's own mix\n")
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(took * (k + 0.5) / 10)
+        time.sleep(took * (k + 0.5) / 6)
         proc.kill()
         proc.wait(timeout=30)
         text = out.read_text()
