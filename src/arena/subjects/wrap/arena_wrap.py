@@ -18,8 +18,14 @@ imported from ``ARENA_USER_DIR`` (first on sys.path). Every HTTP response gains
   clock and LoopLag.
 - ``X-Arena-Pid`` and ``X-Arena-Thread``.
 
-The body is collected before the headers go out (the timing covers it), so a streamed response is
-measured whole; a WSGI response without Content-Length or Transfer-Encoding gets its Content-Length.
+A response the app gives whole (ASGI: one body message; WSGI: a list of chunks, or an iterator
+with a Content-Length) is collected before the headers go out, so the timing covers its body; a
+WSGI one without Content-Length or Transfer-Encoding gets its Content-Length. A **stream** (ASGI: a
+body message with more to come; WSGI: an iterator without Content-Length: server-sent events, a
+language model's tokens) passes through as the app sends it, never held back: its head leaves
+with its first part, carrying what is known then, ``queue``, ``start`` (the wrapper's start to the
+app's response start) and ``first`` (to its first part); its end is the client's to measure
+(arena-load's time to the last event).
 """
 
 from __future__ import annotations
@@ -232,6 +238,18 @@ def _ids() -> list[tuple[str, str]]:
     return [("X-Arena-Pid", str(os.getpid())), ("X-Arena-Thread", str(threading.get_native_id()))]
 
 
+def _stream_timing(queue_ms: float | None, start_s: float, first_s: float | None = None) -> str:
+    """A stream's head: the queue, the time to the app's response start and to its first chunk."""
+    parts = [] if queue_ms is None else [f"queue;dur={queue_ms:.3f}"]
+    parts.append(f"start;dur={start_s * 1000:.3f}")
+    return ", ".join(parts + ([f"first;dur={first_s * 1000:.3f}"] if first_s is not None else []))
+
+
+def _streamed(headers) -> bool:
+    """Whether a response is a stream: its length is not told (no Content-Length)."""
+    return not any((k.decode("latin-1") if isinstance(k, bytes) else k).lower() == "content-length" for k, _ in headers)
+
+
 def wrap_wsgi(app):
     def timed(environ, start_response):
         now, start, cpu0, rq0 = time.time(), time.perf_counter(), time.thread_time(), _schedstat.run_queue_s()
@@ -240,11 +258,33 @@ def wrap_wsgi(app):
         answer: list = []
         chunks: list[bytes] = []
 
+        started: list[float] = []
+
         def start_response_later(status, headers, exc_info=None):
             answer[:] = [status, list(headers)]  # nothing is sent before the app returns: the last call counts
+            started[:] = [time.perf_counter()]
             return chunks.append  # the legacy write() callable
 
+        def answer_at(t0: float) -> float:
+            return (started[0] if started else time.perf_counter()) - t0
+
         body = app(environ, start_response_later)
+        if not isinstance(body, (list, tuple)):  # an iterator: the first chunk starts its response
+            it = iter(body)
+            try:
+                first = next(it, None)
+            except BaseException:
+                if hasattr(body, "close"):
+                    body.close()
+                raise
+            if answer and _streamed(answer[1]):
+                status, headers = answer
+                headers += [("Server-Timing", _stream_timing(queue, answer_at(start), time.perf_counter() - start)),
+                            *_ids()]
+                start_response(status, headers)
+                return _through(first, it, body)
+            chunks.extend([first] if first is not None else [])
+            body = _Rest(it, body)
         try:
             chunks.extend(body)
         finally:
@@ -262,6 +302,32 @@ def wrap_wsgi(app):
         return chunks
 
     return timed
+
+
+class _Rest:
+    """The chunks of a WSGI body after its first (already read), with the body's close."""
+
+    def __init__(self, it, body):
+        self.it, self.body = it, body
+
+    def __iter__(self):
+        return self.it
+
+    def close(self):
+        if hasattr(self.body, "close"):
+            self.body.close()
+
+
+def _through(first, it, body):
+    """A stream's chunks as the app makes them, its first already read; the body closed at the end
+    (the server closes this generator, which closes the app's body: PEP 3333)."""
+    try:
+        if first is not None:
+            yield first
+        yield from it
+    finally:
+        if hasattr(body, "close"):
+            body.close()
 
 
 def _unframed(environ, status: str, headers: list) -> bool:
@@ -321,12 +387,32 @@ def wrap_asgi(app):
         loop = asyncio.get_running_loop()
         lag, began = LoopLag.of(loop), loop.time() - (queue or 0.0) / 1000  # from its arrival
         held: list[dict] = []
+        started: list[float] = []  # when the app sent its response's start (s from the wrapper's start)
+        streaming: list[bool] = []  # [True] once the app streams (a body part with more to come): it passes through
 
         async def send_later(message):
-            held.append(message)  # sent once the app returns (below)
+            if streaming:
+                await send(message)
+                return
+            if message["type"] == "http.response.start":
+                started.append(time.perf_counter() - start)
+            held.append(message)  # sent once the app returns (below), unless it streams
+            if message["type"] == "http.response.body" and message.get("more_body") and held[0]["type"] == \
+                    "http.response.start":
+                streaming.append(True)  # a stream: its head now, with what is known, and the rest as it comes
+                head = dict(held[0])
+                head["headers"] = [*head.get("headers", ()),
+                                   (b"server-timing", _stream_timing(queue, started[0],
+                                                                     time.perf_counter() - start).encode()),
+                                   *((k.lower().encode(), v.encode()) for k, v in _ids())]
+                for m in [head, *held[1:]]:
+                    await send(m)
+                held.clear()
 
         steps = _Steps(app(scope, receive, send_later))
         await steps
+        if streaming:
+            return
         wall = time.perf_counter() - start
         # the loop's blocked time while it was in flight, less its own steps' blocking (their wall beyond CPU)
         waited = lag.during(began, loop.time()) - max(0.0, steps.wall - steps.cpu)

@@ -1,0 +1,139 @@
+"""Streams through Arena's timing around a user's app (subjects/wrap/arena_wrap.py): a response that
+does not tell its length passes through as the app sends it. An ASGI app streaming server-sent
+events keeps plain uvicorn's event times under Arena (within 5 ms); a WSGI generator's events leave
+as it yields them; each stream's head carries what is known when it leaves."""
+
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.servers.launch import ServerSpec, start
+from arena.subjects.user import user_app
+from tests.conftest import require_server
+
+FIRST_MS, EVERY_MS, EVENTS = 150, 50, 6
+
+SSE_ASGI = f"""\
+import asyncio
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        await receive()
+        await send({{"type": "lifespan.startup.complete"}})
+        await receive()
+        await send({{"type": "lifespan.shutdown.complete"}})
+        return
+    await send({{"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]}})
+    await asyncio.sleep({FIRST_MS / 1000})
+    for i in range({EVENTS}):
+        if i:
+            await asyncio.sleep({EVERY_MS / 1000})
+        await send({{"type": "http.response.body", "body": f"data: {{i}}\\n\\n".encode(), "more_body": True}})
+    await send({{"type": "http.response.body", "body": b""}})
+"""
+
+SSE_WSGI = f"""\
+import time
+
+
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
+    time.sleep({FIRST_MS / 1000})
+    for i in range({EVENTS}):
+        if i:
+            time.sleep({EVERY_MS / 1000})
+        yield f"data: {{i}}\\n\\n".encode()
+"""
+
+
+def event_times(host: str, port: int) -> tuple[list[float], bytes]:
+    """One GET / on a fresh connection: each event's arrival (ms after the request was sent), and the
+    response's head."""
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sent = time.perf_counter()
+        s.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        data, seen = b"", []
+        while len(seen) < EVENTS:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            seen += [(time.perf_counter() - sent) * 1000] * (data.count(b"data: ") - len(seen))
+    return seen, data.partition(b"\r\n\r\n")[0]
+
+
+def medians(host: str, port: int, n: int = 5) -> tuple[list[float], bytes]:
+    got = [event_times(host, port) for _ in range(n)]
+    assert all(len(times) == EVENTS for times, _ in got), got
+    return [statistics.median(t[i] for t, _ in got) for i in range(EVENTS)], got[0][1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.integration
+def test_a_users_asgi_stream_keeps_plain_uvicorns_event_times_under_arena(tmp_path):
+    require_server("uvicorn")
+    (tmp_path / "sse.py").write_text(SSE_ASGI)
+    port = _free_port()
+    plain = subprocess.Popen([sys.executable, "-m", "uvicorn", "sse:app", "--host", "127.0.0.1", "--port", str(port),
+                              "--log-level", "warning"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        own, _ = medians("127.0.0.1", port)
+    finally:
+        plain.terminate()
+        plain.wait(timeout=20)
+    app = user_app("sse:app", base=tmp_path, chdir=str(tmp_path), serves=("asgi",), health="/")
+    with start(ServerSpec("uvicorn", app, strict_knobs=False)) as running:
+        wrapped, head = medians(running.host, running.port)
+    # the first event after FIRST_MS, then every EVERY_MS, as the app sends them (never all at the end)
+    assert own[0] == pytest.approx(FIRST_MS, abs=40) and own[-1] - own[0] == pytest.approx(
+        EVERY_MS * (EVENTS - 1), abs=40), own
+    assert max(abs(a - b) for a, b in zip(wrapped, own)) <= 5, (wrapped, own)
+    head = head.decode("latin-1").lower()
+    assert "server-timing: start;dur=" in head and "first;dur=" in head and "x-arena-pid:" in head, head
+    assert "content-length" not in head, head
+
+
+@pytest.mark.integration
+def test_a_users_wsgi_stream_leaves_as_it_is_yielded_with_its_first_chunks_time_in_its_head(tmp_path):
+    require_server("gunicorn-gthread")
+    (tmp_path / "sse_wsgi.py").write_text(SSE_WSGI)
+    app = user_app("sse_wsgi:app", base=tmp_path, chdir=str(tmp_path), serves=("wsgi",), health="/")
+    with start(ServerSpec("gunicorn-gthread", app, threads=4, strict_knobs=False)) as running:
+        times, head = medians(running.host, running.port, n=3)
+    assert times[0] == pytest.approx(FIRST_MS, abs=40), times  # not held until the last one
+    assert times[-1] - times[0] == pytest.approx(EVERY_MS * (EVENTS - 1), abs=40), times
+    timing = next(line for line in head.decode("latin-1").split("\r\n") if line.lower().startswith("server-timing:"))
+    first = float(timing.split("first;dur=")[1].split(",")[0])
+    assert first == pytest.approx(FIRST_MS, abs=30) and "start;dur=" in timing, timing
+
+
+def test_a_response_that_tells_its_length_is_still_timed_whole():
+    """The wrapper's choice of a stream, pure: a head without Content-Length is one, with it not."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "src" / "arena" / "subjects" / "wrap"))
+    try:
+        import arena_wrap
+    finally:
+        sys.path.pop(0)
+    assert arena_wrap._streamed([(b"content-type", b"text/event-stream")])
+    assert not arena_wrap._streamed([(b"Content-Length", b"12")]) and not arena_wrap._streamed([("content-length", "3")])
+    assert arena_wrap._stream_timing(2.5, 0.010, 0.150) == "queue;dur=2.500, start;dur=10.000, first;dur=150.000"
