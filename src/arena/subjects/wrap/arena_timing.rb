@@ -9,8 +9,11 @@
 #   kept (the names queue, app, cpu, cpuwall and gc are Arena's).
 # - X-Arena-Pid and X-Arena-Thread.
 #
-# The body is collected before the response goes out (the timing covers it), so a streamed
-# response is measured whole. Loaded by the config.ru Arena writes for a user's app (ArenaTiming.rackup).
+# A response the app gives whole (an Array body, one that answers to_ary, or a Content-Length) is
+# collected before it goes out, so the timing covers its body. A stream (a lazy body without
+# Content-Length: an Enumerator of server-sent events, Sinatra's stream) passes through as the app
+# yields it: its head carries queue and start (the middleware's start to the app's return), its end
+# is the client's to measure. Loaded by the config.ru Arena writes for a user's app (ArenaTiming.rackup).
 # The process-wide clocks a request's timing reads before and after it (Arena's Ruby subject too).
 module ArenaClocks
   # The process's time in the garbage collector so far (a collection holds the GVL: every thread of
@@ -57,6 +60,12 @@ class ArenaTiming
     held0 = throttled_s
     queue = queue_ms(env["HTTP_X_REQUEST_START"], now)
     status, headers, body = @app.call(env)
+    if stream?(headers, body)
+      timing = []
+      timing << format("queue;dur=%.3f", queue) if queue
+      timing << format("start;dur=%.3f", (Process.clock_gettime(Process::CLOCK_MONOTONIC) - start) * 1000)
+      return [status, stamped(headers, timing), body]
+    end
     chunks = []
     begin
       body.each { |chunk| chunks << chunk }
@@ -73,6 +82,18 @@ class ArenaTiming
     timing << format("gc;dur=%.3f", in_gc * 1000) if in_gc > 0 # only a request that met a collection
     held = [throttled_s - held0, wall].min
     timing << format("throttled;dur=%.3f", held * 1000) if held > 0 # only a request that met the quota
+    [status, stamped(headers, timing), chunks]
+  end
+
+  private
+
+  # A stream: a lazy body (neither an Array nor one that answers to_ary) whose length is not told.
+  def stream?(headers, body)
+    !body.is_a?(Array) && !body.respond_to?(:to_ary) && headers.keys.none? { |k| k.casecmp?("content-length") }
+  end
+
+  # The headers with Arena's Server-Timing metrics (after the app's own) and its ids.
+  def stamped(headers, timing)
     headers = headers.dup
     own = headers.keys.find { |k| k.casecmp?("server-timing") }
     if own
@@ -82,10 +103,8 @@ class ArenaTiming
     end
     headers["x-arena-pid"] = Process.pid.to_s
     headers["x-arena-thread"] = thread_id.to_s
-    [status, headers, chunks]
+    headers
   end
-
-  private
 
   def gc_s = ArenaClocks.gc_s
   def throttled_s = ArenaClocks.throttled_s
