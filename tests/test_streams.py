@@ -5,7 +5,6 @@ as they are yielded; each stream's head carries what is known when it leaves."""
 
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from arena.servers.launch import ServerSpec, start
 from arena.subjects.user import user_app
 from tests.conftest import require_server
+from tests.test_deploy import serving
 
 FIRST_MS, EVERY_MS, EVENTS = 150, 50, 6
 
@@ -83,19 +83,9 @@ def _free_port() -> int:
 
 
 def plain_times(argv: list[str], cwd: Path, port: int) -> list[float]:
-    """The event times of a server started plainly (no Arena), in its own session, stopped after."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+    """The event times of a server started plainly (no Arena), stopped after."""
+    with serving(argv, cwd, port):
         return medians("127.0.0.1", port)[0]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.mark.alone  # its 5 ms bound is timing: beside a neighbour its wake-ups would be the neighbour's
