@@ -108,9 +108,7 @@ def memory_problem(mib: float) -> str | None:
 
 
 def memory_text(mib: float) -> str:
-    """512 -> "512MiB", 1536 -> "1.5GiB", 0.5 -> "512KiB"."""
-    if mib < 1 and (mib * 1024).is_integer():
-        return f"{mib * 1024:g}KiB"
+    """512 -> "512MiB", 1536 -> "1.5GiB"."""
     return f"{mib / 1024:g}GiB" if mib >= 1024 and (mib / 1024 * 10).is_integer() else f"{mib:g}MiB"
 
 

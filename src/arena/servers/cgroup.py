@@ -85,9 +85,13 @@ class ProcessSet(ABC):
         whole microseconds of quota, whole pages of memory)."""
         if limits.problem:
             raise ArenaError(f"{limits.keys}: {limits.problem}")
-        if limits.any:
-            raise ArenaError(f"{limits.keys}: {NO_CGROUP}")
-        return limits
+        if not limits.any:
+            return limits
+        return self._applied(limits, *self._set_limits(limits))
+
+    def _set_limits(self, limits: Limits) -> tuple[tuple[int, int] | None, int | None]:
+        """Write ``limits`` to the group's controllers, read back: ((quota, period) in µs or None, bytes or None)."""
+        raise ArenaError(f"{limits.keys}: {NO_CGROUP}")
 
     def _applied(self, asked: Limits, cpu: tuple[int, int] | None, memory: int | None) -> Limits:
         """The limits read back (``cpu``: the quota and period in microseconds, None: no quota;
@@ -289,9 +293,7 @@ class CgroupV1(ProcessSet):
         for d in self.made:
             _write(d / "cgroup.procs", str(pid))
 
-    def limit(self, limits: Limits) -> Limits:
-        if limits.problem:
-            raise ArenaError(f"{limits.keys}: {limits.problem}")
+    def _set_limits(self, limits: Limits) -> tuple[tuple[int, int] | None, int | None]:
         missing = [c for c in _wanted(limits) if c not in self.dirs]
         if missing:
             raise ArenaError(f"{limits.keys}: {_v1_missing(missing[0])}")
@@ -308,7 +310,7 @@ class CgroupV1(ProcessSet):
             cpu = None if quota < 0 else (quota, int(_read(self.dirs["cpu"] / "cpu.cfs_period_us")))
         if limits.memory_mib is not None:
             memory = int(_read(self.dirs["memory"] / "memory.limit_in_bytes"))
-        return self._applied(limits, cpu, memory)
+        return cpu, memory
 
     def cpu_stat(self) -> Path | None:
         d = self.dirs.get("cpu")
@@ -419,9 +421,7 @@ class CgroupV2(ProcessSet):
         p = self.dir / "memory.peak"
         return int(_read(p)) if p.exists() else None
 
-    def limit(self, limits: Limits) -> Limits:
-        if limits.problem:
-            raise ArenaError(f"{limits.keys}: {limits.problem}")
+    def _set_limits(self, limits: Limits) -> tuple[tuple[int, int] | None, int | None]:
         missing = [c for c in _wanted(limits) if not (self.dir / f"{c}.max").exists()]
         if missing:
             raise ArenaError(f"{limits.keys}: {_v2_missing(missing[0])}")
@@ -438,7 +438,7 @@ class CgroupV2(ProcessSet):
         if limits.memory_mib is not None:
             held = _read(self.dir / "memory.max").strip()
             memory = None if held == "max" else int(held)
-        return self._applied(limits, cpu, memory)
+        return cpu, memory
 
     def cpu_stat(self) -> Path | None:
         return self.dir / "cpu.stat"
