@@ -47,8 +47,8 @@ def run(args, out) -> int:
               + (f" (first: {got.first_skip})" if got.first_skip else ""), highlight=False, markup=False)
     for why, (n, where) in got.skips.items() if len(got.skips) > 1 or got.skipped > 1 else ():
         more = f", ... {n - len(where):,} more" if n > len(where) else ""
-        out.print(f"  {n:,} {what if n != 1 else what[:-1] if what == 'lines' else 'entry'}: {why} ({', '.join(where)}{more})",
-                  highlight=False, markup=False)
+        unit = what if n != 1 else {"lines": "line", "entries": "entry"}[what]
+        out.print(f"  {n:,} {unit}: {why} ({', '.join(where)}{more})", highlight=False, markup=False)
     left = [(n, what) for n, what in ((b.static, "static assets"), (b.health, "health checks"),
                                        (b.excluded, "excluded by --include/--exclude"),
                                        (b.tokens, "with a token longer than arena-load draws (64 characters)"),

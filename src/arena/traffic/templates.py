@@ -387,11 +387,8 @@ def build(entries: list[Entry], *, include: re.Pattern | None = None, exclude: r
             out.tokens += 1
             continue
         key, numbers, dropped, lengths = shaped
-        headers = tuple((k, v) for k, v in e.headers if not k.startswith(":") and k.lower() not in DROPPED_HEADERS
-                        and (keep_values or k.lower() in KEPT_HEADERS))
-        out.headers_dropped.update(k.lower() for k, _ in e.headers if not k.startswith(":")
-                                   and k.lower() not in DROPPED_HEADERS and not keep_values
-                                   and k.lower() not in KEPT_HEADERS)
+        headers, left = _headers(e.headers, keep_values)
+        out.headers_dropped.update(left)
         body = None
         if e.body and e.method not in ("GET", "HEAD"):
             taken = {p[-1] for p in (*key[1], *key[2]) if isinstance(p, tuple)}
@@ -418,6 +415,27 @@ def build(entries: list[Entry], *, include: re.Pattern | None = None, exclude: r
     return out
 
 
+def _headers(given: tuple[tuple[str, str], ...], keep_values: bool) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """A HAR request's headers a template carries (never DROPPED_HEADERS nor HTTP/2's pseudo-headers;
+    of the rest, KEPT_HEADERS unless ``keep_values``), and the names of those left out as user data."""
+    kept, left = [], []
+    for k, v in given:
+        name = k.lower()
+        if k.startswith(":") or name in DROPPED_HEADERS:
+            continue
+        if keep_values or name in KEPT_HEADERS:
+            kept.append((k, v))
+        else:
+            left.append(name)
+    return tuple(kept), left
+
+
+def _word_at(t: Template, i: int) -> str | None:
+    """The word at level ``i`` of ``t``'s path (None: a field, an empty segment, or no such level)."""
+    piece = t.pieces[i] if len(t.pieces) > i else None
+    return piece if isinstance(piece, str) and piece else None
+
+
 def names_as_fields(templates: list[Template]) -> list[Template]:
     """The templates with each path level that holds more than PATH_WORDS distinct words under one
     parent (TOP_WORDS at the top) made a text field (their values user names, not a route's words), from the top level
@@ -426,14 +444,14 @@ def names_as_fields(templates: list[Template]) -> list[Template]:
     for i in range(1, depth):
         words: dict[tuple, set[str]] = {}
         for t in templates:
-            if len(t.pieces) > i and isinstance(t.pieces[i], str) and t.pieces[i]:
-                words.setdefault(t.pieces[:i], set()).add(t.pieces[i])
+            if (word := _word_at(t, i)) is not None:
+                words.setdefault(t.pieces[:i], set()).add(word)
         wide = {parent for parent, w in words.items() if len(w) > (TOP_WORDS if i == 1 else PATH_WORDS)}
         if not wide:
             continue
         merged: dict[tuple, Template] = {}
         for t in templates:
-            if t.pieces[:i] in wide and len(t.pieces) > i and isinstance(t.pieces[i], str) and t.pieces[i]:
+            if t.pieces[:i] in wide and _word_at(t, i) is not None:
                 t = _word_as_field(t, i)
             key = (t.method, t.pieces, t.params, t.headers, t.body)
             if key in merged:
@@ -451,9 +469,8 @@ def _word_as_field(t: Template, i: int) -> Template:
     taken = {p[-1] for p in (*t.pieces, *t.params) if isinstance(p, tuple)} | set(t.low) | set(t.lengths)
     name = _unique(_base(before), taken)
     pieces = (*t.pieces[:i], (TEXT_FIELD, name), *t.pieces[i + 1:])
-    return replace(t, pieces=pieces, statuses=Counter(t.statuses), low=dict(t.low), high=dict(t.high),
-                   dropped=set(t.dropped), distinct={k: set(v) for k, v in t.distinct.items()},
-                   lengths={**{k: list(v) for k, v in t.lengths.items()}, name: [len(word) * t.count, t.count]})
+    # ``t`` itself is left behind (the templates are rebuilt from these): its counts are this one's
+    return replace(t, pieces=pieces, lengths={**t.lengths, name: [len(word) * t.count, t.count]})
 
 
 def mix_toml(built: Built, source: str) -> str:
