@@ -257,16 +257,12 @@ def wrap_wsgi(app):
         queue = _queue_ms(environ.get("HTTP_X_REQUEST_START"), now)
         answer: list = []
         chunks: list[bytes] = []
-
-        started: list[float] = []
+        started: list[float] = []  # when the app started its response (a stream's head says so)
 
         def start_response_later(status, headers, exc_info=None):
             answer[:] = [status, list(headers)]  # nothing is sent before the app returns: the last call counts
             started[:] = [time.perf_counter()]
             return chunks.append  # the legacy write() callable
-
-        def answer_at(t0: float) -> float:
-            return (started[0] if started else time.perf_counter()) - t0
 
         body = app(environ, start_response_later)
         if not isinstance(body, (list, tuple)):  # an iterator: the first chunk starts its response
@@ -279,7 +275,7 @@ def wrap_wsgi(app):
                 raise
             if answer and _streamed(answer[1]):
                 status, headers = answer
-                headers += [("Server-Timing", _stream_timing(queue, answer_at(start), time.perf_counter() - start)),
+                headers += [("Server-Timing", _stream_timing(queue, started[0] - start, time.perf_counter() - start)),
                             *_ids()]
                 start_response(status, headers)
                 return _through(first, it, body)
