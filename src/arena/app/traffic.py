@@ -83,10 +83,9 @@ def from_log(files: list[str], output: str, *, fmt: str | None = None, fields: s
         if _same_file(f, output):
             raise ArenaError(f"-o {output}: is the log {f} (the mix would overwrite what it is made of)")
     field_map = parse_fields(fields)
-    if fields and fmt not in (None, "jsonl"):
-        raise ArenaError(f"--fields: names a JSON line's keys; --format {fmt} has none")
     inc, exc = _regex("--include", include), _regex("--exclude", exclude)
     read = read_logs(files, fmt, field_map)
+    # --fields names a JSON line's keys: refused with any other format, given or detected
     if fields and (other := next((f for f, kind in read.formats.items() if kind != "jsonl"), None)):
         raise ArenaError(f"--fields {fields}: names a JSON line's keys; {other} is a {read.formats[other]} log")
     built = build(read.entries, include=inc, exclude=exc, coverage=coverage, keep_values=keep_values,
