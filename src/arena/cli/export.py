@@ -28,10 +28,10 @@ def add(sub) -> None:
 
 
 def run(args, out) -> int:
-    if many(NAME, args.format) and not args.output:
+    if many(args.format) and not args.output:
         raise ArenaError(f"--format {args.format}: writes one file per cell; give a directory with -o DIR")
     files = export_files(args.store, args.experiment, args.format, args.per)
-    if many(NAME, args.format):
+    if many(args.format):
         with staging(args.output, "--output") as stage:  # every cell's file, or none
             for file, text in files.items():
                 (stage / file).write_text(text)

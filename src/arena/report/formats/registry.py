@@ -93,13 +93,14 @@ def formats(command: str) -> tuple[str, ...]:
 
 
 def what(name: str, command: str | None = None) -> str:
+    """What the format ``name`` is for (``command``'s own where a registered one shares a built-in's name)."""
     fmt = _FORMATS.get(name)
     if name in BUILT_IN and (fmt is None or command not in fmt.renders):
         return BUILT_IN[name]
     return fmt.what
 
 
-def many(command: str, name: str) -> bool:
+def many(name: str) -> bool:
     """Whether the format writes a file per cell (a directory is given)."""
     return _FORMATS[name].many
 
@@ -109,6 +110,6 @@ def schema(command: str) -> str:
     return f"schemas/{SCHEMAS[command]}.schema.json"
 
 
-def render(command: str, name: str, view: Any) -> str:
-    """``view`` of ``command`` in the registered format ``name``."""
+def render(command: str, name: str, view: Any) -> Any:
+    """``view`` of ``command`` in the registered format ``name``: text (export's: file name -> text)."""
     return _FORMATS[name].renders[command](view)
