@@ -608,4 +608,5 @@ def test_a_users_asgi_app_that_blocks_its_loop_is_timed_with_the_wait_it_caused(
     # typically one or two of the three others' 20 ms blocks ahead of it (time the machine did not run
     # the server, shared with this test's clients, counts too: no exact bound)
     assert 15 <= sorted(blocked)[len(blocked) // 2] <= 65, blocked
-    assert awaited == [0.0] * 40, awaited
+    # none waits a block; a machine's rare late wake-up (a few ms, in a VM) is not a block
+    assert max(awaited) < 15 and sorted(awaited)[len(awaited) // 2] == 0.0, awaited

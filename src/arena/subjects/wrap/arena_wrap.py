@@ -167,10 +167,11 @@ throttle_clock = ThrottleClock(os.environ.get("ARENA_CPU_STAT"))
 class LoopLag:
     """How long an event loop sat blocked by calls that waited without yielding, and when.
 
-    A timer set every TICK_S runs late by whatever the loop did meanwhile: other requests' CPU, or a
-    call that waited (a blocking read, ``time.sleep``) while the process used no CPU. Each late run
-    keeps its stretch (due, ran) and the blocked part of it: the lateness less the process's CPU
-    time over the stretch. A request's share is the blocked part of the stretches it was in flight
+    A timer set every TICK_S runs late by whatever the loop did meanwhile: other requests' CPU, a
+    wait for a core the machine gave to another process, or a call that waited (a blocking read,
+    ``time.sleep``) while the process used no CPU. Each late run keeps its stretch (due, ran) and the
+    blocked part of it: the lateness less the process's CPU time and the loop thread's wait for a
+    core (its schedstat run queue time) over the stretch. A request's share is the blocked part of the stretches it was in flight
     for, in proportion to the overlap (and of the stretch still running when it ends)."""
 
     TICK_S = 0.005
@@ -181,25 +182,25 @@ class LoopLag:
         from collections import deque
 
         self.loop, self.stretches = loop, deque(maxlen=self.KEPT)
-        self.ran, self.cpu = loop.time(), time.process_time()
+        self.ran, self.cpu, self.run_queue = loop.time(), time.process_time(), _schedstat.run_queue_s()
         self.due = self.ran + self.TICK_S
         loop.call_at(self.due, self._tick)
 
-    def _blocked(self, now: float, cpu: float) -> float:
-        return max(0.0, (now - self.due) - (cpu - self.cpu))
+    def _blocked(self, now: float, cpu: float, run_queue: float) -> float:
+        return max(0.0, (now - self.due) - (cpu - self.cpu) - (run_queue - self.run_queue))
 
     def _tick(self) -> None:
-        now, cpu = self.loop.time(), time.process_time()
-        if now - self.due > self.LATE_S and (blocked := self._blocked(now, cpu)) > self.LATE_S:
+        now, cpu, run_queue = self.loop.time(), time.process_time(), _schedstat.run_queue_s()
+        if now - self.due > self.LATE_S and (blocked := self._blocked(now, cpu, run_queue)) > self.LATE_S:
             self.stretches.append((self.due, now, blocked))
-        self.ran, self.cpu, self.due = now, cpu, now + self.TICK_S
+        self.ran, self.cpu, self.run_queue, self.due = now, cpu, run_queue, now + self.TICK_S
         self.loop.call_at(self.due, self._tick)
 
     def during(self, start: float, end: float) -> float:
         """Seconds of blocked loop while a request was in flight from ``start`` to ``end`` (loop.time())."""
         spans = list(self.stretches)
         if end - self.due > self.LATE_S:  # the loop is late right now: the stretch is still running
-            spans.append((self.due, end, self._blocked(end, time.process_time())))
+            spans.append((self.due, end, self._blocked(end, time.process_time(), _schedstat.run_queue_s())))
         total = 0.0
         for due, ran, blocked in reversed(spans):
             if ran <= start:
