@@ -119,6 +119,23 @@ def test_a_result_that_breaks_the_schema_is_refused(puma):
         native.validate(doc)
 
 
+@pytest.mark.integration
+def test_arena_loads_document_matches_the_schema_in_each_model_and_link(puma):
+    """Closed with a warm-up, open with Poisson arrivals and X-Request-Start, and through an emulated
+    link: each document is what schemas/load-result.schema.json says (native.run validates it; so
+    does every run of the suite, interrupted, invalid or with a session's capture missed)."""
+    url = f"{puma.url}/work?cpu_ms=1"
+    closed = native.run(LoadSpec(url, connections=2, duration_s=0.5, warmup_s=0.2), cpus=[0])
+    opened = native.run(LoadSpec(url, rate=200, arrival="poisson", requests=50, request_start=True), cpus=[0])
+    linked = native.run(LoadSpec(url, connections=2, requests=20, delay_s=0.001, upload_bps=1_000_000,
+                                 download_bps=1 << 20), cpus=[0])
+    for r in (closed, opened, linked):
+        native.validate(r.raw)
+    assert closed.warmup is not None and closed.measured.completed > 0
+    assert opened.model == "open" and opened.measured.issued == 50 and "queue" in opened.measured.server_timing
+    assert linked.settings.link_delay_s == 0.001 and linked.measured.completed == 20
+
+
 def test_arena_load_errors_become_one_line_arena_errors():
     with pytest.raises(ArenaError, match=r"^URL: 10\.9\.9\.9 is not a loopback address"):
         native.run(LoadSpec("http://10.9.9.9/", duration_s=1))

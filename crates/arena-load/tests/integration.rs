@@ -199,11 +199,6 @@ fn errors_are_classified() {
     }
 }
 
-fn schema() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas/load-result.schema.json")).unwrap();
-    jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
-}
-
 fn binary(url: &str, flags: &[&str]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_arena-load"))
         .arg(url)
@@ -212,20 +207,6 @@ fn binary(url: &str, flags: &[&str]) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-#[test]
-fn the_binarys_json_matches_the_schema() {
-    let url = server(Mode::Answer { delay: Duration::from_millis(1), chunked: false });
-    let v = schema();
-    for flags in [vec!["-c", "2", "-d", "500ms", "--warmup", "200ms"], vec!["-r", "200", "--arrival", "poisson", "-n", "50", "--request-start"],
-                  vec!["-c", "2", "-n", "20", "--delay", "1ms", "--upload", "1MB/s", "--download", "1MiB/s"]] {
-        let out = binary(&url, &flags).wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let errors: Vec<String> = v.iter_errors(&doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-        assert!(errors.is_empty(), "{flags:?}: {errors:?}");
-    }
 }
 
 #[test]
@@ -241,7 +222,6 @@ fn sigint_ends_the_run_and_keeps_the_result() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["interrupted"], true);
     assert!(n(&doc["measured"]["requests"]["completed"]) > 50);
-    assert!(schema().is_valid(&doc));
 }
 
 #[test]
@@ -385,7 +365,6 @@ fn answers_outside_the_expected_statuses_are_errors_and_the_exit_status_says_so(
     assert_eq!(n(&m["latency"]["response_time"]["count"]), 0); // errors are kept out of the latencies
     assert_eq!(doc["validity"]["valid"], false);
     assert!(doc["validity"]["reasons"][0].as_str().unwrap().starts_with("no request succeeded"));
-    assert!(schema().is_valid(&doc));
     // an app that answers 404 on purpose: told so, the run is valid (at a rate: a closed loop against
     // answers this fast keeps the generator's core busy past its saturation limit on a loaded machine)
     let out = binary(&url, &["-r", "200", "-c", "2", "-d", "500ms", "--expect-status", "404"]).wait_with_output().unwrap();
@@ -698,8 +677,6 @@ fn a_capture_that_never_matches_is_an_error_of_its_request_named_in_the_verdict(
     assert_eq!(r["captures_missed"], serde_json::json!([{"session": "login", "capture": "csrf", "answers": 50}]));
     let reasons = r["validity"]["reasons"].to_string();
     assert!(reasons.contains("session 'login': capture 'csrf' not found in 50 answers"), "{reasons}");
-    let errors: Vec<String> = schema().iter_errors(&r).map(|e| format!("{e} at {}", e.instance_path())).collect();
-    assert!(errors.is_empty(), "{errors:?}");
     std::fs::remove_dir_all(mix.parent().unwrap()).unwrap();
 }
 
