@@ -109,12 +109,20 @@ demo:
 # time, as the machine's two cores would otherwise be shared by up to 21 of them at once. So are
 # Arena's tests that start servers, services, load or a browser (marked integration: their runs must
 # have the CPUs to themselves, or the neighbour rule makes them invalid); the tests that start
-# nothing run first, two at a time (a file's tests on one worker, in their order).
-test: install
-	cargo test --release --locked -p arena-load -- --test-threads=1
-	$(VENV)/bin/lint-imports --no-cache
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not alone" -n 2 --dist loadfile
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m alone --durations=30
+# nothing run first, two at a time (a file's tests on one worker, in their order). arena-load's tests
+# use the binary `make build` made (one release profile). The parts' times are printed at the end,
+# passed or not.
+test:
+	@t0=$$(date +%s); t=$$t0; parts=; \
+	part() { now=$$(date +%s); parts="$$parts$$1 $$(( now - t )) s, "; t=$$now; }; \
+	trap 'echo "make test: $${parts}total $$(( $$(date +%s) - t0 )) s"' EXIT; \
+	$(MAKE) --no-print-directory install; part "install and build"; \
+	cargo test --release --locked -p arena-load -- --test-threads=1; part "arena-load's tests"; \
+	$(VENV)/bin/lint-imports --no-cache; \
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not alone" -n 2 --dist loadfile; \
+	part "Arena's tests two at a time"; \
+	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m alone --durations=30; \
+	part "Arena's tests alone"
 
 # Figures, not tests: about 33 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench
