@@ -79,6 +79,43 @@ def test_mix_errors(query, message):
     assert str(e.value).startswith(message)
 
 
+def test_a_stream_yields_its_parts_and_waits_in_order_and_times_itself_at_its_end():
+    """/stream: the opening comment at once, each event after its wait (first_ms, then interval_ms)
+    and its CPU, then the closing comment with the stream's own timing; never drawn by /mix."""
+    resp = w.run_sync("/stream", "events=3&first_ms=30&interval_ms=20&cpu_ms=2&bytes=4", None, "wsgi")
+    assert (resp.status, resp.content_type, resp.body) == (200, "text/event-stream", b"")
+    assert "Content-Length" not in dict(w.wire_headers(resp)) and dict(resp.headers)["Cache-Control"] == "no-cache"
+    assert "Server-Timing" not in dict(resp.headers) and "X-Accel-Buffering" not in dict(resp.headers)
+    parts = list(resp.stream)
+    assert parts[:-1] == [b": stream\n\n", w.Wait(0.03), b"id: 1\ndata: xxxx\n\n", w.Wait(0.02),
+                          b"id: 2\ndata: xxxx\n\n", w.Wait(0.02), b"id: 3\ndata: xxxx\n\n"]
+    closing = dict(p.split(";dur=") for p in parts[-1].removeprefix(b": server-timing ").decode().strip().split(", "))
+    assert 6 <= float(closing["cpu"]) <= 9 and float(closing["io"]) < 5  # the waits were not slept: parts were taken at once
+    timed = w.run_sync("/stream", "events=1&buffering=no", "t=1", "asgi")
+    assert dict(timed.headers)["X-Accel-Buffering"] == "no" and dict(timed.headers)["Server-Timing"].startswith("queue;dur=")
+    assert [p for p in w.sync_parts(timed.stream)][:2] == [b": stream\n\n", b"id: 1\ndata: xxxxxxxxxxxxxxxx\n\n"]
+    for query, message in (("events=0", "events: must be an integer from 1 to 100000"),
+                           ("bytes=65537", "bytes: must be an integer from 0 to 65536")):
+        assert w.run_sync("/stream", query, None, "wsgi").body.decode().startswith(message)
+    with pytest.raises(w.BadRequest, match="^w_stream: unknown endpoint weight"):
+        w.mix_args({"w_stream": "1"})
+    with pytest.raises(w.BadRequest, match="^events: unknown parameter for /mix"):
+        w.mix_args({"w_fib": "1", "events": "3"})
+
+
+def test_a_stream_delivered_as_made_streams_and_one_held_says_what_arrived_when():
+    from arena.http_client import Streamed
+    from arena.subjects.conformance import delivery
+
+    def streamed(*ms: float) -> Streamed:
+        return Streamed(200, {}, b"", [(0.001, b": stream")] + [(t / 1000, b"id: %d\ndata: x" % i) for i, t in enumerate(ms, 1)])
+
+    assert delivery(streamed(61, 102, 143)) == "streams"
+    assert delivery(streamed(150, 150.4, 151)) == ("holds a stream: its 3 events, made 40 ms apart, arrived together "
+                                                   "at 150-151 ms (the first made at 60 ms)")
+    assert delivery(streamed(61, 102)) == "unknown: 2 of 3 events arrived"
+
+
 def test_mix_draws_follow_the_weights_and_a_seed_repeats_per_stream():
     w._seeded.clear()
     endpoints = [endpoint_of(serve("/mix?w_health=3&w_server=1&seed=11")) for _ in range(4000)]

@@ -31,6 +31,14 @@ class Reply:
         return out
 
 
+@dataclass
+class Streamed(Reply):
+    """A streamed reply: its server-sent events' blocks (``body`` split at blank lines) and when each
+    arrived, in seconds after the request was sent."""
+
+    parts: list[tuple[float, bytes]]
+
+
 def joined(headers: list[tuple[str, str]]) -> dict[str, str]:
     """Header fields by lower-cased name, a repeated one joined with ", " (as RFC 9110 combines a
     list-valued field: two Server-Timing headers, the app's and Arena's, are one list)."""
@@ -78,6 +86,23 @@ class Client:
                 if attempt == 2 or method != "GET":
                     raise
         raise AssertionError("unreachable")
+
+    def stream(self, path: str, headers: dict[str, str] | None = None) -> Streamed:
+        """GET ``path`` and read its body as it arrives (chunked or to the connection's close)."""
+        import time
+
+        sent = time.perf_counter()
+        self.conn.request("GET", path, headers=headers or {})
+        resp = self.conn.getresponse()
+        body, parts, ended = b"", [], 0
+        while data := resp.read1(65536):
+            body += data
+            at = time.perf_counter() - sent
+            while (end := body.find(b"\n\n", ended)) >= 0:
+                parts.append((at, body[ended:end]))
+                ended = end + 2
+        resp.close()  # read to its end: the connection is reused, or reopened where the server closes it
+        return Streamed(resp.status, joined(resp.getheaders()), body, parts)
 
     def close(self) -> None:
         self.conn.close()

@@ -34,6 +34,7 @@ class CheckResult:
     processes: int | None = None
     problems: list[str] = field(default_factory=list)
     app_warnings: tuple[str, ...] = ()  # what the user's app warns of (UserApp.warnings)
+    stream: str | None = None  # a built-in app's /stream as the server delivered it (conformance.delivery)
 
 
 def plan(servers: Iterable[str] | None, apps: Iterable[str] | None,
@@ -97,8 +98,11 @@ def check_one(server: str, app: str | App, processes: int | None = None, threads
         if isinstance(app, App):
             failures = conformance.wrapped(running.host, running.port, app.health, pids=running.procset.pids)
         else:
+            def delivered(reply) -> None:
+                result.stream = conformance.delivery(reply)
+
             failures = conformance.run(running.host, running.port, app, server=server, pids=running.procset.pids,
-                                       services=services)
+                                       services=services, on_stream=delivered)
         result.problems += [str(f) for f in failures]
         sample = sample_once(running.procset)
         result.pss_bytes, result.processes = sample.pss, sample.processes

@@ -27,7 +27,7 @@ def add(sub) -> None:
 def run(args, out) -> int:
     out = saying(out, args)  # with --json: notes and warnings go to standard error
     table = Table(title="arena check: conformance of every server and app")
-    for col in ("server", "app", "result", "version", "knobs", "start-up", "PSS", "procs", "problems"):
+    for col in ("server", "app", "result", "version", "knobs", "start-up", "PSS", "procs", "stream", "problems"):
         table.add_column(col, overflow="fold")
 
     warned: set[str] = set()
@@ -41,7 +41,7 @@ def run(args, out) -> int:
         table.add_row(r.server, r.app, mark, r.version or "-", knobs,
                       f"{r.startup_s:.2f} s" if r.startup_s is not None else "-",
                       f"{r.pss_bytes / 2**20:.1f} MiB" if r.pss_bytes else "-",
-                      str(r.processes or "-"), escape("; ".join(r.problems)[:400]))
+                      str(r.processes or "-"), escape(r.stream or "-"), escape("; ".join(r.problems)[:400]))
         why = f": {r.problems[0]}" if r.status != "pass" and r.problems else ""
         if args.format != "json":
             out.print(f"{r.server:17} {r.app:8} {r.status}{why}", highlight=False, markup=False)
@@ -57,7 +57,8 @@ def run(args, out) -> int:
         doc = {"schema": "arena/check/1", "passed": len(results) - failed - skipped, "failed": failed, "skipped": skipped,
                "results": [{"server": r.server, "app": r.app, "status": r.status, "version": r.version,
                             "knobs": r.knobs, "startup_s": r.startup_s, "pss_bytes": r.pss_bytes,
-                            "processes": r.processes, "problems": list(r.problems)} for r in results]}
+                            "processes": r.processes, "stream": r.stream, "problems": list(r.problems)}
+                           for r in results]}
         print_json(doc)
         return EXIT_FAILED if failed else 0
     out.print(table)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from arena.http_client import Client, Reply
+from arena.http_client import Client, Reply, Streamed
 
 PI_50 = "3.14159265358979323846264338327950288419716939937510"
 FIB_90 = {"n": 90, "bits": 62, "mod1e9": 2880067194370816120 % 10**9}
@@ -32,6 +32,7 @@ class _Checker:
     def __init__(self, client: Client):
         self.client = client
         self.failures: list[Failure] = []
+        self.on_stream: Callable[[Streamed], None] = lambda r: None
 
     def get(self, check: str, path: str, headers: dict[str, str] | None = None, status: int = 200) -> Reply | None:
         try:
@@ -87,12 +88,15 @@ def _json(checker: _Checker, check: str, reply: Reply) -> object:
 
 
 def run(host: str, port: int, app: str, server: str | None = None,
-        pids: Callable[[], list[int]] | None = None, services: Iterable[str] = ()) -> list[Failure]:
+        pids: Callable[[], list[int]] | None = None, services: Iterable[str] = (),
+        on_stream: Callable[[Streamed], None] = lambda r: None) -> list[Failure]:
     """Run every conformance check against host:port serving ``app``; return the failures.
     ``services``: the kinds the server was pointed at (/db and /api are checked against them, or
-    checked to answer 503 naming the missing one)."""
+    checked to answer 503 naming the missing one). ``on_stream`` is given the /stream reply (its
+    parts' arrival times: see delivery)."""
     with Client(host, port, timeout=30) as client:
         c = _Checker(client)
+        c.on_stream = on_stream
         _check_endpoints(c, app, server, pids)
         _check_services(c, set(services))
         return c.failures
@@ -204,6 +208,7 @@ def _check_endpoints(c: _Checker, app: str, server: str | None, pids: Callable[[
     _check_leak(c)
     _check_identity(c, app, server)
     _check_mix(c)
+    _check_stream(c)
 
 
 def _check_work(c: _Checker, pids: Callable[[], list[int]] | None) -> None:
@@ -333,3 +338,54 @@ def _check_mix(c: _Checker) -> None:
     c.expect("mix", seen == {"fib", "pi"}, f"30 draws of fib:pi 1:1 gave endpoints {sorted(seen)}")
     c.bad_request("mix", "/mix?w_nope=1", ("w_nope",))
     c.bad_request("mix", "/mix?seed=1", ("w_",))
+
+
+STREAM = "/stream?events=3&first_ms=60&interval_ms=40&cpu_ms=5&bytes=4"
+
+
+def _check_stream(c: _Checker) -> None:
+    """/stream: its head (the queue only), its parts in order, the closing comment's
+    timing (three events' CPU and waits), and the buffering switch. Whether the parts arrived apart
+    is the server's doing, not the app's."""
+    path = STREAM
+    try:
+        r = c.client.stream(path, {"X-Request-Start": f"t={int(time.time() * 1e6)}"})
+    except OSError as e:
+        return c.fail("stream", f"GET {path}: {e.__class__.__name__}: {e}")
+    c.on_stream(r)
+    h = r.headers
+    c.expect("stream", r.status == 200, f"GET {path}: status {r.status}")
+    # (no Content-Length from the app: a server that gathers the body may add one, which delivery says)
+    c.expect("stream", h.get("content-type", "").startswith("text/event-stream")
+             and h.get("cache-control") == "no-cache" and h.get("x-arena-endpoint") == "stream",
+             f"GET {path}: head {h}")
+    c.expect("stream", list(r.timing()) == ["queue"], f"GET {path}: Server-Timing {h.get('server-timing')!r}, expected queue only")
+    texts = [part for _, part in r.parts]
+    expected = [b": stream", *(b"id: %d\ndata: xxxx" % i for i in (1, 2, 3))]
+    c.expect("stream", texts[:4] == expected and len(texts) == 5 and texts[4].startswith(b": server-timing "),
+             f"GET {path}: parts {texts}")
+    last = texts[-1] if texts else b""
+    closing = Reply(200, {"server-timing": last.removeprefix(b": server-timing ").decode("latin-1")}, b"").timing()
+    c.expect("stream", 15 <= closing.get("cpu", 0) <= 30 and closing.get("io", 0) >= 140
+             and closing.get("app", 0) >= closing.get("io", 0) + closing.get("cpu", 0) - 0.5,
+             f"GET {path}: closing Server-Timing {closing}, expected cpu 15 (to 30) and io 140 or more within app")
+    try:
+        r = c.client.stream("/stream?events=1&first_ms=0&buffering=no")
+        c.expect("stream", r.headers.get("x-accel-buffering") == "no", f"buffering=no: head {r.headers}")
+    except OSError as e:
+        c.fail("stream", f"GET /stream?buffering=no: {e.__class__.__name__}: {e}")
+    c.bad_request("stream", "/stream?events=0", ("events", "1"))
+    c.bad_request("stream", "/stream?bytes=65537", ("bytes", "65536"))
+    c.bad_request("stream", "/mix?w_stream=1", ("w_stream",))
+
+
+def delivery(r: Streamed) -> str:
+    """Whether the server sent STREAM's events as they were made (they are made 40 ms apart, the
+    last at least 80 ms after the first): "streams", or what it held, with the evidence."""
+    events = [at * 1000 for at, part in r.parts if part.startswith(b"id: ")]
+    if len(events) != 3:
+        return f"unknown: {len(events)} of 3 events arrived"
+    if events[-1] - events[0] >= 40:
+        return "streams"
+    return (f"holds a stream: its 3 events, made 40 ms apart, arrived together at {events[0]:.0f}-{events[-1]:.0f} ms "
+            f"(the first made at 60 ms)")

@@ -1,6 +1,6 @@
 """The subject workload as a raw ASGI 3 app. Contract: ../spec.md."""
 
-from arena.subjects.python.workload import run_async, wire_headers
+from arena.subjects.python.workload import async_parts, run_async, wire_headers
 
 
 async def app(scope, receive, send):
@@ -21,4 +21,9 @@ async def app(scope, receive, send):
     resp = await run_async(scope["path"], scope["query_string"].decode("latin-1"), request_start, "asgi")
     await send({"type": "http.response.start", "status": resp.status,
                 "headers": [(k.lower().encode(), v.encode()) for k, v in wire_headers(resp)]})
-    await send({"type": "http.response.body", "body": resp.body})
+    if resp.stream is None:
+        await send({"type": "http.response.body", "body": resp.body})
+        return
+    async for part in async_parts(resp.stream):
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})

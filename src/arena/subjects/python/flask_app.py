@@ -2,7 +2,7 @@
 
 from flask import Flask, Response, request
 
-from arena.subjects.python.workload import ENDPOINTS, run_sync, wire_headers
+from arena.subjects.python.workload import ENDPOINTS, run_sync, sync_parts, wire_headers
 
 app = Flask("arena_subject")
 
@@ -10,7 +10,8 @@ app = Flask("arena_subject")
 def _serve():
     resp = run_sync(request.path, request.query_string.decode("latin-1"),
                     request.headers.get("X-Request-Start"), "flask")
-    return Response(resp.body, status=resp.status, headers=wire_headers(resp))
+    body = resp.body if resp.stream is None else sync_parts(resp.stream)
+    return Response(body, status=resp.status, headers=wire_headers(resp))
 
 
 for _name in ENDPOINTS + ("mix",):

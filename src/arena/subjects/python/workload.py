@@ -28,8 +28,8 @@ from arena.subjects.python.ops import (BadGateway, BadRequest, Call, Insufficien
 # Big integers from /pi (10000 digits) exceed CPython's default 4300-digit str() limit.
 sys.set_int_max_str_digits(0)
 
-ENDPOINTS = ("work", "fib", "pi", "sort", "json", "sleep", "db", "api", "leak", "server", "health")
-MIX_ENDPOINTS = ENDPOINTS  # every endpoint can be drawn by /mix
+ENDPOINTS = ("work", "fib", "pi", "sort", "json", "sleep", "db", "api", "leak", "server", "health", "stream")
+MIX_ENDPOINTS = ENDPOINTS[:-1]  # every endpoint but /stream (one answer each) can be drawn by /mix
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,9 @@ PARAMS: dict[str, dict[str, Param]] = {
     "leak": {"kb": Param("integer", 0, 0, LEAK_BOUND_KB), "reset": Param("word", "0", words=("0", "1"))},
     "server": {},
     "health": {},
+    "stream": {"events": Param("integer", 10, 1, 100_000), "interval_ms": Param("number", 50, 0, 60_000),
+               "first_ms": Param("number", 0, 0, 60_000), "cpu_ms": Param("number", 0, 0, 10_000),
+               "bytes": Param("integer", 16, 0, 65_536), "buffering": Param("word", "yes", words=("yes", "no"))},
 }
 WEIGHT = Param("number", 0, 0, 1_000_000)
 SEED = Param("integer", None, 0, 2**63 - 1)
@@ -105,6 +108,7 @@ class Response:
     content_type: str = "text/plain"
     headers: list[tuple[str, str]] = field(default_factory=list)
     blocked_s: float = 0.0  # an event loop's driver: the request's own blocking waits (LoopLag)
+    stream: Generator[Wait | bytes, None, None] | None = None  # /stream: its parts and the waits between
 
 
 @dataclass
@@ -173,7 +177,8 @@ def mix_args(query: dict[str, str]) -> tuple[dict[str, float], int | None]:
             seed = SEED.parse(name, value)
         else:
             endpoint, dot, param = name.partition(".")
-            known = param in PARAMS.get(endpoint, {}) if dot else any(name in p for p in PARAMS.values())
+            known = (endpoint in MIX_ENDPOINTS and param in PARAMS[endpoint] if dot
+                     else any(name in PARAMS[e] for e in MIX_ENDPOINTS))
             if not known:
                 raise BadRequest(f"{name}: unknown parameter for /mix (allowed: w_<endpoint>, seed, "
                                  "and the endpoints' parameters, plain or as <endpoint>.<name>)")
@@ -347,11 +352,18 @@ def parse_request_start(value: str) -> float:
     raise BadRequest(f"X-Request-Start: must be t=<microseconds since the epoch>, got '{value}'")
 
 
+def _queue_timing(queue_s: float | None) -> list[str]:
+    return [] if queue_s is None else [f"queue;dur={max(queue_s, 0.0) * 1000:.3f}"]
+
+
+def _phase_timing(phases: _Phases, app_s: float) -> list[str]:
+    return [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={phases.cpu * 1000:.3f}",
+            f"cpuwall;dur={phases.cpuwall * 1000:.3f}", f"io;dur={phases.io * 1000:.3f}"]
+
+
 def server_timing(phases: _Phases, app_s: float, queue_s: float | None, gc_s: float = 0.0,
                   throttled_s: float = 0.0) -> str:
-    parts = [] if queue_s is None else [f"queue;dur={max(queue_s, 0.0) * 1000:.3f}"]
-    parts += [f"app;dur={app_s * 1000:.3f}", f"cpu;dur={phases.cpu * 1000:.3f}",
-              f"cpuwall;dur={phases.cpuwall * 1000:.3f}", f"io;dur={phases.io * 1000:.3f}"]
+    parts = _queue_timing(queue_s) + _phase_timing(phases, app_s)
     parts += [f"{name};dur={v * 1000:.3f}" for name, v in (("pool", phases.pool), ("db", phases.db), ("api", phases.api))
               if v is not None]
     return ", ".join(parts + waits(gc_s, 0.0, min(throttled_s, app_s)))
@@ -402,6 +414,35 @@ def api_call(args: dict) -> Call:
     return Call(f"/work?io_ms={args['ms']:g}&io_dist={dist}&sigma={sigma}&bytes={args['bytes']}")
 
 
+def stream_parts(args: dict, start: float) -> Generator[Wait | bytes, None, None]:
+    """/stream's parts, each yielded as it is made, and the waits between them (spec: /stream): the
+    opening comment, ``events`` events, the closing comment with the stream's own timing."""
+    phases, payload = _Phases(), b"x" * args["bytes"]
+    yield b": stream\n\n"
+    for i in range(1, args["events"] + 1):
+        wait_s = (args["first_ms"] if i == 1 else args["interval_ms"]) / 1000
+        if wait_s > 0:
+            t0 = time.perf_counter()
+            yield Wait(wait_s, False)
+            phases.io += time.perf_counter() - t0
+        wall0, cpu0 = time.perf_counter(), time.thread_time()
+        burn_cpu(args["cpu_ms"] / 1000)
+        phases.cpu += time.thread_time() - cpu0
+        phases.cpuwall += time.perf_counter() - wall0
+        yield b"id: %d\ndata: %s\n\n" % (i, payload)
+    yield f": server-timing {', '.join(_phase_timing(phases, time.perf_counter() - start))}\n\n".encode()
+
+
+def _stream_response(args: dict, start: float, queue_s: float | None) -> Response:
+    """/stream's head (what is known when it leaves: the queue) and its parts."""
+    timing = _queue_timing(queue_s)
+    headers = [("Cache-Control", "no-cache")] + ([("X-Accel-Buffering", "no")] if args["buffering"] == "no" else [])
+    headers += [("Server-Timing", ", ".join(timing))] if timing else []
+    headers += [("X-Arena-Pid", str(os.getpid())), ("X-Arena-Thread", str(threading.get_native_id())),
+                ("X-Arena-Endpoint", "stream")]
+    return Response(200, b"", "text/event-stream", headers, stream=stream_parts(args, start))
+
+
 def handle(path: str, query: str, request_start: str | None,
            app_kind: str) -> Generator[Wait, None, Response]:
     """Serve one request. Yields the waits to perform; returns the Response."""
@@ -424,6 +465,8 @@ def handle(path: str, query: str, request_start: str | None,
             args = endpoint_args(endpoint, params, prefixed=True)
         else:
             args = endpoint_args(endpoint, params)
+        if endpoint == "stream":
+            return _stream_response(args, start, queue_s)
         if endpoint == "db":
             query = db_query(args, rng)
             t0 = time.perf_counter()
@@ -472,6 +515,40 @@ def _blocking_sleep() -> Callable[[float], None]:
 # for whatever is left until the wall clock says the wait is over.
 
 
+def _wait_sync(op: Wait) -> None:
+    sleep = _blocking_sleep() if op.blocking else time.sleep
+    end = time.perf_counter() + op.seconds
+    while (left := end - time.perf_counter()) > 0:
+        sleep(left)
+
+
+async def _wait_async(op: Wait) -> None:
+    end = time.perf_counter() + op.seconds
+    while (left := end - time.perf_counter()) > 0:
+        if op.blocking:
+            time.sleep(left)
+        else:
+            await asyncio.sleep(left)
+
+
+def sync_parts(stream: Generator[Wait | bytes, None, None]):
+    """A stream's parts in a thread (WSGI, Flask): each yielded once made, its waits slept."""
+    for part in stream:
+        if isinstance(part, Wait):
+            _wait_sync(part)
+        else:
+            yield part
+
+
+async def async_parts(stream: Generator[Wait | bytes, None, None]):
+    """A stream's parts in an event loop (ASGI): each yielded once made, its waits awaited."""
+    for part in stream:
+        if isinstance(part, Wait):
+            await _wait_async(part)
+        else:
+            yield part
+
+
 def run_sync(path: str, query: str, request_start: str | None, app_kind: str) -> Response:
     """Drive :func:`handle` in a thread (WSGI servers, Flask)."""
     gen = handle(path, query, request_start, app_kind)
@@ -479,10 +556,7 @@ def run_sync(path: str, query: str, request_start: str | None, app_kind: str) ->
         op = next(gen)
         while True:
             if isinstance(op, Wait):
-                sleep = _blocking_sleep() if op.blocking else time.sleep
-                end = time.perf_counter() + op.seconds
-                while (left := end - time.perf_counter()) > 0:
-                    sleep(left)
+                _wait_sync(op)
                 op = gen.send(None)
             else:
                 from arena.subjects.python.backends import sync_io
@@ -521,12 +595,7 @@ async def _drive_async(gen) -> Response:
         op = next(gen)
         while True:
             if isinstance(op, Wait):
-                end = time.perf_counter() + op.seconds
-                while (left := end - time.perf_counter()) > 0:
-                    if op.blocking:
-                        time.sleep(left)
-                    else:
-                        await asyncio.sleep(left)
+                await _wait_async(op)
                 if op.blocking:
                     blocked += op.seconds  # the request's own blocking call: not a wait behind another's
                 op = gen.send(None)
@@ -549,5 +618,6 @@ STATUS_TEXT = {200: "200 OK", 400: "400 Bad Request", 404: "404 Not Found", 502:
 
 
 def wire_headers(resp: Response) -> list[tuple[str, str]]:
-    """Every header of ``resp`` as sent (Content-Type and Content-Length first)."""
-    return [("Content-Type", resp.content_type), ("Content-Length", str(len(resp.body)))] + resp.headers
+    """Every header of ``resp`` as sent (Content-Type and Content-Length first; a stream has no length)."""
+    length = [] if resp.stream is not None else [("Content-Length", str(len(resp.body)))]
+    return [("Content-Type", resp.content_type), *length] + resp.headers

@@ -3,5 +3,5 @@ require_relative "workload"
 
 run(lambda do |env|
   status, headers, body = ArenaWorkload.call_rack(env, "rack")
-  [status, headers, [body]]
+  [status, headers, body.is_a?(String) ? [body] : body]
 end)

@@ -6,7 +6,8 @@ require "uri"
 require_relative "../wrap/arena_timing" # ArenaClocks: the clocks its timing shares with a user app's
 
 module ArenaWorkload
-  ENDPOINTS = %w[work fib pi sort json sleep db api leak server health].freeze
+  ENDPOINTS = %w[work fib pi sort json sleep db api leak server health stream].freeze
+  MIX_ENDPOINTS = (ENDPOINTS - ["stream"]).freeze # every endpoint but /stream (one answer each) can be drawn by /mix
   DISTRIBUTIONS = %w[fixed exp lognormal uniform].freeze
   INTEGER = /\A-?[0-9]+\z/
   LEAK_BOUND_KB = 1024 * 1024 # what /leak keeps at most in one process: 1 GiB
@@ -75,7 +76,11 @@ module ArenaWorkload
     "api" => { "ms" => num(10, 0, 60_000), "bytes" => int(100, 0, 10 * 1024 * 1024) },
     "leak" => { "kb" => int(0, 0, LEAK_BOUND_KB), "reset" => word("0", %w[0 1]) },
     "server" => {},
-    "health" => {}
+    "health" => {},
+    "stream" => {
+      "events" => int(10, 1, 100_000), "interval_ms" => num(50, 0, 60_000), "first_ms" => num(0, 0, 60_000),
+      "cpu_ms" => num(0, 0, 10_000), "bytes" => int(16, 0, 65_536), "buffering" => word("yes", %w[yes no])
+    }
   }.freeze
   WEIGHT = num(0, 0, 1_000_000)
   SEED = int(nil, 0, 2**63 - 1)
@@ -135,15 +140,17 @@ module ArenaWorkload
     seed = nil
     query.each do |name, value|
       if name.start_with?("w_")
-        unless ENDPOINTS.include?(name[2..])
-          raise BadRequest, "#{name}: unknown endpoint weight (allowed: w_#{ENDPOINTS.join(', w_')})"
+        unless MIX_ENDPOINTS.include?(name[2..])
+          raise BadRequest, "#{name}: unknown endpoint weight (allowed: w_#{MIX_ENDPOINTS.join(', w_')})"
         end
         weights[name[2..]] = WEIGHT.parse(name, value)
       elsif name == "seed"
         seed = SEED.parse(name, value)
       else
         endpoint, dot, param = name.partition(".")
-        known = dot.empty? ? PARAMS.values.any? { |p| p.key?(name) } : PARAMS.fetch(endpoint, {}).key?(param)
+        known = if dot.empty? then MIX_ENDPOINTS.any? { |e| PARAMS[e].key?(name) }
+                else MIX_ENDPOINTS.include?(endpoint) && PARAMS[endpoint].key?(param)
+                end
         unless known
           raise BadRequest, "#{name}: unknown parameter for /mix (allowed: w_<endpoint>, seed, " \
                             "and the endpoints' parameters, plain or as <endpoint>.<name>)"
@@ -166,7 +173,7 @@ module ArenaWorkload
   end
 
   def self.choose(weights, rng)
-    names = ENDPOINTS.select { |e| weights.fetch(e, 0).positive? }
+    names = MIX_ENDPOINTS.select { |e| weights.fetch(e, 0).positive? }
     x = rng.rand * names.sum { |e| weights[e] }
     names.each do |e|
       x -= weights[e]
@@ -401,7 +408,66 @@ module ArenaWorkload
     end
   end
 
-  # Serves one request: returns [status, headers, body]. The waits are Ruby's sleep, which releases
+  def self.phase_timing(app, cpu, cpuwall, io)
+    ["app;dur=#{ms(app)}", "cpu;dur=#{ms(cpu)}", "cpuwall;dur=#{ms(cpuwall)}", "io;dur=#{ms(io)}"]
+  end
+
+  # The whole wait, even if the thread is woken early (Thread#wakeup ends a sleep).
+  def self.wait(seconds)
+    t0 = mono
+    while (left = t0 + seconds - mono).positive?
+      sleep(left)
+    end
+    mono - t0
+  end
+
+  # /stream's body (spec: /stream): each part yielded to the server as it is made, the waits slept
+  # between them; the opening comment, the events, the closing comment with the stream's timing.
+  class StreamBody
+    def initialize(args, start)
+      @args = args
+      @start = start
+    end
+
+    def each
+      cpu = cpuwall = io = 0.0
+      payload = "x" * @args["bytes"]
+      yield ": stream\n\n"
+      (1..@args["events"]).each do |i|
+        wait_s = (i == 1 ? @args["first_ms"] : @args["interval_ms"]) / 1000.0
+        io += ArenaWorkload.wait(wait_s) if wait_s.positive?
+        wall0 = ArenaWorkload.mono
+        cpu0 = ArenaWorkload.thread_cpu
+        ArenaWorkload.burn_cpu(@args["cpu_ms"] / 1000.0)
+        cpu += ArenaWorkload.thread_cpu - cpu0
+        cpuwall += ArenaWorkload.mono - wall0
+        yield "id: #{i}\ndata: #{payload}\n\n"
+      end
+      timing = ArenaWorkload.phase_timing(ArenaWorkload.mono - @start, cpu, cpuwall, io).join(", ")
+      yield ": server-timing #{timing}\n\n"
+    end
+  end
+
+  # Whether a /stream request is one the contract streams (else it is a 400).
+  def self.streamable?(query, request_start)
+    parse_request_start(request_start) unless request_start.nil?
+    endpoint_args("stream", parse_query(query))
+    true
+  rescue BadRequest
+    false
+  end
+
+  # /stream's head (what is known when it leaves: the queue) and its body.
+  def self.stream(args, start, queue)
+    headers = { "Content-Type" => "text/event-stream", "Cache-Control" => "no-cache" }
+    headers["X-Accel-Buffering"] = "no" if args["buffering"] == "no"
+    headers["Server-Timing"] = "queue;dur=#{ms([queue, 0.0].max)}" unless queue.nil?
+    headers.merge!("X-Arena-Pid" => Process.pid.to_s, "X-Arena-Thread" => thread_id.to_s, "X-Arena-Endpoint" => "stream")
+    [200, headers, StreamBody.new(args, start)]
+  end
+
+  # Serves one request: returns [status, headers, body] (body a String, or a StreamBody for
+  # /stream). The waits are Ruby's sleep, which releases
   # the GVL; no Ruby server here runs the app in an event loop, so io=block is the same wait.
   def self.handle(path, query, request_start, app_kind)
     start_wall = Time.now.to_f
@@ -428,6 +494,7 @@ module ArenaWorkload
       else
         args = endpoint_args(endpoint, params)
       end
+      return stream(args, start, queue) if endpoint == "stream"
       if endpoint == "db"
         t0 = mono
         rows, pool_s, db_s = db(args, rng)
@@ -444,14 +511,7 @@ module ArenaWorkload
       else
         body, type, io_s, cpu, cpuwall = compute(endpoint, args, rng, app_kind)
       end
-      if io_s.positive?
-        t0 = mono
-        # the whole wait, even if the thread is woken early (Thread#wakeup ends a sleep)
-        while (left = t0 + io_s - mono).positive?
-          sleep(left)
-        end
-        io = mono - t0
-      end
+      io = wait(io_s) if io_s.positive?
       status = 200
     rescue BadRequest => e
       status = e.status
@@ -460,7 +520,7 @@ module ArenaWorkload
     end
     timing = []
     timing << "queue;dur=#{ms([queue, 0.0].max)}" unless queue.nil?
-    timing << "app;dur=#{ms(mono - start)}" << "cpu;dur=#{ms(cpu)}" << "cpuwall;dur=#{ms(cpuwall)}" << "io;dur=#{ms(io)}"
+    timing.concat(phase_timing(mono - start, cpu, cpuwall, io))
     timing.concat(extra)
     in_gc = gc_s - gc0
     timing << "gc;dur=#{ms(in_gc)}" if in_gc.positive? # only a request that met a collection says so
