@@ -165,3 +165,26 @@ def test_a_response_that_tells_its_length_is_still_timed_whole():
     assert arena_wrap._streamed([(b"content-type", b"text/event-stream")])
     assert not arena_wrap._streamed([(b"Content-Length", b"12")]) and not arena_wrap._streamed([("content-length", "3")])
     assert arena_wrap._stream_timing(2.5, 0.010, 0.150) == "queue;dur=2.500, start;dur=10.000, first;dur=150.000"
+
+
+@pytest.mark.integration
+def test_arena_load_times_the_subjects_stream_event_by_event():
+    """Arena's ASGI subject's /stream under uvicorn, four streams at once, through arena-load: each
+    stream's first byte (the opening comment, at once), first event (after 40 ms), the gaps (25 ms)
+    and its last event, and the stream's own timing from its closing comment."""
+    from arena.drivers import native
+    from arena.drivers.spec import LoadSpec
+    from arena.report.summary import load_summary
+
+    require_server("uvicorn")
+    with start(ServerSpec("uvicorn", "asgi", strict_knobs=False)) as running:
+        r = native.run(LoadSpec(f"{running.url}/stream?events=5&first_ms=40&interval_ms=25", connections=4,
+                                requests=8, events=5), cpus=[0])
+    m = r.measured
+    st = m.streams
+    assert (st.count, st.events, m.errors) == (8, 40, 0), m
+    ms = {k: getattr(st, k).p("50") / 1000 for k in ("first_byte", "first_event", "event_gap", "last_event")}
+    assert ms["first_byte"] < 20 and 40 <= ms["first_event"] < 60, ms
+    assert 24 <= ms["event_gap"] < 35 and 140 <= ms["last_event"] < 175, ms
+    assert st.event_gap.count == 8 * 4 and m.server_timing["io"].count == 8, m.server_timing
+    assert "first event" in load_summary(r) and "8 answered in full, 40 events" in load_summary(r)

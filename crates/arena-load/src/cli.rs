@@ -110,6 +110,10 @@ pub struct Args {
     /// The run is invalid (exit 1) when errors pass this share of the answered requests
     #[arg(long, default_value_t = 0.01)]
     pub max_error_rate: f64,
+    /// The events each stream of server-sent events should hold: one that ends with fewer is an
+    /// error (class "short"). A text/event-stream answer's times are recorded either way.
+    #[arg(long)]
+    pub events: Option<u32>,
 }
 
 /// The longest --start-at may make arena-load wait: a run is always bounded in time.
@@ -391,6 +395,9 @@ pub fn config(a: &Args) -> Result<Config, String> {
     if !(0.0..=1.0).contains(&a.max_error_rate) {
         return Err(format!("--max-error-rate: must be a share from 0 to 1, got '{}'", a.max_error_rate));
     }
+    if a.events == Some(0) {
+        return Err("--events: must be at least 1 (a stream of no events is not one), got '0'".into());
+    }
     Ok(Config {
         addr: target.addr,
         templates,
@@ -408,6 +415,7 @@ pub fn config(a: &Args) -> Result<Config, String> {
         seed: a.seed,
         expect,
         max_error_rate: a.max_error_rate,
+        events: a.events,
         live: a.live,
         schedule: Arc::new(schedule.unwrap_or_default()),
     })

@@ -38,7 +38,7 @@ use crate::response::{Head, Malformed, Parser, Step};
 use crate::pacer::{Pacer, SplitMix64, Stop};
 use crate::session::{Session, User};
 use crate::source::{Request, Source};
-use crate::record::{histogram, us, ConnStat, ErrorKind, IntervalPart, Phase, MAX_TRACKED_CONNECTIONS};
+use crate::record::{histogram, us, ConnStat, ErrorKind, IntervalPart, Phase, StreamTimes, MAX_TRACKED_CONNECTIONS};
 
 /// Set by SIGINT/SIGTERM: workers stop issuing, stop waiting, and report what they have.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -108,6 +108,8 @@ pub struct Config {
     pub expect: StatusSet,
     /// Errors beyond this share of the answered requests make the run invalid.
     pub max_error_rate: f64,
+    /// The events a stream should hold (fewer: an error of class "short").
+    pub events: Option<u32>,
     /// Print each completed interval of the series on stderr (one JSON line) while running.
     pub live: bool,
     /// The open model's intended send times (ns since the start, sorted) with Arrival::Schedule.
@@ -257,6 +259,8 @@ struct Delivery {
     head: Head,
     bytes: u64,
     close: bool,
+    /// A stream's times (`head.events` says whether it is one).
+    times: StreamTimes,
 }
 
 struct Conn {
@@ -291,6 +295,10 @@ struct Conn {
     done: Option<Delivery>,
     /// Its own latencies' index in the worker's `connections` (None: not tracked).
     stat: Option<usize>,
+    /// The response on the wire: when its first byte came, and, a stream, its events' (and how
+    /// many of them were seen).
+    times: StreamTimes,
+    seen_events: u32,
 }
 
 impl Conn {
@@ -549,7 +557,7 @@ impl<'a> Worker<'a> {
             req: Some(req), flight: None, wbuf: Vec::with_capacity(512), wpos: 0, rbuf: vec![0; READ_BUF], rlen: 0,
             parser: Parser::default(), rbytes: 0, writable_interest: true,
             link_at: 0, link_idle: false, wake: 0, dialed: self.cfg.link.delay_ns > 0, peer_closed: false, done: None,
-            stat: None,
+            stat: None, times: StreamTimes::default(), seen_events: 0,
         };
         // a kept-alive connection's own latencies, up to the cap (a connection per request has none)
         if self.cfg.keep_alive {
@@ -645,6 +653,8 @@ impl<'a> Worker<'a> {
         template.render(stamp, &mut self.values, user, &mut conn.wbuf);
         conn.flight = Some(InFlight { req, sent: now });
         conn.rbytes = 0;
+        conn.times = StreamTimes::default();
+        conn.seen_events = 0;
         conn.state = State::Writing;
         conn.deadline = now + self.cfg.response_timeout_ns;
         // the request's one-way trip (a dialed connection waited it out before opening)
@@ -731,8 +741,22 @@ impl<'a> Worker<'a> {
                 let start = if std::mem::take(&mut conn.link_idle) { now } else { conn.link_at };
                 conn.link_at = start + Link::transfer_ns(n, link.download_bps);
             }
+            // what reaches the client now (a far client's one-way delay later)
+            let at = now + link.delay_ns;
+            if conn.times.first_byte == 0 {
+                conn.times.first_byte = at;
+            }
             let head_request = conn.flight.is_some_and(|f| self.cfg.templates[f.req.template].is_head);
-            match conn.parser.feed(&conn.rbuf[..conn.rlen], head_request) {
+            let step = conn.parser.feed(&conn.rbuf[..conn.rlen], head_request);
+            let events = match &step {
+                Ok(Step::Done(head, _)) => head.events.unwrap_or(0),
+                _ => conn.parser.events(),
+            };
+            if events > conn.seen_events {
+                self.saw_events(slot, events, at);
+            }
+            let conn = self.conns[slot].as_mut().expect("live");
+            match step {
                 Err(_) => return self.drop_conn(slot, Some(ErrorKind::Malformed), now),
                 Ok(Step::More(used)) => {
                     conn.rbuf.copy_within(used..conn.rlen, 0);
@@ -755,10 +779,31 @@ impl<'a> Worker<'a> {
                         return self.drop_conn(slot, Some(ErrorKind::Malformed), now);
                     }
                     let flight = conn.flight.take().expect("a response answers a request");
-                    let delivery = Delivery { flight, bytes: conn.rbytes, close: head.close || !self.cfg.keep_alive, head };
+                    let delivery = Delivery { flight, bytes: conn.rbytes, close: head.close || !self.cfg.keep_alive, head,
+                                              times: conn.times };
                     return self.deliver(slot, delivery, now);
                 }
             }
+        }
+    }
+
+    /// A stream's events up to `events` arrived at `at`: the first is its first event; each one
+    /// after that is a gap since the one before (events read together are 1 µs apart).
+    fn saw_events(&mut self, slot: usize, events: u32, at: u64) {
+        let conn = self.conns[slot].as_mut().expect("live");
+        let warm = conn.flight.is_some_and(|f| f.req.warm);
+        let (mut seen, mut last) = (conn.seen_events, conn.times.last_event);
+        if seen == 0 {
+            conn.times.first_event = at;
+        }
+        conn.seen_events = events;
+        conn.times.last_event = at;
+        let gaps = &mut self.phase(warm).streams.gap;
+        while seen < events {
+            if seen > 0 {
+                gaps.saturating_record(us(at.saturating_sub(last)));
+            }
+            (seen, last) = (seen + 1, at);
         }
     }
 
@@ -781,9 +826,9 @@ impl<'a> Worker<'a> {
     /// The response has reached the client: record it, then close the connection or give it the
     /// next request.
     fn finish(&mut self, slot: usize, delivery: Delivery, now: u64) {
-        let Delivery { flight, head, bytes, close } = delivery;
+        let Delivery { flight, head, bytes, close, times } = delivery;
         let stat = self.conns[slot].as_ref().and_then(|c| c.stat);
-        self.complete(flight, now, &head, bytes, stat);
+        self.complete(flight, now, &head, bytes, stat, times);
         let Some(conn) = self.conns[slot].as_mut() else { return };
         conn.parser.recycle(head);
         if close || conn.peer_closed {
@@ -839,7 +884,7 @@ impl<'a> Worker<'a> {
         match conn.parser.eof() {
             Ok(Some(head)) => {
                 let flight = conn.flight.take().expect("in a response");
-                let delivery = Delivery { flight, head, bytes: conn.rbytes, close: true };
+                let delivery = Delivery { flight, head, bytes: conn.rbytes, close: true, times: conn.times };
                 self.deliver(slot, delivery, now);
             }
             Ok(None) | Err(Malformed::Truncated) => self.drop_conn(slot, Some(ErrorKind::Reset), now),
@@ -848,11 +893,14 @@ impl<'a> Worker<'a> {
     }
 
     /// `stat`: the connection's own latencies, where it has them.
-    fn complete(&mut self, flight: InFlight, now: u64, head: &crate::response::Head, bytes: u64, stat: Option<usize>) {
+    fn complete(&mut self, flight: InFlight, now: u64, head: &crate::response::Head, bytes: u64, stat: Option<usize>,
+                times: StreamTimes) {
         let req = flight.req;
-        if !self.cfg.expect.contains(head.status) {
+        let short = head.events.zip(self.cfg.events).is_some_and(|(got, want)| got < want);
+        if !self.cfg.expect.contains(head.status) || short {
             // an answer, but not a success: an error of its own class, kept out of the latencies
-            self.phase(req.warm).record_unexpected(head.status, bytes, ErrorKind::Status);
+            let kind = if self.cfg.expect.contains(head.status) { ErrorKind::Short } else { ErrorKind::Status };
+            self.phase(req.warm).record_unexpected(head.status, bytes, kind);
             if !req.warm {
                 self.interval_at(now).errors += 1;
             }
@@ -871,7 +919,11 @@ impl<'a> Worker<'a> {
                 return self.next_for_user(now, req, false);
             }
         }
-        self.phase(flight.req.warm).record_response(flight.req.intended, flight.sent, now, head, bytes);
+        let phase = self.phase(flight.req.warm);
+        phase.record_response(flight.req.intended, flight.sent, now, head, bytes);
+        if let Some(events) = head.events {
+            phase.streams.record(flight.req.intended, times, events);
+        }
         if !flight.req.warm {
             self.last_done = now;
             if let Some(i) = stat {

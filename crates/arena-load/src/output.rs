@@ -119,6 +119,8 @@ pub struct ConfigOut {
     pub mix: Vec<MixOut>,
     pub expect_status: String,
     pub max_error_rate: f64,
+    /// The events each stream should hold (--events; null: not said).
+    pub events: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -149,6 +151,19 @@ pub struct PhaseOut {
     pub server_timing: BTreeMap<String, Hist>,
     /// Server-Timing values not kept (a name too long, or past the bound on distinct names).
     pub server_timing_dropped: u64,
+    /// Streams of server-sent events, where any was answered (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamsOut>,
+}
+
+#[derive(Serialize)]
+pub struct StreamsOut {
+    pub count: u64,
+    pub events: u64,
+    pub first_byte: Hist,
+    pub first_event: Hist,
+    pub event_gap: Hist,
+    pub last_event: Hist,
 }
 
 #[derive(Serialize)]
@@ -246,6 +261,11 @@ fn phase(p: &Phase, duration_s: f64, unsent: u64, in_flight: u64) -> PhaseOut {
                            connect_time: hist(&p.connect), send_lag: hist(&p.send_lag) },
         server_timing: p.timing.iter().map(|(name, h)| (String::from_utf8_lossy(name).into_owned(), hist(h))).collect(),
         server_timing_dropped: p.timing_dropped,
+        streams: (p.streams.count > 0 || p.errors.short > 0).then(|| {
+            let s = &p.streams;
+            StreamsOut { count: s.count, events: s.events, first_byte: hist(&s.first_byte), first_event: hist(&s.first_event),
+                         event_gap: hist(&s.gap), last_event: hist(&s.last_event) }
+        }),
     }
 }
 
@@ -303,7 +323,7 @@ pub fn document(cfg: &Config, url: &str, out: &Outcome) -> Document {
             connect_timeout_s: cfg.connect_timeout_ns as f64 / 1e9, timeout_s: cfg.response_timeout_ns as f64 / 1e9,
             interval_s: cfg.interval_ns as f64 / 1e9, threads: cfg.threads, seed: cfg.seed,
             mix: cfg.templates.iter().map(|t| MixOut { weight: t.weight, method: t.method.clone(), target: t.target.clone() }).collect(),
-            expect_status: cfg.expect.describe(), max_error_rate: cfg.max_error_rate,
+            expect_status: cfg.expect.describe(), max_error_rate: cfg.max_error_rate, events: cfg.events,
         },
         interrupted: out.interrupted,
         measured: phase(&out.measured, measured_s, out.unsent, out.in_flight),

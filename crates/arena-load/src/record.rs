@@ -66,6 +66,8 @@ pub enum ErrorKind {
     Local,
     /// A session's answer without a value one of its next steps needs (a capture not found).
     Capture,
+    /// A stream that ended with fewer events than `--events` expects.
+    Short,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -78,6 +80,7 @@ pub struct ErrorCounts {
     pub status: u64,
     pub local: u64,
     pub capture: u64,
+    pub short: u64,
 }
 
 impl ErrorCounts {
@@ -91,12 +94,13 @@ impl ErrorCounts {
             ErrorKind::Status => &mut self.status,
             ErrorKind::Local => &mut self.local,
             ErrorKind::Capture => &mut self.capture,
+            ErrorKind::Short => &mut self.short,
         } += 1;
     }
 
     pub fn total(&self) -> u64 {
         self.refused + self.connect_timeout + self.reset + self.response_timeout + self.malformed + self.status + self.local
-            + self.capture
+            + self.capture + self.short
     }
 
     fn merge(&mut self, o: &ErrorCounts) {
@@ -108,6 +112,59 @@ impl ErrorCounts {
         self.status += o.status;
         self.local += o.local;
         self.capture += o.capture;
+        self.short += o.short;
+    }
+}
+
+/// The streams of a phase (responses of `text/event-stream`, answered with an expected status and
+/// every event expected): times from the intended start, as a response's, to the first byte, the
+/// first event and the last; and the gaps between events as they arrived.
+#[derive(Debug, Clone)]
+pub struct Streams {
+    pub count: u64,
+    pub events: u64,
+    pub first_byte: Histogram<u64>,
+    pub first_event: Histogram<u64>,
+    pub last_event: Histogram<u64>,
+    /// Between one event and the next (events read together: 1 µs apart). Every stream's, as they
+    /// came, a broken one's too.
+    pub gap: Histogram<u64>,
+}
+
+impl Default for Streams {
+    fn default() -> Streams {
+        Streams { count: 0, events: 0, first_byte: histogram(), first_event: histogram(), last_event: histogram(),
+                  gap: histogram() }
+    }
+}
+
+/// When a stream's first byte, first event and last event reached the client (monotonic ns; 0:
+/// none came).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamTimes {
+    pub first_byte: u64,
+    pub first_event: u64,
+    pub last_event: u64,
+}
+
+impl Streams {
+    pub fn record(&mut self, intended_ns: u64, times: StreamTimes, events: u32) {
+        self.count += 1;
+        self.events += u64::from(events);
+        self.first_byte.saturating_record(us(times.first_byte.saturating_sub(intended_ns)));
+        if events > 0 {
+            self.first_event.saturating_record(us(times.first_event.saturating_sub(intended_ns)));
+            self.last_event.saturating_record(us(times.last_event.saturating_sub(intended_ns)));
+        }
+    }
+
+    fn merge(&mut self, o: &Streams) {
+        self.count += o.count;
+        self.events += o.events;
+        for (a, b) in [(&mut self.first_byte, &o.first_byte), (&mut self.first_event, &o.first_event),
+                       (&mut self.last_event, &o.last_event), (&mut self.gap, &o.gap)] {
+            a.add(b).expect("same bounds");
+        }
     }
 }
 
@@ -137,6 +194,7 @@ pub struct Phase {
     pub completed: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    pub streams: Streams,
 }
 
 impl Default for Phase {
@@ -157,6 +215,7 @@ impl Default for Phase {
             completed: 0,
             bytes_sent: 0,
             bytes_received: 0,
+            streams: Streams::default(),
         }
     }
 }
@@ -232,6 +291,7 @@ impl Phase {
         self.completed += o.completed;
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;
+        self.streams.merge(&o.streams);
     }
 }
 

@@ -2,7 +2,10 @@
 //!
 //! The parser never stores a body: it counts body bytes (Content-Length, chunked, or until the
 //! connection closes) and keeps only what the recorder needs from the head: the status,
-//! `Server-Timing` durations, `X-Arena-Pid` and whether the server will close the connection.
+//! `Server-Timing` durations, `X-Arena-Pid` and whether the server will close the connection. A
+//! `text/event-stream` body's events are counted as they arrive (sse), and its timing comment kept.
+
+use crate::sse::Events;
 
 /// What the recorder needs from one response.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -14,6 +17,8 @@ pub struct Head {
     pub pid: Option<u32>,
     /// The server will close the connection after this response.
     pub close: bool,
+    /// A `text/event-stream` response: the events it held (counted by `Parser::events` as they came).
+    pub events: Option<u32>,
     /// With `Parser::keep` (a session's step): the head as received, and the body's first
     /// `MAX_KEPT_BODY` bytes, for its cookies and captures. Empty otherwise.
     pub raw: Vec<u8>,
@@ -69,6 +74,8 @@ pub struct Parser {
     /// Keep the next response's head and body (`Head::raw`, `Head::body`): a session's step.
     pub keep: bool,
     kept: Vec<u8>,
+    /// The response being read is a stream of server-sent events: its events so far.
+    sse: Option<Events>,
 }
 
 /// Largest response head accepted (status line and headers).
@@ -103,6 +110,7 @@ impl Parser {
                 }
                 used += n;
                 if head.status >= 200 {
+                    self.sse = head.events.map(|_| Events::default());
                     self.head = Some(head);
                     self.body = Some(body);
                     self.body_bytes = 0;
@@ -118,15 +126,20 @@ impl Parser {
         Ok(Step::More(used))
     }
 
-    /// The finished response's head, with its kept body.
+    /// The finished response's head, with its kept body and its events.
     fn take_head(&mut self) -> Head {
         let mut head = self.head.take().expect("head parsed");
         if self.keep {
             head.body = std::mem::take(&mut self.kept);
         }
+        head.events = self.sse.take().map(|e| e.count);
         head
     }
 
+    /// The events of the stream being read so far (0: none, or not a stream).
+    pub fn events(&self) -> u32 {
+        self.sse.as_ref().map_or(0, |e| e.count)
+    }
 
 
     /// Give back a finished response's head: its Server-Timing buffer holds the next one's.
@@ -152,19 +165,17 @@ impl Parser {
             Body::Length(left) => {
                 let take = (*left).min(buf.len() as u64);
                 *left -= take;
-                self.body_bytes += take;
-                keep_body(&mut self.kept, self.keep, &buf[..take as usize]);
+                self.body_data(&buf[..take as usize]);
                 Ok(take as usize)
             }
             Body::UntilClose => {
-                self.body_bytes += buf.len() as u64;
-                keep_body(&mut self.kept, self.keep, buf);
+                self.body_data(buf);
                 Ok(buf.len())
             }
             Body::Chunk(state) => {
-                let mut i = 0;
-                while i < buf.len() && *state != Chunk::Done {
-                    *state = match *state {
+                let (mut state, mut i) = (*state, 0);
+                while i < buf.len() && state != Chunk::Done {
+                    state = match state {
                         Chunk::Size => match chunk_size(&buf[i..])? {
                             None => break, // the rest of the line is still to come
                             Some((n, size)) => {
@@ -174,8 +185,7 @@ impl Parser {
                         },
                         Chunk::Data(left) => {
                             let take = left.min((buf.len() - i) as u64);
-                            self.body_bytes += take;
-                            keep_body(&mut self.kept, self.keep, &buf[i..i + take as usize]);
+                            self.body_data(&buf[i..i + take as usize]);
                             i += take as usize;
                             if left == take { Chunk::DataCr } else { Chunk::Data(left - take) }
                         }
@@ -185,16 +195,22 @@ impl Parser {
                         }
                     };
                 }
+                self.body = Some(Body::Chunk(state));
                 Ok(i)
             }
         }
     }
-}
 
-/// Body bytes, kept for a session's captures (`keep`), up to MAX_KEPT_BODY.
-fn keep_body(kept: &mut Vec<u8>, keep: bool, data: &[u8]) {
-    if keep && kept.len() < MAX_KEPT_BODY {
-        kept.extend_from_slice(&data[..data.len().min(MAX_KEPT_BODY - kept.len())]);
+    /// Body bytes: counted, kept for a session's captures (`keep`, up to MAX_KEPT_BODY), and read
+    /// for a stream's events.
+    fn body_data(&mut self, data: &[u8]) {
+        self.body_bytes += data.len() as u64;
+        if self.keep && self.kept.len() < MAX_KEPT_BODY {
+            self.kept.extend_from_slice(&data[..data.len().min(MAX_KEPT_BODY - self.kept.len())]);
+        }
+        if let (Some(events), Some(head)) = (self.sse.as_mut(), self.head.as_mut()) {
+            events.scan(data, &mut head.timing);
+        }
     }
 }
 
@@ -268,6 +284,9 @@ fn parse_head(buf: &[u8], head_request: bool, spare: &mut Vec<u8>) -> Result<Opt
             head.timing.extend_from_slice(h.value);
         } else if name.eq_ignore_ascii_case(b"x-arena-pid") {
             head.pid = parse_u64(trim(h.value)).and_then(|p| u32::try_from(p).ok());
+        } else if name.eq_ignore_ascii_case(b"content-type") {
+            let media = trim(h.value.split(|b| *b == b';').next().unwrap_or_default());
+            head.events = media.eq_ignore_ascii_case(b"text/event-stream").then_some(0);
         }
     }
     let no_body = head_request || status < 200 || status == 204 || status == 304;
@@ -462,6 +481,22 @@ mod tests {
         parser.recycle(head);
         let Ok(Step::Done(head, _)) = parser.feed(b"HTTP/1.1 204 No Content\r\n\r\n", false) else { panic!() };
         assert!(head.timing.is_empty());
+    }
+
+    #[test]
+    fn a_streams_events_are_counted_as_they_come_and_its_timing_comment_joins_the_heads() {
+        let wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nServer-Timing: queue;dur=1\r\n\
+                     Transfer-Encoding: chunked\r\n\r\n12\r\nid: 1\ndata: abcd\n\n\r\n\
+                     12\r\nid: 2\ndata: abcd\n\n\r\n1c\r\n: server-timing app;dur=90\n\n\r\n0\r\n\r\n";
+        for piece in 1..=wire.len() {
+            let got = parse_all(wire, piece, false).unwrap();
+            assert_eq!((got[0].0.events, got[0].0.timing.as_slice()), (Some(2), b"queue;dur=1, app;dur=90".as_slice()), "piece {piece}");
+        }
+        let mut parser = Parser::default();
+        let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+        assert_eq!(parser.feed(&[head.as_slice(), b"data: 1\n\ndata: 2\n\nda"].concat(), false), Ok(Step::More(head.len() + 20)));
+        assert_eq!(parser.events(), 2); // counted before the stream ends (at the close)
+        assert_eq!(parse_all(PLAIN, 9, false).unwrap()[0].0.events, None); // not a stream
     }
 
     #[test]

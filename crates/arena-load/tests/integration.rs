@@ -29,6 +29,9 @@ enum Mode {
     Status(u16),
     /// Accept a connection and close it at once, without reading.
     AcceptClose,
+    /// A stream of server-sent events, chunked: a comment at once, then `events` events, the first
+    /// after `first`, the others `every` apart, then a comment with the stream's Server-Timing.
+    Stream { events: u32, first: Duration, every: Duration },
 }
 
 /// Serve on a free loopback port, one thread per connection; returns the base URL.
@@ -88,6 +91,24 @@ fn serve(mut s: TcpStream, mode: Mode) {
             Mode::Garbage => {
                 let _ = s.write_all(b"this is not http\r\n\r\n");
                 return;
+            }
+            Mode::Stream { events, first, every } => {
+                let chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len());
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nServer-Timing: queue;dur=0.25\r\n\
+                            Transfer-Encoding: chunked\r\n\r\n";
+                if s.write_all(format!("{head}{}", chunk(": stream\n\n")).as_bytes()).is_err() {
+                    return;
+                }
+                for i in 1..=events {
+                    std::thread::sleep(if i == 1 { first } else { every });
+                    if s.write_all(chunk(&format!("id: {i}\ndata: token\n\n")).as_bytes()).is_err() {
+                        return;
+                    }
+                }
+                let end = format!("{}0\r\n\r\n", chunk(": server-timing app;dur=99, cpu;dur=2\n\n"));
+                if s.write_all(end.as_bytes()).is_err() || close {
+                    return;
+                }
             }
             Mode::Answer { delay, chunked } => {
                 std::thread::sleep(delay);
@@ -722,4 +743,32 @@ fn each_kept_alive_connection_has_its_own_latencies_and_a_slow_one_stands_out() 
     // a connection per request has no connection of its own to tell
     let closing = load(&url, &["-c", "2", "-n", "20", "--no-keepalive"]);
     assert!(closing.get("per_connection").is_none(), "{closing}");
+}
+
+#[test]
+fn a_streams_first_byte_events_gaps_and_last_event_are_timed_as_they_arrive() {
+    // a comment at once, the first event after 60 ms, then four 30 ms apart: 180 ms in all
+    let url = server(Mode::Stream { events: 5, first: Duration::from_millis(60), every: Duration::from_millis(30) });
+    let r = load(&url, &["-c", "2", "-n", "6", "--events", "5"]);
+    let m = &r["measured"];
+    assert_eq!(n(&m["requests"]["completed"]), 6, "{m}");
+    let st = &m["streams"];
+    assert_eq!((n(&st["count"]), n(&st["events"])), (6, 30), "{st}");
+    let p = |name: &str, q: &str| n(&st[name]["percentiles"][q]) as f64 / 1000.0;
+    assert!(p("first_byte", "100") < 15.0, "the head and comment leave at once: {}", p("first_byte", "100"));
+    assert!((60.0..75.0).contains(&p("first_event", "50")), "first event {} ms", p("first_event", "50"));
+    assert_eq!(n(&st["event_gap"]["count"]), 6 * 4);
+    assert!((29.0..40.0).contains(&p("event_gap", "50")), "gap {} ms", p("event_gap", "50"));
+    assert!((180.0..200.0).contains(&p("last_event", "50")), "last event {} ms", p("last_event", "50"));
+    // the closing comment's timing joins the head's
+    assert_eq!(n(&m["server_timing"]["app"]["count"]), 6);
+    assert_eq!(n(&m["server_timing"]["queue"]["count"]), 6);
+    // a stream that should have held more is an error, kept out of the stream times and latencies
+    let r = load(&url, &["-c", "1", "-n", "2", "--events", "6"]);
+    let m = &r["measured"];
+    assert_eq!((n(&m["errors"]["short"]), n(&m["requests"]["completed"])), (2, 0), "{m}");
+    assert_eq!(n(&m["streams"]["count"]), 0);
+    // a plain answer has no streams at all
+    let plain = load(&server(Mode::Answer { delay: Duration::from_millis(1), chunked: true }), &["-c", "1", "-n", "3"]);
+    assert!(plain["measured"].get("streams").is_none());
 }

@@ -54,6 +54,9 @@ def add(sub) -> None:
                          "resource, each with its share, started together, their histograms merged exactly; the URL "
                          "is loopback or one of the cluster's hosts")
     lo.add_argument("--expect-status", help="statuses that count as success, e.g. 2xx,404 (default 2xx,3xx)")
+    lo.add_argument("--events", type=count("--events", 1, 100_000),
+                    help="the events each stream of server-sent events should hold: one that ends with fewer is an "
+                         "error (short); a text/event-stream answer's first byte, events and gaps are timed either way")
     lo.add_argument("--profile", nargs="+", metavar="LOG",
                     help="open model at the arrival times of access logs (the formats of arena mix from-log): "
                          "their requests per second over time and their bursts within each second; --rate is "
@@ -93,6 +96,7 @@ def run(args, out) -> int:
         keep_alive=not args.no_keepalive, delay_s=args.delay, upload_bps=args.upload, download_bps=args.download,
         request_start=args.request_start, connect_timeout_s=args.connect_timeout,
         timeout_s=args.timeout, seed=args.seed, allow_remote=args.allow_remote, expect_status=args.expect_status,
+        events=args.events,
         **(shaped.load(args.duration, args.warmup) if shaped
            else dict(rate=args.rate, arrival=args.arrival, duration_s=args.duration)))
     loaded = load(spec, cpus=args.cpus, json_path=args.json, cluster=args.cluster, share=args.share_cpus)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from arena import paths
 from arena.drivers.external import child_setup
-from arena.results.load_result import ConnectionSpread, Histogram, LoadResult, Phase, SeriesPoint
+from arena.results.load_result import ConnectionSpread, Histogram, LoadResult, Phase, SeriesPoint, Streams
 from arena.drivers.spec import Capabilities, LoadSpec
 from arena.results.run_setup import ARRIVALS, SCHEDULE
 from arena.errors import ArenaError, DriverFailed, Terminated, forking, stop_if_asked
@@ -72,6 +72,8 @@ def build_argv(spec: LoadSpec, exe: Path, output: Path, mix_json: Path | None = 
         argv += ["--expect-status", spec.expect_status]
     if spec.start_at is not None:
         argv += ["--start-at", f"{spec.start_at:.6f}"]
+    if spec.events is not None:
+        argv += ["--events", str(spec.events)]
     if spec.delay_s:
         argv += ["--delay", f"{spec.delay_s * 1e6:.0f}us"]
     argv += [a for flag, bps in (("--upload", spec.upload_bps), ("--download", spec.download_bps)) if bps
@@ -185,7 +187,7 @@ def _phase(p: dict[str, Any]) -> Phase:
         service_time=Histogram.from_json(lat["service_time"]), connect_time=Histogram.from_json(lat["connect_time"]),
         send_lag=Histogram.from_json(lat["send_lag"]),
         server_timing={k: Histogram.from_json(v) for k, v in p["server_timing"].items()},
-        server_timing_dropped=p["server_timing_dropped"],
+        server_timing_dropped=p["server_timing_dropped"], streams=Streams.of(p.get("streams"), Histogram.from_json),
     )
 
 

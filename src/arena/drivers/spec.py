@@ -45,6 +45,7 @@ class LoadSpec:
     allow_remote: bool = False
     expect_status: str | None = None  # the statuses that count as success (None: 2xx and 3xx)
     start_at: float | None = None  # begin at this time (seconds since the epoch): a load host released with others
+    events: int | None = None  # the events each stream of server-sent events should hold (fewer: an error)
 
     @property
     def clients(self) -> Clients:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from arena.results.load_result import ERROR_CLASSES, SESSION_ERROR_CLASSES, Histogram, LoadResult
+from arena.results.load_result import ERROR_CLASSES, OCCASIONAL_ERROR_CLASSES, Histogram, LoadResult
 from arena.clients import Clients
 
 PERCENTILES = ("50", "75", "90", "99", "99.9", "99.99", "100")
@@ -39,9 +39,9 @@ def load_summary(r: LoadResult) -> str:
     keep = Clients(s.keep_alive, s.link_delay_s, s.upload_bps, s.download_bps).text
     lines = [f"{r.tool} {r.tool_version or ''}: {m.duration_s:.2f}s @ {r.url} ({model}, {keep})"
              + ("  [INTERRUPTED: partial result]" if r.interrupted else "")]
-    sessions = tuple(k for k in SESSION_ERROR_CLASSES if m.error_counts.get(k))
-    known = set(ERROR_CLASSES + SESSION_ERROR_CLASSES)
-    classes = ERROR_CLASSES + sessions if set(m.error_counts) <= known else tuple(m.error_counts)  # a tool's own
+    occurred = tuple(k for k in OCCASIONAL_ERROR_CLASSES if m.error_counts.get(k))
+    known = set(ERROR_CLASSES + OCCASIONAL_ERROR_CLASSES)
+    classes = ERROR_CLASSES + occurred if set(m.error_counts) <= known else tuple(m.error_counts)  # a tool's own
     errors = ", ".join(f"{k.replace('_', ' ')} {m.error_counts.get(k, 0)}" for k in classes)
     lines.append(f"Requests:     {m.completed} completed, {m.errors} errors ({errors})")
     for miss in (r.raw or {}).get("captures_missed", []):  # arena-load's, with a mix of sessions
@@ -69,6 +69,11 @@ def load_summary(r: LoadResult) -> str:
     lines.append(_percentile_line("service time", m.service_time))
     if m.connect_time and m.connect_time.count:
         lines.append(_percentile_line("connect", m.connect_time))
+    if (st := m.streams) is not None:
+        lines.append(f"Streams:      {st.count} answered in full, {st.events} events (first byte, first and last "
+                     "event from the intended send; the gaps between events as they arrived):")
+        lines += [_percentile_line(label, h) for label, h in (("first byte", st.first_byte), ("first event", st.first_event),
+                                                               ("event gap", st.event_gap), ("last event", st.last_event))]
     if m.server_timing:
         parts = ", ".join(f"{k} {ms(h.p('50'))}" for k, h in m.server_timing.items())
         lines.append(f"Server-Timing p50: {parts}")

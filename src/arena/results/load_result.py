@@ -7,7 +7,7 @@ be decoded and merged later (:meth:`Histogram.decode`); percentiles are precompu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from arena.results.run_setup import LoadSettings
 from arena.stats import median
@@ -15,8 +15,9 @@ from arena.stats import median
 # Transport errors, and two more: "status" (an answer whose status is not expected: by default
 # anything but 2xx and 3xx) and "local" (a connection the generator could not open on its side).
 ERROR_CLASSES = ("refused", "connect_timeout", "reset", "response_timeout", "malformed", "status", "local")
-# Classes arena-load reports only where they can occur: capture, with a mix of sessions.
-SESSION_ERROR_CLASSES = ("capture",)
+# Classes arena-load reports only where they can occur: capture, with a mix of sessions; short, with
+# streams of server-sent events and the events they should hold.
+OCCASIONAL_ERROR_CLASSES = ("capture", "short")
 # The precomputed percentiles of a Histogram, by name (as arena-load's output.rs PERCENTILES).
 PERCENTILES = (("50", 0.5), ("75", 0.75), ("90", 0.9), ("95", 0.95), ("99", 0.99), ("99.9", 0.999),
                ("99.99", 0.9999), ("100", 1.0))
@@ -58,6 +59,26 @@ class Histogram:
 
 
 @dataclass(frozen=True)
+class Streams:
+    """A phase's streams of server-sent events (arena-load's ``streams``): those answered in full,
+    their events, times from the intended send to the first byte, first event and last event, and
+    the gaps between events as they arrived."""
+
+    count: int
+    events: int
+    first_byte: Histogram
+    first_event: Histogram
+    event_gap: Histogram
+    last_event: Histogram
+
+    @classmethod
+    def of(cls, d: dict[str, Any] | None, hist: Callable[[dict], Histogram]) -> "Streams | None":
+        if d is None:
+            return None
+        return cls(d["count"], d["events"], *(hist(d[k]) for k in ("first_byte", "first_event", "event_gap", "last_event")))
+
+
+@dataclass(frozen=True)
 class Phase:
     duration_s: float
     issued: int | None
@@ -79,6 +100,7 @@ class Phase:
     send_lag: Histogram | None
     server_timing: dict[str, Histogram] = field(default_factory=dict)  # by metric name, each one the server sent
     server_timing_dropped: int = 0  # values of names past arena-load's bound on distinct names
+    streams: Streams | None = None  # where any answer was a stream of server-sent events
 
 
 def decode_hdr(hdr: str | None):
@@ -250,6 +272,7 @@ def from_dict(d: dict[str, Any]) -> LoadResult:
         for k in ("response_time", "service_time", "connect_time", "send_lag"):
             p[k] = hist(p[k])
         p["server_timing"] = {k: hist(v) for k, v in p["server_timing"].items()}
+        p["streams"] = Streams.of(p.get("streams"), hist)
         for k in ("status", "workers"):
             p[k] = {int(code): n for code, n in p[k].items()}
         return Phase(**p)
