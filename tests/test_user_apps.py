@@ -105,7 +105,10 @@ def test_a_users_app_is_served_with_arenas_timing_around_it_and_its_own_metrics(
         t = timing(reply)
         assert reply.status == 200 and reply.body == body
         assert {"queue", "app", "cpu", "cpuwall", own} <= set(t), t
-        assert t["app"] >= 2.0 - 0.1 and t["cpu"] <= t["cpuwall"] + 0.01 and t["cpu"] < t["app"], t
+        # the app's own 2 ms sleep: an event loop's timer (uvloop's, libuv's millisecond clock) may end it up
+        # to 1 ms early
+        least = 2.0 - (1.1 if "asgi" in source else 0.1)
+        assert t["app"] >= least and t["cpu"] <= t["cpuwall"] + 0.01 and t["cpu"] < t["app"], t
         assert int(reply.headers["x-arena-pid"]) in running.procset.pids() and reply.headers["x-arena-thread"]
         assert running.cwd == (str(apps / "rackapp") if source.endswith(".ru") else str(apps / "pyapp"))
     assert_gone(running)
