@@ -168,18 +168,27 @@ def test_a_response_that_tells_its_length_is_still_timed_whole():
 
 
 @pytest.mark.integration
-def test_arena_load_times_the_subjects_stream_event_by_event():
+def test_arena_load_times_the_subjects_stream_event_by_event(tmp_path):
     """Arena's ASGI subject's /stream under uvicorn, four streams at once, through arena-load: each
     stream's first byte (the opening comment, at once), first event (after 40 ms), the gaps (25 ms)
-    and its last event, and the stream's own timing from its closing comment."""
+    and its last event, and the stream's own timing from its closing comment; in a mix with ordinary
+    requests, those are timed apart."""
     from arena.drivers import native
     from arena.drivers.spec import LoadSpec
+    from arena.mix import load_mix
     from arena.report.summary import load_summary
 
     require_server("uvicorn")
+    (tmp_path / "mix.toml").write_text('[[requests]]\npath = "/stream?events=2&first_ms=100"\n\n'
+                                       '[[requests]]\npath = "/health"\n')
     with start(ServerSpec("uvicorn", "asgi", strict_knobs=False)) as running:
         r = native.run(LoadSpec(f"{running.url}/stream?events=5&first_ms=40&interval_ms=25", connections=4,
                                 requests=8, events=5), cpus=[0])
+        mixed = native.run(LoadSpec(running.url + "/", connections=2, requests=40, mix=load_mix(tmp_path / "mix.toml")),
+                           cpus=[0])
+    ms = mixed.measured.streams
+    assert ms.count + ms.others_response_time.count == 40 and ms.count >= 8, ms
+    assert ms.others_response_time.p("100") < 50_000 <= ms.first_event.p("50"), ms  # /health apart from the streams
     m = r.measured
     st = m.streams
     assert (st.count, st.events, m.errors) == (8, 40, 0), m

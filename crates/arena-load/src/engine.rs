@@ -922,7 +922,7 @@ impl<'a> Worker<'a> {
         let phase = self.phase(flight.req.warm);
         phase.record_response(flight.req.intended, flight.sent, now, head, bytes);
         if let Some(events) = head.events {
-            phase.streams.record(flight.req.intended, times, events);
+            phase.streams.record(flight.req.intended, now, times, events);
         }
         if !flight.req.warm {
             self.last_done = now;

@@ -164,6 +164,8 @@ pub struct StreamsOut {
     pub first_event: Hist,
     pub event_gap: Hist,
     pub last_event: Hist,
+    /// The other answers' response times (those that were not streams), apart from the streams'.
+    pub others_response_time: Hist,
 }
 
 #[derive(Serialize)]
@@ -264,7 +266,8 @@ fn phase(p: &Phase, duration_s: f64, unsent: u64, in_flight: u64) -> PhaseOut {
         streams: (p.streams.count > 0 || p.errors.short > 0).then(|| {
             let s = &p.streams;
             StreamsOut { count: s.count, events: s.events, first_byte: hist(&s.first_byte), first_event: hist(&s.first_event),
-                         event_gap: hist(&s.gap), last_event: hist(&s.last_event) }
+                         event_gap: hist(&s.gap), last_event: hist(&s.last_event),
+                         others_response_time: hist(&s.others(&p.response)) }
         }),
     }
 }

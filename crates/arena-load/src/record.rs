@@ -129,12 +129,15 @@ pub struct Streams {
     /// Between one event and the next (events read together: 1 µs apart). Every stream's, as they
     /// came, a broken one's too.
     pub gap: Histogram<u64>,
+    /// The streams' response times (to their last byte): the phase's less these are the other
+    /// answers', each kind reported apart where a mix holds both.
+    pub response: Histogram<u64>,
 }
 
 impl Default for Streams {
     fn default() -> Streams {
         Streams { count: 0, events: 0, first_byte: histogram(), first_event: histogram(), last_event: histogram(),
-                  gap: histogram() }
+                  gap: histogram(), response: histogram() }
     }
 }
 
@@ -148,9 +151,17 @@ pub struct StreamTimes {
 }
 
 impl Streams {
-    pub fn record(&mut self, intended_ns: u64, times: StreamTimes, events: u32) {
+    /// The response times of the phase's answers that were not streams.
+    pub fn others(&self, all: &Histogram<u64>) -> Histogram<u64> {
+        let mut rest = all.clone();
+        rest.subtract(&self.response).expect("a part of the whole");
+        rest
+    }
+
+    pub fn record(&mut self, intended_ns: u64, done_ns: u64, times: StreamTimes, events: u32) {
         self.count += 1;
         self.events += u64::from(events);
+        self.response.saturating_record(us(done_ns.saturating_sub(intended_ns)));
         self.first_byte.saturating_record(us(times.first_byte.saturating_sub(intended_ns)));
         if events > 0 {
             self.first_event.saturating_record(us(times.first_event.saturating_sub(intended_ns)));
@@ -162,7 +173,7 @@ impl Streams {
         self.count += o.count;
         self.events += o.events;
         for (a, b) in [(&mut self.first_byte, &o.first_byte), (&mut self.first_event, &o.first_event),
-                       (&mut self.last_event, &o.last_event), (&mut self.gap, &o.gap)] {
+                       (&mut self.last_event, &o.last_event), (&mut self.gap, &o.gap), (&mut self.response, &o.response)] {
             a.add(b).expect("same bounds");
         }
     }

@@ -763,6 +763,7 @@ fn a_streams_first_byte_events_gaps_and_last_event_are_timed_as_they_arrive() {
     // the closing comment's timing joins the head's
     assert_eq!(n(&m["server_timing"]["app"]["count"]), 6);
     assert_eq!(n(&m["server_timing"]["queue"]["count"]), 6);
+    assert_eq!(n(&st["others_response_time"]["count"]), 0, "every answer was a stream");
     // a stream that should have held more is an error, kept out of the stream times and latencies
     let r = load(&url, &["-c", "1", "-n", "2", "--events", "6"]);
     let m = &r["measured"];

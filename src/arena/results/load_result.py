@@ -61,8 +61,8 @@ class Histogram:
 @dataclass(frozen=True)
 class Streams:
     """A phase's streams of server-sent events (arena-load's ``streams``): those answered in full,
-    their events, times from the intended send to the first byte, first event and last event, and
-    the gaps between events as they arrived."""
+    their events, times from the intended send to the first byte, first event and last event, the
+    gaps between events as they arrived, and the other answers' response times apart."""
 
     count: int
     events: int
@@ -70,12 +70,14 @@ class Streams:
     first_event: Histogram
     event_gap: Histogram
     last_event: Histogram
+    others_response_time: Histogram  # the phase's other answers (not streams), apart
 
     @classmethod
     def of(cls, d: dict[str, Any] | None, hist: Callable[[dict], Histogram]) -> "Streams | None":
         if d is None:
             return None
-        return cls(d["count"], d["events"], *(hist(d[k]) for k in ("first_byte", "first_event", "event_gap", "last_event")))
+        return cls(d["count"], d["events"], *(hist(d[k]) for k in ("first_byte", "first_event", "event_gap", "last_event",
+                                                                     "others_response_time")))
 
 
 @dataclass(frozen=True)
