@@ -113,16 +113,16 @@ demo:
 # binary `make build` made (one release profile). The parts' times are printed at the end, passed
 # or not.
 test:
-	@t0=$$(date +%s); t=$$t0; parts=; \
-	part() { now=$$(date +%s); parts="$$parts$$1 $$(( now - t )) s, "; t=$$now; }; \
-	trap 'echo "make test: $${parts}total $$(( $$(date +%s) - t0 )) s"' EXIT; \
-	$(MAKE) --no-print-directory install; part "install and build"; \
-	cargo test --release --locked -p arena-load -- --test-threads=1; part "arena-load's tests"; \
-	$(VENV)/bin/lint-imports --no-cache; \
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not alone" -n 3 --dist loadfile; \
-	part "Arena's tests three at a time"; \
-	ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m alone --durations=30; \
-	part "Arena's tests alone"
+	@t0=$$(date +%s); t=$$t0; parts=; doing=; \
+	step() { doing=$$1; shift; "$$@"; now=$$(date +%s); parts="$$parts$$doing $$(( now - t )) s, "; t=$$now; doing=; }; \
+	trap 'echo "make test: $${parts}$${doing:+$$doing FAILED after $$(( $$(date +%s) - t )) s, }total $$(( $$(date +%s) - t0 )) s"' EXIT; \
+	step "install and build" $(MAKE) --no-print-directory install; \
+	step "arena-load's tests" cargo test --release --locked -p arena-load -- --test-threads=1; \
+	step "import layers" $(VENV)/bin/lint-imports --no-cache; \
+	step "Arena's tests three at a time" env ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		-m "not alone" -n 3 --dist loadfile; \
+	step "Arena's tests alone" env ARENA_REQUIRE_ALL=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider -m alone \
+		--durations=30
 
 # Figures, not tests: about 33 minutes (the memory benchmark runs 6, the model's sweep 7).
 bench: install install-bench
