@@ -102,7 +102,10 @@ def test_open_model_rates():
      'x.toml: workload.expect_status = "204-200": a range runs from the lower status to the higher'),
     ({"workload": {"path": "/"}, "workloads": [{"name": "a"}]},
      'x.toml: workloads = [{"name": "a"}]: give [workload] or [[workloads]], not both'),
-    ({"goal": {"p99": "1s"}}, 'x.toml: goal.p99 = "1s": unknown key (allowed: error_max, memory_max, p99_max, threshold)'),
+    ({"goal": {"p99": "1s"}}, 'x.toml: goal.p99 = "1s": unknown key (allowed: error_max, event_gap_p99_max, '
+                              'first_event_p99_max, memory_max, p99_max, threshold)'),
+    ({"goal": {"first_event_p99_max": "0ms"}}, 'x.toml: goal.first_event_p99_max = "0ms": must be above 0'),
+    ({"workload": {"path": "/stream", "events": 0}}, "x.toml: workload.events = 0: must be a whole number of events from 1 to 100000"),
     ({"servers": [{"server": "puma", "cpu_limit": 0}]},
      "x.toml: servers[0].cpu_limit = 0: must be a number of cores above 0 and at most this machine's"),
     ({"servers": [{"server": "puma", "cpu_limit": [0.5, 999]}]},
@@ -397,10 +400,11 @@ def test_a_goal_written_as_a_table_reads_back_as_the_same_goal():
 
     assert goal_table(Goal(200.0, None, 1.0)) == {"p99_max": 0.2, "error_max": 0.01}  # typed: seconds, a share
     for goal in (Goal(200.0, None, 1.0), Goal(0.5, 2048.0, 0.1), Goal(123.456789, 0.25, 2.5, threshold=0.1),
-                 Goal(None, 512.0, None), Goal(), Goal(1e-3, 1e-4, 1e-5)):
+                 Goal(None, 512.0, None), Goal(), Goal(1e-3, 1e-4, 1e-5), Goal(100.0, first_event_ms=200.0, event_gap_ms=80.0)):
         back = goal_of({"goal": goal_table(goal)})
         assert back.threshold == goal.threshold and back.memory_mib == goal.memory_mib, goal
-        for mine, read in ((goal.p99_ms, back.p99_ms), (goal.error_pct, back.error_pct)):
+        for mine, read in ((goal.p99_ms, back.p99_ms), (goal.error_pct, back.error_pct),
+                           (goal.first_event_ms, back.first_event_ms), (goal.event_gap_ms, back.event_gap_ms)):
             assert mine == read or mine == pytest.approx(read, rel=1e-12), goal  # ms and % read through s and shares
 
 

@@ -202,3 +202,79 @@ def test_arena_load_times_the_subjects_stream_event_by_event(tmp_path):
     assert 24 <= ms["event_gap"] < 35 and 140 <= ms["last_event"] < 175, ms
     assert st.event_gap.count == 8 * 4 and m.server_timing["io"].count == 8, m.server_timing
     assert "first event" in load_summary(r) and "8 answered in full, 40 events" in load_summary(r)
+
+
+def test_the_most_streams_held_count_up_to_the_first_level_that_breaks_the_goal():
+    """results/streams.held: a configuration's closed cells of streams, fewest first, until one breaks
+    the goal (its first event p99 here); the goal's p99 judges a mix's other requests and not the
+    streams; PSS per stream is the slope over the levels, CPU per event the server's over the events."""
+    import dataclasses
+
+    from arena.results.aggregate import Figure
+    from arena.results.answer import Goal
+    from arena.results.load_result import StreamFigures
+    from arena.results.streams import held
+    from tests.conftest import report_store
+    from arena.app.storage import results
+    from arena.results.store import Store
+
+    with Store(report_store()) as store:
+        base = next(c for c in results(store, store.experiments()[0]["name"]).cells if c.model == "closed" and c.valid)
+
+    def cell(level: float, first_ms: float, pss_mib: float, others_ms: float | None = None):
+        run = base.valid_runs[0]
+        run = dataclasses.replace(run, cpu_s=2.0, figures=dataclasses.replace(
+            run.figures, streams=StreamFigures(int(level), 1000, first_ms, 55.0, others_ms)))
+        return dataclasses.replace(base, level=level, runs=(run,), first_event_p99_ms=Figure(first_ms, None, 1),
+                                   event_gap_p99_ms=Figure(55.0, None, 1),
+                                   others_p99_ms=Figure(others_ms, None, 1 if others_ms is not None else 0),
+                                   pss_bytes=Figure(pss_mib * 2**20, None, 1), error_pct=Figure(0.0, None, 1))
+
+    goal = Goal(p99_ms=100, first_event_ms=200)
+    (h,) = held([cell(8, 20, 100), cell(64, 40, 107), cell(256, 900, 126)], goal)
+    assert (h.held, h.tried, h.why_not) == (64, (8, 64, 256), "first_event_p99")
+    assert h.first_event_p99_ms == 40 and h.cpu_per_event_ms == pytest.approx(2.0)  # 2 s of CPU over 1,000 events
+    assert h.pss_per_stream_mib == pytest.approx(0.105, abs=0.002)  # (100, 107, 126) MiB over (8, 64, 256)
+    # beside ordinary requests, their p99 is the goal's: over it at 64 streams, 8 are held
+    (h,) = held([cell(8, 20, 100, others_ms=30), cell(64, 40, 107, others_ms=150)], goal)
+    assert (h.held, h.why_not, h.others_p99_ms) == (8, "p99", 30)
+    (h,) = held([cell(8, 300, 100)], goal)
+    assert (h.held, h.why_not) == (None, "first_event_p99")
+    assert held([base], goal) == []  # no streams: nothing to say
+
+
+@pytest.mark.integration
+def test_an_experiment_of_streams_answers_the_most_held_within_the_goal(tmp_path, capsys):
+    """Arena's ASGI subject's stream (first event after 30 ms, then five 20 ms apart) held 2 and 8 at
+    once under one uvicorn process: each level's stream figures are stored and judged by the goal's
+    first-event p99; show says how many were held, in text and in its schema's JSON."""
+    import json
+
+    import jsonschema
+
+    from arena.cli import main
+    from arena.plan.parse import parse_experiment
+    from arena.results.store import Store
+    from arena.runner import run_experiment
+
+    require_server("uvicorn")
+    exp = parse_experiment({
+        "name": "sse", "duration": "1s", "warmup": "300ms", "repetitions": 1, "speed_threshold": 10,
+        "others_threshold": 1, "drift_threshold": 10,
+        "workload": {"path": "/stream?events=6&first_ms=30&interval_ms=20", "events": 6},
+        "load": {"concurrency": [2, 8]}, "goal": {"first_event_p99_max": "200ms"},
+        "servers": [{"server": "uvicorn", "app": "asgi"}]}, str(tmp_path / "sse.toml"))
+    with Store(tmp_path / "s.db") as store:
+        run_experiment(exp, store)
+        runs = store.runs("sse")
+    assert all(r.valid and r.figures.streams.count > 0 for r in runs), [r.flags for r in runs]
+    assert all(30 <= r.figures.streams.first_event_p99_ms < 200 for r in runs), [r.figures.streams for r in runs]
+    assert main(["show", "sse", "--store", str(tmp_path / "s.db")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Streams held at once within the goal (first event p99 <= 200 ms" in out, out
+    assert "uvicorn[asgi] [default]: 8 (tried 2, 8); first event p99" in out, out
+    assert main(["show", "sse", "--store", str(tmp_path / "s.db"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads((Path(__file__).parents[1] / "schemas" / "answer.schema.json").read_text()))
+    (held,) = doc["streams"]
+    assert held["held"] == 8 and held["event_gap_p99_ms"] >= 19 and held["cpu_per_event_ms"] > 0, held

@@ -138,6 +138,7 @@ def load_spec(exp: Experiment, run: RunSpec, url: str) -> LoadSpec:
     timed = {} if closed or not exp.profile else dict(schedule=profile_schedule(exp, run.level.value))
     return LoadSpec(
         url=url + run.workload.path, method=run.workload.method, expect_status=run.workload.expect_status,
+        events=run.workload.events,
         mix=run.workload.mix,
         connections=int(run.level.value) if closed else None, rate=None if closed else run.level.value,
         arrival=exp.arrival, duration_s=exp.duration_s, requests=exp.requests, warmup_s=exp.warmup_s, keep_alive=clients.keep_alive,

@@ -16,6 +16,7 @@ from arena.errors import ArenaError
 from arena.model.capacity import Capacity, capacities
 from arena.results.answer import Answer, Goal, answers
 from arena.results.soak import Soak, soak_of
+from arena.results.streams import Held, held
 from arena.results.thresholds import Outcome, evaluate, failed
 from arena.results.why.diagnose import diagnose
 from arena.results.why.finding import Why
@@ -45,6 +46,7 @@ class Analysis:
     capacities: list[tuple[str, str, Capacity]] = field(default_factory=list)
     soaks: list[Soak] = field(default_factory=list)  # a soak's runs ([load] soak): each worker's memory growth
     why: Why = Why()  # the known pathologies found in its cells (results/why)
+    streams: list[Held] = field(default_factory=list)  # where it measured streams: the most each configuration held
 
     @property
     def failed_thresholds(self) -> list[Outcome]:
@@ -84,7 +86,7 @@ def analyse(res: Results, flags: GoalFlags = GoalFlags()) -> Analysis:
         found = [(label[config], workload, cap) for (config, workload), cap in capacities(res.runs, g).items()]
     soaks = [s for s in map(soak_of, res.runs) if s is not None]  # an invalid one too: an OOM kill ends a soak
     return Analysis(res, g, answers(res.cells, g, res.failures), evaluate(res.cells, res.definition.thresholds), found,
-                    soaks, diagnose(res.cells))
+                    soaks, diagnose(res.cells), held(res.cells, g))
 
 
 def analyses(store_path: str, name: str | None = None, flags: GoalFlags = GoalFlags()) -> list[Analysis]:

@@ -8,7 +8,7 @@ from rich.markup import escape
 
 from arena.app.analysis import analyses
 from arena.cli.args import EXIT_THRESHOLD, add_goal, add_store, say_store, goal_flags, add_format, print_json
-from arena.report.answer_view import answer_lines, experiment_json, threshold_lines, why_lines
+from arena.report.answer_view import answer_lines, experiment_json, streams_lines, threshold_lines, why_lines
 from arena.report.soak_view import soak_lines
 from arena.report.data import comparison_table
 from arena.report.formats import ShowView, render
@@ -31,8 +31,8 @@ def add(sub) -> None:
 def run(args, out) -> int:
     found = analyses(args.store, args.experiment, goal_flags(args))
     if args.format == "json":
-        docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds, a.capacities, a.why)
-                for a in found]
+        docs = [experiment_json(a.results.name, a.answers, a.results.cells, a.thresholds, a.capacities, a.why,
+                                a.streams) for a in found]
         doc = docs if args.experiment is None else docs[0]
         print_json(doc)
         return EXIT_THRESHOLD if any(a.failed_thresholds for a in found) else 0
@@ -58,8 +58,8 @@ def run(args, out) -> int:
                 out.print(line, highlight=False, markup=False)
             for line in why_lines(a.why, answer):  # a finding a line, unbroken: its URL and figures stay whole
                 out.print(line, highlight=False, markup=False, soft_wrap=True)
-        for line in capacity_lines(a.capacities) + threshold_lines(a.thresholds) + [x for s in a.soaks
-                                                                                     for x in soak_lines(s)]:
+        for line in (capacity_lines(a.capacities) + streams_lines(a.streams, a.goal) + threshold_lines(a.thresholds)
+                     + [x for s in a.soaks for x in soak_lines(s)]):
             out.print(line, highlight=False, markup=False)
         # made to the console's width already: written as it is (rich took 0.12 s to print 1,000 rows)
         out.file.write(text_table(comparison_table(res.cells), f"{res.name}: medians of valid repetitions; intervals "

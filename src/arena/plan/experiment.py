@@ -94,6 +94,7 @@ class Workload:
     mix: Mix | None = field(default=None, compare=False)  # that file, read (None where only the definition is at hand)
     clients: Clients = Clients()  # keep-alive or not, and how far and slow the clients are
     levels: tuple[Level, ...] = ()  # its own load levels (a workload's ``load``); empty: the experiment's
+    events: int | None = None  # the events each stream of server-sent events it answers should hold (fewer: an error)
 
     @property
     def blocking_io(self) -> bool:

@@ -320,14 +320,18 @@ def _ip(text: str) -> bool:
 
 def _goal(top: Reader) -> Goal:
     """``[goal]``: p99_max (a duration), memory_max (a size: PSS), error_max (a share of the requests),
-    threshold (the smallest difference worth calling one)."""
+    threshold (the smallest difference worth calling one); for streams of server-sent events,
+    first_event_p99_max and event_gap_p99_max (durations)."""
     g = Reader(top.file, top.subtable("goal"), "goal.")
-    p99 = g.duration("p99_max", None, MAX_TIMEOUT_S)
-    if p99 == 0:
-        raise g.fail("p99_max", g.table["p99_max"], "must be above 0")
+    p99, first, gap = (g.duration(key, None, MAX_TIMEOUT_S) for key in ("p99_max", "first_event_p99_max",
+                                                                          "event_gap_p99_max"))
+    for key, value in (("p99_max", p99), ("first_event_p99_max", first), ("event_gap_p99_max", gap)):
+        if value == 0:
+            raise g.fail(key, g.table[key], "must be above 0")
     error = g.share("error_max")
-    return Goal(None if p99 is None else 1000 * p99, g.size_mib("memory_max"), None if error is None else 100 * error,
-                g.number("threshold", THRESHOLD, 0, 1))
+    ms = (lambda s: None if s is None else 1000 * s)
+    return Goal(ms(p99), g.size_mib("memory_max"), None if error is None else 100 * error,
+                g.number("threshold", THRESHOLD, 0, 1), ms(first), ms(gap))
 
 
 def goal_table(goal: Goal) -> dict[str, Any]:
@@ -343,6 +347,9 @@ def goal_table(goal: Goal) -> dict[str, Any]:
         table["memory_max"] = goal.memory_mib
     if goal.threshold != THRESHOLD:
         table["threshold"] = goal.threshold
+    for key, ms in (("first_event_p99_max", goal.first_event_ms), ("event_gap_p99_max", goal.event_gap_ms)):
+        if ms is not None:
+            table[key] = ms / 1000
     return table
 
 
@@ -514,9 +521,10 @@ def _workload(r: Reader, named: bool, read_mix: bool = True, clients: Clients = 
                 mix = load_mix(where)
             except ArenaError as e:
                 raise r.fail("mix", mix_file, str(e).removeprefix(f"--mix {where}: ").removeprefix(f"{where}: ")) from None
-        return Workload("/", mix.methods[0] if mix else "GET", name, expect, mix_file, mix, clients, levels)
+        return Workload("/", mix.methods[0] if mix else "GET", name, expect, mix_file, mix, clients, levels,
+                        r.integer("events", None, 1, 100_000))
     return Workload(path, r.string("method", "GET", ("GET", "POST", "HEAD")), name, expect, clients=clients,
-                    levels=levels)
+                    levels=levels, events=r.integer("events", None, 1, 100_000))
 
 
 def _measured_get(w: Workload) -> str | None:

@@ -9,6 +9,7 @@ from arena import stats
 from arena.results.aggregate import FIGURES, MiB, Cell, Figure
 from arena.results.answer import Answer, Goal, Pick, Versus
 from arena.results.thresholds import Outcome
+from arena.results.streams import Held
 from arena.results.runs import SHARED
 from arena.results.why.finding import Why
 
@@ -207,7 +208,7 @@ def _pick(p: Pick) -> dict[str, Any]:
 def goal_json(g: Goal) -> dict[str, Any]:
     """A goal as JSON (the schemas' goal): its limits (null: none) and the difference worth calling one."""
     return {"p99_max_ms": g.p99_ms, "memory_max_mib": g.memory_mib, "error_max_pct": g.error_pct,
-            "threshold": g.threshold}
+            "threshold": g.threshold, "first_event_p99_max_ms": g.first_event_ms, "event_gap_p99_max_ms": g.event_gap_ms}
 
 
 def capacity_json(c) -> dict[str, Any]:
@@ -240,16 +241,42 @@ def answer_json(a: Answer, cells: list[Cell]) -> dict[str, Any]:
 
 
 def experiment_json(name: str, answers: list[Answer], cells: list[Cell], outcomes: Sequence[Outcome] = (),
-                    capacities: Sequence = (), why: Why = Why()) -> dict[str, Any]:
+                    capacities: Sequence = (), why: Why = Why(), streams: Sequence[Held] = ()) -> dict[str, Any]:
     """An experiment's answers as one JSON document (``arena show --json``), with its thresholds'
-    outcomes on each cell, for a capacity search each configuration's capacity, and the pathologies
-    found (``why``)."""
+    outcomes on each cell, for a capacity search each configuration's capacity, the pathologies
+    found (``why``) and, where it measured streams, the most each configuration held."""
     return {"schema": "arena/answer/1", "experiment": name, "why": why.json(),
             "answers": [answer_json(a, cells) for a in answers],
             "capacities": [{"configuration": label, "workload": workload, **capacity_json(c)}
                            for label, workload, c in capacities],
+            "streams": [{"configuration": h.label, "workload": h.workload, "held": h.held, "tried": list(h.tried),
+                         "beyond": h.why_not, "first_event_p99_ms": h.first_event_p99_ms,
+                         "event_gap_p99_ms": h.event_gap_p99_ms, "others_p99_ms": h.others_p99_ms,
+                         "pss_per_stream_mib": h.pss_per_stream_mib, "cpu_per_event_ms": h.cpu_per_event_ms}
+                        for h in streams],
             "thresholds": [{"threshold": o.threshold.text, "configuration": o.cell.label, "workload": o.cell.workload,
                             "level": o.cell.level, "value": o.value, "passed": o.passed} for o in outcomes]}
+
+
+def streams_lines(streams: Sequence[Held], goal: Goal) -> list[str]:
+    """Each configuration's streams held within the goal, as ``arena show`` prints them."""
+    if not streams:
+        return []
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0f} ms" if v >= 10 else f"{v:.1f} ms"
+
+    lines = [f"Streams held at once within the goal ({goal}; the goal's p99 on the other requests):"]
+    for h in streams:
+        tried = ", ".join(f"{t:g}" for t in h.tried)
+        most = f"{h.held:g}" if h.held is not None else "none"
+        most += f" (tried {tried}" + (f"; beyond: {h.why_not}" if h.why_not else "") + ")"
+        figures = [f"first event p99 {ms(h.first_event_p99_ms)}", f"gap p99 {ms(h.event_gap_p99_ms)}"]
+        figures += [f"other requests' p99 {ms(h.others_p99_ms)}"] if h.others_p99_ms is not None else []
+        figures += [f"{h.pss_per_stream_mib * 1024:.0f} KiB a stream"] if h.pss_per_stream_mib is not None else []
+        figures += [f"{h.cpu_per_event_ms:.2f} ms of CPU an event"] if h.cpu_per_event_ms is not None else []
+        lines.append(f"  {h.label} [{h.workload}]: {most}; {', '.join(figures)}")
+    return lines
 
 
 def why_lines(why: Why, answer: Answer) -> list[str]:

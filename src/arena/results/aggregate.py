@@ -188,6 +188,16 @@ class Cell(Placement):
     front: Front | None = None  # a balancer's figures (None: a bare server or a proxy)
     error_pct: Figure = Figure(None, None, 0)  # errors, % of the requests answered or failed, per valid run
     throttled_ms_per_s: Figure = Figure(None, None, 0)  # under a CPU quota: time throttled per second of window
+    # streams of server-sent events (where its runs had any): p99 of the time to the first event, of the
+    # gaps between events, and of the other answers' response time (a mix's ordinary requests), ms
+    first_event_p99_ms: Figure = Figure(None, None, 0)
+    event_gap_p99_ms: Figure = Figure(None, None, 0)
+    others_p99_ms: Figure = Figure(None, None, 0)
+
+    @property
+    def streams(self) -> bool:
+        """Whether its valid runs answered streams of server-sent events."""
+        return any(r.figures and r.figures.streams and r.figures.streams.count for r in self.valid_runs)
 
     @property
     def pool(self) -> int | None:
@@ -284,7 +294,17 @@ def cell(runs: list[Run]) -> Cell:
         response_ms=Figure.of([mean_response_ms(r) for r in ok]), front=_front(ok),
         error_pct=Figure.of([error_pct(r) for r in ok]),
         throttled_ms_per_s=Figure.of([r.throttled_ms / r.resources.window_s for r in ok
-                                      if r.throttled_ms is not None and r.resources.window_s > 0]))
+                                      if r.throttled_ms is not None and r.resources.window_s > 0]),
+        **_streams(ok))
+
+
+def _streams(runs: tuple[Run, ...]) -> dict[str, Figure]:
+    """The stream figures of a cell's valid runs (none where they answered no stream)."""
+    figures = [r.figures.streams for r in runs if r.figures and r.figures.streams and r.figures.streams.count]
+    if not figures:
+        return {}
+    return {name: Figure.of([getattr(f, name) for f in figures])
+            for name in ("first_event_p99_ms", "event_gap_p99_ms", "others_p99_ms")}
 
 
 def aggregate(runs: list[Run]) -> list[Cell]:
@@ -308,6 +328,8 @@ FIGURES: dict[str, tuple[str, Callable[[Cell], Figure], bool]] = {
     "p99": ("ms", lambda c: c.p99_us.scaled(1000), False),
     "memory": ("MiB", lambda c: c.pss_bytes.scaled(MiB), False),
     "errors": ("%", lambda c: c.error_pct, False),
+    "first_event_p99": ("ms", lambda c: c.first_event_p99_ms, False),  # streams of server-sent events
+    "event_gap_p99": ("ms", lambda c: c.event_gap_p99_ms, False),
 }
 
 

@@ -32,13 +32,17 @@ from arena.results.runs import Failure
 
 @dataclass(frozen=True)
 class Goal:
-    """What a configuration must keep within: p99 (ms), memory (PSS, MiB), errors (% of requests);
-    None: no limit. ``threshold``: the smallest difference worth calling one (stats.compare)."""
+    """What a configuration must keep within: p99 (ms), memory (PSS, MiB), errors (% of requests) and,
+    where it serves streams of server-sent events, the p99 of the time to their first event and of the
+    gaps between their events (ms); None: no limit. ``threshold``: the smallest difference worth
+    calling one (stats.compare)."""
 
     p99_ms: float | None = None
     memory_mib: float | None = None
     error_pct: float | None = None
     threshold: float = stats.THRESHOLD
+    first_event_ms: float | None = None
+    event_gap_ms: float | None = None
 
     @property
     def latency(self) -> bool:
@@ -69,12 +73,14 @@ class Goal:
 
     def check_figures(self, figure_of: Callable[[str], Figure]) -> "Check":
         """Whether the figures ``figure_of(name)`` gives ("p99" in ms, "memory" in MiB, "errors" in % of
-        requests; asked for the limits set only) keep within the goal: at their medians, and surely
-        (by their intervals). The one judgement of a goal's figures: a cell's (check), the runs of a
-        capacity search at one rate (model/search.passes)."""
+        requests, "first_event_p99" and "event_gap_p99" in ms; asked for the limits set only) keep
+        within the goal: at their medians, and surely (by their intervals). The one judgement of a
+        goal's figures: a cell's (check), the runs of a capacity search at one rate (model/search.passes)."""
         median_only = []
         for name, most, within in (("p99", self.p99_ms, self.p99_within), ("memory", self.memory_mib, self.memory_within),
-                                   ("errors", self.error_pct, self.errors_within)):
+                                   ("errors", self.error_pct, self.errors_within),
+                                   ("first_event_p99", self.first_event_ms, lambda v: v <= self.first_event_ms),
+                                   ("event_gap_p99", self.event_gap_ms, lambda v: v <= self.event_gap_ms)):
             if most is None:
                 continue
             figure = figure_of(name)
@@ -89,7 +95,9 @@ class Goal:
     def __str__(self) -> str:
         parts = [f"p99 <= {self.p99_ms:g} ms" if self.p99_ms is not None else "",
                  f"PSS <= {self.memory_mib:g} MiB" if self.memory_mib is not None else "",
-                 f"errors <= {self.error_pct:g}%" if self.error_pct is not None else ""]
+                 f"errors <= {self.error_pct:g}%" if self.error_pct is not None else "",
+                 f"first event p99 <= {self.first_event_ms:g} ms" if self.first_event_ms is not None else "",
+                 f"event gap p99 <= {self.event_gap_ms:g} ms" if self.event_gap_ms is not None else ""]
         return ", ".join(p for p in parts if p) or "none"
 
 

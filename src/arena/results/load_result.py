@@ -179,6 +179,26 @@ class LoadResult:
 
 
 @dataclass(frozen=True)
+class StreamFigures:
+    """What a run's cell reads of its streams (Streams): how many were answered in full and their
+    events, and the p99s of the time to the first event, of the gaps between events and of the
+    other answers' response time (a mix's ordinary requests beside its streams). Milliseconds."""
+
+    count: int
+    events: int
+    first_event_p99_ms: float | None
+    event_gap_p99_ms: float | None
+    others_p99_ms: float | None  # None: every answer was a stream
+
+    @classmethod
+    def of(cls, s: Streams) -> "StreamFigures":
+        def p99(h: Histogram) -> float | None:
+            return h.p("99") / 1000 if h.count and h.p("99") is not None else None
+
+        return cls(s.count, s.events, p99(s.first_event), p99(s.event_gap), p99(s.others_response_time))
+
+
+@dataclass(frozen=True)
 class LoadFigures:
     """What a run's cell reads of its load result (results/aggregate.py), small enough to read for
     10,000 runs at once: the store keeps it beside the load result, which is then decoded only
@@ -191,6 +211,7 @@ class LoadFigures:
     workers: tuple[int, ...]  # the requests each server worker answered, most first
     connections: int | None = None  # connections opened in the measured phase (None: not counted, older stores)
     connection_spread: ConnectionSpread | None = None  # kept-alive connections side by side (None: not kept)
+    streams: StreamFigures | None = None  # where any answer was a stream of server-sent events
 
     @classmethod
     def of(cls, r: LoadResult) -> "LoadFigures":
@@ -206,13 +227,14 @@ class LoadFigures:
                       if h.mean is not None and answered}
         return cls(m.completed, m.errors, rt.mean / 1000 if rt and rt.mean is not None else None, timing,
                    tuple(sorted(m.workers.values(), reverse=True)),
-                   m.connect_time.count if m.connect_time is not None else None, r.connection_spread)
+                   m.connect_time.count if m.connect_time is not None else None, r.connection_spread,
+                   StreamFigures.of(m.streams) if m.streams is not None else None)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "LoadFigures":
-        spread = d.get("connection_spread")
+        spread, streams = d.get("connection_spread"), d.get("streams")
         return cls(d["completed"], d["errors"], d["response_ms"], d["timing_ms"], tuple(d["workers"]), d.get("connections"),
-                   ConnectionSpread(**spread) if spread else None)
+                   ConnectionSpread(**spread) if spread else None, StreamFigures(**streams) if streams else None)
 
 
 def to_dict(r: LoadResult) -> dict[str, Any]:
