@@ -12,7 +12,8 @@ worker at 32 reconnecting clients with a backlog of 1 against 2048. GC pauses: a
 lists reach the old generation against one that makes bytes the collector does not track.
 Event-loop blocking: Arena's ASGI subject under one uvicorn process at 4 clients, a 20 ms wait that
 holds the loop (io=block) against one that yields (io=sleep): one configuration, two workloads.
-Keep-alive unfairness: Puma 1x8 at 200 kept-alive clients against gunicorn gthread 1x8. Then the detectors over the demo's store (``--demo-store``, default
+Keep-alive unfairness: Puma 1x8 at 200 kept-alive clients against gunicorn gthread 1x8. Threads
+pinned by streams: a 230 ms stream held 6 at once on gunicorn gthread 1x2 against uvicorn. Then the detectors over the demo's store (``--demo-store``, default
 arena.db where `make demo` left it: skipped where there is none), and their cost: diagnose() over
 each store against the runs' measured seconds, and one read of the sockets (sockets.nodelay) per run.
 
@@ -49,6 +50,7 @@ CASES = {  # detector: (experiment file, the configuration that has it, the cont
               "gunicorn-gthread[wsgi] p=1 t=4 keepalive_timeout=2"),
     "loop": ("loop.toml", "uvicorn[asgi] p=1 block", "uvicorn[asgi] p=1 yield"),
     "keepalive": ("keepalive.toml", "puma[rack] p=1 t=8", "gunicorn-gthread[wsgi] p=1 t=8"),
+    "pinned": ("pinned.toml", "gunicorn-gthread[wsgi] p=1 t=2", "uvicorn[asgi] p=1"),
 }
 
 

@@ -6,7 +6,7 @@ exported as they were written. Value types: no I/O."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from arena.limits import Limits
@@ -56,6 +56,18 @@ class Launch:
     limits: Limits = Limits()  # a container's CPU quota and memory limit (none in older stores)
     keep_alive: bool = True  # whether the server keeps a client's connection between requests (catalog's)
     language: str | None = None  # the server's: "python" or "ruby" (None in older stores)
+    model: str | None = None  # its concurrency model (catalog.MODELS; None in older stores)
+    knobs: Mapping[str, int | None] = field(default_factory=dict)  # as given (None: the server's own default)
+
+    @property
+    def threads(self) -> int | None:
+        """The requests it serves at once, a thread each, where it spends a thread on each (the process,
+        thread and hybrid models): processes x threads per process; None for an event loop, or where a
+        knob was left to the server's own default."""
+        if self.model not in ("process", "thread", "hybrid"):
+            return None
+        counts = [self.knobs.get(k, 1) for k in ("processes", "threads")]
+        return None if None in counts else counts[0] * counts[1]
 
     @classmethod
     def of(cls, d: Mapping[str, Any] | None) -> "Launch":
@@ -65,7 +77,8 @@ class Launch:
                    TopologyLaunch.of(d.get("topology")),
                    FrontLaunch(front["kind"], front.get("version")) if front else None,
                    tuple(InstanceLaunch(i.get("address"), i.get("cpus")) for i in d.get("instances") or ()),
-                   Limits(**limits), d.get("keep_alive", True), d.get("language"))
+                   Limits(**limits), d.get("keep_alive", True), d.get("language"), d.get("model"),
+                   dict(d.get("knobs") or {}))
 
 
 ARRIVALS = ("constant", "poisson")  # how an open model spaces its sends: evenly, or as a Poisson process

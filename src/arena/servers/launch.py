@@ -147,9 +147,11 @@ class RunningServer(Confined):
 
     def described(self) -> dict:
         """How it was started, as stored with each run: command line, working directory, environment,
-        named settings, the server's version (and where it comes from, when not Arena's own)."""
+        named settings, the server's version (and where it comes from, when not Arena's own), its
+        concurrency model and the knobs it was given (None: its own default)."""
         return {"argv": self.argv, "cwd": self.cwd, "env": self.env, "settings": self.settings,
-                "version": self.version, "language": self.server.language, **({"version_from": self.version_from} if self.version_from else {}),
+                "version": self.version, "language": self.server.language, "model": self.server.model,
+                "knobs": dict(self.knobs), **({"version_from": self.version_from} if self.version_from else {}),
                 **({"limits": asdict(self.limits)} if self.limits.any else {}),
                 **({} if self.server.keep_alive else {"keep_alive": False})}
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from arena.results.aggregate import Cell
-from arena.results.why import backlog, churn, gc, keepalive, loop, nagle, oom, restarts, throttling
+from arena.results.why import backlog, churn, gc, keepalive, loop, nagle, oom, pinned, restarts, throttling
 from arena.results.why.finding import Finding, Unchecked, Why
 
 # The detectors, registered once: each module's KEY, NAME, THRESHOLDS, SHOWN_IN (where the report
 # shows its evidence) and detect(cell, cells); the report reads them from here (shown_in).
-DETECTORS = (nagle, throttling, oom, restarts, churn, backlog, gc, loop, keepalive)
+DETECTORS = (nagle, throttling, oom, restarts, churn, backlog, gc, loop, keepalive, pinned)
 
 
 def shown_in(key: str) -> str:
