@@ -288,8 +288,11 @@ def test_threads_pinned_by_streams_are_named_for_a_threaded_server_and_not_for_a
     require_server("uvicorn")
     from tests.test_why import found_in
 
-    (f,), _ = found_in(tmp_path, "pinned", (0, 1), retake=True)  # 1: a run the noisy machine spoiled, retaken
-    assert (f["key"], f["label"], f["level"]) == ("pinned", "gunicorn-gthread[wsgi] p=1 t=2", "c=6"), f
+    found, _ = found_in(tmp_path, "pinned", (0, 1), retake=True)  # 1: a run the noisy machine spoiled, retaken
+    # (beside the suite's other tests another detector may name something of a busy machine too)
+    pinned = [f for f in found if f["key"] == "pinned"]
+    assert [(f["label"], f["level"]) for f in pinned] == [("gunicorn-gthread[wsgi] p=1 t=2", "c=6")], found
+    (f,) = pinned
     figures = {e["what"]: e["value"] for e in f["evidence"]}
     assert figures["threads"] == 2 and figures["streams waiting for one"] == 4, f
     assert figures["first event p99"] >= 200 and f["effect_p99_ms"] >= 150, f
