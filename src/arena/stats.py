@@ -181,6 +181,17 @@ def mean_interval(values: list[float]) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
+def slope(xs: list[float], ys: list[float]) -> float:
+    """The least-squares slope of ``ys`` on ``xs``: how much y grows per x. Two distinct xs at least
+    (ValueError otherwise)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if n != len(ys) or sxx == 0:
+        raise ValueError("a slope needs two distinct xs")
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+
+
 def slope_interval(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     """The least-squares slope of ``ys`` on ``xs`` and its 95% confidence interval by Student's t on
     n - 2 degrees of freedom: (slope, lo, hi), what scipy.stats.linregress's slope and stderr give.
@@ -188,14 +199,11 @@ def slope_interval(xs: list[float], ys: list[float]) -> tuple[float, float, floa
     n = len(xs)
     if n != len(ys) or n < 3:
         raise ValueError("a slope's interval needs three points or more")
+    b = slope(xs, ys)
     mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        raise ValueError("a slope needs two distinct xs")
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys))
-    half = t975(n - 2) * math.sqrt(residual / (n - 2) / sxx)
-    return slope, slope - half, slope + half
+    residual = sum((y - my - b * (x - mx)) ** 2 for x, y in zip(xs, ys))
+    half = t975(n - 2) * math.sqrt(residual / (n - 2) / sum((x - mx) ** 2 for x in xs))
+    return b, b - half, b + half
 
 
 @dataclass(frozen=True)

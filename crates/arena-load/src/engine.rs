@@ -792,19 +792,17 @@ impl<'a> Worker<'a> {
     fn saw_events(&mut self, slot: usize, events: u32, at: u64) {
         let conn = self.conns[slot].as_mut().expect("live");
         let warm = conn.flight.is_some_and(|f| f.req.warm);
-        let (mut seen, mut last) = (conn.seen_events, conn.times.last_event);
+        let (seen, last) = (conn.seen_events, conn.times.last_event);
         if seen == 0 {
             conn.times.first_event = at;
         }
         conn.seen_events = events;
         conn.times.last_event = at;
         let gaps = &mut self.phase(warm).streams.gap;
-        while seen < events {
-            if seen > 0 {
-                gaps.saturating_record(us(at.saturating_sub(last)));
-            }
-            (seen, last) = (seen + 1, at);
+        if seen > 0 {
+            gaps.saturating_record(us(at.saturating_sub(last)));
         }
+        gaps.saturating_record_n(1, u64::from(events - seen - 1)); // those after the first read with it
     }
 
     /// A response read in full: the request is done (with the link on, once the last segment has
@@ -896,10 +894,11 @@ impl<'a> Worker<'a> {
     fn complete(&mut self, flight: InFlight, now: u64, head: &crate::response::Head, bytes: u64, stat: Option<usize>,
                 times: StreamTimes) {
         let req = flight.req;
+        let expected = self.cfg.expect.contains(head.status);
         let short = head.events.zip(self.cfg.events).is_some_and(|(got, want)| got < want);
-        if !self.cfg.expect.contains(head.status) || short {
+        if !expected || short {
             // an answer, but not a success: an error of its own class, kept out of the latencies
-            let kind = if self.cfg.expect.contains(head.status) { ErrorKind::Short } else { ErrorKind::Status };
+            let kind = if expected { ErrorKind::Short } else { ErrorKind::Status };
             self.phase(req.warm).record_unexpected(head.status, bytes, kind);
             if !req.warm {
                 self.interval_at(now).errors += 1;

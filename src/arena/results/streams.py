@@ -10,9 +10,9 @@ all where every request was a stream."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, replace
 
+from arena import stats
 from arena.results.aggregate import MiB, Cell, Figure
 from arena.results.answer import Check, Goal
 
@@ -70,15 +70,14 @@ def held(cells: list[Cell], goal: Goal) -> list[Held]:
 
 
 def _slope(points: list[tuple[float, float]]) -> float | None:
-    """Least squares: how much y grows per x (None with fewer than two distinct x)."""
+    """How much y grows per x (stats.slope; None with fewer than two distinct x)."""
     if len({x for x, _ in points}) < 2:
         return None
-    mx, my = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
-    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return stats.slope([x for x, _ in points], [y for _, y in points])
 
 
 def _cpu_per_event_ms(cell: Cell) -> float | None:
     each = [1000 * r.cpu_s / r.figures.streams.events for r in cell.valid_runs
             if r.cpu_s is not None and r.figures and r.figures.streams and r.figures.streams.events]
-    return statistics.median(each) if each else None
+    return stats.median(each) if each else None
 
