@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from arena.http_client import Client, Reply, Streamed
+from arena.http_client import Client, Reply, Streamed, server_timing
 
 PI_50 = "3.14159265358979323846264338327950288419716939937510"
 FIB_90 = {"n": 90, "bits": 62, "mod1e9": 2880067194370816120 % 10**9}
@@ -46,6 +46,14 @@ class _Checker:
                              f"({reply.body[:120].decode('utf-8', 'replace').strip()!r})")
             return None
         return reply
+
+    def stream(self, check: str, path: str, headers: dict[str, str] | None = None) -> Streamed | None:
+        """GET ``path`` read as it arrives (Client.stream); None, with the failure, where it could not be."""
+        try:
+            return self.client.stream(path, headers)
+        except OSError as e:
+            self.fail(check, f"GET {path}: {e.__class__.__name__}: {e}")
+            return None
 
     def common(self, check: str, path: str, reply: Reply) -> None:
         """Headers every response must carry (spec: Headers on every response)."""
@@ -348,10 +356,9 @@ def _check_stream(c: _Checker) -> None:
     timing (three events' CPU and waits), and the buffering switch. Whether the parts arrived apart
     is the server's doing, not the app's."""
     path = STREAM
-    try:
-        r = c.client.stream(path, {"X-Request-Start": f"t={int(time.time() * 1e6)}"})
-    except OSError as e:
-        return c.fail("stream", f"GET {path}: {e.__class__.__name__}: {e}")
+    r = c.stream("stream", path, {"X-Request-Start": f"t={int(time.time() * 1e6)}"})
+    if r is None:
+        return
     c.on_stream(r)
     h = r.headers
     c.expect("stream", r.status == 200, f"GET {path}: status {r.status}")
@@ -364,16 +371,13 @@ def _check_stream(c: _Checker) -> None:
     expected = [b": stream", *(b"id: %d\ndata: xxxx" % i for i in (1, 2, 3))]
     c.expect("stream", texts[:4] == expected and len(texts) == 5 and texts[4].startswith(b": server-timing "),
              f"GET {path}: parts {texts}")
-    last = texts[-1] if texts else b""
-    closing = Reply(200, {"server-timing": last.removeprefix(b": server-timing ").decode("latin-1")}, b"").timing()
+    closing = server_timing((texts[-1] if texts else b"").removeprefix(b": server-timing ").decode("latin-1"))
     c.expect("stream", 15 <= closing.get("cpu", 0) <= 30 and closing.get("io", 0) >= 140
              and closing.get("app", 0) >= closing.get("io", 0) + closing.get("cpu", 0) - 0.5,
              f"GET {path}: closing Server-Timing {closing}, expected cpu 15 (to 30) and io 140 or more within app")
-    try:
-        r = c.client.stream("/stream?events=1&first_ms=0&buffering=no")
+    r = c.stream("stream", "/stream?events=1&first_ms=0&buffering=no")
+    if r is not None:
         c.expect("stream", r.headers.get("x-accel-buffering") == "no", f"buffering=no: head {r.headers}")
-    except OSError as e:
-        c.fail("stream", f"GET /stream?buffering=no: {e.__class__.__name__}: {e}")
     c.bad_request("stream", "/stream?events=0", ("events", "1"))
     c.bad_request("stream", "/stream?bytes=65537", ("bytes", "65536"))
     c.bad_request("stream", "/mix?w_stream=1", ("w_stream",))
